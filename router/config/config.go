@@ -1,0 +1,175 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+)
+
+// Hardware profile names accepted in "hardware:". They match the hw
+// package's profiles.
+const (
+	HardwareBCM47094 = "bcm47094" // bgmac CPU port to a BCM53012 switch, 2 cores, no RX checksum offload
+	HardwareIXGBE    = "ixgbe"    // 10 GbE, several receive queues joined with PACKET_FANOUT
+	HardwareGeneric  = "generic"  // anything else, veth included; the default
+)
+
+// Interface roles accepted in "role:".
+const (
+	RoleLAN = "lan" // inside: trusted, served by the status page
+	RoleWAN = "wan" // outside: the uplink, NATed once NAT exists
+)
+
+// Limits checked by Validate.
+const (
+	// MaxQueues bounds a port's receive queues. 64 is the most RSS queues
+	// of the NICs we target (ixgbe has 64 RX queues with RSS); more rings
+	// than that would only cost memory.
+	MaxQueues = 64
+	// MinMTU is the smallest IPv4 MTU (RFC 791: every host must accept 68-octet datagrams).
+	MinMTU = 68
+	// MinMTUIPv6 is the smallest MTU of a link that carries IPv6 (RFC 8200 §5).
+	MinMTUIPv6 = 1280
+	// MaxMTU is the largest IP packet (the 16-bit total length field).
+	MaxMTU = 65535
+)
+
+// Config is a parsed and valid config.yaml. A Config is a plain value:
+// it is not safe for concurrent mutation, but may be read from several
+// goroutines once built.
+type Config struct {
+	// File is the name errors are reported under, e.g. "/etc/gvrouter/config.yaml";
+	// "" for a Config built in code.
+	File string
+
+	Hardware   string      // "bcm47094" | "ixgbe" | "generic"; "" in YAML becomes "generic"
+	Ports      []Port      // kernel interfaces the router takes over; names are unique
+	Interfaces []Interface // one netstack NIC each; names are unique
+	Routes     []Route     // static routes, in file order
+	Status     Status      // the status page
+
+	src src
+}
+
+// Port is a kernel network interface the router takes over with AF_PACKET.
+type Port struct {
+	Name   string // kernel interface name, e.g. "eth0", "br-lan", "wan"
+	Queues int    // receive queues joined with PACKET_FANOUT, 1..64, e.g. 2; 0 = the hardware profile's default
+	MTU    int    // L3 MTU, 68..65535, e.g. 1500; 0 = leave the kernel's MTU as it is
+	Pos    Pos    // where the port is defined, e.g. {Line: 9, Col: 5}
+
+	src src
+}
+
+// Interface is one netstack NIC on a port. Without VLAN support each port
+// carries at most one interface, untagged.
+type Interface struct {
+	Name      string         // NIC name used everywhere (status page, routes, listen), e.g. "lan"
+	Port      string         // the Port it sends and receives on, e.g. "br-lan"
+	Addresses []netip.Prefix // addresses with their subnet, e.g. [192.168.1.1/24 fd00:1::1/64]
+	MTU       int            // L3 MTU, 68..65535 (≥1280 with IPv6 addresses), e.g. 1500; 0 = the port's
+	Role      string         // "lan" | "wan"
+	Pos       Pos            // where the interface is defined
+
+	src src
+}
+
+// Route is a static route.
+type Route struct {
+	// To is the destination, e.g. 10.0.0.0/8. "default" in YAML becomes
+	// 0.0.0.0/0 or ::/0 by the family of Via; a bare address becomes a
+	// host route (/32 or /128). Always masked (no host bits set).
+	To  netip.Prefix
+	Via netip.Addr // next hop, e.g. 203.0.113.1; zero = on-link through Dev
+	Dev string     // interface name, e.g. "wan"; "" = the interface whose subnet contains Via
+	Pos Pos        // where the route is defined
+
+	src src
+}
+
+// Status configures the status page (HTML, JSON and /metrics).
+type Status struct {
+	Listen []Listen // where to serve it; empty = nowhere
+}
+
+// Listen is one address the status page is served on. Exactly one of
+// Interface and Host is set.
+type Listen struct {
+	// Interface is a NIC name, e.g. "lan": the page is served by netstack on
+	// that interface's addresses ("lan:80" in YAML).
+	Interface string
+	// Host is a host socket address, e.g. 127.0.0.1:8080 or [::1]:8080,
+	// served by the kernel's stack ("127.0.0.1:8080" in YAML).
+	Host netip.AddrPort
+	// Port is the TCP port, 1..65535, e.g. 80; for a Host listen it equals Host.Port().
+	Port uint16
+	Pos  Pos // where the entry is written
+}
+
+// String returns the listen address as written in YAML: "lan:80" or
+// "127.0.0.1:8080".
+func (l Listen) String() string {
+	if l.Interface != "" {
+		return l.Interface + ":" + strconv.Itoa(int(l.Port))
+	}
+	return l.Host.String()
+}
+
+// Load reads and parses the config file at path. Errors name path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Port returns the port named name, or nil.
+func (c *Config) Port(name string) *Port {
+	for i := range c.Ports {
+		if c.Ports[i].Name == name {
+			return &c.Ports[i]
+		}
+	}
+	return nil
+}
+
+// Interface returns the interface named name, or nil.
+func (c *Config) Interface(name string) *Interface {
+	for i := range c.Interfaces {
+		if c.Interfaces[i].Name == name {
+			return &c.Interfaces[i]
+		}
+	}
+	return nil
+}
+
+// src remembers where each key's value was written, so errors found after
+// decoding point at the value rather than at the item.
+type src struct {
+	pos map[string]Pos  // key ("port", "addresses.1") → position of its value
+	bad map[string]bool // keys already reported while decoding: Validate skips them
+}
+
+func (s *src) set(key string, p Pos) {
+	if s.pos == nil {
+		s.pos = make(map[string]Pos)
+	}
+	s.pos[key] = p
+}
+
+func (s *src) markBad(key string) {
+	if s.bad == nil {
+		s.bad = make(map[string]bool)
+	}
+	s.bad[key] = true
+}
+
+// at returns where key was written, or def.
+func (s *src) at(key string, def Pos) Pos {
+	if p, ok := s.pos[key]; ok {
+		return p
+	}
+	return def
+}

@@ -1,0 +1,31 @@
+// Package config reads and checks the router's config.yaml.
+//
+// # Pipeline
+//
+// [Parse] is a pure function from bytes to a [*Config]. It walks the
+// yaml.v3 node tree itself rather than decoding into structs, because a
+// custom UnmarshalYAML that calls node.Decode loses KnownFields
+// (go-yaml/yaml#460) and because every node carries its line and column.
+// Parse reports every problem it finds at once, each as
+// "file:line:column: message", joined with [errors.Join]: unknown keys
+// (with the nearest known key when one is close), keys of the design that
+// this version does not implement yet (vlan, vlan_protocol, pcp, gro,
+// macsec, nat), duplicate keys, wrong types, bad values and broken
+// references between sections. A config with any error is never returned,
+// so a bad config applies nothing.
+//
+// [Config.Validate] holds the checks that do not need YAML (ranges,
+// references, overlaps). Parse runs it; code that builds a Config by hand
+// (the lab) can run it too.
+//
+// # Positions
+//
+// Every item keeps the position of its YAML mapping in Pos, and
+// [Config.Errorf] builds an [*Error] that names the config line, so errors
+// found later, while applying the config, still point at the file.
+//
+// # Syntax errors
+//
+// The YAML scanner reports only a line for syntax errors; those errors are
+// reported at column 1 of that line.
+package config

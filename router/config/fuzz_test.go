@@ -1,0 +1,115 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// format writes c back as YAML, for the round-trip check.
+func format(c *Config) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "hardware: %q\nports:\n", c.Hardware)
+	for _, p := range c.Ports {
+		fmt.Fprintf(&b, "  - {name: %q, queues: %d, mtu: %d}\n", p.Name, p.Queues, p.MTU)
+	}
+	b.WriteString("interfaces:\n")
+	for _, ifc := range c.Interfaces {
+		fmt.Fprintf(&b, "  - {name: %q, port: %q, role: %q, mtu: %d, addresses: [", ifc.Name, ifc.Port, ifc.Role, ifc.MTU)
+		for i, a := range ifc.Addresses {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%q", a.String())
+		}
+		b.WriteString("]}\n")
+	}
+	b.WriteString("routes:\n")
+	for _, r := range c.Routes {
+		fmt.Fprintf(&b, "  - to: %q\n", r.To.String())
+		if r.Via.IsValid() {
+			fmt.Fprintf(&b, "    via: %q\n", r.Via.String())
+		}
+		if r.Dev != "" {
+			fmt.Fprintf(&b, "    dev: %q\n", r.Dev)
+		}
+	}
+	b.WriteString("status:\n  listen:\n")
+	for _, l := range c.Status.Listen {
+		fmt.Fprintf(&b, "    - %q\n", l.String())
+	}
+	return []byte(b.String())
+}
+
+// clearPos zeroes every position so configs from different texts compare.
+func clearPos(c *Config) *Config {
+	strip(c)
+	c.File = ""
+	for i := range c.Ports {
+		c.Ports[i].Pos = Pos{}
+	}
+	for i := range c.Interfaces {
+		c.Interfaces[i].Pos = Pos{}
+		if len(c.Interfaces[i].Addresses) == 0 {
+			c.Interfaces[i].Addresses = nil
+		}
+	}
+	for i := range c.Routes {
+		c.Routes[i].Pos = Pos{}
+	}
+	for i := range c.Status.Listen {
+		c.Status.Listen[i].Pos = Pos{}
+	}
+	return c
+}
+
+// FuzzParse checks that Parse never panics, that every error line is
+// "file:line:col: message", that accepted configs pass Validate, and that
+// an accepted config written back as YAML parses to the same Config.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(minimal))
+	f.Add([]byte(""))
+	f.Add([]byte("ports: [\n"))
+	f.Add([]byte("a: &x [*x]\n"))
+	f.Add([]byte("interfaces:\n  - &i {name: lan, port: eth0, role: lan}\n  - *i\nports: [{name: eth0}]\n"))
+	f.Add([]byte(minimal + "routes:\n  - {to: default, via: 192.168.1.254}\nstatus:\n  listen: [lan:80, \"[::1]:80\"]\n"))
+	seeds, _ := filepath.Glob("testdata/*.yaml")
+	bad, _ := filepath.Glob("testdata/invalid/*.yaml")
+	for _, name := range append(append(seeds, bad...), "../../config.yaml") {
+		if data, err := os.ReadFile(name); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			if c != nil {
+				t.Fatalf("Parse() = %+v, %v; want a nil Config with an error", c, err)
+			}
+			checkErrorLines(t, "fuzz.yaml", err)
+			if _, err2 := Parse("fuzz.yaml", data); err2 == nil || err2.Error() != err.Error() {
+				t.Fatalf("Parse() is not deterministic: %v, then %v", err, err2)
+			}
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("Parse() accepted a config that Validate() rejects: %v", err)
+		}
+		for _, ifc := range c.Interfaces {
+			if c.Port(ifc.Port) == nil {
+				t.Fatalf("interface %q on unknown port %q accepted", ifc.Name, ifc.Port)
+			}
+		}
+		text := format(c)
+		c2, err := Parse("fuzz.yaml", text)
+		if err != nil {
+			t.Fatalf("Parse(format(c)) = %v\n%s", err, text)
+		}
+		if a, b := clearPos(c), clearPos(c2); !reflect.DeepEqual(a, b) {
+			t.Fatalf("round trip:\n%+v\n%+v\n%s", a, b, text)
+		}
+	})
+}

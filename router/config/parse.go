@@ -1,0 +1,372 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Keys of each mapping. unsupported lists keys of the design (DESIGN.md,
+// "Config shape") that this version rejects rather than ignores.
+var (
+	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "status"}
+	topUnsupported        = []string{"macsec", "nat"}
+	portKeys              = []string{"name", "queues", "mtu"}
+	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role"}
+	interfaceUnsupported  = []string{"vlan", "vlan_protocol", "pcp", "gro"}
+	routeKeys             = []string{"to", "via", "dev"}
+	statusKeys            = []string{"listen"}
+	yamlLineRE            = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+	errNotSupportedSuffix = "not supported by this version"
+)
+
+// Parse decodes and validates a config.yaml. filename is used only in
+// error messages. It returns every problem at once, each as an *Error
+// ("file:line:col: message"), joined with errors.Join, and a nil Config if
+// there is any.
+func Parse(filename string, data []byte) (*Config, error) {
+	d := &decoder{errorList: errorList{file: filename}}
+	root, ok := d.document(data)
+	if !ok {
+		return nil, d.err()
+	}
+	c := &Config{File: filename}
+	c.src.set("", Pos{1, 1})
+	d.config(c, root)
+	c.validate(&d.errorList)
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+type decoder struct {
+	errorList
+}
+
+func posOf(n *yaml.Node) Pos { return Pos{Line: n.Line, Col: n.Column} }
+
+func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
+	d.add(posOf(n), format, args...)
+}
+
+// document parses data into the root mapping node.
+func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
+	defer func() {
+		// yaml.v3 recovers its own panics; this guards Parse's promise
+		// never to panic on any input against a bug in it.
+		if r := recover(); r != nil {
+			d.add(Pos{1, 1}, "yaml: internal error: %v", r)
+			root, ok = nil, false
+		}
+	}()
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			d.add(Pos{1, 1}, "config is empty")
+		} else {
+			d.yamlError(err)
+		}
+		return nil, false
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		d.errorf(&next, "only one YAML document is allowed")
+		return nil, false
+	case !errors.Is(err, io.EOF):
+		d.yamlError(err)
+		return nil, false
+	}
+	root = &doc
+	if root.Kind == yaml.DocumentNode {
+		if len(root.Content) == 0 {
+			d.add(Pos{1, 1}, "config is empty")
+			return nil, false
+		}
+		root = root.Content[0]
+	}
+	root = d.deref(root)
+	if root == nil {
+		return nil, false
+	}
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		d.add(Pos{1, 1}, "config is empty")
+		return nil, false
+	}
+	if root.Kind != yaml.MappingNode {
+		d.errorf(root, "config: want a mapping of keys (hardware, ports, interfaces, ...), got %s", kindName(root))
+		return nil, false
+	}
+	return root, true
+}
+
+// yamlError turns a yaml.v3 syntax error ("yaml: line 3: ...") into an
+// *Error. The scanner gives no column, so it is 1.
+func (d *decoder) yamlError(err error) {
+	msg := err.Error()
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		if line, err := strconv.Atoi(m[1]); err == nil {
+			d.add(Pos{line, 1}, "yaml: %s", m[2])
+			return
+		}
+	}
+	d.add(Pos{1, 1}, "%s", strings.ReplaceAll(msg, "\n", " "))
+}
+
+func (d *decoder) config(c *Config, n *yaml.Node) {
+	m := d.mapping(n, "config", topKeys, topUnsupported)
+	if e, ok := m["hardware"]; ok {
+		c.src.set("hardware", posOf(e.val))
+		if s, ok := d.str(e, "config"); ok {
+			c.Hardware = s
+		} else {
+			c.src.markBad("hardware")
+		}
+	}
+	if c.Hardware == "" && !c.src.bad["hardware"] {
+		c.Hardware = HardwareGeneric
+	}
+	if e, ok := m["ports"]; ok {
+		c.src.set("ports", posOf(e.key))
+		items, ok := d.list(e, "config")
+		if !ok {
+			c.src.markBad("ports")
+		}
+		for _, it := range items {
+			if d.object(it, "port") {
+				c.Ports = append(c.Ports, d.port(it))
+			} else {
+				c.src.markBad("ports")
+			}
+		}
+	}
+	if e, ok := m["interfaces"]; ok {
+		c.src.set("interfaces", posOf(e.key))
+		items, ok := d.list(e, "config")
+		if !ok {
+			c.src.markBad("interfaces")
+		}
+		for _, it := range items {
+			if d.object(it, "interface") {
+				c.Interfaces = append(c.Interfaces, d.iface(it))
+			} else {
+				c.src.markBad("interfaces")
+			}
+		}
+	}
+	if e, ok := m["routes"]; ok {
+		items, _ := d.list(e, "config")
+		for _, it := range items {
+			if d.object(it, "route") {
+				c.Routes = append(c.Routes, d.route(it))
+			}
+		}
+	}
+	if e, ok := m["status"]; ok && !isNull(e.val) && d.object(e.val, "status") {
+		d.status(&c.Status, e.val)
+	}
+}
+
+func (d *decoder) port(n *yaml.Node) Port {
+	p := Port{Pos: posOf(n)}
+	m := d.mapping(n, portWhat(peekName(n)), portKeys, nil)
+	if e, ok := m["name"]; ok {
+		p.src.set("name", posOf(e.val))
+		if s, ok := d.str(e, "port"); ok {
+			p.Name = s
+		} else {
+			p.src.markBad("name")
+		}
+	}
+	what := portWhat(p.Name)
+	for _, key := range []string{"queues", "mtu"} {
+		e, ok := m[key]
+		if !ok {
+			continue
+		}
+		p.src.set(key, posOf(e.val))
+		v, ok := d.int(e, what)
+		if !ok {
+			p.src.markBad(key)
+			continue
+		}
+		if key == "queues" {
+			p.Queues = v
+		} else {
+			p.MTU = v
+		}
+	}
+	return p
+}
+
+func (d *decoder) iface(n *yaml.Node) Interface {
+	ifc := Interface{Pos: posOf(n)}
+	m := d.mapping(n, interfaceWhat(peekName(n)), interfaceKeys, interfaceUnsupported)
+	if e, ok := m["name"]; ok {
+		ifc.src.set("name", posOf(e.val))
+		if s, ok := d.str(e, "interface"); ok {
+			ifc.Name = s
+		} else {
+			ifc.src.markBad("name")
+		}
+	}
+	what := interfaceWhat(ifc.Name)
+	if e, ok := m["port"]; ok {
+		ifc.src.set("port", posOf(e.val))
+		if s, ok := d.str(e, what); ok {
+			ifc.Port = s
+		} else {
+			ifc.src.markBad("port")
+		}
+	}
+	if e, ok := m["role"]; ok {
+		ifc.src.set("role", posOf(e.val))
+		if s, ok := d.str(e, what); ok {
+			ifc.Role = s
+		} else {
+			ifc.src.markBad("role")
+		}
+	}
+	if e, ok := m["mtu"]; ok {
+		ifc.src.set("mtu", posOf(e.val))
+		if v, ok := d.int(e, what); ok {
+			ifc.MTU = v
+		} else {
+			ifc.src.markBad("mtu")
+		}
+	}
+	if e, ok := m["addresses"]; ok {
+		ifc.src.set("addresses", posOf(e.val))
+		items, ok := d.list(e, what)
+		if !ok {
+			ifc.src.markBad("addresses")
+		}
+		for _, it := range items {
+			if it.Kind != yaml.ScalarNode || isNull(it) {
+				d.errorf(it, "%s: addresses: want an address like 192.168.1.1/24, got %s", what, kindName(it))
+				ifc.src.markBad("addresses")
+				continue
+			}
+			p, err := parseAddress(it.Value)
+			if err != nil {
+				d.errorf(it, "%s: addresses: %v", what, err)
+				ifc.src.markBad("addresses")
+				continue
+			}
+			ifc.src.set("addresses."+strconv.Itoa(len(ifc.Addresses)), posOf(it))
+			ifc.Addresses = append(ifc.Addresses, p)
+		}
+	}
+	return ifc
+}
+
+func (d *decoder) route(n *yaml.Node) Route {
+	r := Route{Pos: posOf(n)}
+	m := d.mapping(n, "route", routeKeys, nil)
+	if e, ok := m["via"]; ok {
+		r.src.set("via", posOf(e.val))
+		if s, ok := d.str(e, "route"); ok {
+			a, err := netip.ParseAddr(s)
+			switch {
+			case err != nil:
+				d.errorf(e.val, "route: via: bad address %q", s)
+				r.src.markBad("via")
+			case a.Zone() != "":
+				d.errorf(e.val, "route: via: %q: write the interface as dev, not as a zone", s)
+				r.src.markBad("via")
+			default:
+				r.Via = a
+			}
+		} else {
+			r.src.markBad("via")
+		}
+	}
+	if e, ok := m["dev"]; ok {
+		r.src.set("dev", posOf(e.val))
+		if s, ok := d.str(e, "route"); ok {
+			r.Dev = s
+		} else {
+			r.src.markBad("dev")
+		}
+	}
+	if e, ok := m["to"]; ok {
+		r.src.set("to", posOf(e.val))
+		s, ok := d.str(e, "route")
+		if !ok {
+			r.src.markBad("to")
+			return r
+		}
+		if s == "default" && (r.src.bad["via"] || !r.Via.IsValid() && r.Dev == "" && !r.src.bad["dev"]) {
+			// Reported at via, or by Validate as "needs via or dev".
+			r.src.markBad("to")
+			return r
+		}
+		to, err := parseRouteTo(s, r.Via)
+		if err != nil {
+			d.errorf(e.val, "route: to: %v", err)
+			r.src.markBad("to")
+			return r
+		}
+		r.To = to
+	}
+	return r
+}
+
+func (d *decoder) status(s *Status, n *yaml.Node) {
+	m := d.mapping(n, "status", statusKeys, nil)
+	e, ok := m["listen"]
+	if !ok {
+		return
+	}
+	items, _ := d.list(e, "status")
+	for _, it := range items {
+		if it.Kind != yaml.ScalarNode || isNull(it) {
+			d.errorf(it, `status: listen: want "interface:port" or "address:port", got %s`, kindName(it))
+			continue
+		}
+		l, err := parseListen(it.Value)
+		if err != nil {
+			d.errorf(it, "status: listen: %v", err)
+			continue
+		}
+		l.Pos = posOf(it)
+		s.Listen = append(s.Listen, l)
+	}
+}
+
+// peekName returns the plain scalar value of key "name" in mapping n, or
+// "", so that messages about the other keys can name the item.
+func peekName(n *yaml.Node) string {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.Value == "name" && v.Kind == yaml.ScalarNode && v.Tag == "!!str" {
+			if checkName(v.Value) == nil {
+				return v.Value
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+func portWhat(name string) string {
+	if name == "" {
+		return "port"
+	}
+	return fmt.Sprintf("port %q", name)
+}
+
+func interfaceWhat(name string) string {
+	if name == "" {
+		return "interface"
+	}
+	return fmt.Sprintf("interface %q", name)
+}
