@@ -1,0 +1,19 @@
+package status
+
+import "time"
+
+// Test hooks: internal fields and helpers for the external tests.
+
+func (s *Server) SetClock(now func() time.Time) { s.now = now }
+func (s *Server) SetInterval(d time.Duration)   { s.interval = d }
+func (s *Server) Sample() *Snapshot             { return s.sample() }
+
+var (
+	FormatBytes  = formatBytes
+	FormatBits   = formatBits
+	FormatPPS    = formatPPS
+	FormatCount  = formatCount
+	FormatUptime = formatUptime
+)
+
+func (s *Server) Latest() *Snapshot { return &s.latest.Load().snap }

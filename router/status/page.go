@@ -1,0 +1,148 @@
+package status
+
+import (
+	"html/template"
+	"time"
+)
+
+// pageRefresh is how often the page reloads itself: two sample intervals, so
+// every reload shows a new sample and new rates.
+const pageRefresh = "2"
+
+var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
+	"bytes":    formatBytes,
+	"bits":     formatBits,
+	"pps":      formatPPS,
+	"count":    formatCount,
+	"uptime":   formatUptime,
+	"state":    stateClass,
+	"dropList": dropList,
+	"refresh":  func() string { return pageRefresh },
+	"ts":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+}).Parse(pageHTML))
+
+const pageHTML = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="refresh" content="{{refresh}}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>gvrouter status</title>
+<style>
+:root { --fg:#1f2328; --muted:#656d76; --bg:#ffffff; --head:#f6f8fa; --line:#d0d7de;
+        --up:#1a7f37; --upbg:#dafbe1; --down:#cf222e; --downbg:#ffebe9; --other:#9a6700; --otherbg:#fff8c5; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg); background: var(--bg); }
+header { display: flex; flex-wrap: wrap; align-items: baseline; gap: 8px 28px; padding: 14px 24px;
+         background: #24292f; color: #f6f8fa; }
+header h1 { margin: 0; font-size: 20px; font-weight: 600; }
+header span { color: #c9d1d9; }
+header b { color: #ffffff; font-weight: 600; }
+main { padding: 8px 24px 24px; }
+h2 { font-size: 16px; margin: 22px 0 8px; }
+.wrap { overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; }
+table.narrow { width: auto; min-width: 60%; }
+td.drops-cell { white-space: normal; min-width: 9em; }
+th, td { padding: 6px 9px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; white-space: nowrap; }
+th { background: var(--head); font-weight: 600; font-size: 12px; color: var(--muted); text-transform: uppercase; letter-spacing: .03em; }
+tbody tr:hover { background: #f6f8fa; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+.mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 13px; }
+.sub { color: var(--muted); font-size: 12px; }
+.badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-size: 12px; font-weight: 600; }
+.badge.up { color: var(--up); background: var(--upbg); }
+.badge.down { color: var(--down); background: var(--downbg); }
+.badge.other { color: var(--other); background: var(--otherbg); }
+.drops { color: var(--down); }
+.none { color: var(--muted); }
+.empty { color: var(--muted); font-style: italic; }
+footer { padding: 0 24px 20px; color: var(--muted); font-size: 12px; }
+footer a { color: inherit; }
+</style>
+</head>
+<body>
+<header>
+<h1>gvrouter</h1>
+<span>version <b>{{or .Version "unknown"}}</b></span>
+<span>build <b>{{or .Build "unknown"}}</b></span>
+<span>uptime <b>{{if .Started.IsZero}}unknown{{else}}{{uptime .UptimeSeconds}}{{end}}</b></span>
+<span>sampled <b>{{ts .Time}}</b></span>
+</header>
+<main>
+<h2>Interfaces</h2>
+<div class="wrap"><table>
+<thead><tr>
+<th>Name</th><th>Port</th><th>State</th><th>MAC</th><th>Addresses</th><th class="num">MTU</th>
+<th class="num">RX total</th><th class="num">RX rate</th><th class="num">TX total</th><th class="num">TX rate</th><th>Drops</th>
+</tr></thead>
+<tbody>
+{{- range .Interfaces}}
+<tr>
+<td><b>{{.Name}}</b></td>
+<td class="mono">{{.Port}}</td>
+<td><span class="badge {{state .State}}">{{.State}}</span></td>
+<td class="mono">{{.MAC}}</td>
+<td class="mono">{{range $i, $a := .Addresses}}{{if $i}}<br>{{end}}{{$a}}{{else}}<span class="none">none</span>{{end}}</td>
+<td class="num">{{.MTU}}</td>
+<td class="num">{{bytes .RxBytes}}<br><span class="sub">{{count .RxPackets}} pkts</span></td>
+<td class="num">{{bits .Rates.RxBitsPerSecond}}<br><span class="sub">{{pps .Rates.RxPacketsPerSecond}}</span></td>
+<td class="num">{{bytes .TxBytes}}<br><span class="sub">{{count .TxPackets}} pkts</span></td>
+<td class="num">{{bits .Rates.TxBitsPerSecond}}<br><span class="sub">{{pps .Rates.TxPacketsPerSecond}}</span></td>
+<td class="drops-cell">{{template "drops" .Drops}}</td>
+</tr>
+{{- else}}
+<tr><td colspan="11" class="empty">no interfaces</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+
+<h2>Ports</h2>
+<div class="wrap"><table>
+<thead><tr>
+<th>Name</th><th>State</th><th>MAC</th><th class="num">MTU</th><th class="num">Queues</th>
+<th class="num">RX total</th><th class="num">RX rate</th><th class="num">TX total</th><th class="num">TX rate</th><th>Drops</th>
+</tr></thead>
+<tbody>
+{{- range .Ports}}
+<tr>
+<td class="mono"><b>{{.Name}}</b></td>
+<td><span class="badge {{state .State}}">{{.State}}</span></td>
+<td class="mono">{{.MAC}}</td>
+<td class="num">{{.MTU}}</td>
+<td class="num">{{.Queues}}</td>
+<td class="num">{{bytes .RxBytes}}<br><span class="sub">{{count .RxPackets}} pkts</span></td>
+<td class="num">{{bits .Rates.RxBitsPerSecond}}<br><span class="sub">{{pps .Rates.RxPacketsPerSecond}}</span></td>
+<td class="num">{{bytes .TxBytes}}<br><span class="sub">{{count .TxPackets}} pkts</span></td>
+<td class="num">{{bits .Rates.TxBitsPerSecond}}<br><span class="sub">{{pps .Rates.TxPacketsPerSecond}}</span></td>
+<td class="drops-cell">{{template "drops" .Drops}}</td>
+</tr>
+{{- else}}
+<tr><td colspan="10" class="empty">no ports</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+
+<h2>Routes</h2>
+<div class="wrap"><table class="narrow">
+<thead><tr><th>Destination</th><th>Gateway</th><th>Interface</th></tr></thead>
+<tbody>
+{{- range .Routes}}
+<tr>
+<td class="mono">{{.To}}</td>
+<td class="mono">{{if .Via}}{{.Via}}{{else}}<span class="none">on-link</span>{{end}}</td>
+<td class="mono">{{if .Dev}}{{.Dev}}{{else}}<span class="none">by gateway</span>{{end}}</td>
+</tr>
+{{- else}}
+<tr><td colspan="3" class="empty">no routes</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+</main>
+<footer>Read-only. Also as <a href="api/status">JSON</a> and <a href="metrics">Prometheus metrics</a>. Rates are over the last sample interval; the page reloads every {{refresh}} s.</footer>
+</body>
+</html>
+{{define "drops" -}}
+{{range dropList .}}<div class="drops"><span class="mono">{{.Reason}}</span> {{count .Count}}</div>{{else}}<span class="none">none</span>{{end}}
+{{- end}}
+`

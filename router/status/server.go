@@ -1,0 +1,223 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const (
+	// SampleInterval is how often Run samples the Source. One second gives
+	// "current" rates that follow traffic changes as a person watches the
+	// page (which refreshes every 2 s) at the cost of one Snapshot a second.
+	SampleInterval = time.Second
+
+	// staleSamples is how many intervals old the latest sample may be before
+	// a request samples the Source itself. It covers a Server whose Run is
+	// not running (tests, or a stopped sampler) without racing a live one.
+	staleSamples = 2
+
+	// HTTP limits. The page is small and read-only; these only bound what a
+	// slow or hostile client can hold.
+	readHeaderTimeout = 5 * time.Second
+	writeTimeout      = 10 * time.Second
+	idleTimeout       = 60 * time.Second
+	maxHeaderBytes    = 8 << 10
+)
+
+// Server serves the status page, JSON and Prometheus metrics for a Source.
+// It is safe for concurrent use.
+type Server struct {
+	src Source
+	log *slog.Logger
+
+	// now and interval are the clock and sampling period; tests replace
+	// them before the first sample.
+	now      func() time.Time
+	interval time.Duration
+
+	// latest is the newest sample, with Rates and uptime filled in. Readers
+	// never lock; sample stores a new pointer.
+	latest atomic.Pointer[timedSnapshot]
+	// sampleMu serialises sample, so rates are always computed from two
+	// consecutive samples.
+	sampleMu sync.Mutex
+
+	reg     *prometheus.Registry
+	handler http.Handler
+
+	// mu protects servers and closed.
+	mu      sync.Mutex
+	servers map[*http.Server]struct{}
+	closed  bool
+}
+
+// New returns a Server for src. It logs to log (nil discards). Call Run to
+// sample once a second; until then, and whenever the latest sample is stale,
+// requests sample src themselves.
+func New(src Source, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		src:      src,
+		log:      log,
+		now:      time.Now,
+		interval: SampleInterval,
+		servers:  make(map[*http.Server]struct{}),
+	}
+	s.reg = newRegistry(s)
+	s.handler = s.newHandler()
+	return s
+}
+
+// Run samples the Source every second until ctx is done. Run it once, in
+// its own goroutine; it returns when ctx is cancelled.
+func (s *Server) Run(ctx context.Context) {
+	s.log.Debug("status: sampler started", "interval", s.interval)
+	defer s.log.Debug("status: sampler stopped")
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	s.sample()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.sample()
+		}
+	}
+}
+
+// timedSnapshot is one sample: a Snapshot and when it was taken.
+type timedSnapshot struct {
+	snap Snapshot
+	// at is snap.Time with the monotonic clock reading, so intervals and
+	// uptime survive wall clock steps (a router without an RTC sets its
+	// clock by NTP after boot).
+	at time.Time
+}
+
+// sample takes a Snapshot from the Source, fills in the fields the Server
+// owns and makes it the latest.
+func (s *Server) sample() *Snapshot {
+	s.sampleMu.Lock()
+	defer s.sampleMu.Unlock()
+	return s.sampleLocked()
+}
+
+// sampleLocked is sample; s.sampleMu must be held.
+func (s *Server) sampleLocked() *Snapshot {
+	cur := &timedSnapshot{snap: s.src.Snapshot(), at: s.now()}
+	snap := &cur.snap
+	snap.Time = cur.at.UTC()
+	if !snap.Started.IsZero() {
+		snap.UptimeSeconds = max(0, cur.at.Sub(snap.Started).Seconds())
+	}
+	// Copy the slices: Rates are written into them, and the Source may
+	// hand out its own backing arrays. Empty slices encode as [] not null.
+	snap.Interfaces = append(make([]Interface, 0, len(snap.Interfaces)), snap.Interfaces...)
+	snap.Ports = append(make([]Port, 0, len(snap.Ports)), snap.Ports...)
+	snap.Routes = slices.Clone(snap.Routes)
+	if snap.Routes == nil {
+		snap.Routes = []Route{}
+	}
+	for k := range snap.Interfaces {
+		i := &snap.Interfaces[k]
+		i.Rates = Rates{}
+		if i.Addresses == nil {
+			i.Addresses = []string{}
+		}
+		if i.Drops == nil {
+			i.Drops = map[string]uint64{}
+		}
+	}
+	for k := range snap.Ports {
+		p := &snap.Ports[k]
+		p.Rates = Rates{}
+		if p.Drops == nil {
+			p.Drops = map[string]uint64{}
+		}
+	}
+	if prev := s.latest.Load(); prev != nil {
+		fillRates(&prev.snap, snap, cur.at.Sub(prev.at))
+	}
+	s.latest.Store(cur)
+	return snap
+}
+
+// current returns the latest sample, sampling first if there is none or it
+// is stale. The result is shared and must not be modified.
+func (s *Server) current() *Snapshot {
+	if p := s.latest.Load(); p != nil && !s.stale(p) {
+		return &p.snap
+	}
+	s.sampleMu.Lock()
+	defer s.sampleMu.Unlock()
+	if p := s.latest.Load(); p != nil && !s.stale(p) {
+		return &p.snap // another request sampled while we waited
+	}
+	return s.sampleLocked()
+}
+
+// stale reports whether p is too old to serve.
+func (s *Server) stale(p *timedSnapshot) bool {
+	return s.now().Sub(p.at) > staleSamples*s.interval
+}
+
+// Handler returns the HTTP handler for "/", "/api/status" and "/metrics".
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve serves the Handler on l until l fails or is closed, or Close is
+// called. It returns nil in the last two cases.
+func (s *Server) Serve(l net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readHeaderTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return nil
+	}
+	s.servers[srv] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.servers, srv)
+		s.mu.Unlock()
+	}()
+	s.log.Debug("status: serving", "addr", l.Addr())
+	err := srv.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close closes every listener given to Serve and their open connections.
+// Serve calls after Close close their listener and return nil.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	var errs []error
+	for srv := range s.servers {
+		errs = append(errs, srv.Close())
+	}
+	return errors.Join(errs...)
+}

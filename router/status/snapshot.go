@@ -1,0 +1,138 @@
+package status
+
+import "time"
+
+// Source provides the data the status page shows.
+type Source interface {
+	// Snapshot returns the current state. It is called from the sampler
+	// goroutine and, when no recent sample exists, from HTTP handlers, so it
+	// must be safe for concurrent use. The Server never modifies the result
+	// but keeps it until the next sample: the Source must not change the
+	// returned slices and maps afterwards (return fresh ones, e.g.
+	// maps.Clone of live drop counters).
+	Snapshot() Snapshot
+}
+
+// Snapshot is the router's state at one instant. Fields marked "set by the
+// Server" are filled in when the Server samples its Source; a Source leaves
+// them zero.
+type Snapshot struct {
+	// Build identifies the build, e.g. "2026-11-30T07:00:00Z 3f2c1ab".
+	Build string `json:"build"`
+	// Version is the release version, e.g. "v0.3.0".
+	Version string `json:"version"`
+	// Started is when the router started; zero if unknown.
+	Started time.Time `json:"started"`
+
+	// Time is when the sample was taken (set by the Server).
+	Time time.Time `json:"time"`
+	// UptimeSeconds is Time - Started in seconds, 0 if Started is zero
+	// (set by the Server).
+	UptimeSeconds float64 `json:"uptime_seconds"`
+
+	// Interfaces are the router's L3 interfaces (netstack NICs).
+	Interfaces []Interface `json:"interfaces"`
+	// Ports are the physical ports the interfaces sit on.
+	Ports []Port `json:"ports"`
+	// Routes is the routing table.
+	Routes []Route `json:"routes"`
+
+	// Later sections (VLANs, GRO, MACsec, conntrack) go here as optional
+	// fields with omitempty tags.
+}
+
+// Interface is one L3 interface (a netstack NIC).
+type Interface struct {
+	// Name is the interface name from the config, e.g. "lan".
+	Name string `json:"name"`
+	// Port is the physical port it uses, e.g. "eth0".
+	Port string `json:"port"`
+	// State is "up", "down" or another short word, e.g. "unknown".
+	State string `json:"state"`
+	// MAC is the hardware address, e.g. "02:00:00:00:00:01".
+	MAC string `json:"mac"`
+	// Addresses are the assigned prefixes, e.g. "192.168.1.1/24".
+	Addresses []string `json:"addresses"`
+	// MTU is the L3 MTU, e.g. 1500.
+	MTU int `json:"mtu"`
+
+	// RxPackets counts packets received.
+	RxPackets uint64 `json:"rx_packets"`
+	// RxBytes counts bytes received.
+	RxBytes uint64 `json:"rx_bytes"`
+	// TxPackets counts packets sent.
+	TxPackets uint64 `json:"tx_packets"`
+	// TxBytes counts bytes sent.
+	TxBytes uint64 `json:"tx_bytes"`
+	// Drops counts dropped packets by reason, e.g. {"no_route": 3}.
+	Drops map[string]uint64 `json:"drops"`
+
+	// Rates are the current rates (set by the Server).
+	Rates Rates `json:"rates"`
+}
+
+// Port is one physical port.
+type Port struct {
+	// Name is the kernel interface name, e.g. "eth0".
+	Name string `json:"name"`
+	// State is "up", "down" or another short word.
+	State string `json:"state"`
+	// MAC is the hardware address.
+	MAC string `json:"mac"`
+	// MTU is the L3 MTU, e.g. 1500.
+	MTU int `json:"mtu"`
+	// Queues is the number of receive rings, e.g. 2.
+	Queues int `json:"queues"`
+
+	// RxPackets counts frames received.
+	RxPackets uint64 `json:"rx_packets"`
+	// RxBytes counts bytes received.
+	RxBytes uint64 `json:"rx_bytes"`
+	// TxPackets counts frames sent.
+	TxPackets uint64 `json:"tx_packets"`
+	// TxBytes counts bytes sent.
+	TxBytes uint64 `json:"tx_bytes"`
+	// Drops counts dropped frames by reason, e.g. {"ring_full": 1}.
+	Drops map[string]uint64 `json:"drops"`
+
+	// Rates are the current rates (set by the Server).
+	Rates Rates `json:"rates"`
+}
+
+// Route is one routing table entry.
+type Route struct {
+	// To is the destination prefix, e.g. "0.0.0.0/0".
+	To string `json:"to"`
+	// Via is the gateway, e.g. "192.0.2.1"; "" means on-link.
+	Via string `json:"via"`
+	// Dev is the interface, e.g. "wan"; "" means chosen by Via.
+	Dev string `json:"dev"`
+}
+
+// Rates are current rates, computed from the counters of the last two
+// samples. A rate is 0 when there is no earlier sample of the same name or
+// when a counter went backwards (the interface was re-created).
+type Rates struct {
+	// RxBitsPerSecond is the receive rate in bit/s.
+	RxBitsPerSecond float64 `json:"rx_bits_per_second"`
+	// TxBitsPerSecond is the transmit rate in bit/s.
+	TxBitsPerSecond float64 `json:"tx_bits_per_second"`
+	// RxPacketsPerSecond is the receive rate in packets/s.
+	RxPacketsPerSecond float64 `json:"rx_packets_per_second"`
+	// TxPacketsPerSecond is the transmit rate in packets/s.
+	TxPacketsPerSecond float64 `json:"tx_packets_per_second"`
+}
+
+// DropsTotal returns the sum of i.Drops.
+func (i *Interface) DropsTotal() uint64 { return sum(i.Drops) }
+
+// DropsTotal returns the sum of p.Drops.
+func (p *Port) DropsTotal() uint64 { return sum(p.Drops) }
+
+func sum(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
