@@ -10,4 +10,37 @@
 // Data points into ring memory and stays valid only until the handler
 // returns; a consumer that keeps a frame must copy it. Frames may be sent
 // straight from ring memory with WriteFrames while the handler runs.
+//
+// # Receive
+//
+// Each queue is an AF_PACKET socket bound with ETH_P_ALL, with a
+// TPACKET_V3 ring of RingBlocks blocks of RingBlockSize bytes. Several
+// queues join one PACKET_FANOUT group (hash, no defragmentation), so a
+// flow stays on one queue. A classic BPF filter drops PACKET_OUTGOING
+// frames: the router never sees what it or the kernel sends. The kernel
+// always moves the outer 802.1Q/802.1ad tag into the ring header; Frame
+// carries it, and Bridge puts it back in-band. Ring blocks are walked by a
+// pure parser (ring.go) that turns every inconsistent frame into a counted
+// drop; the receive path does not allocate.
+//
+// # Kernel settings
+//
+// Unless Config.KeepKernel, Open makes the kernel leave the interface to
+// the router and Close undoes it: GRO and LRO off (SIOCETHTOOL; AF_PACKET
+// sees frames after GRO merged them), IPv4 addresses and permanent IPv6
+// addresses removed (rtnetlink) and IPv6 disabled
+// (/proc/sys/net/ipv6/conf/IF/disable_ipv6), and an ingress drop so the
+// kernel's stack spends nothing on the router's frames: an nftables netdev
+// chain (table gvrouter_hw_IFINDEX) when the nft binary exists, else a tc
+// clsact qdisc with a one-instruction cls_bpf direct-action filter
+// (preference 49374) that returns TC_ACT_SHOT. AF_PACKET taps run
+// before the ingress hook, so the rings still see everything (tested).
+// Close restores these settings in the namespace Open ran in, whichever
+// thread calls it.
+//
+// # Link state
+//
+// A port samples its interface flags every LinkPollInterval (IFF_UP and
+// IFF_RUNNING, i.e. carrier and operstate) and calls the SetLinkHandler
+// callback on each change.
 package hw

@@ -1,0 +1,49 @@
+package hw
+
+import "errors"
+
+// Config describes one port.
+type Config struct {
+	// Name is the kernel interface, e.g. "eth0".
+	Name string
+	// Queues is the number of receive rings joined with PACKET_FANOUT
+	// (hash), e.g. 4; 0 means the profile's default.
+	Queues int
+	// MTU is the L3 MTU, e.g. 1500; 0 means the interface's own. Received
+	// frames longer than MTU + MaxL2Overhead are dropped as "oversize".
+	MTU int
+	// Profile is the hardware profile: "bcm47094", "ixgbe" or "generic"
+	// ("" = generic).
+	Profile string
+	// KeepKernel, for benches and tests only, leaves the kernel's settings
+	// of the interface alone: no offload changes, addresses, IPv6 or
+	// ingress drop.
+	KeepKernel bool
+}
+
+// Offloads are the kernel features of an interface that change what
+// AF_PACKET delivers or what a peer sends: with GRO or LRO on, the ring
+// sees merged frames larger than the MTU; with TSO/GSO on, a local sender
+// hands over oversized frames; with TX checksum offload, partial
+// checksums (notes/gvisor-netstack.md §0 item 2).
+type Offloads struct {
+	GRO, LRO, TSO, GSO, TxCsum, RxCsum bool
+}
+
+var (
+	// ErrNotFound means the interface named in Config.Name does not exist
+	// in the calling thread's network namespace.
+	ErrNotFound = errors.New("no such interface")
+	// ErrDown means the interface is administratively down; bring it up
+	// (ip link set IF up) before opening it. A missing carrier is not an
+	// error: the port opens and follows the link.
+	ErrDown = errors.New("interface is administratively down")
+	// ErrNotEthernet means the interface does not carry Ethernet frames
+	// (loopback, tun, ppp, ...): its frames could not be parsed.
+	ErrNotEthernet = errors.New("not an Ethernet interface")
+	// ErrRunning means Run was called while another Run of the same port
+	// (or a Bridge using it) was still receiving.
+	ErrRunning = errors.New("port already running")
+	// ErrClosed means the port was closed.
+	ErrClosed = errors.New("port closed")
+)

@@ -1,0 +1,69 @@
+package hw
+
+import (
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"strings"
+)
+
+// Profile names what differs between the boards the router runs on.
+type Profile struct {
+	// Name is the profile's config name, e.g. "bcm47094".
+	Name string
+	// DefaultQueues is the number of receive queues (PACKET_FANOUT members)
+	// a port opens when Config.Queues is 0.
+	DefaultQueues int
+	// RxCsumOffload reports that the NIC verifies received L4 checksums, so
+	// Frame.CsumValid may be set on frames from the wire.
+	RxCsumOffload bool
+	// Doc describes the board and how its ports are named.
+	Doc string
+}
+
+var profiles = map[string]Profile{
+	"bcm47094": {
+		Name:          "bcm47094",
+		DefaultQueues: 1,
+		RxCsumOffload: false,
+		Doc: "Broadcom BCM47094 (Northstar, 2x Cortex-A9, 32-bit ARM): one bgmac " +
+			"Ethernet (no RX checksum offload, one RX queue) wired to the CPU port of " +
+			"a BCM53012 switch. On swconfig-era kernels eth0 carries every switch " +
+			"port as 802.1Q-tagged frames (VLAN 1 = LAN, VLAN 2 = WAN): open eth0 and " +
+			"demultiplex by Frame.VLANTCI (the kernel strips the tag into the ring " +
+			"header). On DSA kernels (OpenWrt 22.03 and later) the switch ports are " +
+			"netdevs: open br-lan (its member ports are still bridged by the switch " +
+			"in hardware) and wan. One queue: with two cores, one receive goroutine " +
+			"per port leaves the other core for the peer port and the control plane.",
+	},
+	"ixgbe": {
+		Name:          "ixgbe",
+		DefaultQueues: runtime.NumCPU(),
+		RxCsumOffload: true,
+		Doc: "Intel 82599/X540 10 GbE (ixgbe): RSS spreads flows over hardware " +
+			"queues; the port opens one TPACKET_V3 ring per core (Config.Queues " +
+			"overrides) joined with PACKET_FANOUT hash, so each flow stays on one " +
+			"receive goroutine. RX checksum offload marks verified frames CsumValid.",
+	},
+	"generic": {
+		Name:          "generic",
+		DefaultQueues: 1,
+		RxCsumOffload: false,
+		Doc: "Any Linux netdev, veth included: one receive queue unless " +
+			"Config.Queues says otherwise, no assumption about checksum offload.",
+	},
+}
+
+// LookupProfile returns the profile called name; "" is "generic".
+func LookupProfile(name string) (Profile, error) {
+	if name == "" {
+		name = "generic"
+	}
+	p, ok := profiles[name]
+	if !ok {
+		names := slices.Sorted(maps.Keys(profiles))
+		return Profile{}, fmt.Errorf("hw: unknown hardware profile %q (want one of %s)", name, strings.Join(names, ", "))
+	}
+	return p, nil
+}

@@ -1,0 +1,193 @@
+package hw
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// rxQueue is one AF_PACKET socket with its TPACKET_V3 receive ring. Its
+// ring and frames are used by one routineReceive at a time.
+type rxQueue struct {
+	port   *Port
+	id     int
+	fd     int
+	ring   []byte
+	frames []Frame // reused for every block; cap maxFramesPerBlock
+	// blk is the next block the kernel hands over. It outlives one Run:
+	// the kernel fills blocks in order and does not restart at 0.
+	blk int
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// openQueue creates queue id of n: the socket gets its outgoing filter and
+// ring before it is bound, so no unfiltered frame is ever queued on it.
+// With n > 1 the queue joins the port's fanout group (hash); the first
+// queue creates the group and stores its id in fanoutID.
+func openQueue(p *Port, id, n int, fanoutID *uint16, filter []bpf.RawInstruction) (*rxQueue, error) {
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		if err == unix.EPERM {
+			return nil, fmt.Errorf("AF_PACKET socket: %w (needs CAP_NET_RAW)", err)
+		}
+		return nil, fmt.Errorf("AF_PACKET socket: %w", err)
+	}
+	q := &rxQueue{port: p, id: id, fd: fd}
+	if err := q.setup(n, fanoutID, filter); err != nil {
+		q.close()
+		return nil, err
+	}
+	return q, nil
+}
+
+func (q *rxQueue) setup(n int, fanoutID *uint16, filter []bpf.RawInstruction) error {
+	prog := unix.SockFprog{
+		Len:    uint16(len(filter)),
+		Filter: (*unix.SockFilter)(unsafe.Pointer(&filter[0])),
+	}
+	if err := unix.SetsockoptSockFprog(q.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
+		return fmt.Errorf("attach filter: %w", err)
+	}
+	for _, opt := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
+		if err := unix.SetsockoptInt(q.fd, unix.SOL_SOCKET, opt[0], SocketBufferSize); err != nil {
+			// Without CAP_NET_ADMIN, fall back to the capped option.
+			if err := unix.SetsockoptInt(q.fd, unix.SOL_SOCKET, opt[1], SocketBufferSize); err != nil {
+				return fmt.Errorf("socket buffer: %w", err)
+			}
+		}
+	}
+	if qdiscBypass {
+		if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
+			return fmt.Errorf("PACKET_QDISC_BYPASS: %w", err)
+		}
+	}
+	if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3); err != nil {
+		return fmt.Errorf("PACKET_VERSION TPACKET_V3: %w", err)
+	}
+	req := unix.TpacketReq3{
+		Block_size:     RingBlockSize,
+		Block_nr:       RingBlocks,
+		Frame_size:     RingFrameSize,
+		Frame_nr:       RingBlockSize * RingBlocks / RingFrameSize,
+		Retire_blk_tov: uint32(RingRetireTimeout.Milliseconds()),
+	}
+	if err := unix.SetsockoptTpacketReq3(q.fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
+		return fmt.Errorf("PACKET_RX_RING: %w", err)
+	}
+	ring, err := unix.Mmap(q.fd, 0, RingBlockSize*RingBlocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("mmap ring: %w", err)
+	}
+	q.ring = ring
+	q.frames = make([]Frame, 0, maxFramesPerBlock(RingBlockSize))
+	sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: q.port.ifidx}
+	if err := unix.Bind(q.fd, sa); err != nil {
+		return fmt.Errorf("bind: %w", err)
+	}
+	if n > 1 {
+		// Hash fanout keeps each flow on one queue. No DEFRAG flag: the
+		// router forwards fragments as they come.
+		if q.id == 0 {
+			arg := unix.PACKET_FANOUT_HASH<<16 | unix.PACKET_FANOUT_FLAG_UNIQUEID<<16
+			if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, arg); err != nil {
+				return fmt.Errorf("PACKET_FANOUT: %w", err)
+			}
+			v, err := unix.GetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_FANOUT)
+			if err != nil {
+				return fmt.Errorf("PACKET_FANOUT id: %w", err)
+			}
+			*fanoutID = uint16(v)
+		} else {
+			arg := unix.PACKET_FANOUT_HASH<<16 | int(*fanoutID)
+			if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, arg); err != nil {
+				return fmt.Errorf("PACKET_FANOUT join %d: %w", *fanoutID, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (q *rxQueue) close() {
+	if q.ring != nil {
+		unix.Munmap(q.ring)
+		q.ring = nil
+	}
+	if q.fd >= 0 {
+		unix.Close(q.fd)
+		q.fd = -1
+	}
+}
+
+// sampleRingDrops adds the kernel's drop count since the last sample
+// (PACKET_STATISTICS resets on read) to the "ring" drops.
+func (q *rxQueue) sampleRingDrops() {
+	st, err := unix.GetsockoptTpacketStatsV3(q.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
+	if err == nil && st.Drops != 0 {
+		q.port.stats.drops[dropRing].Add(uint64(st.Drops))
+	}
+}
+
+// routineReceive hands the ring's blocks to h in order until ctx is done
+// or efd is signalled. It is started by Run, which waits for it.
+func (q *rxQueue) routineReceive(ctx context.Context, efd int, h BatchHandler) error {
+	p := q.port
+	p.log.Debug("receive queue started", "queue", q.id)
+	defer p.log.Debug("receive queue stopped", "queue", q.id)
+	pfd := []unix.PollFd{
+		{Fd: int32(q.fd), Events: unix.POLLIN | unix.POLLERR},
+		{Fd: int32(efd), Events: unix.POLLIN},
+	}
+	timeout := int(PollTimeout.Milliseconds())
+	var drops dropCounts
+	for {
+		b := q.ring[q.blk*RingBlockSize : (q.blk+1)*RingBlockSize]
+		status := (*uint32)(unsafe.Pointer(&b[bdBlockStatus]))
+		if atomic.LoadUint32(status)&tpStatusUser == 0 {
+			n, err := unix.Poll(pfd, timeout)
+			if err != nil && err != unix.EINTR {
+				return fmt.Errorf("hw: %s queue %d: poll: %w", p.name, q.id, err)
+			}
+			if pfd[1].Revents != 0 {
+				return nil
+			}
+			if pfd[0].Revents&unix.POLLERR != 0 {
+				// The link went down (ENETDOWN); reading SO_ERROR clears
+				// it. The kernel re-hooks the socket when it comes back.
+				unix.GetsockoptInt(q.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+			}
+			if n == 0 {
+				q.sampleRingDrops()
+			}
+			continue
+		}
+		frames := parseBlock(b, q.frames, p.maxLen, &drops)
+		// Count before the handler runs, so that what it sees is
+		// already in Stats.
+		if drops != (dropCounts{}) {
+			p.stats.addDrops(&drops)
+			drops = dropCounts{}
+		}
+		if len(frames) > 0 {
+			var bytes uint64
+			for i := range frames {
+				bytes += uint64(len(frames[i].Data))
+			}
+			p.stats.rxPackets.Add(uint64(len(frames)))
+			p.stats.rxBytes.Add(bytes)
+			h(q.id, frames)
+		}
+		// Hand the block back (TP_STATUS_KERNEL).
+		atomic.StoreUint32(status, 0)
+		q.blk = (q.blk + 1) % RingBlocks
+		select {
+		case <-ctx.Done():
+			return nil
+		default:
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package hw
+
+import "sync/atomic"
+
+// Drop reasons, the keys of Stats.Drops.
+const (
+	// DropTruncated counts frames the ring cut short (tp_len > tp_snaplen).
+	DropTruncated = "truncated"
+	// DropOversize counts frames longer than MTU + MaxL2Overhead.
+	DropOversize = "oversize"
+	// DropMalformed counts ring frames whose header contradicts the block
+	// (offsets out of bounds, a lying packet count, a frame shorter than
+	// an Ethernet header).
+	DropMalformed = "malformed"
+	// DropRing counts frames the kernel dropped because the ring was full
+	// (tp_drops from PACKET_STATISTICS, sampled).
+	DropRing = "ring"
+	// DropTxError counts frames sendmmsg refused with an error other than
+	// buffer exhaustion.
+	DropTxError = "tx_error"
+	// DropTxNoBufs counts frames sendmmsg refused with ENOBUFS or EAGAIN
+	// (the device queue or socket buffer was full).
+	DropTxNoBufs = "tx_nobufs"
+)
+
+type dropReason int
+
+const (
+	dropTruncated dropReason = iota
+	dropOversize
+	dropMalformed
+	dropRing
+	dropTxError
+	dropTxNoBufs
+	numDropReasons
+)
+
+var dropNames = [numDropReasons]string{
+	dropTruncated: DropTruncated,
+	dropOversize:  DropOversize,
+	dropMalformed: DropMalformed,
+	dropRing:      DropRing,
+	dropTxError:   DropTxError,
+	dropTxNoBufs:  DropTxNoBufs,
+}
+
+// Stats is a snapshot of a port's counters.
+type Stats struct {
+	// RxPackets and RxBytes count frames delivered to the handler.
+	RxPackets, RxBytes uint64
+	// TxPackets and TxBytes count frames the kernel accepted for sending.
+	TxPackets, TxBytes uint64
+	// Drops counts dropped frames by reason (DropTruncated, ...). Every
+	// reason is present, zero or not.
+	Drops map[string]uint64
+}
+
+// counters are a port's live statistics. All fields are updated atomically,
+// once per batch on the data path.
+type counters struct {
+	rxPackets, rxBytes atomic.Uint64
+	txPackets, txBytes atomic.Uint64
+	drops              [numDropReasons]atomic.Uint64
+}
+
+// dropCounts is a per-batch tally of drops, added to counters once.
+type dropCounts [numDropReasons]uint64
+
+func (c *counters) addDrops(d *dropCounts) {
+	for i, n := range d {
+		if n != 0 {
+			c.drops[i].Add(n)
+		}
+	}
+}
+
+func (c *counters) snapshot() Stats {
+	s := Stats{
+		RxPackets: c.rxPackets.Load(),
+		RxBytes:   c.rxBytes.Load(),
+		TxPackets: c.txPackets.Load(),
+		TxBytes:   c.txBytes.Load(),
+		Drops:     make(map[string]uint64, numDropReasons),
+	}
+	for i := range c.drops {
+		s.Drops[dropNames[i]] = c.drops[i].Load()
+	}
+	return s
+}

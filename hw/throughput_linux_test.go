@@ -1,0 +1,90 @@
+package hw
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestBridgeThroughput compares Bridge with the kernel's bridge on the
+// same veths: one iperf3 TCP stream, 5 s each, TSO/GSO/GRO and checksum
+// offload off on the hosts. It runs only with GVROUTER_HW_THROUGHPUT=1.
+func TestBridgeThroughput(t *testing.T) {
+	if os.Getenv("GVROUTER_HW_THROUGHPUT") != "1" {
+		t.Skip("set GVROUTER_HW_THROUGHPUT=1 to measure")
+	}
+	privileged(t)
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		t.Skip("needs iperf3")
+	}
+	a, r, b := newNetns(t), newNetns(t), newNetns(t)
+	r.ip(t, "link", "add", "a0", "type", "veth", "peer", "name", "p1")
+	r.ip(t, "link", "add", "b0", "type", "veth", "peer", "name", "q1")
+	r.ip(t, "link", "set", "a0", "netns", a.name)
+	r.ip(t, "link", "set", "b0", "netns", b.name)
+	a.ip(t, "addr", "add", "10.77.0.1/24", "dev", "a0")
+	b.ip(t, "addr", "add", "10.77.0.2/24", "dev", "b0")
+	for _, x := range []struct {
+		ns  *testNetns
+		dev string
+	}{{a, "a0"}, {r, "p1"}, {r, "q1"}, {b, "b0"}} {
+		x.ns.ip(t, "link", "set", x.dev, "up")
+		x.ns.do(t, func() {
+			if err := SetOffloads(x.dev, Offloads{}); err != nil {
+				t.Errorf("SetOffloads(%s): %v", x.dev, err)
+			}
+		})
+	}
+	srv := exec.Command("ip", "netns", "exec", b.name, "iperf3", "-s", "-B", "10.77.0.2")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	time.Sleep(300 * time.Millisecond)
+	measure := func() float64 {
+		t.Helper()
+		out, err := exec.Command("ip", "netns", "exec", a.name, "iperf3", "-c", "10.77.0.2", "-t", "5", "-J").Output()
+		if err != nil {
+			t.Fatalf("iperf3: %v: %s", err, out)
+		}
+		var res struct {
+			End struct {
+				SumReceived struct {
+					BitsPerSecond float64 `json:"bits_per_second"`
+				} `json:"sum_received"`
+			} `json:"end"`
+		}
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatalf("iperf3 output: %v", err)
+		}
+		return res.End.SumReceived.BitsPerSecond / 1e9
+	}
+
+	// Ours.
+	pa := openIn(t, r, Config{Name: "p1"})
+	pb := openIn(t, r, Config{Name: "q1"})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { Bridge(ctx, pa, pb) })
+	ours := measure()
+	cancel()
+	wg.Wait()
+	sa, sb := pa.Stats(), pb.Stats()
+	pa.Close()
+	pb.Close()
+
+	// The kernel's.
+	r.ip(t, "link", "add", "br0", "type", "bridge")
+	r.ip(t, "link", "set", "p1", "master", "br0")
+	r.ip(t, "link", "set", "q1", "master", "br0")
+	r.ip(t, "link", "set", "br0", "up")
+	time.Sleep(500 * time.Millisecond)
+	kernel := measure()
+	t.Logf("hw.Bridge %.2f Gbit/s, kernel bridge %.2f Gbit/s, ratio %.2f", ours, kernel, ours/kernel)
+	t.Logf("p1 stats %+v", sa)
+	t.Logf("q1 stats %+v", sb)
+}
