@@ -1,0 +1,116 @@
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/gvrouter/gvrouter/hw"
+)
+
+// InterfaceConfig describes one interface: one netstack NIC.
+type InterfaceConfig struct {
+	// Name is the NIC name, e.g. "lan" or "eth0.1". Unique.
+	Name string
+	// MAC is the interface's Ethernet address, e.g. 02:00:00:00:00:01.
+	MAC net.HardwareAddr
+	// MTU is the L3 MTU, e.g. 1500; 0 means 1500.
+	MTU uint32
+	// Addresses are the interface's static addresses with their prefix
+	// length, e.g. 192.168.1.1/24 and fd00:1::1/64. The first IPv4 one is
+	// the primary address (the source of ICMP errors). Each one also makes
+	// a connected route for its subnet.
+	Addresses []netip.Prefix
+	// Writer is where frames for this interface go, e.g. a *hw.Port.
+	Writer hw.FrameWriter
+}
+
+// RouteConfig is one static route.
+type RouteConfig struct {
+	// To is the destination, e.g. 0.0.0.0/0 (default) or 10.2.0.0/16.
+	To netip.Prefix
+	// Via is the gateway, e.g. 203.0.113.1; zero means on-link.
+	Via netip.Addr
+	// Dev is the interface name, e.g. "wan"; "" means the interface
+	// whose subnet contains Via.
+	Dev string
+}
+
+// Config is the whole netstack configuration.
+type Config struct {
+	Interfaces []InterfaceConfig
+	Routes     []RouteConfig
+}
+
+// validate reports every problem in c at once.
+func (c *Config) validate() error {
+	var errs []error
+	names := make(map[string]bool)
+	for i, ifc := range c.Interfaces {
+		switch {
+		case ifc.Name == "":
+			errs = append(errs, fmt.Errorf("interface %d: no name", i))
+		case names[ifc.Name]:
+			errs = append(errs, fmt.Errorf("interface %s: duplicate name", ifc.Name))
+		}
+		names[ifc.Name] = true
+		if len(ifc.MAC) != 6 {
+			errs = append(errs, fmt.Errorf("interface %s: MAC %q is not 6 bytes", ifc.Name, ifc.MAC))
+		}
+		if ifc.Writer == nil {
+			errs = append(errs, fmt.Errorf("interface %s: no writer", ifc.Name))
+		}
+		if ifc.MTU != 0 && ifc.MTU < 68 {
+			errs = append(errs, fmt.Errorf("interface %s: MTU %d below 68 (RFC 791)", ifc.Name, ifc.MTU))
+		}
+		seen := make(map[netip.Addr]bool)
+		for _, p := range ifc.Addresses {
+			if !p.IsValid() || p.Addr().Is4In6() || p.Addr().Zone() != "" {
+				errs = append(errs, fmt.Errorf("interface %s: invalid address %s", ifc.Name, p))
+				continue
+			}
+			if seen[p.Addr()] {
+				errs = append(errs, fmt.Errorf("interface %s: duplicate address %s", ifc.Name, p))
+			}
+			seen[p.Addr()] = true
+		}
+	}
+	for _, r := range c.Routes {
+		if _, err := c.resolveRoute(r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// resolveRoute checks r and fills in Dev from Via when it is empty.
+func (c *Config) resolveRoute(r RouteConfig) (RouteConfig, error) {
+	if !r.To.IsValid() {
+		return r, fmt.Errorf("route %s: invalid destination", r.To)
+	}
+	r.To = r.To.Masked()
+	if r.Via.IsValid() && r.Via.Is4() != r.To.Addr().Is4() {
+		return r, fmt.Errorf("route %s via %s: address families differ", r.To, r.Via)
+	}
+	if r.Dev != "" {
+		for _, ifc := range c.Interfaces {
+			if ifc.Name == r.Dev {
+				return r, nil
+			}
+		}
+		return r, fmt.Errorf("route %s: no interface %q", r.To, r.Dev)
+	}
+	if !r.Via.IsValid() {
+		return r, fmt.Errorf("route %s: neither gateway nor interface", r.To)
+	}
+	for _, ifc := range c.Interfaces {
+		for _, p := range ifc.Addresses {
+			if p.Masked().Contains(r.Via) {
+				r.Dev = ifc.Name
+				return r, nil
+			}
+		}
+	}
+	return r, fmt.Errorf("route %s: gateway %s is on no interface's subnet", r.To, r.Via)
+}

@@ -1,0 +1,37 @@
+package stack
+
+import "gvisor.dev/gvisor/pkg/tcpip/header"
+
+const (
+	// maxHeaderLength is the link header room the endpoint asks netstack
+	// to reserve: a 14-byte Ethernet header plus one 4-byte 802.1Q tag
+	// (IEEE 802.1Q clause 9), so a VLAN endpoint can push its tag into the
+	// same headroom later without netstack's Push overflowing.
+	maxHeaderLength = header.EthernetMinimumSize + vlanTagLength
+
+	// vlanTagLength is one 802.1Q/802.1ad tag (TPID + TCI).
+	vlanTagLength = 4
+
+	// inbandTagAllowance lets a frame carry one in-band tag beyond the MTU
+	// before it counts as oversize, so that a tagged frame is counted as
+	// "vlan_unknown" rather than "oversize".
+	inbandTagAllowance = vlanTagLength
+
+	// defaultMTU is the L3 MTU of an interface whose config gives none
+	// (Ethernet, RFC 894).
+	defaultMTU = 1500
+
+	// icmpErrorMaxSize is the largest ICMP error we build: RFC 1812
+	// section 4.3.2.3 says an ICMP error should quote as much of the
+	// original datagram as fits without the error exceeding 576 bytes,
+	// which is also what gVisor does for the errors it sends itself.
+	icmpErrorMaxSize = header.IPv4MinimumProcessableDatagramSize
+)
+
+// Ethertypes that carry an in-band VLAN tag (IEEE 802.1Q, 802.1ad, and the
+// pre-standard 0x9100 QinQ TPID).
+const (
+	etherTypeVLAN   = 0x8100
+	etherTypeQinQ   = 0x88a8
+	etherTypeQinQv1 = 0x9100
+)

@@ -1,0 +1,44 @@
+// Package stack assembles the router's gVisor netstack: one NIC per
+// interface, static IPv4/IPv6 addresses and routes, IPv4/IPv6 forwarding,
+// ARP/NDP and ICMP errors.
+//
+// # Link endpoint
+//
+// Each interface has an [Endpoint], our own gVisor link endpoint. Its
+// receive side is a [hw.BatchHandler]: it validates every frame (length,
+// destination MAC, VLAN tag, IP header), verifies checksums of packets the
+// router terminates (the endpoint claims RX checksum offload, so netstack
+// checks nothing itself), and copies each accepted frame once into a pooled
+// gVisor view before it hands it to the NIC. Bad input is dropped and
+// counted by reason ([InterfaceStats.Drops]); the data path never logs.
+//
+// Its transmit side serialises each packet into a pooled frame buffer and
+// writes a whole list with one [hw.FrameWriter.WriteFrames] call. The
+// endpoint claims TX checksum offload, so netstack never recomputes the L4
+// checksum of forwarded packets; the endpoint fills it in for the packets
+// netstack itself originates.
+//
+// # IPv4 TTL
+//
+// gVisor forwards an IPv4 packet that arrives with TTL 1 as TTL 0 and sends
+// no ICMP. The endpoint catches these packets before netstack sees them and
+// answers with ICMP Time Exceeded from the ingress interface's primary
+// address (RFC 792, RFC 1812 section 5.3.1); see ttl.go.
+//
+// # gVisor bugs worked around
+//
+//   - IPv4 TTL 1 is forwarded as TTL 0 (above).
+//   - IPv4 forwarding reads the TTL from a buffer chunk it has already
+//     returned to the pool (a use-after-free that another receive
+//     goroutine can overwrite); forwardPins keeps the chunk alive through
+//     the stack's NFTablesInterface hook. See pin.go.
+//   - The forwarding path panics on any link error other than
+//     ErrClosedForSend and ErrNoBufferSpace, so WritePackets returns only
+//     those.
+//
+// # Reload
+//
+// [Router.Apply] moves the running stack to a new [Config]: it adds and
+// removes NICs, addresses and routes and leaves everything unchanged alone,
+// so connections through unchanged interfaces survive.
+package stack

@@ -1,0 +1,264 @@
+package stack
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+
+	"github.com/gvrouter/gvrouter/hw"
+)
+
+// Endpoint is the gVisor link endpoint of one interface. Frames come in
+// through HandleBatch (a [hw.BatchHandler]) and leave through the
+// interface's [hw.FrameWriter].
+//
+// Endpoint claims TX and RX checksum offload: netstack neither checks nor
+// computes L4 checksums. Endpoint checks them itself for packets the router
+// terminates and fills them in for packets netstack originates; forwarded
+// packets keep the checksums they arrived with.
+//
+// Endpoint is safe for concurrent use.
+type Endpoint struct {
+	mtu    atomic.Uint32
+	up     atomic.Bool
+	writer atomic.Pointer[frameWriter]
+	// local is the router-wide set of local addresses, shared by all
+	// endpoints of one Router.
+	local *atomic.Pointer[localSet]
+
+	// stack and nicID are set once before the NIC is created; they are
+	// used to send ICMP Time Exceeded. stack may be nil (benchmarks).
+	stack *stack.Stack
+	nicID tcpip.NICID
+	// pins is the router's forwardPins; nil in benchmarks.
+	pins *forwardPins
+
+	stats counters
+
+	// txPool holds *txBatch values.
+	txPool sync.Pool
+	// bufPool holds *[]byte frame buffers of at least MTU+maxHeaderLength.
+	bufPool sync.Pool
+
+	// mu protects dispatcher, mac and onClose.
+	mu         sync.RWMutex
+	dispatcher stack.NetworkDispatcher
+	mac        tcpip.LinkAddress
+	onClose    func()
+}
+
+var _ stack.LinkEndpoint = (*Endpoint)(nil)
+
+// frameWriter boxes a hw.FrameWriter so it can sit in an atomic.Pointer.
+type frameWriter struct{ hw.FrameWriter }
+
+// txBatch is the scratch space of one WritePackets call.
+type txBatch struct {
+	frames [][]byte
+	bufs   []*[]byte
+}
+
+// newEndpoint returns an endpoint that is up and not attached.
+func newEndpoint(mac net.HardwareAddr, mtu uint32, w hw.FrameWriter, local *atomic.Pointer[localSet]) *Endpoint {
+	e := &Endpoint{
+		local: local,
+		mac:   tcpip.LinkAddress(mac),
+	}
+	e.mtu.Store(mtu)
+	e.up.Store(true)
+	e.setWriter(w)
+	e.txPool.New = func() any { return new(txBatch) }
+	return e
+}
+
+func (e *Endpoint) setWriter(w hw.FrameWriter) {
+	if w == nil {
+		e.writer.Store(nil)
+		return
+	}
+	e.writer.Store(&frameWriter{w})
+}
+
+// MTU implements stack.LinkEndpoint. It is the L3 MTU.
+func (e *Endpoint) MTU() uint32 { return e.mtu.Load() }
+
+// SetMTU implements stack.LinkEndpoint.
+func (e *Endpoint) SetMTU(mtu uint32) { e.mtu.Store(mtu) }
+
+// MaxHeaderLength implements stack.LinkEndpoint. It leaves room for an
+// 802.1Q tag after the Ethernet header.
+func (e *Endpoint) MaxHeaderLength() uint16 { return maxHeaderLength }
+
+// LinkAddress implements stack.LinkEndpoint.
+func (e *Endpoint) LinkAddress() tcpip.LinkAddress {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.mac
+}
+
+// SetLinkAddress implements stack.LinkEndpoint.
+func (e *Endpoint) SetLinkAddress(addr tcpip.LinkAddress) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.mac = addr
+}
+
+// Capabilities implements stack.LinkEndpoint.
+func (e *Endpoint) Capabilities() stack.LinkEndpointCapabilities {
+	return stack.CapabilityResolutionRequired | stack.CapabilityTXChecksumOffload | stack.CapabilityRXChecksumOffload
+}
+
+// Attach implements stack.LinkEndpoint. A nil dispatcher detaches the
+// endpoint (the NIC was removed); frames received then are counted drops.
+func (e *Endpoint) Attach(d stack.NetworkDispatcher) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.dispatcher = d
+}
+
+// IsAttached implements stack.LinkEndpoint.
+func (e *Endpoint) IsAttached() bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.dispatcher != nil
+}
+
+// Wait implements stack.LinkEndpoint. The endpoint owns no goroutines.
+func (e *Endpoint) Wait() {}
+
+// ARPHardwareType implements stack.LinkEndpoint.
+func (e *Endpoint) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareEther }
+
+// AddHeader implements stack.LinkEndpoint. It pushes the Ethernet header
+// (RFC 894) from pkt.EgressRoute.
+func (e *Endpoint) AddHeader(pkt *stack.PacketBuffer) {
+	src := pkt.EgressRoute.LocalLinkAddress
+	if src == "" {
+		src = e.LinkAddress()
+	}
+	eth := header.Ethernet(pkt.LinkHeader().Push(header.EthernetMinimumSize))
+	eth.Encode(&header.EthernetFields{
+		SrcAddr: src,
+		DstAddr: pkt.EgressRoute.RemoteLinkAddress,
+		Type:    pkt.NetworkProtocolNumber,
+	})
+}
+
+// ParseHeader implements stack.LinkEndpoint.
+func (e *Endpoint) ParseHeader(pkt *stack.PacketBuffer) bool {
+	_, ok := pkt.LinkHeader().Consume(header.EthernetMinimumSize)
+	return ok
+}
+
+// Close implements stack.LinkEndpoint.
+func (e *Endpoint) Close() {
+	e.mu.Lock()
+	f := e.onClose
+	e.onClose = nil
+	e.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// SetOnCloseAction implements stack.LinkEndpoint.
+func (e *Endpoint) SetOnCloseAction(f func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.onClose = f
+}
+
+// WritePackets implements stack.LinkWriter. It copies each packet into a
+// pooled frame buffer, fills in the L4 checksum of packets netstack
+// originated, and hands the whole list to the FrameWriter in one call. The
+// caller keeps its references to pkts; the FrameWriter does not keep the
+// frames, so the buffers go back to the pool before WritePackets returns.
+func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
+	w := e.writer.Load()
+	if w == nil || !e.up.Load() {
+		e.stats.drops[dropLinkDown].Add(uint64(pkts.Len()))
+		return 0, &tcpip.ErrClosedForSend{}
+	}
+	size := int(e.mtu.Load()) + maxHeaderLength
+	b := e.txPool.Get().(*txBatch)
+	for _, pkt := range pkts.AsSlice() {
+		n := pkt.Size()
+		if n > size {
+			e.stats.drop(dropTxOversize)
+			continue
+		}
+		buf := e.getBuf(size)
+		frame := (*buf)[:n]
+		copyPacket(frame, pkt)
+		if !pkt.NetworkPacketInfo.IsForwardedPacket {
+			fillL4Checksum(frame)
+		}
+		b.frames = append(b.frames, frame)
+		b.bufs = append(b.bufs, buf)
+	}
+	var (
+		n   int
+		err error
+	)
+	if len(b.frames) > 0 {
+		n, err = w.WriteFrames(b.frames)
+	}
+	var bytes uint64
+	for _, f := range b.frames[:n] {
+		bytes += uint64(len(f))
+	}
+	e.stats.txPackets.Add(uint64(n))
+	e.stats.txBytes.Add(bytes)
+	failed := len(b.frames) - n
+	if failed > 0 {
+		e.stats.drops[dropTxError].Add(uint64(failed))
+	}
+	for i, buf := range b.bufs {
+		e.bufPool.Put(buf)
+		b.bufs[i] = nil
+		b.frames[i] = nil
+	}
+	b.frames = b.frames[:0]
+	b.bufs = b.bufs[:0]
+	e.txPool.Put(b)
+	// Only these two errors are safe: netstack's forwarding path panics on
+	// any other tcpip.Error from a link endpoint (ipv4/ipv6
+	// handleForwardingError).
+	switch {
+	case err != nil:
+		return n, &tcpip.ErrClosedForSend{}
+	case failed > 0:
+		return n, &tcpip.ErrNoBufferSpace{}
+	}
+	return pkts.Len(), nil
+}
+
+// getBuf returns a pooled frame buffer with room for size bytes.
+func (e *Endpoint) getBuf(size int) *[]byte {
+	if p, ok := e.bufPool.Get().(*[]byte); ok && cap(*p) >= size {
+		*p = (*p)[:size]
+		return p
+	}
+	b := make([]byte, size)
+	return &b
+}
+
+// copyPacket copies pkt's headers and data into frame, which must be
+// exactly pkt.Size() bytes. It does not allocate.
+func copyPacket(frame []byte, pkt *stack.PacketBuffer) {
+	views, off := pkt.AsViewList()
+	n := 0
+	for v := views.Front(); v != nil && n < len(frame); v = v.Next() {
+		s := v.AsSlice()
+		if off >= len(s) {
+			off -= len(s)
+			continue
+		}
+		n += copy(frame[n:], s[off:])
+		off = 0
+	}
+}

@@ -1,0 +1,87 @@
+package stack
+
+import "sync/atomic"
+
+// dropReason indexes the per-interface drop counters. The names are the
+// keys of [InterfaceStats.Drops].
+type dropReason int
+
+const (
+	dropTruncated          dropReason = iota // shorter than an Ethernet header, or cut by the ring (WireLen > len(Data))
+	dropOversize                             // longer than the MTU allows
+	dropMalformed                            // bad IPv4/IPv6/ARP header: version, lengths
+	dropVLANUnknown                          // tagged frame on an interface without that VLAN
+	dropOtherHost                            // unicast to a MAC that is not ours
+	dropUnknownEthertype                     // neither IPv4, IPv6 nor ARP
+	dropIPv4HeaderChecksum                   // IPv4 header checksum wrong
+	dropL4Checksum                           // TCP/UDP checksum wrong on a packet for the router
+	dropTTLExceeded                          // IPv4 TTL <= 1 on a packet to be forwarded (Time Exceeded sent)
+	dropLinkDown                             // received or sent while the link is down
+	dropNotAttached                          // received before the NIC existed or after it was removed
+	dropTxError                              // the FrameWriter refused the frame
+	dropTxOversize                           // netstack gave a packet larger than the frame buffer
+	numDropReasons
+)
+
+var dropReasonNames = [numDropReasons]string{
+	dropTruncated:          "truncated",
+	dropOversize:           "oversize",
+	dropMalformed:          "malformed",
+	dropVLANUnknown:        "vlan_unknown",
+	dropOtherHost:          "other_host",
+	dropUnknownEthertype:   "unknown_ethertype",
+	dropIPv4HeaderChecksum: "ipv4_header_checksum",
+	dropL4Checksum:         "l4_checksum",
+	dropTTLExceeded:        "ttl_exceeded",
+	dropLinkDown:           "link_down",
+	dropNotAttached:        "not_attached",
+	dropTxError:            "tx_error",
+	dropTxOversize:         "tx_oversize",
+}
+
+func (r dropReason) String() string { return dropReasonNames[r] }
+
+// InterfaceStats is a snapshot of one interface's counters.
+type InterfaceStats struct {
+	// RxPackets counts frames received from the port, dropped or not.
+	RxPackets uint64
+	// RxBytes counts the bytes of those frames (Ethernet header included).
+	RxBytes uint64
+	// TxPackets counts frames the FrameWriter accepted.
+	TxPackets uint64
+	// TxBytes counts the bytes of those frames (Ethernet header included).
+	TxBytes uint64
+	// Drops counts dropped frames by reason, e.g. "truncated": 3. Reasons
+	// of our own link endpoint are plain words (see stats.go); reasons
+	// taken from netstack's per-NIC counters start with "netstack_", e.g.
+	// "netstack_no_route". Only non-zero reasons are present.
+	Drops map[string]uint64
+}
+
+// counters are one endpoint's statistics. All fields are updated
+// atomically; the receive path adds packets and bytes once per batch.
+type counters struct {
+	rxPackets atomic.Uint64
+	rxBytes   atomic.Uint64
+	txPackets atomic.Uint64
+	txBytes   atomic.Uint64
+	drops     [numDropReasons]atomic.Uint64
+}
+
+func (c *counters) drop(r dropReason) { c.drops[r].Add(1) }
+
+// fill copies the counters into s, adding only non-zero drop reasons.
+func (c *counters) fill(s *InterfaceStats) {
+	s.RxPackets = c.rxPackets.Load()
+	s.RxBytes = c.rxBytes.Load()
+	s.TxPackets = c.txPackets.Load()
+	s.TxBytes = c.txBytes.Load()
+	if s.Drops == nil {
+		s.Drops = make(map[string]uint64)
+	}
+	for i := range c.drops {
+		if v := c.drops[i].Load(); v != 0 {
+			s.Drops[dropReason(i).String()] += v
+		}
+	}
+}
