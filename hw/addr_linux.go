@@ -42,7 +42,7 @@ func (k *kernelState) removeAddrs(family int) error {
 		if err := netlinkRequest(unix.RTM_DELADDR, 0, m.Data); err != nil {
 			return fmt.Errorf("hw: remove address %s from %s: %w", addrString(m.Data), k.ifname, err)
 		}
-		k.log.Info("removed address from router port", "port", k.ifname, "addr", addrString(m.Data))
+		k.log.Info("removed address from router port", "addr", addrString(m.Data))
 		k.addrs = append(k.addrs, append([]byte(nil), m.Data...))
 	}
 	return nil

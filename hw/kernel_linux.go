@@ -37,7 +37,7 @@ func (k *kernelState) silence(ctl int) error {
 	err := k.silenceSteps(ctl)
 	if err != nil {
 		if rerr := k.restore(ctl); rerr != nil {
-			k.log.Warn("undo kernel settings", "port", k.ifname, "err", rerr)
+			k.log.Warn("undo kernel settings", "err", rerr)
 		}
 	}
 	return err
@@ -55,7 +55,7 @@ func (k *kernelState) silenceSteps(ctl int) error {
 	if want != cur {
 		k.offloadsChanged = true
 		err := setOffloads(ctl, k.ifname, want, func(feature string, err error) {
-			k.log.Debug("offload unchanged: device lacks it", "port", k.ifname, "feature", feature, "err", err)
+			k.log.Debug("offload unchanged: device lacks it", "feature", feature, "err", err)
 		})
 		if err != nil {
 			return err

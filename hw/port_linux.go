@@ -93,7 +93,7 @@ func Open(cfg Config, log *slog.Logger) (*Port, error) {
 	}
 	p.linkDone.Add(1)
 	go p.routineLink()
-	p.log.Info("port open", "ifindex", p.ifidx, "mac", p.hwaddr, "mtu", p.mtu, "queues", nq, "profile", prof.Name, "link", p.linkUp.Load())
+	p.log.Info("port open", "ifindex", p.ifidx, "mac", p.hwaddr.String(), "mtu", p.mtu, "queues", nq, "profile", prof.Name, "link", p.linkUp.Load())
 	return p, nil
 }
 
