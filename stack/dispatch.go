@@ -60,6 +60,10 @@ func (e *Endpoint) HandleBatch(queue int, frames []hw.Frame) {
 	}
 	local := e.local.Load()
 	mtu := int(e.mtu.Load())
+	if e.tx != nil {
+		e.tx.begin()
+		defer e.tx.end()
+	}
 	for i := range frames {
 		f := &frames[i]
 		v := classify(f, mac, mtu, local)

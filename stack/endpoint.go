@@ -39,10 +39,17 @@ type Endpoint struct {
 
 	stats counters
 
-	// txPool holds *txBatch values.
-	txPool sync.Pool
 	// bufPool holds *[]byte frame buffers of at least MTU+maxHeaderLength.
 	bufPool sync.Pool
+
+	// tx defers writes while receive batches run; nil sends at once.
+	tx *txBatcher
+	// txMu protects pending and serialises WriteFrames calls, which keeps
+	// frames in the order netstack wrote them.
+	txMu    sync.Mutex
+	pending txBatch
+	// txDirty is set when pending may hold frames (see txBatcher).
+	txDirty atomic.Bool
 
 	// mu protects dispatcher, mac and onClose.
 	mu         sync.RWMutex
@@ -56,7 +63,7 @@ var _ stack.LinkEndpoint = (*Endpoint)(nil)
 // frameWriter boxes a hw.FrameWriter so it can sit in an atomic.Pointer.
 type frameWriter struct{ hw.FrameWriter }
 
-// txBatch is the scratch space of one WritePackets call.
+// txBatch is the frames waiting in one endpoint.
 type txBatch struct {
 	frames [][]byte
 	bufs   []*[]byte
@@ -71,7 +78,6 @@ func newEndpoint(mac net.HardwareAddr, mtu uint32, w hw.FrameWriter, local *atom
 	e.mtu.Store(mtu)
 	e.up.Store(true)
 	e.setWriter(w)
-	e.txPool.New = func() any { return new(txBatch) }
 	return e
 }
 
@@ -173,10 +179,12 @@ func (e *Endpoint) SetOnCloseAction(f func()) {
 }
 
 // WritePackets implements stack.LinkWriter. It copies each packet into a
-// pooled frame buffer, fills in the L4 checksum of packets netstack
-// originated, and hands the whole list to the FrameWriter in one call. The
-// caller keeps its references to pkts; the FrameWriter does not keep the
-// frames, so the buffers go back to the pool before WritePackets returns.
+// pooled frame buffer and fills in the L4 checksum of packets netstack
+// originated. While a receive batch is being handled the frames wait, so
+// the batch's forwarded packets leave together (txBatcher); otherwise, or
+// once TxBatchSize frames wait, they go to the FrameWriter at once. The
+// caller keeps its references to pkts. Frames the writer refuses later are
+// counted as drops.
 func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 	w := e.writer.Load()
 	if w == nil || !e.up.Load() {
@@ -184,7 +192,8 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 		return 0, &tcpip.ErrClosedForSend{}
 	}
 	size := int(e.mtu.Load()) + maxHeaderLength
-	b := e.txPool.Get().(*txBatch)
+	e.txMu.Lock()
+	b := &e.pending
 	for _, pkt := range pkts.AsSlice() {
 		n := pkt.Size()
 		if n > size {
@@ -200,6 +209,38 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 		b.frames = append(b.frames, frame)
 		b.bufs = append(b.bufs, buf)
 	}
+	e.txDirty.Store(true)
+	var err error
+	if e.tx == nil || !e.tx.deferring() || len(b.frames) >= hw.TxBatchSize {
+		err = e.sendPendingLocked(w)
+	}
+	e.txMu.Unlock()
+	// Only ErrClosedForSend is safe: netstack's forwarding path panics on
+	// most other tcpip.Errors from a link endpoint (ipv4/ipv6
+	// handleForwardingError).
+	if err != nil {
+		return 0, &tcpip.ErrClosedForSend{}
+	}
+	return pkts.Len(), nil
+}
+
+// flushTx sends whatever WritePackets deferred.
+func (e *Endpoint) flushTx() {
+	e.txMu.Lock()
+	defer e.txMu.Unlock()
+	w := e.writer.Load()
+	if w == nil {
+		e.stats.drops[dropLinkDown].Add(uint64(len(e.pending.frames)))
+		e.releasePendingLocked()
+		return
+	}
+	e.sendPendingLocked(w)
+}
+
+// sendPendingLocked writes the pending frames in one call and returns
+// their buffers to the pool. e.txMu must be held.
+func (e *Endpoint) sendPendingLocked(w *frameWriter) error {
+	b := &e.pending
 	var (
 		n   int
 		err error
@@ -213,10 +254,16 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 	}
 	e.stats.txPackets.Add(uint64(n))
 	e.stats.txBytes.Add(bytes)
-	failed := len(b.frames) - n
-	if failed > 0 {
+	if failed := len(b.frames) - n; failed > 0 {
 		e.stats.drops[dropTxError].Add(uint64(failed))
 	}
+	e.releasePendingLocked()
+	return err
+}
+
+// releasePendingLocked returns the pending buffers to the pool.
+func (e *Endpoint) releasePendingLocked() {
+	b := &e.pending
 	for i, buf := range b.bufs {
 		e.bufPool.Put(buf)
 		b.bufs[i] = nil
@@ -224,17 +271,7 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 	}
 	b.frames = b.frames[:0]
 	b.bufs = b.bufs[:0]
-	e.txPool.Put(b)
-	// Only these two errors are safe: netstack's forwarding path panics on
-	// any other tcpip.Error from a link endpoint (ipv4/ipv6
-	// handleForwardingError).
-	switch {
-	case err != nil:
-		return n, &tcpip.ErrClosedForSend{}
-	case failed > 0:
-		return n, &tcpip.ErrNoBufferSpace{}
-	}
-	return pkts.Len(), nil
+	e.txDirty.Store(false)
 }
 
 // getBuf returns a pooled frame buffer with room for size bytes.

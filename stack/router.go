@@ -38,6 +38,8 @@ type Router struct {
 	// local is shared with every Endpoint; see localSet.
 	local atomic.Pointer[localSet]
 	pins  *forwardPins
+	// tx batches writes per receive batch across all endpoints.
+	tx txBatcher
 
 	// mu protects ifaces, nextID, routes, table, closed and each
 	// Interface's addrs and removed.
@@ -163,6 +165,8 @@ func (r *Router) addLocked(c *InterfaceConfig, mtu uint32) (*Interface, error) {
 	ep.stack = r.s
 	ep.nicID = r.nextID
 	ep.pins = r.pins
+	ep.tx = &r.tx
+	r.tx.add(ep)
 	if err := r.s.CreateNICWithOptions(r.nextID, ep, stack.NICOptions{Name: c.Name}); err != nil {
 		return nil, fmt.Errorf("stack: interface %s: CreateNIC(%d): %s", c.Name, r.nextID, err)
 	}
@@ -177,7 +181,9 @@ func (r *Router) removeLocked(ifc *Interface) error {
 	ifc.removed = true
 	ifc.addrs = nil
 	r.log.Debug("interface removed", "name", ifc.name, "nic", ifc.id)
-	if err := r.s.RemoveNIC(ifc.id); err != nil {
+	err := r.s.RemoveNIC(ifc.id)
+	r.tx.remove(ifc.ep)
+	if err != nil {
 		return fmt.Errorf("stack: interface %s: RemoveNIC(%d): %s", ifc.name, ifc.id, err)
 	}
 	return nil
