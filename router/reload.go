@@ -1,0 +1,123 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/gvrouter/gvrouter/router/config"
+)
+
+// Reload applies cfg, which has already been parsed and validated: ports
+// that appear are opened, ports that disappear are closed and restored,
+// and the netstack is told the new interfaces, addresses and routes, so
+// whatever did not change (and every connection across it) keeps running.
+// If a new port cannot be opened nothing is changed and the old config
+// stays in force.
+func (r *Router) Reload(cfg *config.Config) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errors.New("router is closed")
+	}
+	old := r.cfg
+
+	// Open new ports first: the only step that can fail on the machine.
+	var opened []string
+	for _, pc := range cfg.Ports {
+		if rp, ok := r.ports[pc.Name]; ok && samePort(rp.cfg, pc) && old.Hardware == cfg.Hardware {
+			continue
+		}
+		if _, ok := r.ports[pc.Name]; ok {
+			continue // changed port: reopened below, after the old one is closed
+		}
+		if err := r.openPortLocked(cfg, pc); err != nil {
+			for _, name := range opened {
+				r.ports[name].port.Close()
+				delete(r.ports, name)
+			}
+			return err
+		}
+		opened = append(opened, pc.Name)
+	}
+
+	// Ports that are gone or changed lose their interfaces first, then
+	// close, so netstack never writes to a closed port.
+	var changed []config.Port
+	for name, rp := range r.ports {
+		pc := cfg.Port(name)
+		switch {
+		case pc == nil:
+			rp.handler.Store(nil)
+		case !samePort(rp.cfg, *pc) || old.Hardware != cfg.Hardware:
+			rp.handler.Store(nil)
+			changed = append(changed, *pc)
+		}
+	}
+	interim := *cfg
+	interim.Interfaces = slices.DeleteFunc(slices.Clone(cfg.Interfaces), func(ic config.Interface) bool {
+		_, ok := r.ports[ic.Port]
+		return !ok || slices.ContainsFunc(changed, func(p config.Port) bool { return p.Name == ic.Port }) || cfg.Port(ic.Port) == nil
+	})
+	sc, err := r.stackConfigLocked(&interim)
+	if err != nil {
+		return err
+	}
+	if err := r.net.Apply(sc); err != nil {
+		return fmt.Errorf("netstack: %w", err)
+	}
+	var errs []error
+	for name, rp := range r.ports {
+		if cfg.Port(name) == nil || slices.ContainsFunc(changed, func(p config.Port) bool { return p.Name == name }) {
+			if err := r.stopPort(rp); err != nil {
+				errs = append(errs, fmt.Errorf("port %s: %w", name, err))
+			}
+			delete(r.ports, name)
+		}
+	}
+	for _, pc := range changed {
+		if err := r.openPortLocked(cfg, pc); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	// Now the full interface set.
+	sc, err = r.stackConfigLocked(cfg)
+	if err != nil {
+		errs = append(errs, err)
+	} else if err := r.net.Apply(sc); err != nil {
+		errs = append(errs, fmt.Errorf("netstack: %w", err))
+	}
+	r.cfg = cfg
+	r.bindPortsLocked()
+	for _, rp := range r.ports {
+		r.startPortLocked(rp)
+	}
+	if !slices.EqualFunc(old.Status.Listen, cfg.Status.Listen, config.Listen.Equal) ||
+		!sameInterfaceAddrs(old, cfg) {
+		r.closeListenersLocked()
+		if err := r.listenLocked(cfg.Status); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func samePort(a, b config.Port) bool {
+	return a.Name == b.Name && a.Queues == b.Queues && a.MTU == b.MTU
+}
+
+// sameInterfaceAddrs reports whether the interfaces the status page listens
+// on kept their addresses.
+func sameInterfaceAddrs(a, b *config.Config) bool {
+	for _, l := range b.Status.Listen {
+		if l.Interface == "" {
+			continue
+		}
+		ia, ib := a.Interface(l.Interface), b.Interface(l.Interface)
+		if ia == nil || ib == nil || !slices.Equal(ia.Addresses, ib.Addresses) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,284 @@
+// Package router assembles the appliance from its config: it opens the
+// ports, builds the netstack interfaces on them, serves the status page and
+// applies a new config on reload without disturbing what did not change.
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/stack"
+)
+
+// Build describes the running binary on the status page.
+type Build struct {
+	Version string // e.g. "v0.1.0" or a VCS revision
+	Build   string // e.g. "go1.26.8 linux/arm"
+}
+
+// Router is one running appliance. Its methods are safe for concurrent use;
+// Reload and Close are serialised by mu.
+type Router struct {
+	log     *slog.Logger
+	build   Build
+	started time.Time
+
+	// mu protects cfg, ports, net, listeners and cancel.
+	mu        sync.Mutex
+	cfg       *config.Config
+	ports     map[string]*runningPort
+	net       *stack.Router
+	listeners []net.Listener
+	closed    bool
+
+	statusSrv *status.Server
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// runningPort is an open port and the goroutine that reads it.
+type runningPort struct {
+	port   *hw.Port
+	cfg    config.Port
+	cancel context.CancelFunc
+	done   chan struct{}
+	// handler is the interface's batch handler, swapped on reload.
+	handler atomicHandler
+}
+
+// New opens every port of cfg, builds the netstack and starts serving. On
+// error everything opened so far is closed again, so a failed start leaves
+// the machine as it was.
+func New(cfg *config.Config, build Build, log *slog.Logger) (_ *Router, err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Router{
+		log:     log,
+		build:   build,
+		started: time.Now(),
+		ports:   make(map[string]*runningPort),
+		ctx:     ctx,
+		cancel:  cancel,
+	}
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	r.statusSrv = status.New(r, log.With("component", "status"))
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.statusSrv.Run(ctx)
+	}()
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, pc := range cfg.Ports {
+		if err := r.openPortLocked(cfg, pc); err != nil {
+			return nil, err
+		}
+	}
+	sc, err := r.stackConfigLocked(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n, err := stack.New(sc, log.With("component", "stack"))
+	if err != nil {
+		return nil, fmt.Errorf("netstack: %w", err)
+	}
+	r.net = n
+	r.cfg = cfg
+	r.bindPortsLocked()
+	if err := r.listenLocked(cfg.Status); err != nil {
+		return nil, err
+	}
+	for _, rp := range r.ports {
+		r.startPortLocked(rp)
+	}
+	return r, nil
+}
+
+// openPortLocked opens one port as the config says.
+func (r *Router) openPortLocked(cfg *config.Config, pc config.Port) error {
+	p, err := hw.Open(hw.Config{
+		Name:    pc.Name,
+		Queues:  pc.Queues,
+		MTU:     pc.MTU,
+		Profile: cfg.Hardware,
+	}, r.log)
+	if err != nil {
+		return fmt.Errorf("port %s: %w", pc.Name, err)
+	}
+	r.ports[pc.Name] = &runningPort{port: p, cfg: pc}
+	return nil
+}
+
+// stackConfigLocked translates the config into the netstack's terms, using
+// each port's MAC and MTU.
+func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
+	var sc stack.Config
+	for _, ic := range cfg.Interfaces {
+		rp, ok := r.ports[ic.Port]
+		if !ok {
+			return sc, fmt.Errorf("interface %s: port %s is not open", ic.Name, ic.Port)
+		}
+		mtu := ic.MTU
+		if mtu == 0 {
+			mtu = rp.port.MTU()
+		}
+		sc.Interfaces = append(sc.Interfaces, stack.InterfaceConfig{
+			Name:      ic.Name,
+			MAC:       rp.port.HardwareAddr(),
+			MTU:       uint32(mtu),
+			Addresses: slices.Clone(ic.Addresses),
+			Writer:    rp.port,
+		})
+	}
+	for _, rc := range cfg.Routes {
+		sc.Routes = append(sc.Routes, stack.RouteConfig{To: rc.To, Via: rc.Via, Dev: rc.Dev})
+	}
+	return sc, nil
+}
+
+// bindPortsLocked points each port's receive loop at the interface on it,
+// and each port's carrier changes at that interface.
+func (r *Router) bindPortsLocked() {
+	for name, rp := range r.ports {
+		var h hw.BatchHandler
+		for _, ic := range r.cfg.Interfaces {
+			if ic.Port != name {
+				continue
+			}
+			if ifc := r.net.Interface(ic.Name); ifc != nil {
+				h = ifc.HandleBatch
+				ifc.SetLinkUp(rp.port.LinkUp())
+				rp.port.SetLinkHandler(ifc.SetLinkUp)
+			}
+		}
+		rp.handler.Store(h)
+	}
+}
+
+// startPortLocked starts the receive loop of one port.
+func (r *Router) startPortLocked(rp *runningPort) {
+	if rp.done != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	rp.cancel = cancel
+	rp.done = make(chan struct{})
+	go func() {
+		defer close(rp.done)
+		err := rp.port.Run(ctx, rp.handler.Handle)
+		if err != nil && ctx.Err() == nil {
+			r.log.Error("port receive loop stopped", "port", rp.port.Name(), "err", err)
+		}
+	}()
+}
+
+// stopPort stops a port's receive loop and closes it, restoring the
+// kernel's settings on it.
+func (r *Router) stopPort(rp *runningPort) error {
+	if rp.cancel != nil {
+		rp.cancel()
+		<-rp.done
+	}
+	return rp.port.Close()
+}
+
+// listenLocked starts the status page on every configured listen address.
+func (r *Router) listenLocked(sc config.Status) error {
+	for _, l := range sc.Listen {
+		var addrs []string
+		if l.Interface != "" {
+			ic := r.cfg.Interface(l.Interface)
+			if ic == nil {
+				return fmt.Errorf("status listen %s:%d: no interface %s", l.Interface, l.Port, l.Interface)
+			}
+			for _, p := range ic.Addresses {
+				ln, err := r.net.ListenTCP(netip.AddrPortFrom(p.Addr(), l.Port))
+				if err != nil {
+					return fmt.Errorf("status listen %s:%d (%s): %w", l.Interface, l.Port, p.Addr(), err)
+				}
+				r.serveLocked(ln)
+				addrs = append(addrs, ln.Addr().String())
+			}
+		} else {
+			ln, err := net.Listen("tcp", l.Host.String())
+			if err != nil {
+				return fmt.Errorf("status listen %s: %w", l.Host, err)
+			}
+			r.serveLocked(ln)
+			addrs = append(addrs, ln.Addr().String())
+		}
+		r.log.Info("status page listening", "on", addrs)
+	}
+	return nil
+}
+
+func (r *Router) serveLocked(ln net.Listener) {
+	r.listeners = append(r.listeners, ln)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if err := r.statusSrv.Serve(ln); err != nil && !isClosed(err) {
+			r.log.Warn("status server stopped", "addr", ln.Addr(), "err", err)
+		}
+	}()
+}
+
+func (r *Router) closeListenersLocked() {
+	for _, ln := range r.listeners {
+		ln.Close()
+	}
+	r.listeners = nil
+}
+
+func isClosed(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, context.Canceled) ||
+		err.Error() == "http: Server closed"
+}
+
+// Close stops everything and restores every port. It is safe to call twice.
+func (r *Router) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.closeListenersLocked()
+	r.statusSrv.Close()
+	r.cancel()
+	var errs []error
+	for name, rp := range r.ports {
+		if err := r.stopPort(rp); err != nil {
+			errs = append(errs, fmt.Errorf("port %s: %w", name, err))
+		}
+	}
+	r.ports = nil
+	if r.net != nil {
+		r.net.Close()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Config returns the config in force.
+func (r *Router) Config() *config.Config {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfg
+}

@@ -1,0 +1,97 @@
+package router
+
+import (
+	"maps"
+	"sort"
+
+	"github.com/gvrouter/gvrouter/router/status"
+)
+
+// Snapshot implements status.Source: what the status page shows, read from
+// the live counters. It never includes a key or any other secret.
+func (r *Router) Snapshot() status.Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := status.Snapshot{
+		Version: r.build.Version,
+		Build:   r.build.Build,
+		Started: r.started,
+	}
+	if r.cfg == nil || r.net == nil {
+		return s
+	}
+	for _, ic := range r.cfg.Interfaces {
+		ifc := r.net.Interface(ic.Name)
+		rp := r.ports[ic.Port]
+		if ifc == nil || rp == nil {
+			continue
+		}
+		st := ifc.Stats()
+		state := "down"
+		if rp.port.LinkUp() {
+			state = "up"
+		}
+		addrs := make([]string, 0, len(ic.Addresses))
+		for _, a := range ic.Addresses {
+			addrs = append(addrs, a.String())
+		}
+		mtu := ic.MTU
+		if mtu == 0 {
+			mtu = rp.port.MTU()
+		}
+		s.Interfaces = append(s.Interfaces, status.Interface{
+			Name:      ic.Name,
+			Port:      ic.Port,
+			State:     state,
+			MAC:       rp.port.HardwareAddr().String(),
+			Addresses: addrs,
+			MTU:       mtu,
+			RxPackets: st.RxPackets,
+			RxBytes:   st.RxBytes,
+			TxPackets: st.TxPackets,
+			TxBytes:   st.TxBytes,
+			Drops:     maps.Clone(st.Drops),
+		})
+	}
+	names := make([]string, 0, len(r.ports))
+	for name := range r.ports {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		rp := r.ports[name]
+		st := rp.port.Stats()
+		state := "down"
+		if rp.port.LinkUp() {
+			state = "up"
+		}
+		drops := maps.Clone(st.Drops)
+		if n := rp.handler.dropped.Load(); n > 0 {
+			if drops == nil {
+				drops = map[string]uint64{}
+			}
+			drops["no_interface"] = n
+		}
+		queues := rp.cfg.Queues
+		s.Ports = append(s.Ports, status.Port{
+			Name:      name,
+			State:     state,
+			MAC:       rp.port.HardwareAddr().String(),
+			MTU:       rp.port.MTU(),
+			Queues:    queues,
+			RxPackets: st.RxPackets,
+			RxBytes:   st.RxBytes,
+			TxPackets: st.TxPackets,
+			TxBytes:   st.TxBytes,
+			Drops:     drops,
+		})
+	}
+	for _, rt := range r.net.Routes() {
+		via := ""
+		if rt.Via.IsValid() {
+			via = rt.Via.String()
+		}
+		s.Routes = append(s.Routes, status.Route{To: rt.To.String(), Via: via, Dev: rt.Dev})
+	}
+	return s
+}
