@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gvrouter/gvrouter/hw"
@@ -38,7 +39,7 @@ type Router struct {
 	cfg       *config.Config
 	ports     map[string]*runningPort
 	net       *stack.Router
-	listeners []net.Listener
+	listeners []*statusListener
 	closed    bool
 
 	statusSrv *status.Server
@@ -227,12 +228,20 @@ func (r *Router) listenLocked(sc config.Status) error {
 	return nil
 }
 
+// statusListener is one listener of the status page; closing is set before
+// the router closes it, so the error that ends its Serve is expected.
+type statusListener struct {
+	net.Listener
+	closing atomic.Bool
+}
+
 func (r *Router) serveLocked(ln net.Listener) {
-	r.listeners = append(r.listeners, ln)
+	sl := &statusListener{Listener: ln}
+	r.listeners = append(r.listeners, sl)
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		if err := r.statusSrv.Serve(ln); err != nil && !isClosed(err) {
+		if err := r.statusSrv.Serve(ln); err != nil && !sl.closing.Load() {
 			r.log.Warn("status server stopped", "addr", ln.Addr(), "err", err)
 		}
 	}()
@@ -240,14 +249,10 @@ func (r *Router) serveLocked(ln net.Listener) {
 
 func (r *Router) closeListenersLocked() {
 	for _, ln := range r.listeners {
+		ln.closing.Store(true)
 		ln.Close()
 	}
 	r.listeners = nil
-}
-
-func isClosed(err error) bool {
-	return errors.Is(err, net.ErrClosed) || errors.Is(err, context.Canceled) ||
-		err.Error() == "http: Server closed"
 }
 
 // Close stops everything and restores every port. It is safe to call twice.

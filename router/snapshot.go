@@ -66,10 +66,11 @@ func (r *Router) Snapshot() status.Snapshot {
 			state = "up"
 		}
 		drops := maps.Clone(st.Drops)
+		if drops == nil {
+			drops = map[string]uint64{}
+		}
+		maps.DeleteFunc(drops, func(_ string, n uint64) bool { return n == 0 })
 		if n := rp.handler.dropped.Load(); n > 0 {
-			if drops == nil {
-				drops = map[string]uint64{}
-			}
 			drops["no_interface"] = n
 		}
 		queues := rp.cfg.Queues

@@ -1,0 +1,253 @@
+// Command router is the gvrouter appliance daemon and its tools:
+//
+//	router run    -config /etc/gvrouter/config.yaml   run until SIGINT/SIGTERM; SIGHUP reloads
+//	router check  -config /etc/gvrouter/config.yaml   validate, touch nothing
+//	router reload -pidfile /run/gvrouter.pid         ask the running daemon to reload
+//	router lab    [-bench] [-keep] [-status-port N]  the virtual lab in network namespaces
+//	router bridge -a IF -b IF                        our ports alone as an L2 bridge (bench)
+//	router version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/router"
+	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/lab"
+)
+
+// version is set at link time: -ldflags "-X main.version=v0.1.0".
+var version = ""
+
+const usage = `usage: router <command> [flags]
+
+commands:
+  run     -config FILE [-pidfile FILE]   run the router until SIGINT/SIGTERM; SIGHUP reloads FILE
+  check   -config FILE                   validate FILE without touching any interface
+  reload  [-pidfile FILE]                make the running router re-read its config
+  lab     [-bench] [-keep] [-status-port N]
+                                         build the virtual lab in network namespaces and test it
+  bridge  -a IF -b IF                    bridge two ports at layer 2 with the port code alone
+  version                                print the version
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	cmd, args := os.Args[1], os.Args[2:]
+	var err error
+	switch cmd {
+	case "run":
+		err = cmdRun(args)
+	case "check":
+		err = cmdCheck(args, os.Stdout)
+	case "reload":
+		err = cmdReload(args)
+	case "lab":
+		err = cmdLab(args)
+	case "bridge":
+		err = cmdBridge(args)
+	case "version", "-version", "--version":
+		fmt.Println(buildInfo().Version, buildInfo().Build)
+	case "help", "-h", "-help", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "router: unknown command %q\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		log.SetFlags(0)
+		log.Fatalf("router %s: %v", cmd, err)
+	}
+}
+
+func newLogger(debug bool) *slog.Logger {
+	level := slog.LevelInfo
+	if debug {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+func buildInfo() router.Build {
+	b := router.Build{Version: version, Build: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if b.Version == "" {
+			b.Version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				b.Build += " " + s.Value[:12]
+			}
+		}
+	}
+	if b.Version == "" || b.Version == "(devel)" {
+		b.Version = "devel"
+	}
+	return b
+}
+
+func cmdCheck(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("check", flag.ExitOnError)
+	path := fs.String("config", "/etc/gvrouter/config.yaml", "config file")
+	fs.Parse(args)
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s: ok (%d ports, %d interfaces, %d routes)\n", *path, len(cfg.Ports), len(cfg.Interfaces), len(cfg.Routes))
+	return nil
+}
+
+// cmdRun runs the daemon: SIGINT/SIGTERM stop it cleanly, SIGHUP reloads.
+func cmdRun(args []string) error {
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	path := fs.String("config", "/etc/gvrouter/config.yaml", "config file")
+	pidfile := fs.String("pidfile", "", "write the process ID here (for router reload)")
+	dbg := fs.Bool("debug", false, "debug logging")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.Parse(args)
+	logger := newLogger(*dbg)
+
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	r, err := router.New(cfg, buildInfo(), logger)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if *pidfile != "" {
+		if err := os.WriteFile(*pidfile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			return fmt.Errorf("pidfile: %w", err)
+		}
+		defer os.Remove(*pidfile)
+	}
+	logger.Info("router running", "config", *path, "version", buildInfo().Version)
+	for sig := range sigs {
+		if sig != syscall.SIGHUP {
+			logger.Info("stopping", "signal", sig.String())
+			break
+		}
+		next, err := config.Load(*path)
+		if err != nil {
+			logger.Error("reload: config invalid, keeping the running one", "err", err)
+			continue
+		}
+		if err := r.Reload(next); err != nil {
+			logger.Error("reload applied with errors", "err", err)
+			continue
+		}
+		logger.Info("reloaded", "config", *path)
+	}
+	return r.Close()
+}
+
+// cmdReload sends SIGHUP to the daemon named by its pidfile.
+func cmdReload(args []string) error {
+	fs := flag.NewFlagSet("reload", flag.ExitOnError)
+	pidfile := fs.String("pidfile", "/run/gvrouter.pid", "the running router's pidfile")
+	fs.Parse(args)
+	b, err := os.ReadFile(*pidfile)
+	if err != nil {
+		return err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return fmt.Errorf("%s: not a process ID: %q", *pidfile, strings.TrimSpace(string(b)))
+	}
+	return syscall.Kill(pid, syscall.SIGHUP)
+}
+
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+}
+
+func cmdBridge(args []string) error {
+	fs := flag.NewFlagSet("bridge", flag.ExitOnError)
+	a := fs.String("a", "", "first port")
+	b := fs.String("b", "", "second port")
+	dbg := fs.Bool("debug", false, "debug logging")
+	fs.Parse(args)
+	if *a == "" || *b == "" {
+		return errors.New("need -a and -b")
+	}
+	logger := newLogger(*dbg)
+	pa, err := hw.Open(hw.Config{Name: *a}, logger)
+	if err != nil {
+		return err
+	}
+	defer pa.Close()
+	pb, err := hw.Open(hw.Config{Name: *b}, logger)
+	if err != nil {
+		return err
+	}
+	defer pb.Close()
+	ctx, cancel := signalContext()
+	defer cancel()
+	logger.Info("bridging", "a", *a, "b", *b)
+	if err := hw.Bridge(ctx, pa, pb); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+func cmdLab(args []string) error {
+	fs := flag.NewFlagSet("lab", flag.ExitOnError)
+	bench := fs.Bool("bench", false, "measure throughput: router, kernel forwarding, port bridge, kernel bridge")
+	keep := fs.Bool("keep", false, "keep the lab up until SIGINT")
+	port := fs.Int("status-port", 8080, "expose the router's status page at 127.0.0.1:PORT")
+	secs := fs.Int("bench-seconds", 10, "iperf3 -t per run")
+	runs := fs.Int("bench-runs", 5, "runs per figure (the median is printed)")
+	dbg := fs.Bool("debug", false, "debug logging")
+	fs.Parse(args)
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	return lab.Run(ctx, lab.Options{
+		RouterBinary: self,
+		StatusPort:   *port,
+		Keep:         *keep,
+		Bench:        *bench,
+		BenchSeconds: *secs,
+		BenchRuns:    *runs,
+		Log:          newLogger(*dbg),
+		Stdout:       os.Stdout,
+	})
+}

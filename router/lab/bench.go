@@ -1,0 +1,85 @@
+package lab
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// benchCase is one iperf3 configuration.
+type benchCase struct {
+	Streams int  // -P
+	Reverse bool // -R: WAN host sends to LAN host
+}
+
+func (c benchCase) String() string {
+	dir := "LAN→WAN"
+	if c.Reverse {
+		dir = "WAN→LAN"
+	}
+	return fmt.Sprintf("-P %d %s", c.Streams, dir)
+}
+
+// benchCases are the fixed cases of every bench mode.
+var benchCases = []benchCase{{1, false}, {1, true}, {4, false}, {4, true}}
+
+// benchModeNames name the bench modes by letter.
+var benchModeNames = map[rune]string{
+	'a': "(a) router forwarding",
+	'b': "(b) kernel forwarding",
+	'c': "(c) hw port bridge",
+	'd': "(d) kernel bridge",
+}
+
+// iperfResult is the part of iperf3 -J output the bench reads.
+type iperfResult struct {
+	End struct {
+		SumReceived struct {
+			BitsPerSecond float64 `json:"bits_per_second"`
+		} `json:"sum_received"`
+		SumSent struct {
+			Retransmits int `json:"retransmits"`
+		} `json:"sum_sent"`
+	} `json:"end"`
+	Error string `json:"error"`
+}
+
+// parseIperf returns the receiver's throughput in bit/s from iperf3 -J
+// output (sum over streams, without the -O seconds).
+func parseIperf(b []byte) (float64, error) {
+	var r iperfResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		return 0, fmt.Errorf("iperf3 JSON: %w", err)
+	}
+	if r.Error != "" {
+		return 0, errors.New("iperf3: " + r.Error)
+	}
+	if r.End.SumReceived.BitsPerSecond <= 0 {
+		return 0, errors.New("iperf3: no receiver throughput")
+	}
+	return r.End.SumReceived.BitsPerSecond, nil
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// ratio formats a/b, or "n/a" when either is missing.
+func ratio(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}

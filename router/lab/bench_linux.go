@@ -1,0 +1,304 @@
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	// iperfSlack is added to -t and -O for an iperf3 client's timeout:
+	// connection setup and the end-of-test exchange.
+	iperfSlack = 30 * time.Second
+	// benchRetryPause separates a failed iperf3 run from its one retry;
+	// iperf3 -s refuses a test while it still finishes the previous one.
+	benchRetryPause = time.Second
+)
+
+// bench runs the selected bench modes, in the order a, b, c, d, and prints
+// the table and the ratios. The router of the proofs, if running, serves
+// mode (a) and is stopped before the others.
+func (l *lab) bench(ctx context.Context, modes string) error {
+	srv, err := startChild(l.log, "iperf3 server", l.wanNS, filepath.Join(l.dir, "iperf3-server.log"),
+		"iperf3", "-s", "-p", strconv.Itoa(benchPort))
+	if err != nil {
+		return err
+	}
+	l.cleanups = append(l.cleanups, func() { srv.stop() })
+	if err := waitListening(ctx, l.wanNS, benchPort, srv); err != nil {
+		return err
+	}
+	fmt.Fprintf(l.out, "bench: iperf3 TCP -t %d -O %d, median of %d runs; offloads tso/gso/gro/tx off on all lab veths\n",
+		l.opt.benchSeconds(), benchOmitSeconds, l.opt.benchRuns())
+	results := map[rune][]float64{} // mode → median bit/s per benchCase
+	kBefore := l.kernelState()
+	var errs []error
+	for _, m := range "abcd" {
+		if !strings.ContainsRune(modes, m) {
+			continue
+		}
+		to, undo, err := l.benchSetup(ctx, m)
+		if err == nil {
+			results[m], err = l.benchMode(ctx, m, to)
+		}
+		if err == nil && m == 'a' {
+			// Figure (a) counts only if the router did all the forwarding.
+			err = kernelSilent(kBefore, l.kernelState())
+		}
+		if undo != nil {
+			undo()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("lab: bench %s: %w", benchModeNames[m], err))
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	l.printBench(results, modes)
+	return errors.Join(errs...)
+}
+
+// benchSetup prepares bench mode m and returns the iperf3 server address
+// and a function that undoes the mode's changes.
+func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(), err error) {
+	if m != 'a' {
+		// Every mode but (a) runs without the router, on ports it restored.
+		l.proxy.close()
+		l.proxy = nil
+		if err := l.stopRouter(); err != nil {
+			return to, nil, err
+		}
+	}
+	var steps, undoSteps [][]string
+	switch m {
+	case 'a':
+		if l.router == nil {
+			return to, nil, errors.New("router is not running")
+		}
+		to = wanHost4.Addr()
+	case 'b':
+		to = wanHost4.Addr()
+		steps = [][]string{
+			{l.rtrNS, "ip", "addr", "add", lanRouter4.String(), "dev", lanPort},
+			{l.rtrNS, "ip", "addr", "add", wanRouter4.String(), "dev", wanPort},
+		}
+		undoSteps = [][]string{
+			{l.rtrNS, "ip", "addr", "flush", "dev", lanPort},
+			{l.rtrNS, "ip", "addr", "flush", "dev", wanPort},
+		}
+	case 'c', 'd':
+		to = l2WAN.Addr()
+		steps = [][]string{
+			{l.lanNS, "ip", "addr", "add", l2LAN.String(), "dev", hostIf},
+			{l.wanNS, "ip", "addr", "add", l2WAN.String(), "dev", hostIf},
+		}
+		undoSteps = [][]string{
+			{l.lanNS, "ip", "addr", "del", l2LAN.String(), "dev", hostIf},
+			{l.wanNS, "ip", "addr", "del", l2WAN.String(), "dev", hostIf},
+		}
+		if m == 'd' {
+			steps = append(steps,
+				[]string{l.rtrNS, "ip", "link", "add", "br0", "type", "bridge", "stp_state", "0"},
+				[]string{l.rtrNS, "ip", "link", "set", lanPort, "master", "br0"},
+				[]string{l.rtrNS, "ip", "link", "set", wanPort, "master", "br0"},
+				[]string{l.rtrNS, "ip", "link", "set", "br0", "up"},
+			)
+			undoSteps = append([][]string{
+				{l.rtrNS, "ip", "link", "set", lanPort, "nomaster"},
+				{l.rtrNS, "ip", "link", "set", wanPort, "nomaster"},
+				{l.rtrNS, "ip", "link", "del", "br0"},
+			}, undoSteps...)
+		}
+	}
+	var extra func()
+	undo = func() {
+		if extra != nil {
+			extra()
+		}
+		for _, s := range undoSteps {
+			if err := nsRun(context.Background(), s[0], s[1], s[2:]...); err != nil {
+				l.log.Warn("lab: bench undo", "err", err)
+			}
+		}
+	}
+	for _, s := range steps {
+		if err := nsRun(ctx, s[0], s[1], s[2:]...); err != nil {
+			return to, undo, err
+		}
+	}
+	switch m {
+	case 'b':
+		if err := inNetns(l.rtrNS, func() error { return writeSysctl("net/ipv4/ip_forward", "1", false) }); err != nil {
+			return to, undo, err
+		}
+		extra = func() {
+			if err := inNetns(l.rtrNS, func() error { return writeSysctl("net/ipv4/ip_forward", "0", false) }); err != nil {
+				l.log.Warn("lab: bench undo ip_forward", "err", err)
+			}
+		}
+	case 'c':
+		bin, err := filepath.Abs(l.opt.RouterBinary)
+		if err != nil {
+			return to, undo, err
+		}
+		br, err := startChild(l.log, "router bridge", l.rtrNS, filepath.Join(l.dir, "bridge.log"),
+			bin, "bridge", "-a", lanPort, "-b", wanPort)
+		if err != nil {
+			return to, undo, err
+		}
+		extra = func() {
+			if err := br.stop(); err != nil {
+				l.log.Warn("lab: router bridge", "err", err)
+			}
+		}
+	}
+	if _, err := ping(ctx, l.lanNS, to); err != nil {
+		return to, undo, fmt.Errorf("no path to %s before iperf3: %w", to, err)
+	}
+	return to, undo, nil
+}
+
+// benchMode runs every bench case opt.BenchRuns times against to and
+// returns the median bit/s of each case.
+func (l *lab) benchMode(ctx context.Context, m rune, to netip.Addr) ([]float64, error) {
+	med := make([]float64, len(benchCases))
+	var errs []error
+	for i, c := range benchCases {
+		var runs []float64
+		for r := 0; r < l.opt.benchRuns() && ctx.Err() == nil; r++ {
+			bps, err := l.iperf(ctx, to, c)
+			if err != nil && ctx.Err() == nil {
+				time.Sleep(benchRetryPause)
+				bps, err = l.iperf(ctx, to, c)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s run %d: %w", c, r+1, err))
+				continue
+			}
+			runs = append(runs, bps)
+		}
+		med[i] = median(runs)
+		l.log.Debug("lab: bench", "mode", benchModeNames[m], "case", c.String(),
+			"median_mbps", fmt.Sprintf("%.0f", med[i]/1e6), "runs_mbps", mbps(runs))
+		fmt.Fprintf(l.out, "  %-22s %-14s median %8.0f Mbit/s  runs %s\n", benchModeNames[m], c, med[i]/1e6, mbps(runs))
+	}
+	return med, errors.Join(errs...)
+}
+
+// iperf runs one iperf3 client in the LAN host namespace.
+func (l *lab) iperf(ctx context.Context, to netip.Addr, c benchCase) (float64, error) {
+	t := l.opt.benchSeconds()
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(t+benchOmitSeconds)*time.Second+iperfSlack)
+	defer cancel()
+	args := []string{"-c", to.String(), "-p", strconv.Itoa(benchPort),
+		"-t", strconv.Itoa(t), "-O", strconv.Itoa(benchOmitSeconds), "-P", strconv.Itoa(c.Streams), "-J"}
+	if c.Reverse {
+		args = append(args, "-R")
+	}
+	out, err := output(ctx, l.lanNS, "iperf3", args...)
+	bps, perr := parseIperf(out)
+	if perr != nil {
+		return 0, errors.Join(perr, err)
+	}
+	return bps, nil
+}
+
+// printBench prints the table of medians and, each on its own line, the
+// ratios (a)/(b) and (c)/(d) per case.
+func (l *lab) printBench(results map[rune][]float64, modes string) {
+	fmt.Fprintf(l.out, "\n%-24s", "Mbit/s (median)")
+	for _, c := range benchCases {
+		fmt.Fprintf(l.out, " %14s", c)
+	}
+	fmt.Fprintln(l.out)
+	for _, m := range "abcd" {
+		if !strings.ContainsRune(modes, m) {
+			continue
+		}
+		fmt.Fprintf(l.out, "%-24s", benchModeNames[m])
+		for i := range benchCases {
+			v := "n/a"
+			if r := results[m]; r != nil && r[i] > 0 {
+				v = fmt.Sprintf("%.0f", r[i]/1e6)
+			}
+			fmt.Fprintf(l.out, " %14s", v)
+		}
+		fmt.Fprintln(l.out)
+	}
+	for _, p := range [][2]rune{{'a', 'b'}, {'c', 'd'}} {
+		for i, c := range benchCases {
+			var x, y float64
+			if r := results[p[0]]; r != nil {
+				x = r[i]
+			}
+			if r := results[p[1]]; r != nil {
+				y = r[i]
+			}
+			fmt.Fprintf(l.out, "ratio (%c)/(%c) %s: %s\n", p[0], p[1], c, ratio(x, y))
+		}
+	}
+}
+
+func mbps(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprintf("%.0f", x/1e6)
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+// kernelState reads the router namespace's kernel state; a failed read
+// gives a state that fails kernelSilent.
+func (l *lab) kernelState() kernelState {
+	k, err := readKernelState(l.rtrNS)
+	if err != nil {
+		l.log.Warn("lab: kernel state", "err", err)
+		return kernelState{IPForward: "unknown", IP6Forward: "unknown"}
+	}
+	return k
+}
+
+// waitListening waits until a TCP socket listens on port in namespace ns.
+func waitListening(ctx context.Context, ns string, port int, c *child) error {
+	want := fmt.Sprintf(":%04X", port)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		found := false
+		err := inNetns(ns, func() error {
+			for _, f := range []string{"/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"} {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					return err
+				}
+				sc := bufio.NewScanner(bytes.NewReader(b))
+				for sc.Scan() {
+					// sl local_address rem_address st ...; st 0A is LISTEN.
+					fl := strings.Fields(sc.Text())
+					if len(fl) > 3 && strings.HasSuffix(fl[1], want) && fl[3] == "0A" {
+						found = true
+					}
+				}
+			}
+			return nil
+		})
+		switch {
+		case err != nil:
+			return err
+		case found:
+			return nil
+		case c.exited():
+			return fmt.Errorf("lab: %s exited: %v", c.name, c.err)
+		case time.Now().After(deadline) || ctx.Err() != nil:
+			return fmt.Errorf("lab: nothing listens on port %d in %s", port, ns)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,64 @@
+package lab
+
+import (
+	"fmt"
+	"net/netip"
+
+	"gopkg.in/yaml.v3"
+)
+
+// labConfig is the router config the lab writes, in the shape package
+// router/config reads (config.yaml).
+type labConfig struct {
+	Hardware   string         `yaml:"hardware"`
+	Ports      []labPort      `yaml:"ports"`
+	Interfaces []labInterface `yaml:"interfaces"`
+	Status     labStatus      `yaml:"status"`
+}
+
+type labPort struct {
+	Name string `yaml:"name"`
+}
+
+type labInterface struct {
+	Name      string   `yaml:"name"`
+	Port      string   `yaml:"port"`
+	Addresses []string `yaml:"addresses"`
+	Role      string   `yaml:"role"`
+}
+
+type labStatus struct {
+	Listen []string `yaml:"listen"`
+}
+
+// routerConfig returns the router's lab config: ports lan0 and wan0,
+// interfaces lan and wan, and the status page on lan:80 (netstack) and on
+// 127.0.0.1:statusPort in the router namespace (a kernel socket).
+func routerConfig(prefix string, statusPort int) ([]byte, error) {
+	c := labConfig{
+		Hardware: "generic",
+		Ports:    []labPort{{Name: lanPort}, {Name: wanPort}},
+		Interfaces: []labInterface{
+			{Name: "lan", Port: lanPort, Addresses: prefixes(lanRouter4, lanRouter6), Role: "lan"},
+			{Name: "wan", Port: wanPort, Addresses: prefixes(wanRouter4, wanRouter6), Role: "wan"},
+		},
+		Status: labStatus{Listen: []string{
+			"lan:80",
+			netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(statusPort)).String(),
+		}},
+	}
+	b, err := yaml.Marshal(&c)
+	if err != nil {
+		return nil, fmt.Errorf("lab: config: %w", err)
+	}
+	head := fmt.Sprintf("# gvrouter lab config, written by router lab run %s.\n", prefix)
+	return append([]byte(head), b...), nil
+}
+
+func prefixes(ps ...netip.Prefix) []string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return s
+}

@@ -1,0 +1,51 @@
+package lab
+
+import (
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+func TestRouterConfig(t *testing.T) {
+	b, err := routerConfig("gvl42", 8080)
+	if err != nil {
+		t.Fatalf("routerConfig() error: %v", err)
+	}
+	var got labConfig
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("decode:\n%s\nerror: %v", b, err)
+	}
+	if got.Hardware != "generic" {
+		t.Errorf("hardware = %q, want generic", got.Hardware)
+	}
+	if len(got.Ports) != 2 || got.Ports[0].Name != "lan0" || got.Ports[1].Name != "wan0" {
+		t.Errorf("ports = %+v, want lan0, wan0", got.Ports)
+	}
+	wantIf := map[string][]string{
+		"lan": {"10.77.1.1/24", "fd77:1::1/64"},
+		"wan": {"10.77.2.1/24", "fd77:2::1/64"},
+	}
+	for _, i := range got.Interfaces {
+		want, ok := wantIf[i.Name]
+		if !ok {
+			t.Errorf("unexpected interface %q", i.Name)
+			continue
+		}
+		delete(wantIf, i.Name)
+		if strings.Join(i.Addresses, ",") != strings.Join(want, ",") {
+			t.Errorf("interface %s addresses = %v, want %v", i.Name, i.Addresses, want)
+		}
+		if i.Port != i.Name+"0" || i.Role != i.Name {
+			t.Errorf("interface %s port, role = %s, %s; want %s0, %s", i.Name, i.Port, i.Role, i.Name, i.Name)
+		}
+	}
+	if len(wantIf) != 0 {
+		t.Errorf("missing interfaces %v", wantIf)
+	}
+	if strings.Join(got.Status.Listen, ",") != "lan:80,127.0.0.1:8080" {
+		t.Errorf("status.listen = %v, want [lan:80 127.0.0.1:8080]", got.Status.Listen)
+	}
+}

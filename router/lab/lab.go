@@ -1,0 +1,101 @@
+package lab
+
+import (
+	"io"
+	"log/slog"
+	"net/netip"
+	"time"
+)
+
+// Options configures one lab run.
+type Options struct {
+	// RouterBinary is the router executable, run as
+	// "RouterBinary run -config FILE" and, for bench (c),
+	// "RouterBinary bridge -a lan0 -b wan0". Example: "/usr/local/bin/router".
+	RouterBinary string
+	// StatusPort is the port on 127.0.0.1 in the machine's own namespace
+	// where the lab exposes the router's status page; 0 picks a free port.
+	// Example: 8080.
+	StatusPort int
+	// Keep keeps the lab up after the proofs (and bench), also after a
+	// failed proof, until ctx is done or SIGINT/SIGTERM arrives.
+	Keep bool
+	// Bench runs the iperf3 benchmark after the proofs.
+	Bench bool
+	// BenchSeconds is iperf3's -t; 0 means DefaultBenchSeconds.
+	BenchSeconds int
+	// BenchRuns is how many iperf3 runs each figure is the median of; 0
+	// means DefaultBenchRuns.
+	BenchRuns int
+	// BenchModes selects bench modes by letter, any of "abcd"; "" means
+	// all. Modes b and d need no router binary.
+	BenchModes string
+	// Log receives progress; nil discards it.
+	Log *slog.Logger
+	// Stdout receives the summary and bench table; nil discards them.
+	Stdout io.Writer
+
+	// testHook, if set, runs after the proofs while the lab is up; an
+	// error from it fails Run. Tests use it to check the lab from outside.
+	testHook func(l *lab) error
+}
+
+const (
+	// DefaultBenchSeconds is iperf3's -t: long enough that the 2 s omitted
+	// by -O 2 (slow start, neighbour resolution) are a small share.
+	DefaultBenchSeconds = 10
+	// DefaultBenchRuns is the number of runs a figure is the median of:
+	// odd, so the median is one measured run, and enough to drop one
+	// outlier each side on a shared 2-core VM.
+	DefaultBenchRuns = 5
+	// benchOmitSeconds is iperf3's -O.
+	benchOmitSeconds = 2
+	// benchPort is the iperf3 server's port in the WAN host namespace.
+	benchPort = 5201
+	// routerStatusPort is the router's host-socket status listener inside
+	// the router namespace (127.0.0.1 there); the lab uses it to see that
+	// the router is up without crossing the router's own interfaces.
+	routerStatusPort = 8080
+	// routerStartTimeout bounds the wait for the router's first answer.
+	routerStartTimeout = 20 * time.Second
+	// stopGrace is how long a child gets after SIGTERM before SIGKILL.
+	stopGrace = 5 * time.Second
+)
+
+// Interface and namespace names inside the lab.
+const (
+	lanPort = "lan0" // router namespace: veth towards the LAN host
+	wanPort = "wan0" // router namespace: veth towards the WAN host
+	hostIf  = "eth0" // LAN and WAN hosts: their veth
+)
+
+// Addresses of the lab. The /24 and /64 prefixes are private (RFC 1918,
+// RFC 4193) and exist only inside the lab's namespaces.
+var (
+	lanRouter4 = netip.MustParsePrefix("10.77.1.1/24")
+	lanRouter6 = netip.MustParsePrefix("fd77:1::1/64")
+	lanHost4   = netip.MustParsePrefix("10.77.1.2/24")
+	lanHost6   = netip.MustParsePrefix("fd77:1::2/64")
+	wanRouter4 = netip.MustParsePrefix("10.77.2.1/24")
+	wanRouter6 = netip.MustParsePrefix("fd77:2::1/64")
+	wanHost4   = netip.MustParsePrefix("10.77.2.2/24")
+	wanHost6   = netip.MustParsePrefix("fd77:2::2/64")
+	// l2LAN and l2WAN put both hosts in one subnet for the layer-2 bench
+	// modes (c) and (d).
+	l2LAN = netip.MustParsePrefix("10.77.9.1/24")
+	l2WAN = netip.MustParsePrefix("10.77.9.2/24")
+)
+
+func (o *Options) benchSeconds() int {
+	if o.BenchSeconds > 0 {
+		return o.BenchSeconds
+	}
+	return DefaultBenchSeconds
+}
+
+func (o *Options) benchRuns() int {
+	if o.BenchRuns > 0 {
+		return o.BenchRuns
+	}
+	return DefaultBenchRuns
+}

@@ -1,0 +1,269 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// lab is one run's state. Its methods run on Run's goroutine.
+type lab struct {
+	opt    Options
+	log    *slog.Logger
+	out    io.Writer
+	prefix string // "gvl<pid>"
+	dir    string // runDir/prefix: owner file, config, logs
+	lanNS  string
+	rtrNS  string
+	wanNS  string
+
+	namespaces []string // created so far, removed by teardown
+	router     *child   // `router run`, nil when not running
+	proxy      *proxy   // status page at 127.0.0.1:PORT, nil when not running
+	cleanups   []func() // undo steps of bench modes, run by teardown (last first)
+}
+
+// Run builds the lab, starts the router in it, proves that traffic crosses
+// it (and only it), optionally benchmarks, and tears the lab down again
+// (after SIGINT with opt.Keep). It returns an error if any step or proof
+// failed. Run must run as root in the machine's own network namespace.
+func Run(ctx context.Context, opt Options) (err error) {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	l := newLab(opt, os.Getpid())
+	if err := l.preflight(); err != nil {
+		return err
+	}
+	removed, err := cleanStale(ctx, l.log, os.Getpid())
+	if len(removed) > 0 {
+		fmt.Fprintf(l.out, "removed namespaces of dead lab runs: %s\n", strings.Join(removed, " "))
+	}
+	if err != nil {
+		l.log.Warn("lab: cleaning earlier runs", "err", err)
+	}
+	if l.dir, err = writeOwner(l.prefix, os.Getpid()); err != nil {
+		return err
+	}
+	defer func() {
+		if terr := l.teardown(); terr != nil {
+			err = errors.Join(err, terr)
+		}
+	}()
+	if err := l.build(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(l.out, "lab %s: LAN host %s (%s, %s) — router %s (%s, %s) — WAN host %s (%s, %s)\n",
+		l.prefix, l.lanNS, lanHost4, lanHost6, l.rtrNS, lanPort, wanPort, l.wanNS, wanHost4, wanHost6)
+
+	modes := opt.BenchModes
+	if modes == "" {
+		modes = "abcd"
+	}
+	var proofErr error
+	if !opt.Bench || strings.Contains(modes, "a") {
+		if err := l.startRouter(ctx); err != nil {
+			return err
+		}
+		if err := l.startProxy(); err != nil {
+			return err
+		}
+		proofErr = l.summary(l.prove(ctx))
+	}
+	if opt.testHook != nil {
+		if err := opt.testHook(l); err != nil {
+			return errors.Join(proofErr, fmt.Errorf("lab: test hook: %w", err))
+		}
+	}
+	if proofErr == nil && opt.Bench {
+		if err := l.bench(ctx, modes); err != nil {
+			return err
+		}
+	}
+	if opt.Keep && ctx.Err() == nil {
+		// A failed proof keeps the lab up too, for a look inside.
+		if l.router == nil {
+			fmt.Fprintf(l.out, "the router is stopped (bench modes b-d run without it)\n")
+		}
+		fmt.Fprintf(l.out, "lab is up; `ip netns exec %s sh` gives a LAN host shell; Ctrl-C tears it down\n", l.lanNS)
+		<-ctx.Done()
+		return proofErr // SIGINT is how a kept lab ends
+	}
+	if proofErr != nil {
+		return proofErr
+	}
+	return ctx.Err()
+}
+
+// newLab returns the state of the run of process pid.
+func newLab(opt Options, pid int) *lab {
+	l := &lab{opt: opt, log: opt.Log, out: opt.Stdout, prefix: runPrefix(pid)}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	if l.out == nil {
+		l.out = io.Discard
+	}
+	l.lanNS, l.rtrNS, l.wanNS = l.prefix+"-lan", l.prefix+"-rtr", l.prefix+"-wan"
+	return l
+}
+
+// preflight checks what the lab needs before it changes anything.
+func (l *lab) preflight() error {
+	var errs []error
+	if os.Geteuid() != 0 {
+		errs = append(errs, errors.New("lab: needs root (network namespaces)"))
+	}
+	tools := []string{"ip"}
+	if l.opt.Bench {
+		tools = append(tools, "iperf3")
+	}
+	for _, t := range tools {
+		if _, err := exec.LookPath(t); err != nil {
+			errs = append(errs, fmt.Errorf("lab: %w", err))
+		}
+	}
+	if l.opt.RouterBinary == "" {
+		if !l.opt.Bench || strings.ContainsAny(l.opt.BenchModes, "ac") || l.opt.BenchModes == "" {
+			errs = append(errs, errors.New("lab: no router binary"))
+		}
+	} else if _, err := os.Stat(l.opt.RouterBinary); err != nil {
+		errs = append(errs, fmt.Errorf("lab: router binary: %w", err))
+	}
+	for _, m := range l.opt.BenchModes {
+		if !strings.ContainsRune("abcd", m) {
+			errs = append(errs, fmt.Errorf("lab: unknown bench mode %q (want any of abcd)", m))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// startRouter writes the lab config and starts `router run` in the router
+// namespace, then waits until its status listener answers.
+func (l *lab) startRouter(ctx context.Context) error {
+	cfg, err := routerConfig(l.prefix, routerStatusPort)
+	if err != nil {
+		return err
+	}
+	cfgPath := filepath.Join(l.dir, "lab.yaml")
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	bin, err := filepath.Abs(l.opt.RouterBinary)
+	if err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	logPath := filepath.Join(l.dir, "router.log")
+	l.router, err = startChild(l.log, "router", l.rtrNS, logPath, bin, "run", "-config", cfgPath)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(routerStartTimeout)
+	for {
+		_, err := l.routerCounters(ctx)
+		if err == nil {
+			break
+		}
+		if l.router.exited() {
+			return fmt.Errorf("lab: router exited (%v); %s:\n%s", l.router.err, logPath, tail(logPath, 2000))
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("lab: router did not answer on 127.0.0.1:%d in %s within %v: %w; %s:\n%s",
+				routerStatusPort, l.rtrNS, routerStartTimeout, err, logPath, tail(logPath, 2000))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	l.log.Info("lab: router is up", "pid", l.router.cmd.Process.Pid, "config", cfgPath, "log", logPath)
+	return nil
+}
+
+// stopRouter stops `router run` if it runs.
+func (l *lab) stopRouter() error {
+	if l.router == nil {
+		return nil
+	}
+	err := l.router.stop()
+	l.router = nil
+	if err != nil {
+		return fmt.Errorf("lab: router: %w", err)
+	}
+	return nil
+}
+
+// startProxy exposes the status page (lan:80 in netstack) at
+// 127.0.0.1:StatusPort of the machine's own namespace.
+func (l *lab) startProxy() error {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(l.opt.StatusPort))
+	to := net.JoinHostPort(lanRouter4.Addr().String(), "80")
+	p, err := startProxy(l.log, addr, l.lanNS, to)
+	if err != nil {
+		return fmt.Errorf("lab: status proxy: %w", err)
+	}
+	l.proxy = p
+	return nil
+}
+
+// summary prints the proofs and returns an error naming the failed ones.
+func (l *lab) summary(ps []proof) error {
+	var failed []string
+	for _, p := range ps {
+		mark, detail := "ok  ", p.Detail
+		if p.Err != nil {
+			mark, detail = "FAIL", p.Err.Error()
+			failed = append(failed, p.Name)
+		}
+		fmt.Fprintf(l.out, "%s %-56s %s\n", mark, p.Name, detail)
+	}
+	if l.proxy != nil {
+		fmt.Fprintf(l.out, "status page: http://%s/ (router %s, pid %d)\n",
+			l.proxy.Addr(), l.rtrNS, l.router.cmd.Process.Pid)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("lab: %d of %d proofs failed: %s; router log: %s",
+			len(failed), len(ps), strings.Join(failed, "; "), filepath.Join(l.dir, "router.log"))
+	}
+	fmt.Fprintf(l.out, "all %d proofs passed\n", len(ps))
+	return nil
+}
+
+// teardown stops what the lab started and removes what it built, even
+// after a failure half-way. It keeps going past errors.
+func (l *lab) teardown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errs []error
+	l.proxy.close()
+	l.proxy = nil
+	if err := l.stopRouter(); err != nil {
+		errs = append(errs, err)
+	}
+	for i := len(l.cleanups) - 1; i >= 0; i-- {
+		l.cleanups[i]()
+	}
+	l.cleanups = nil
+	for i := len(l.namespaces) - 1; i >= 0; i-- {
+		if err := deleteNetns(ctx, l.namespaces[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	l.namespaces = nil
+	if l.dir != "" {
+		if len(errs) == 0 {
+			errs = append(errs, os.RemoveAll(l.dir))
+		} else {
+			l.log.Warn("lab: keeping run directory after errors", "dir", l.dir)
+		}
+	}
+	l.log.Debug("lab: torn down", "prefix", l.prefix)
+	return errors.Join(errs...)
+}

@@ -1,0 +1,159 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// buildRouter builds cmd/router into the test's temporary directory.
+func buildRouter(t *testing.T) string {
+	t.Helper()
+	skipOrFail := t.Skipf
+	if os.Getenv("CI") == "true" {
+		skipOrFail = t.Fatalf
+	}
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		skipOrFail("go env GOMOD: %v", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	if m, _ := filepath.Glob(filepath.Join(root, "cmd", "router", "*.go")); len(m) == 0 {
+		skipOrFail("no cmd/router in %s", root)
+	}
+	bin := filepath.Join(t.TempDir(), "router")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/router")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/router: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestRun runs the whole lab against the real router binary: ping and TCP
+// cross it both ways in both families, the status page answers in the LAN
+// and at 127.0.0.1:PORT here, the router's counters rise while the kernel
+// of the router namespace forwards nothing, and everything is gone after.
+func TestRun(t *testing.T) {
+	requirePrivileged(t)
+	bin := buildRouter(t)
+	port := freePort(t)
+	var out bytes.Buffer
+	var routerPID int
+	hookRan := false
+	opt := Options{
+		RouterBinary: bin,
+		StatusPort:   port,
+		Log:          testLogger(t),
+		Stdout:       &out,
+		testHook: func(l *lab) error {
+			hookRan = true
+			routerPID = l.router.cmd.Process.Pid
+			// Checked from outside the lab's own proofs.
+			if got := labNamespaces(t, os.Getpid()); len(got) != 3 {
+				return fmt.Errorf("lab namespaces = %v, want 3", got)
+			}
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/status", port))
+			if err != nil {
+				return fmt.Errorf("status page at 127.0.0.1:%d: %w", port, err)
+			}
+			var body bytes.Buffer
+			body.ReadFrom(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("status page at 127.0.0.1:%d: %s", port, resp.Status)
+			}
+			c1, err := parseStatus(body.Bytes())
+			if err != nil {
+				return err
+			}
+			kBefore, err := readKernelState(l.rtrNS)
+			if err != nil {
+				return err
+			}
+			if _, err := tcpEcho(context.Background(), l.lanNS, l.wanNS, wanHost4.Addr()); err != nil {
+				return fmt.Errorf("TCP LAN→WAN: %w", err)
+			}
+			if _, err := ping(context.Background(), l.wanNS, lanHost6.Addr()); err != nil {
+				return err
+			}
+			kAfter, err := readKernelState(l.rtrNS)
+			if err != nil {
+				return err
+			}
+			if err := kernelSilent(kBefore, kAfter); err != nil {
+				return err
+			}
+			c2, err := l.freshCounters(context.Background(), time.Now())
+			if err != nil {
+				return err
+			}
+			for _, name := range []string{"lan", "wan"} {
+				if c2[name].RxPackets <= c1[name].RxPackets {
+					return fmt.Errorf("router %s rx_packets %d → %d, want a rise", name, c1[name].RxPackets, c2[name].RxPackets)
+				}
+			}
+			for _, dev := range []string{lanPort, wanPort} {
+				if a, err := ifAddrs(context.Background(), l.rtrNS, dev); err != nil || len(a) != 0 {
+					return fmt.Errorf("kernel addresses on %s: %v (%v)", dev, a, err)
+				}
+			}
+			return nil
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := Run(ctx, opt)
+	t.Logf("output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("Run() error: %v", err)
+	}
+	if !hookRan {
+		t.Fatalf("test hook did not run")
+	}
+	for _, want := range []string{
+		"ok   ping LAN→WAN IPv4", "ok   ping WAN→LAN IPv4", "ok   ping LAN→WAN IPv6", "ok   ping WAN→LAN IPv6",
+		"ok   TCP LAN→WAN IPv4", "ok   TCP WAN→LAN IPv4", "ok   TCP LAN→WAN IPv6", "ok   TCP WAN→LAN IPv6",
+		"ok   status page from LAN host http://10.77.1.1/api/status",
+		fmt.Sprintf("ok   status page from this machine http://127.0.0.1:%d/api/status", port),
+		"ok   router counters rose",
+		"ok   kernel in router namespace forwarded nothing",
+		"ok   no kernel addresses on lan0, wan0",
+		"proofs passed",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if ns := labNamespaces(t, os.Getpid()); len(ns) != 0 {
+		t.Errorf("namespaces left after Run: %v", ns)
+	}
+	if _, err := os.Stat(filepath.Join(runDir, runPrefix(os.Getpid()))); !os.IsNotExist(err) {
+		t.Errorf("run directory left after Run (stat error %v)", err)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", routerPID)); !os.IsNotExist(err) {
+		t.Errorf("router process %d still exists after Run", routerPID)
+	}
+	if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
+		c.Close()
+		t.Errorf("127.0.0.1:%d still accepts after Run", port)
+	}
+}

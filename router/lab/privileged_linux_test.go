@@ -1,0 +1,31 @@
+package lab
+
+import (
+	"log/slog"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// requirePrivileged skips the test when it cannot run: not root, or a tool
+// missing. Under CI=true (CI runs as root with the tools installed) that is
+// a failure instead, so a green CI means the lab tests ran.
+func requirePrivileged(t *testing.T, tools ...string) {
+	t.Helper()
+	fail := t.Skipf
+	if os.Getenv("CI") == "true" {
+		fail = t.Fatalf
+	}
+	if os.Geteuid() != 0 {
+		fail("lab tests need root (network namespaces)")
+	}
+	for _, tool := range append([]string{"ip"}, tools...) {
+		if _, err := exec.LookPath(tool); err != nil {
+			fail("lab tests need %s: %v", tool, err)
+		}
+	}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}

@@ -1,0 +1,116 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gvrouter/gvrouter/hw"
+)
+
+// hostOffloads are the offloads of every veth end in the lab (all off, as
+// `ethtool -K IF tso off gso off gro off tx off` would set them): frames
+// leave at wire size (no TSO/GSO), AF_PACKET sees frames as sent (no GRO),
+// and checksums are complete, as on a wire (no TX checksum offload). RX
+// checksum offload stays on: veth only reports what the sender computed.
+var hostOffloads = hw.Offloads{RxCsum: true}
+
+// setWireLike turns the offloads of ifname in namespace ns off, with the
+// ioctl hw uses on real ports, so the lab needs no ethtool binary.
+func setWireLike(ns, ifname string) error {
+	return inNetns(ns, func() error {
+		if err := hw.SetOffloads(ifname, hostOffloads); err != nil {
+			return fmt.Errorf("lab: offloads of %s in %s: %w", ifname, ns, err)
+		}
+		return nil
+	})
+}
+
+// routerSysctls keep the kernel of the router namespace out of the data
+// path: it forwards nothing and, with IPv6 off, sends no NDP/MLD of its own
+// on the router ports. The bridge-nf switches exist only when br_netfilter
+// is loaded; off, the kernel bridge of bench mode (d) calls no netfilter.
+var routerSysctls = []struct {
+	path, value string
+	optional    bool
+}{
+	{"net/ipv4/ip_forward", "0", false},
+	{"net/ipv6/conf/all/forwarding", "0", false},
+	{"net/ipv6/conf/default/disable_ipv6", "1", false},
+	{"net/ipv6/conf/all/disable_ipv6", "1", false},
+	{"net/bridge/bridge-nf-call-iptables", "0", true},
+	{"net/bridge/bridge-nf-call-ip6tables", "0", true},
+	{"net/bridge/bridge-nf-call-arptables", "0", true},
+}
+
+// writeSysctl sets a sysctl in the calling thread's namespace.
+func writeSysctl(path, value string, optional bool) error {
+	err := os.WriteFile(filepath.Join("/proc/sys", path), []byte(value), 0)
+	if err != nil && optional && os.IsNotExist(err) {
+		return nil
+	}
+	return err
+}
+
+// build creates the three namespaces, the two veth pairs, addresses and
+// routes of the hosts, and the router namespace's settings.
+func (l *lab) build(ctx context.Context) error {
+	for _, ns := range []string{l.lanNS, l.rtrNS, l.wanNS} {
+		if err := addNetns(ctx, ns); err != nil {
+			return err
+		}
+		l.namespaces = append(l.namespaces, ns)
+	}
+	err := inNetns(l.rtrNS, func() error {
+		for _, s := range routerSysctls {
+			if err := writeSysctl(s.path, s.value, s.optional); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("lab: router namespace sysctls: %w", err)
+	}
+	steps := [][]string{
+		// The veths are born inside the namespaces: the machine's own
+		// namespace never holds a lab interface.
+		{l.rtrNS, "ip", "link", "add", lanPort, "type", "veth", "peer", "name", hostIf, "netns", l.lanNS},
+		{l.rtrNS, "ip", "link", "add", wanPort, "type", "veth", "peer", "name", hostIf, "netns", l.wanNS},
+		{l.rtrNS, "ip", "link", "set", "lo", "up"},
+		{l.rtrNS, "ip", "link", "set", lanPort, "up"},
+		{l.rtrNS, "ip", "link", "set", wanPort, "up"},
+	}
+	for _, h := range []struct {
+		ns       string
+		a4, a6   string
+		gw4, gw6 string
+	}{
+		{l.lanNS, lanHost4.String(), lanHost6.String(), lanRouter4.Addr().String(), lanRouter6.Addr().String()},
+		{l.wanNS, wanHost4.String(), wanHost6.String(), wanRouter4.Addr().String(), wanRouter6.Addr().String()},
+	} {
+		steps = append(steps,
+			[]string{h.ns, "ip", "link", "set", "lo", "up"},
+			[]string{h.ns, "ip", "addr", "add", h.a4, "dev", hostIf},
+			[]string{h.ns, "ip", "addr", "add", h.a6, "dev", hostIf, "nodad"},
+			[]string{h.ns, "ip", "link", "set", hostIf, "up"},
+			[]string{h.ns, "ip", "route", "add", "default", "via", h.gw4, "dev", hostIf},
+			[]string{h.ns, "ip", "-6", "route", "add", "default", "via", h.gw6, "dev", hostIf},
+		)
+	}
+	for _, s := range steps {
+		if err := nsRun(ctx, s[0], s[1], s[2:]...); err != nil {
+			return err
+		}
+	}
+	for _, e := range []struct{ ns, ifname string }{
+		{l.rtrNS, lanPort}, {l.rtrNS, wanPort}, {l.lanNS, hostIf}, {l.wanNS, hostIf},
+	} {
+		if err := setWireLike(e.ns, e.ifname); err != nil {
+			return err
+		}
+	}
+	l.log.Debug("lab: topology built", "lan", l.lanNS, "router", l.rtrNS, "wan", l.wanNS)
+	return nil
+}

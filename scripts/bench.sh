@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# bench.sh builds the router and runs `router lab -bench` with the fixed
+# settings (iperf3 -t 10 -O 2, one stream and -P 4, both directions, median
+# of 5 runs) for (a) the router, (b) kernel forwarding, (c) the hw port
+# bridge and (d) the kernel bridge, all on the same veths. The output is
+# teed to bench-<UTC time>.txt in the module root (or to $BENCH_OUT).
+# Extra arguments go to `router lab` (e.g. -debug). Needs root and iperf3.
+#
+# --smoke (first argument): a quick run for CI (-t 2, one run each); the
+# figures are printed, never gated.
+set -euo pipefail
+
+secs=10 runs=5
+if [ "${1:-}" = --smoke ]; then
+	shift
+	secs=2 runs=1
+fi
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+if [ "$(id -u)" != 0 ]; then
+	echo "bench.sh: needs root (network namespaces)" >&2
+	exit 1
+fi
+for tool in ip iperf3; do
+	command -v "$tool" >/dev/null || { echo "bench.sh: needs $tool" >&2; exit 1; }
+done
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/router" ./cmd/router
+
+out=${BENCH_OUT:-$root/bench-$(date -u +%Y%m%dT%H%M%SZ).txt}
+{
+	echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo nogit)$(git -C "$root" diff --quiet 2>/dev/null || echo -dirty)"
+	echo "# $(uname -srm), $(nproc) CPUs, $(go version | cut -d' ' -f3), load $(cut -d' ' -f1-3 /proc/loadavg)"
+	"$tmp/router" lab -bench -bench-seconds "$secs" -bench-runs "$runs" -status-port 0 "$@" 2>&1
+} | tee "$out"
+echo "bench.sh: output in $out" >&2
