@@ -1,0 +1,274 @@
+package natengine
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// Iface identifies an interface (in the integration: a netstack NIC ID).
+type Iface int32
+
+// NoIface is the zero Iface; it names no interface.
+const NoIface Iface = 0
+
+// maxIface bounds interface IDs so the compiled rules can index a slice.
+const maxIface = 4096
+
+// Filtering is the inbound filtering behaviour of a NAT mapping (RFC 4787
+// section 5).
+type Filtering uint8
+
+// Filtering behaviours.
+const (
+	// AddressAndPortDependent admits inbound packets only from endpoints the
+	// internal endpoint has sent to (the default; Linux MASQUERADE behaviour).
+	AddressAndPortDependent Filtering = iota
+	// AddressDependent admits inbound packets from any port of an address the
+	// internal endpoint has sent to.
+	AddressDependent
+	// EndpointIndependent admits inbound packets from any endpoint ("full cone").
+	EndpointIndependent
+)
+
+// Timeouts are idle timeouts per state. The defaults meet RFC 4787 REQ-5,
+// RFC 5382 REQ-5 and RFC 5508 REQ-2.
+type Timeouts struct {
+	TCPEstablished time.Duration // RFC 5382 REQ-5: at least 2 h 4 min
+	TCPTransitory  time.Duration // SYN_SENT, SYN_RECV, FIN_WAIT, CLOSE_WAIT, LAST_ACK, TIME_WAIT, CLOSE; RFC 5382 REQ-5: at least 4 min
+	UDPUnreplied   time.Duration // UDP mapping without a reply yet; RFC 4787 REQ-5: at least 2 min
+	UDPStream      time.Duration // UDP flow with replies; RFC 4787 REQ-5 recommends 5 min
+	ICMPQuery      time.Duration // ICMP query session; RFC 5508 REQ-2: at least 60 s
+	Other          time.Duration // untranslated other protocols (IPv6 firewall)
+}
+
+// DefaultTimeouts returns the RFC-compliant defaults.
+func DefaultTimeouts() Timeouts {
+	return Timeouts{
+		TCPEstablished: 2*time.Hour + 4*time.Minute, // OpenWrt uses 7440 s, the RFC 5382 minimum
+		TCPTransitory:  4 * time.Minute,
+		UDPUnreplied:   2 * time.Minute,
+		UDPStream:      5 * time.Minute,
+		ICMPQuery:      60 * time.Second,
+		Other:          10 * time.Minute, // Linux generic timeout
+	}
+}
+
+// DefaultMaxConns is the default conntrack table limit (the 65,536;
+// Linux nf_conntrack_max on a 256 MB box is of this order).
+const DefaultMaxConns = 65536
+
+// Config holds the engine's construction-time settings.
+type Config struct {
+	MaxConns int              // table limit; 0 means DefaultMaxConns
+	Timeouts Timeouts         // zero fields take DefaultTimeouts values
+	TimeNow  func() time.Time // clock; nil means time.Now (tests inject a fake clock)
+	Rand     func() uint32    // source for port search offsets; nil means a per-engine hash
+}
+
+// IfaceConfig describes one interface to the engine.
+type IfaceConfig struct {
+	ID         Iface        // e.g. 2
+	Name       string       // e.g. "eth0.2"; for counters and errors
+	WAN        bool         // outside interface: new inbound flows are filtered
+	Masquerade bool         // SNAT forwarded IPv4 flows leaving here to this interface's first IPv4 address
+	SNAT       []netip.Addr // SNAT pool (IPv4) used instead of the interface address when set, e.g. [198.51.100.7]
+	Addrs      []netip.Addr // the router's own addresses on this interface, e.g. [203.0.113.2, 2001:db8::1]
+	MTU        int          // IP MTU, e.g. 1500; 0 means 1500
+}
+
+// Forward is a DNAT port forward (Linux DNAT / fw4 redirect).
+type Forward struct {
+	Proto     uint8          // ProtoTCP or ProtoUDP
+	In        Iface          // interface whose addresses the forward listens on, e.g. the WAN
+	FirstPort uint16         // first external port, e.g. 8080
+	LastPort  uint16         // last external port (== FirstPort for one port), e.g. 8090
+	To        netip.AddrPort // internal target; port 0 keeps the external port, else ports map 1:1 from it
+}
+
+// Allow6 admits new inbound IPv6 flows from WAN interfaces to Dst (a prefix)
+// on a port range; Proto 0 matches TCP and UDP.
+type Allow6 struct {
+	Proto     uint8        // ProtoTCP, ProtoUDP or 0 for both
+	Dst       netip.Prefix // e.g. 2001:db8:1::/64
+	FirstPort uint16       // e.g. 22
+	LastPort  uint16       // e.g. 22
+}
+
+// Rules is the hot, reloadable NAT/firewall configuration. SetRules compiles
+// it into an immutable snapshot; the engine keeps no reference to the Rules.
+type Rules struct {
+	Ifaces    []IfaceConfig
+	Forwards  []Forward
+	Allow6    []Allow6
+	Filtering Filtering // default AddressAndPortDependent
+	Hairpin   bool      // translate LAN-to-own-external-address flows (RFC 4787 REQ-9); fw4 "reflection"
+	// Reserved reports whether proto/port on the router's address addr is
+	// taken by one of the router's own sockets; SNAT never allocates such a
+	// port. It is called on the slow path only, must be safe for concurrent
+	// use and must not call back into the engine. May be nil.
+	Reserved func(proto uint8, addr netip.Addr, port uint16) bool
+}
+
+// snapshot is the compiled, immutable form of Rules.
+type snapshot struct {
+	ifaces    []ifaceSnap // indexed by Iface
+	local     []localAddr
+	forwards  []Forward
+	fwdAddr   [][16]byte // per forward: the IPv4 address it listens on (first of In)
+	allow6    []Allow6
+	filtering Filtering
+	hairpin   bool
+	reserved  func(proto uint8, addr netip.Addr, port uint16) bool
+}
+
+type ifaceSnap struct {
+	ok    bool
+	name  string
+	wan   bool
+	snat  [][16]byte // IPv4 SNAT addresses (masquerade: the first IPv4 address); empty: no SNAT
+	mtu   int
+	addr4 [16]byte // first IPv4 address
+	has4  bool
+}
+
+type localAddr struct {
+	a     [16]byte
+	v6    bool
+	iface Iface
+}
+
+// ErrInvalidRules is wrapped by SetRules errors.
+var ErrInvalidRules = errors.New("natengine: invalid rules")
+
+func compile(r *Rules) (*snapshot, error) {
+	s := &snapshot{filtering: r.Filtering, hairpin: r.Hairpin, reserved: r.Reserved, allow6: append([]Allow6(nil), r.Allow6...)}
+	var errs []error
+	bad := func(format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidRules}, a...)...))
+	}
+	if r.Filtering > EndpointIndependent {
+		bad("filtering %d", r.Filtering)
+	}
+	for _, ic := range r.Ifaces {
+		if ic.ID <= 0 || ic.ID >= maxIface {
+			bad("interface %q: id %d out of range 1..%d", ic.Name, ic.ID, maxIface-1)
+			continue
+		}
+		for int(ic.ID) >= len(s.ifaces) {
+			s.ifaces = append(s.ifaces, ifaceSnap{})
+		}
+		is := &s.ifaces[ic.ID]
+		if is.ok {
+			bad("interface %q: duplicate id %d", ic.Name, ic.ID)
+		}
+		*is = ifaceSnap{ok: true, name: ic.Name, wan: ic.WAN, mtu: ic.MTU}
+		if is.mtu == 0 {
+			is.mtu = 1500
+		}
+		if is.mtu < 576 || is.mtu > 65535 { // RFC 791 minimum
+			bad("interface %q: mtu %d", ic.Name, ic.MTU)
+		}
+		for _, a := range ic.Addrs {
+			b, v6 := fromAddr(a)
+			s.local = append(s.local, localAddr{a: b, v6: v6, iface: ic.ID})
+			if !v6 && !is.has4 {
+				is.addr4, is.has4 = b, true
+			}
+		}
+		for _, a := range ic.SNAT {
+			b, v6 := fromAddr(a)
+			if v6 {
+				bad("interface %q: IPv6 SNAT address %s (IPv6 is not translated)", ic.Name, a)
+				continue
+			}
+			is.snat = append(is.snat, b)
+		}
+		if ic.Masquerade && len(is.snat) == 0 && is.has4 {
+			is.snat = append(is.snat, is.addr4)
+		}
+	}
+	for i, f := range r.Forwards {
+		if f.Proto != ProtoTCP && f.Proto != ProtoUDP {
+			bad("forward %d: protocol %d (tcp or udp)", i, f.Proto)
+		}
+		if f.FirstPort == 0 || f.LastPort < f.FirstPort {
+			bad("forward %d: ports %d-%d", i, f.FirstPort, f.LastPort)
+		}
+		if !f.To.Addr().Unmap().Is4() {
+			bad("forward %d: target %s is not IPv4", i, f.To)
+		}
+		if f.To.Port() != 0 && int(f.To.Port())+int(f.LastPort-f.FirstPort) > 65535 {
+			bad("forward %d: target port range overflows", i)
+		}
+		is := s.iface(f.In)
+		if is == nil || !is.has4 {
+			bad("forward %d: interface %d has no IPv4 address", i, f.In)
+			continue
+		}
+		s.forwards = append(s.forwards, f)
+		s.fwdAddr = append(s.fwdAddr, is.addr4)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+func (s *snapshot) iface(id Iface) *ifaceSnap {
+	if id <= 0 || int(id) >= len(s.ifaces) || !s.ifaces[id].ok {
+		return nil
+	}
+	return &s.ifaces[id]
+}
+
+// isLocal reports whether a is one of the router's own addresses.
+func (s *snapshot) isLocal(a *[16]byte, v6 bool) bool {
+	for i := range s.local {
+		if s.local[i].v6 == v6 && s.local[i].a == *a {
+			return true
+		}
+	}
+	return false
+}
+
+// forward returns the port forward for a packet to dst:port, or nil.
+func (s *snapshot) forward(proto uint8, dst *[16]byte, port uint16) (*Forward, int) {
+	for i := range s.forwards {
+		f := &s.forwards[i]
+		if f.Proto == proto && port >= f.FirstPort && port <= f.LastPort && s.fwdAddr[i] == *dst {
+			return f, i
+		}
+	}
+	return nil, -1
+}
+
+// forwardTarget returns the internal endpoint for external port p of f.
+func forwardTarget(f *Forward, p uint16) ([16]byte, uint16) {
+	a, _ := fromAddr(f.To.Addr())
+	if f.To.Port() == 0 {
+		return a, p
+	}
+	return a, f.To.Port() + (p - f.FirstPort)
+}
+
+// forwarded reports whether proto/port on ext is a port forward's port.
+func (s *snapshot) forwarded(proto uint8, ext *[16]byte, port uint16) bool {
+	f, _ := s.forward(proto, ext, port)
+	return f != nil
+}
+
+func (s *snapshot) allowed6(t *Tuple) bool {
+	if t.Proto != ProtoTCP && t.Proto != ProtoUDP {
+		return false
+	}
+	dst := netip.AddrFrom16(t.Dst)
+	for _, a := range s.allow6 {
+		if (a.Proto == 0 || a.Proto == t.Proto) && a.Dst.Contains(dst) &&
+			t.DstPort >= a.FirstPort && t.DstPort <= a.LastPort {
+			return true
+		}
+	}
+	return false
+}

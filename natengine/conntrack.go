@@ -1,0 +1,357 @@
+package natengine
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Conntrack table.
+//
+// Each flow (conn) is reachable under up to three keys: its original tuple
+// (as the first packet arrived), its mid tuple (the original tuple after DNAT;
+// only stored when DNAT changed it) and its reply tuple (as replies arrive,
+// i.e. after SNAT; stored when the flow is confirmed at postrouting). Keys are
+// spread over numShards shards by a 32-bit hash; each shard has its own mutex
+// and map.
+//
+// Lock order (take them in this order, skip any):
+//  1. conn.mu, of one flow at a time;
+//  2. nat.mu, the mapping table;
+//  3. shard.mu, several at once only in ascending shard index.
+// No lock is taken while a shard.mu is held except other shard locks in
+// ascending order; frags.mu is a leaf. Table removal (sweep, early drop)
+// takes only shard locks, then nat.mu after releasing them.
+
+// numShards is the number of table shards. 256 keeps ~256 keys per shard at
+// the default limit (cheap early-drop scans) and costs ~40 KB.
+const numShards = 256
+
+// evictionRange is how many shards a full table searches for an unassured
+// flow to early-drop, from the new flow's own shard (Linux
+// NF_CT_EVICTION_RANGE = 8 buckets).
+const evictionRange = 8
+
+// Directions of a packet relative to its flow.
+const (
+	dirOrig  = 0 // same direction as the flow's first packet
+	dirReply = 1 // the opposite direction
+	dirMid   = 2 // key role only: the original direction after DNAT
+)
+
+// ref is a table value: a flow and the role of the key that found it.
+type ref struct {
+	c   *conn
+	dir uint8
+}
+
+type shard struct {
+	mu sync.Mutex
+	// m maps keys to flows. Protected by mu.
+	m map[Tuple]ref
+	// unassured lists the unassured flows whose original key lives in this
+	// shard, oldest first: the early-drop candidates. Protected by mu.
+	unassured connList
+	_         [64]byte // keep shards on separate cache lines
+}
+
+type connList struct{ head, tail *conn }
+
+func (l *connList) pushBack(c *conn) {
+	c.unPrev, c.unNext = l.tail, nil
+	if l.tail != nil {
+		l.tail.unNext = c
+	} else {
+		l.head = c
+	}
+	l.tail = c
+}
+
+func (l *connList) remove(c *conn) {
+	if c.unPrev != nil {
+		c.unPrev.unNext = c.unNext
+	} else if l.head == c {
+		l.head = c.unNext
+	}
+	if c.unNext != nil {
+		c.unNext.unPrev = c.unPrev
+	} else if l.tail == c {
+		l.tail = c.unPrev
+	}
+	c.unPrev, c.unNext = nil, nil
+}
+
+// conn is one tracked flow.
+type conn struct {
+	// Set before the flow is published and never changed.
+	orig    Tuple
+	mid     Tuple // orig after DNAT (== orig without DNAT)
+	created int64 // engine clock, ns
+	owner   uint32
+	dnat    bool
+	mapIn   bool     // the flow entered through a NAT mapping (its DNAT is the mapping's)
+	inMap   *mapping // that mapping; valid iff mapIn
+
+	// Protected by the owner shard's mu.
+	inTable        bool
+	unNext, unPrev *conn
+
+	// assured is written under the owner shard's mu and read without lock.
+	// Assured flows are never early-dropped.
+	assured atomic.Bool
+	// confirmed is set under the owner shard's mu when the reply key is
+	// inserted. reply and snat are written (under mu) before it, snatMap
+	// with it; none changes after, so a reader that loads confirmed == true
+	// may read them.
+	confirmed atomic.Bool
+	reply     Tuple
+	snat      bool
+	snatMap   *mapping // the SNAT mapping, set with confirmed; valid iff snat
+
+	// mu serializes confirmation and protects tcp and replied.
+	mu      sync.Mutex
+	tcp     tcpTrack
+	replied bool // a reply-direction packet was seen
+
+	// Protected by nat.mu: membership in snatMap.conns.
+	mapNext, mapPrev *conn
+
+	expires atomic.Int64               // engine clock, ns
+	in      [2]atomic.Int32            // ingress Iface seen per direction
+	fp      [2]atomic.Pointer[offload] // fast-path rewrite per direction; nil: not offloaded
+	pkts    [2]atomic.Uint64           // packets per direction (slow and fast path)
+	bytes   [2]atomic.Uint64           // IP bytes per direction (slow and fast path)
+	dead    atomic.Bool                // removed from the table
+}
+
+func (c *conn) proto() uint8 { return c.orig.Proto }
+
+// table is the conntrack table.
+type table struct {
+	seed   uint64
+	max    int32
+	count  atomic.Int32
+	shards [numShards]shard
+}
+
+func newTable(max int, seed uint64) *table {
+	t := &table{seed: seed, max: int32(max)}
+	for i := range t.shards {
+		t.shards[i].m = make(map[Tuple]ref)
+	}
+	return t
+}
+
+func (t *table) shardOf(k *Tuple) uint32 { return k.hash(t.seed) & (numShards - 1) }
+
+// lookup returns the flow stored under k.
+func (t *table) lookup(k *Tuple) (ref, bool) {
+	s := &t.shards[t.shardOf(k)]
+	s.mu.Lock()
+	r, ok := s.m[*k]
+	s.mu.Unlock()
+	return r, ok
+}
+
+// lockSet locks the distinct shards in idx (at most 4) in ascending order.
+type lockSet struct {
+	idx [4]uint32
+	n   int
+}
+
+func (l *lockSet) add(i uint32) {
+	for j := 0; j < l.n; j++ {
+		if l.idx[j] == i {
+			return
+		}
+	}
+	k := l.n
+	for k > 0 && l.idx[k-1] > i {
+		l.idx[k] = l.idx[k-1]
+		k--
+	}
+	l.idx[k] = i
+	l.n++
+}
+
+func (t *table) lockAll(l *lockSet) {
+	for j := 0; j < l.n; j++ {
+		t.shards[l.idx[j]].mu.Lock()
+	}
+}
+
+func (t *table) unlockAll(l *lockSet) {
+	for j := l.n - 1; j >= 0; j-- {
+		t.shards[l.idx[j]].mu.Unlock()
+	}
+}
+
+// reserve takes a slot for a new flow, early-dropping one unassured flow from
+// the shards near start if the table is full. It reports false if the table
+// is full of flows that may not be evicted.
+func (t *table) reserve(start uint32, now int64, st *Stats, unlink func(*conn)) bool {
+	for {
+		n := t.count.Load()
+		if n < t.max {
+			if t.count.CompareAndSwap(n, n+1) {
+				return true
+			}
+			continue
+		}
+		if !t.earlyDrop(start, now, st, unlink) {
+			return false
+		}
+	}
+}
+
+// earlyDrop removes one expired or unassured flow from the evictionRange
+// shards starting at start. Assured flows are never removed here.
+func (t *table) earlyDrop(start uint32, now int64, st *Stats, unlink func(*conn)) bool {
+	for i := uint32(0); i < evictionRange; i++ {
+		s := &t.shards[(start+i)&(numShards-1)]
+		s.mu.Lock()
+		victim := s.unassured.head
+		s.mu.Unlock()
+		if victim == nil {
+			continue
+		}
+		if t.remove(victim, true) {
+			st.EarlyDropped.Add(1)
+			unlink(victim)
+			return true
+		}
+	}
+	return false
+}
+
+// insertPending publishes a new flow under its original (and mid) keys.
+// The caller has reserved a slot. It reports false on a key clash.
+func (t *table) insertPending(c *conn) bool {
+	c.owner = t.shardOf(&c.orig)
+	var l lockSet
+	l.add(c.owner)
+	mi := c.owner
+	if c.dnat {
+		mi = t.shardOf(&c.mid)
+		l.add(mi)
+	}
+	t.lockAll(&l)
+	defer t.unlockAll(&l)
+	o := &t.shards[c.owner]
+	if _, ok := o.m[c.orig]; ok {
+		return false
+	}
+	if c.dnat {
+		if _, ok := t.shards[mi].m[c.mid]; ok {
+			return false
+		}
+		t.shards[mi].m[c.mid] = ref{c, dirMid}
+	}
+	o.m[c.orig] = ref{c, dirOrig}
+	c.inTable = true
+	o.unassured.pushBack(c)
+	return true
+}
+
+// insertReply adds c's reply key, records its SNAT mapping m (may be nil) and
+// marks c confirmed. The caller holds c.mu and has set c.reply and c.snat.
+// It reports false if c was removed meanwhile or the key clashes.
+func (t *table) insertReply(c *conn, m *mapping) bool {
+	ri := t.shardOf(&c.reply)
+	var l lockSet
+	l.add(c.owner)
+	l.add(ri)
+	t.lockAll(&l)
+	defer t.unlockAll(&l)
+	if !c.inTable {
+		return false
+	}
+	if r, ok := t.shards[ri].m[c.reply]; ok && r.c != c {
+		return false
+	}
+	t.shards[ri].m[c.reply] = ref{c, dirReply}
+	c.snatMap = m
+	c.confirmed.Store(true)
+	return true
+}
+
+// setAssured marks c assured, taking it off the early-drop list.
+func (t *table) setAssured(c *conn) {
+	if c.assured.Load() {
+		return
+	}
+	s := &t.shards[c.owner]
+	s.mu.Lock()
+	if c.inTable && !c.assured.Load() {
+		c.assured.Store(true)
+		s.unassured.remove(c)
+	}
+	s.mu.Unlock()
+}
+
+// remove deletes c from the table. With onlyUnassured it refuses to remove an
+// assured flow. It reports whether this call removed c; the caller then
+// releases c's mapping.
+func (t *table) remove(c *conn, onlyUnassured bool) bool {
+	var l lockSet
+	l.add(c.owner)
+	if c.dnat {
+		l.add(t.shardOf(&c.mid))
+	}
+	hasReply := c.confirmed.Load()
+	if hasReply {
+		l.add(t.shardOf(&c.reply))
+	}
+	t.lockAll(&l)
+	if !hasReply && c.confirmed.Load() {
+		// Confirmed between the load and the lock: lock the reply shard too.
+		t.unlockAll(&l)
+		return t.remove(c, onlyUnassured)
+	}
+	o := &t.shards[c.owner]
+	if !c.inTable || (onlyUnassured && c.assured.Load()) {
+		t.unlockAll(&l)
+		return false
+	}
+	del := func(k *Tuple) {
+		s := &t.shards[t.shardOf(k)]
+		if r, ok := s.m[*k]; ok && r.c == c {
+			delete(s.m, *k)
+		}
+	}
+	del(&c.orig)
+	if c.dnat {
+		del(&c.mid)
+	}
+	if hasReply {
+		del(&c.reply)
+	}
+	if !c.assured.Load() {
+		o.unassured.remove(c)
+	}
+	c.inTable = false
+	c.dead.Store(true)
+	c.fp[0].Store(nil)
+	c.fp[1].Store(nil)
+	t.unlockAll(&l)
+	t.count.Add(-1)
+	return true
+}
+
+// each calls fn for every flow once (under no lock). fn may remove flows.
+func (t *table) each(fn func(c *conn)) {
+	var batch []*conn
+	for i := range t.shards {
+		s := &t.shards[i]
+		batch = batch[:0]
+		s.mu.Lock()
+		for _, r := range s.m {
+			if r.dir == dirOrig {
+				batch = append(batch, r.c)
+			}
+		}
+		s.mu.Unlock()
+		for _, c := range batch {
+			fn(c)
+		}
+	}
+}

@@ -1,0 +1,357 @@
+package natengine
+
+import (
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+)
+
+// Verdict is what the caller does with a packet after a hook.
+type Verdict uint8
+
+// Verdicts.
+const (
+	// Accept: continue with the packet, which the engine may have rewritten
+	// in place.
+	Accept Verdict = iota
+	// Drop: discard the packet; the engine counted the reason.
+	Drop
+	// Stolen: the engine kept a copy of the packet (an out-of-order fragment
+	// waiting for its first fragment); the caller discards its buffer. The
+	// fragment comes back, translated, from DrainHeld.
+	Stolen
+)
+
+// String returns the verdict's name.
+func (v Verdict) String() string {
+	switch v {
+	case Accept:
+		return "accept"
+	case Drop:
+		return "drop"
+	case Stolen:
+		return "stolen"
+	}
+	return "unknown"
+}
+
+// udpStreamAfter is how long a replied UDP flow must live before it is
+// assured, so that one-shot DNS-style exchanges stay early-droppable
+// (Linux commit d535c8a69c19, 2 s).
+const udpStreamAfter = int64(2 * time.Second)
+
+// Engine is the conntrack, NAT and fast-path engine. It is safe for
+// concurrent use; the data-path methods never allocate on the fast path and
+// never return errors (drops are counted in Stats).
+//
+// Buffer ownership: every method that takes a packet borrows it for the
+// duration of the call and may rewrite it in place; it keeps no reference
+// after returning (a Stolen fragment is copied first).
+type Engine struct {
+	timeNow func() time.Time
+	epoch   time.Time
+	rnd     func() uint32
+	to      timeouts
+
+	tab   *table
+	nat   *natTable
+	frags fragCache
+	rules atomic.Pointer[snapshot]
+	gen   atomic.Uint64 // fast-path generation: bumped on route/neighbour changes
+	stats Stats
+}
+
+type timeouts struct {
+	tcpEst, tcpTrans, udpUnrep, udpStream, icmp, other int64
+}
+
+// New returns an engine with no rules (no interfaces known: nothing is
+// translated until SetRules).
+func New(cfg Config) *Engine {
+	def := DefaultTimeouts()
+	t := cfg.Timeouts
+	pick := func(v, d time.Duration) int64 {
+		if v <= 0 {
+			v = d
+		}
+		return int64(v)
+	}
+	e := &Engine{
+		timeNow: cfg.TimeNow,
+		rnd:     cfg.Rand,
+		to: timeouts{
+			tcpEst:    pick(t.TCPEstablished, def.TCPEstablished),
+			tcpTrans:  pick(t.TCPTransitory, def.TCPTransitory),
+			udpUnrep:  pick(t.UDPUnreplied, def.UDPUnreplied),
+			udpStream: pick(t.UDPStream, def.UDPStream),
+			icmp:      pick(t.ICMPQuery, def.ICMPQuery),
+			other:     pick(t.Other, def.Other),
+		},
+	}
+	if e.timeNow == nil {
+		e.timeNow = time.Now
+	}
+	if e.rnd == nil {
+		e.rnd = rand.Uint32
+	}
+	e.epoch = e.timeNow()
+	max := cfg.MaxConns
+	if max <= 0 {
+		max = DefaultMaxConns
+	}
+	e.tab = newTable(max, rand.Uint64())
+	e.nat = newNATTable()
+	e.frags.init()
+	e.rules.Store(&snapshot{})
+	return e
+}
+
+// SetRules compiles r and swaps it in atomically. Flows keep running; SNAT
+// flows whose external address is no longer configured (a masquerade
+// interface's address changed) are removed, like Linux MASQUERADE does.
+func (e *Engine) SetRules(r Rules) error {
+	s, err := compile(&r)
+	if err != nil {
+		return err
+	}
+	e.rules.Store(s)
+	e.gen.Add(1)
+	e.tab.each(func(c *conn) {
+		if !c.confirmed.Load() || !c.snat {
+			return
+		}
+		if !s.isLocal(&c.reply.Dst, false) && !s.isSNATAddr(&c.reply.Dst) {
+			e.kill(c)
+		}
+	})
+	return nil
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() *Stats { return &e.stats }
+
+// Len returns the number of tracked flows.
+func (e *Engine) Len() int { return int(e.tab.count.Load()) }
+
+func (e *Engine) now() int64 { return int64(e.timeNow().Sub(e.epoch)) }
+
+func (e *Engine) drop(r DropReason) Verdict {
+	e.stats.Drops[r].Add(1)
+	return Drop
+}
+
+func (e *Engine) untracked() Verdict {
+	e.stats.Untracked.Add(1)
+	return Accept
+}
+
+// kill removes c from the table and releases its mappings.
+func (e *Engine) kill(c *conn) bool {
+	if !e.tab.remove(c, false) {
+		return false
+	}
+	e.unlink(c)
+	return true
+}
+
+func (e *Engine) unlink(c *conn) {
+	if c.inMap != nil {
+		e.nat.release(c.inMap, c, false)
+	}
+	// snatMap is only written under the owner shard lock while c is in the
+	// table, so after removal it is stable (c.snat may still be written by
+	// a confirm that lost the race and will fail).
+	if c.snatMap != nil {
+		e.nat.release(c.snatMap, c, true)
+	}
+}
+
+// timeoutLocked returns c's idle timeout in its current state. c.mu is held.
+func (e *Engine) timeoutLocked(c *conn) int64 {
+	switch c.proto() {
+	case ProtoTCP:
+		if c.tcp.state == TCPEstablished {
+			return e.to.tcpEst
+		}
+		return e.to.tcpTrans
+	case ProtoUDP:
+		if c.replied {
+			return e.to.udpStream
+		}
+		return e.to.udpUnrep
+	case ProtoICMP, ProtoICMPv6:
+		return e.to.icmp
+	}
+	return e.to.other
+}
+
+// Prerouting runs on every packet arriving on interface in, before routing:
+// it finds or creates the packet's flow, applies DNAT (port forwards,
+// inbound mapping hits) and reverses NAT on replies and related ICMP errors.
+// pkt starts at the IP header; it is rewritten in place and not retained.
+func (e *Engine) Prerouting(pkt []byte, in Iface) Verdict {
+	var p Parsed
+	if !parse(pkt, &p, true) {
+		return e.drop(DropMalformed)
+	}
+	b := pkt[:p.Len]
+	s := e.rules.Load()
+	now := e.now()
+	switch p.Kind {
+	case KindFragment:
+		return e.preFragment(b, &p, in, now)
+	case KindICMPError:
+		return e.icmpError(b, &p, in, s)
+	case KindTCP, KindUDP, KindICMPQuery:
+	case KindICMPOther:
+		return e.icmpOther(b, &p, in, s)
+	default:
+		if p.Frag {
+			e.fragFirst(b, &p, nil, 0, now)
+		}
+		return e.untracked()
+	}
+	t := p.tuple(b)
+	var v Verdict
+	var c *conn
+	var dir int
+	if r, ok := e.tab.lookup(&t); ok && r.dir != dirMid && now < r.c.expires.Load() {
+		c, dir = r.c, int(r.dir)
+		v = e.preKnown(b, &p, c, dir, in, now)
+	} else {
+		if ok && r.dir != dirMid {
+			if e.kill(r.c) {
+				e.stats.Expired.Add(1)
+			}
+		}
+		v, c = e.preNew(b, &p, t, in, s, now)
+	}
+	if p.Frag && v == Accept {
+		e.fragFirst(b, &p, c, dir, now)
+	}
+	return v
+}
+
+// preKnown handles a packet of an existing flow.
+func (e *Engine) preKnown(b []byte, p *Parsed, c *conn, dir int, in Iface, now int64) Verdict {
+	if p.Kind == KindICMPQuery && icmpIsRequest(p.ICMPType, p.V6) != (dir == dirOrig) {
+		return e.drop(DropICMPBad)
+	}
+	c.mu.Lock()
+	est := false
+	if p.Kind == KindTCP {
+		est = c.tcp.update(dir, p.TCPFlags)
+		if p.TCPFlags&(tcpFIN|tcpRST) != 0 {
+			c.fp[0].Store(nil) // teardown leaves the fast path (nf_flowtable)
+			c.fp[1].Store(nil)
+		}
+	}
+	if dir == dirReply {
+		c.replied = true
+	}
+	assure := false
+	switch p.Kind {
+	case KindTCP:
+		assure = est || (c.replied && c.tcp.state == TCPEstablished)
+	case KindUDP:
+		assure = c.replied && now-c.created >= udpStreamAfter
+	}
+	to := e.timeoutLocked(c)
+	c.mu.Unlock()
+	if assure {
+		e.tab.setAssured(c)
+	}
+	// Outbound packets refresh the mapping (RFC 4787 REQ-6); inbound ones
+	// too (allowed by REQ-6, Linux does).
+	c.expires.Store(now + to)
+	c.in[dir].Store(int32(in))
+	c.pkts[dir].Add(1)
+	c.bytes[dir].Add(uint64(p.Len))
+	preTranslate(b, p, c, dir)
+	return Accept
+}
+
+// preTranslate applies the prerouting part of c's NAT to a packet going in
+// direction dir: DNAT on original packets, full reversal on replies.
+func preTranslate(b []byte, p *Parsed, c *conn, dir int) {
+	switch {
+	case dir == dirOrig && c.dnat:
+		rewrite(b, p, &c.mid, false, true)
+	case dir == dirReply && (c.snat || c.dnat):
+		inv := c.orig.Invert()
+		rewrite(b, p, &inv, true, true)
+	}
+}
+
+// preNew decides whether a packet may open a flow and creates it.
+func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now int64) (Verdict, *conn) {
+	ic := s.iface(in)
+	wan := ic != nil && ic.wan
+	local := s.isLocal(&t.Dst, t.V6) || (t.V6 && (t.DstAddr().IsLinkLocalUnicast() || t.DstAddr().IsMulticast()))
+	c := &conn{orig: t, mid: t, created: now}
+	switch {
+	case p.Kind == KindICMPQuery && !icmpIsRequest(p.ICMPType, p.V6):
+		if local {
+			return e.untracked(), nil // a reply to the router's own query
+		}
+		return e.drop(DropICMPBad), nil
+	case p.Kind == KindTCP && !c.tcp.open(p.TCPFlags):
+		if local {
+			return e.untracked(), nil
+		}
+		return e.drop(DropInvalidTCP), nil
+	}
+	switch {
+	case t.V6 && local:
+		return e.untracked(), nil
+	case t.V6 && wan:
+		// IPv6 is not translated: a stateful firewall. New inbound flows
+		// need an allow rule; echo requests pass (RFC 4890 4.3.1).
+		if !s.allowed6(&t) && !(p.Kind == KindICMPQuery && p.ICMPType == 128) {
+			return e.drop(DropUnsolicited), nil
+		}
+	case !t.V6 && local:
+		if p.Kind == KindICMPQuery || (!wan && !s.hairpin) {
+			return e.untracked(), nil
+		}
+		if f, _ := s.forward(t.Proto, &t.Dst, t.DstPort); f != nil && (f.In == in || !wan) {
+			c.dnat = true
+			c.mid.Dst, c.mid.DstPort = forwardTarget(f, t.DstPort)
+			break
+		}
+		m, found := e.nat.inbound(t.Proto, t.Dst, t.DstPort, t.Src, t.SrcPort, s.filtering)
+		if m == nil {
+			if found {
+				return e.drop(DropFiltered), nil
+			}
+			return e.untracked(), nil // for the router's own sockets
+		}
+		c.dnat, c.mapIn, c.inMap = true, true, m
+		c.mid.Dst, c.mid.DstPort = m.ik.addr, m.ik.port
+	case !t.V6 && wan:
+		return e.drop(DropUnsolicited), nil
+	}
+	if !e.tab.reserve(e.tab.shardOf(&t), now, &e.stats, e.unlink) {
+		if c.inMap != nil {
+			e.nat.release(c.inMap, c, false)
+		}
+		return e.drop(DropTableFull), nil
+	}
+	c.mu.Lock()
+	to := e.timeoutLocked(c)
+	c.mu.Unlock()
+	c.expires.Store(now + to)
+	c.in[dirOrig].Store(int32(in))
+	if !e.tab.insertPending(c) {
+		e.tab.count.Add(-1)
+		if c.inMap != nil {
+			e.nat.release(c.inMap, c, false)
+		}
+		return e.drop(DropClash), nil
+	}
+	e.stats.Created.Add(1)
+	c.pkts[dirOrig].Add(1)
+	c.bytes[dirOrig].Add(uint64(p.Len))
+	preTranslate(b, p, c, dirOrig)
+	return Accept, c
+}
