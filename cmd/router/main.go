@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/gvrouter/gvrouter/hw"
 	"github.com/gvrouter/gvrouter/router"
@@ -173,6 +174,23 @@ func cmdRun(args []string) error {
 		}
 		logger.Info("reloaded", "config", *path)
 	}
+	return closeWithWatchdog(r, logger)
+}
+
+// shutdownWatchdog is how long a clean stop may take before the daemon
+// logs where it is stuck; the port restores usually take well under a
+// second.
+const shutdownWatchdog = 3 * time.Second
+
+// closeWithWatchdog closes r and, if that takes longer than
+// shutdownWatchdog, writes every goroutine's stack to the log so a stuck
+// shutdown can be diagnosed.
+func closeWithWatchdog(r *router.Router, logger *slog.Logger) error {
+	t := time.AfterFunc(shutdownWatchdog, func() {
+		logger.Warn("shutdown is slow; goroutines follow")
+		pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+	})
+	defer t.Stop()
 	return r.Close()
 }
 

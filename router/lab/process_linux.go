@@ -15,9 +15,10 @@ import (
 // child is a long-running process the lab started (router, iperf3 server,
 // hw bridge). It is stopped by its PID only.
 type child struct {
-	name string
-	cmd  *exec.Cmd
-	log  *slog.Logger
+	name    string
+	cmd     *exec.Cmd
+	log     *slog.Logger
+	logPath string // the child's stdout and stderr
 	// done is closed when the process has exited; err is then its exit
 	// status.
 	done chan struct{}
@@ -38,7 +39,7 @@ func startChild(log *slog.Logger, name, ns, logPath string, args ...string) (*ch
 		f.Close()
 		return nil, fmt.Errorf("lab: start %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, log: log, done: make(chan struct{})}
+	c := &child{name: name, cmd: cmd, log: log, logPath: logPath, done: make(chan struct{})}
 	log.Debug("lab: started", "child", name, "pid", cmd.Process.Pid, "cmd", strings.Join(cmd.Args, " "))
 	go func() {
 		c.err = cmd.Wait()
@@ -70,7 +71,8 @@ func (c *child) stop() error {
 		select {
 		case <-c.done:
 		case <-time.After(stopGrace):
-			c.log.Warn("lab: child ignored SIGTERM, killing it", "child", c.name, "pid", c.cmd.Process.Pid)
+			c.log.Warn("lab: child ignored SIGTERM, killing it", "child", c.name, "pid", c.cmd.Process.Pid,
+				"log_tail", tail(c.logPath, 16<<10))
 			_ = c.cmd.Process.Kill()
 			<-c.done
 		}
