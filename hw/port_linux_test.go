@@ -3,24 +3,22 @@ package hw
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/gvrouter/gvrouter/internal/netnstest"
 )
 
 // vethPair makes veth a<->b inside n, both up.
-func vethPair(t *testing.T, n *testNetns, a, b string) {
+func vethPair(t testing.TB, n *netnstest.Netns, a, b string) {
 	t.Helper()
-	n.ip(t, "link", "add", a, "type", "veth", "peer", "name", b)
-	n.ip(t, "link", "set", a, "up")
-	n.ip(t, "link", "set", b, "up")
+	n.IP(t, "link", "add", a, "type", "veth", "peer", "name", b)
+	n.IP(t, "link", "set", a, "up")
+	n.IP(t, "link", "set", b, "up")
 }
 
 // runPort runs p.Run with c until the test ends.
@@ -41,7 +39,7 @@ func TestPortReceiveTransmit(t *testing.T) {
 	n := newNetns(t)
 	vethPair(t, n, "p0", "p1")
 	// p0 sends raw frames into the port; the kernel strips tags into metadata.
-	n.ip(t, "link", "set", "p0", "mtu", "1500")
+	n.IP(t, "link", "set", "p0", "mtu", "1500")
 
 	p := openIn(t, n, Config{Name: "p1"})
 	if p.Name() != "p1" || p.MTU() != 1500 || len(p.HardwareAddr()) != 6 {
@@ -49,12 +47,12 @@ func TestPortReceiveTransmit(t *testing.T) {
 	}
 	var c collector
 	runPort(t, p, &c)
-	peer := n.rawSocket(t, "p0")
+	peer := n.RawSocket(t, "p0")
 	src := []byte{0x02, 0, 0, 0, 0, 0x10}
 
 	t.Run("untagged", func(t *testing.T) {
-		want := testPayloadFrame(src, "hello-untagged")
-		peer.send(t, want)
+		want := netnstest.Frame(netnstest.Broadcast, src, "hello-untagged")
+		peer.Send(t, want)
 		f, ok := c.find([]byte("hello-untagged"), 2*time.Second)
 		if !ok {
 			t.Fatal("frame sent on p0 did not reach the port")
@@ -65,8 +63,8 @@ func TestPortReceiveTransmit(t *testing.T) {
 	})
 
 	t.Run("vlan", func(t *testing.T) {
-		untagged := testPayloadFrame(src, "hello-vid-10")
-		peer.send(t, tagged(untagged, 0x8100, 0x600a)) // PCP 3, VID 10
+		untagged := netnstest.Frame(netnstest.Broadcast, src, "hello-vid-10")
+		peer.Send(t, netnstest.Tag(untagged, 0x8100, 0x600a)) // PCP 3, VID 10
 		f, ok := c.find([]byte("hello-vid-10"), 2*time.Second)
 		if !ok {
 			t.Fatal("tagged frame did not reach the port")
@@ -80,8 +78,8 @@ func TestPortReceiveTransmit(t *testing.T) {
 	})
 
 	t.Run("qinq", func(t *testing.T) {
-		inner := tagged(testPayloadFrame(src, "hello-qinq"), 0x8100, 20)
-		peer.send(t, tagged(inner, 0x88a8, 100))
+		inner := netnstest.Tag(netnstest.Frame(netnstest.Broadcast, src, "hello-qinq"), 0x8100, 20)
+		peer.Send(t, netnstest.Tag(inner, 0x88a8, 100))
 		f, ok := c.find([]byte("hello-qinq"), 2*time.Second)
 		if !ok {
 			t.Fatal("QinQ frame did not reach the port")
@@ -93,20 +91,20 @@ func TestPortReceiveTransmit(t *testing.T) {
 
 	t.Run("outgoing filtered", func(t *testing.T) {
 		// Our own output reaches the peer but not our ring.
-		out := testPayloadFrame(p.HardwareAddr(), "from-port")
+		out := netnstest.Frame(netnstest.Broadcast, p.HardwareAddr(), "from-port")
 		if n, err := p.WriteFrames([][]byte{out, out}); n != 2 || err != nil {
 			t.Fatalf("WriteFrames() = %d, %v; want 2, nil", n, err)
 		}
-		if !peer.waitFor([]byte("from-port"), 2*time.Second) {
+		if _, ok := peer.WaitFor("from-port", 2*time.Second); !ok {
 			t.Fatal("frame written on the port did not reach p0")
 		}
 		// Another socket sending on p1 (as the kernel would) is filtered too.
-		other := n.rawSocket(t, "p1")
-		other.send(t, testPayloadFrame(p.HardwareAddr(), "from-other"))
-		if !peer.waitFor([]byte("from-other"), 2*time.Second) {
+		other := n.RawSocket(t, "p1")
+		other.Send(t, netnstest.Frame(netnstest.Broadcast, p.HardwareAddr(), "from-other"))
+		if _, ok := peer.WaitFor("from-other", 2*time.Second); !ok {
 			t.Fatal("frame sent by another socket on p1 did not reach p0")
 		}
-		peer.send(t, testPayloadFrame(src, "after-outgoing"))
+		peer.Send(t, netnstest.Frame(netnstest.Broadcast, src, "after-outgoing"))
 		if _, ok := c.find([]byte("after-outgoing"), 2*time.Second); !ok {
 			t.Fatal("frame after the outgoing ones did not arrive")
 		}
@@ -118,13 +116,13 @@ func TestPortReceiveTransmit(t *testing.T) {
 	})
 
 	t.Run("oversize", func(t *testing.T) {
-		n.ip(t, "link", "set", "p0", "mtu", "3000")
-		n.ip(t, "link", "set", "p1", "mtu", "3000")
+		n.IP(t, "link", "set", "p0", "mtu", "3000")
+		n.IP(t, "link", "set", "p1", "mtu", "3000")
 		before := p.Stats().Drops[DropOversize]
-		big := testPayloadFrame(src, "too-big")
+		big := netnstest.Frame(netnstest.Broadcast, src, "too-big")
 		big = append(big, make([]byte, 2000)...)
-		peer.send(t, big)
-		peer.send(t, testPayloadFrame(src, "after-big"))
+		peer.Send(t, big)
+		peer.Send(t, netnstest.Frame(netnstest.Broadcast, src, "after-big"))
 		if _, ok := c.find([]byte("after-big"), 2*time.Second); !ok {
 			t.Fatal("frame after the oversize one did not arrive")
 		}
@@ -169,11 +167,11 @@ func testKernelSettings(t *testing.T, with string, ownClsact bool) {
 	n := newNetns(t)
 	vethPair(t, n, "p0", "p1")
 	if ownClsact {
-		n.run(t, "tc", "qdisc", "add", "dev", "p1", "clsact")
+		n.Run(t, "tc", "qdisc", "add", "dev", "p1", "clsact")
 	}
-	n.ip(t, "addr", "add", "10.99.0.1/24", "dev", "p1")
-	n.ip(t, "addr", "add", "fd00:99::1/64", "dev", "p1", "nodad")
-	n.do(t, func() {
+	n.IP(t, "addr", "add", "10.99.0.1/24", "dev", "p1")
+	n.IP(t, "addr", "add", "fd00:99::1/64", "dev", "p1", "nodad")
+	n.Do(t, func() {
 		if err := SetOffloads("p1", Offloads{GRO: true, TSO: true, GSO: true, TxCsum: true, RxCsum: true}); err != nil {
 			t.Errorf("SetOffloads: %v", err)
 		}
@@ -182,7 +180,7 @@ func testKernelSettings(t *testing.T, with string, ownClsact bool) {
 	offloads := func() Offloads {
 		var o Offloads
 		var err error
-		n.do(t, func() { o, err = GetOffloads("p1") })
+		n.Do(t, func() { o, err = GetOffloads("p1") })
 		if err != nil {
 			t.Fatalf("GetOffloads(p1): %v", err)
 		}
@@ -192,13 +190,13 @@ func testKernelSettings(t *testing.T, with string, ownClsact bool) {
 	if !before.GRO {
 		t.Fatalf("GetOffloads(p1) = %+v after SetOffloads with GRO on", before)
 	}
-	addrs := func() string { return n.run(t, "ip", "-n", n.name, "addr", "show", "dev", "p1") }
+	addrs := func() string { return n.Run(t, "ip", "-n", n.Name(), "addr", "show", "dev", "p1") }
 
 	p := openIn(t, n, Config{Name: "p1"})
 	if o := offloads(); o.GRO || o.LRO {
 		t.Errorf("offloads while open = %+v, want GRO and LRO off", o)
 	}
-	if v := n.sysctl(t, ipv6); v != "1" {
+	if v := n.Sysctl(t, ipv6); v != "1" {
 		t.Errorf("%s while open = %s, want 1", ipv6, v)
 	}
 	if a := addrs(); strings.Contains(a, "10.99.0.1") || strings.Contains(a, "fd00:99::1") || strings.Contains(a, "inet6") {
@@ -208,31 +206,31 @@ func testKernelSettings(t *testing.T, with string, ownClsact bool) {
 	// because taps run before the ingress hook.
 	switch with {
 	case "nft":
-		if table := n.run(t, "nft", "list", "tables", "netdev"); !strings.Contains(table, "gvrouter_hw_") {
+		if table := n.Run(t, "nft", "list", "tables", "netdev"); !strings.Contains(table, "gvrouter_hw_") {
 			t.Fatalf("nft tables while open:\n%s\nwant gvrouter_hw_*", table)
 		}
 	case "tc":
-		if f := n.run(t, "tc", "filter", "show", "dev", "p1", "ingress"); !strings.Contains(f, "pref "+tcDropPref) || !strings.Contains(f, "direct-action") {
+		if f := n.Run(t, "tc", "filter", "show", "dev", "p1", "ingress"); !strings.Contains(f, "pref "+tcDropPref) || !strings.Contains(f, "direct-action") {
 			t.Fatalf("tc ingress filters while open:\n%s\nwant ours", f)
 		}
 	}
 	var c collector
 	runPort(t, p, &c)
-	peer := n.rawSocket(t, "p0")
+	peer := n.RawSocket(t, "p0")
 	for range 3 {
-		peer.send(t, testPayloadFrame([]byte{2, 0, 0, 0, 0, 1}, "under-ingress-drop"))
+		peer.Send(t, netnstest.Frame(netnstest.Broadcast, []byte{2, 0, 0, 0, 0, 1}, "under-ingress-drop"))
 	}
 	if _, ok := c.find([]byte("under-ingress-drop"), 2*time.Second); !ok {
 		t.Fatal("frame did not reach the ring with the ingress drop installed")
 	}
 	switch with {
 	case "nft":
-		list := n.run(t, "nft", "list", "table", "netdev", "gvrouter_hw_"+ifindexOf(t, n, "p1"))
+		list := n.Run(t, "nft", "list", "table", "netdev", "gvrouter_hw_"+ifindexOf(t, n, "p1"))
 		if !strings.Contains(list, "counter packets") || strings.Contains(list, "counter packets 0 ") {
 			t.Errorf("ingress drop counted nothing:\n%s", list)
 		}
 	case "tc":
-		q := n.run(t, "tc", "-s", "qdisc", "show", "dev", "p1")
+		q := n.Run(t, "tc", "-s", "qdisc", "show", "dev", "p1")
 		i := strings.Index(q, "clsact")
 		if i < 0 || strings.Contains(q[i:], "dropped 0,") {
 			t.Errorf("tc ingress drop dropped nothing:\n%s", q)
@@ -248,36 +246,36 @@ func testKernelSettings(t *testing.T, with string, ownClsact bool) {
 	if o := offloads(); o != before {
 		t.Errorf("offloads after Close = %+v, want %+v", o, before)
 	}
-	if v := n.sysctl(t, ipv6); v != "0" {
+	if v := n.Sysctl(t, ipv6); v != "0" {
 		t.Errorf("%s after Close = %s, want 0", ipv6, v)
 	}
 	if a := addrs(); !strings.Contains(a, "10.99.0.1/24") || !strings.Contains(a, "fd00:99::1/64") {
 		t.Errorf("addresses after Close:\n%s\nwant 10.99.0.1/24 and fd00:99::1/64 back", a)
 	}
-	if table := n.run(t, "nft", "list", "tables", "netdev"); strings.Contains(table, "gvrouter_hw_") {
+	if table := n.Run(t, "nft", "list", "tables", "netdev"); strings.Contains(table, "gvrouter_hw_") {
 		t.Errorf("nft tables after Close:\n%s\nwant none of ours", table)
 	}
-	if f := n.run(t, "tc", "filter", "show", "dev", "p1", "ingress"); strings.Contains(f, "pref "+tcDropPref) {
+	if f := n.Run(t, "tc", "filter", "show", "dev", "p1", "ingress"); strings.Contains(f, "pref "+tcDropPref) {
 		t.Errorf("tc ingress filters after Close:\n%s\nwant none of ours", f)
 	}
-	if q := n.run(t, "tc", "qdisc", "show", "dev", "p1"); strings.Contains(q, "clsact") != ownClsact {
+	if q := n.Run(t, "tc", "qdisc", "show", "dev", "p1"); strings.Contains(q, "clsact") != ownClsact {
 		t.Errorf("qdiscs after Close:\n%s\nwant clsact only if it was there before Open", q)
 	}
 }
 
-func ifindexOf(t *testing.T, n *testNetns, name string) string {
+func ifindexOf(t *testing.T, n *netnstest.Netns, name string) string {
 	t.Helper()
-	out := n.run(t, "cat", "/sys/class/net/"+name+"/ifindex")
+	out := n.Run(t, "cat", "/sys/class/net/"+name+"/ifindex")
 	return strings.TrimSpace(out)
 }
 
 func TestOpenErrors(t *testing.T) {
 	privileged(t)
 	n := newNetns(t)
-	n.ip(t, "link", "add", "p0", "type", "veth", "peer", "name", "p1")
+	n.IP(t, "link", "add", "p0", "type", "veth", "peer", "name", "p1")
 	open := func(cfg Config) error {
 		var err error
-		n.do(t, func() {
+		n.Do(t, func() {
 			var p *Port
 			if p, err = Open(cfg, nil); err == nil {
 				p.Close()
@@ -301,7 +299,7 @@ func TestOpenErrors(t *testing.T) {
 		t.Errorf("Open(profile nosuch) = %v, want unknown profile error", err)
 	}
 	// Nothing was changed by the failed opens.
-	if v := n.sysctl(t, "/proc/sys/net/ipv6/conf/p1/disable_ipv6"); v != "0" {
+	if v := n.Sysctl(t, "/proc/sys/net/ipv6/conf/p1/disable_ipv6"); v != "0" {
 		t.Errorf("disable_ipv6 after failed Open = %s, want 0", v)
 	}
 }
@@ -311,8 +309,12 @@ func TestLinkHandler(t *testing.T) {
 	n := newNetns(t)
 	vethPair(t, n, "p0", "p1")
 	p := openIn(t, n, Config{Name: "p1", KeepKernel: true})
-	if !p.LinkUp() {
-		t.Fatal("LinkUp() = false on a veth whose peer is up")
+	// The kernel may mark a new veth running a moment after `ip link set
+	// up` returns; the port then follows it within one poll.
+	for deadline := time.Now().Add(3 * LinkPollInterval); !p.LinkUp(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("LinkUp() = false on a veth whose peer is up")
+		}
 	}
 	events := make(chan bool, 4)
 	p.SetLinkHandler(func(up bool) { events <- up })
@@ -327,9 +329,9 @@ func TestLinkHandler(t *testing.T) {
 			t.Fatalf("no link event, want up=%v", want)
 		}
 	}
-	n.ip(t, "link", "set", "p0", "down")
+	n.IP(t, "link", "set", "p0", "down")
 	expect(false)
-	n.ip(t, "link", "set", "p0", "up")
+	n.IP(t, "link", "set", "p0", "up")
 	expect(true)
 }
 
@@ -343,8 +345,8 @@ func TestFanoutQueues(t *testing.T) {
 	}
 	var c collector
 	runPort(t, p, &c)
-	peer := n.rawSocket(t, "p0")
-	peer.send(t, testPayloadFrame([]byte{2, 0, 0, 0, 0, 1}, "fanout"))
+	peer := n.RawSocket(t, "p0")
+	peer.Send(t, netnstest.Frame(netnstest.Broadcast, []byte{2, 0, 0, 0, 0, 1}, "fanout"))
 	if _, ok := c.find([]byte("fanout"), 2*time.Second); !ok {
 		t.Fatal("frame did not arrive on a fanout queue")
 	}
@@ -353,15 +355,15 @@ func TestFanoutQueues(t *testing.T) {
 func TestBridge(t *testing.T) {
 	privileged(t)
 	a, r, b := newNetns(t), newNetns(t), newNetns(t)
-	r.ip(t, "link", "add", "p0", "type", "veth", "peer", "name", "p1")
-	r.ip(t, "link", "add", "q0", "type", "veth", "peer", "name", "q1")
-	r.ip(t, "link", "set", "p0", "netns", a.name)
-	r.ip(t, "link", "set", "q0", "netns", b.name)
+	r.IP(t, "link", "add", "p0", "type", "veth", "peer", "name", "p1")
+	r.IP(t, "link", "add", "q0", "type", "veth", "peer", "name", "q1")
+	r.IP(t, "link", "set", "p0", "netns", a.Name())
+	r.IP(t, "link", "set", "q0", "netns", b.Name())
 	for _, x := range []struct {
-		ns  *testNetns
+		ns  *netnstest.Netns
 		dev string
 	}{{a, "p0"}, {r, "p1"}, {r, "q1"}, {b, "q0"}} {
-		x.ns.ip(t, "link", "set", x.dev, "up")
+		x.ns.IP(t, "link", "set", x.dev, "up")
 	}
 	pa := openIn(t, r, Config{Name: "p1"})
 	pb := openIn(t, r, Config{Name: "q1"})
@@ -378,14 +380,14 @@ func TestBridge(t *testing.T) {
 	recv := openIn(t, b, Config{Name: "q0", KeepKernel: true})
 	var c collector
 	runPort(t, recv, &c)
-	send := a.rawSocket(t, "p0")
+	send := a.RawSocket(t, "p0")
 	src := []byte{2, 0, 0, 0, 0, 0xa}
-	send.send(t, testPayloadFrame(src, "across-bridge"))
+	send.Send(t, netnstest.Frame(netnstest.Broadcast, src, "across-bridge"))
 	if _, ok := c.find([]byte("across-bridge"), 2*time.Second); !ok {
 		t.Fatal("frame sent on p0 did not arrive on q0")
 	}
-	untagged := testPayloadFrame(src, "tagged-across")
-	send.send(t, tagged(untagged, 0x8100, 42))
+	untagged := netnstest.Frame(netnstest.Broadcast, src, "tagged-across")
+	send.Send(t, netnstest.Tag(untagged, 0x8100, 42))
 	f, ok := c.find([]byte("tagged-across"), 2*time.Second)
 	if !ok {
 		t.Fatal("tagged frame sent on p0 did not arrive on q0")
@@ -394,9 +396,9 @@ func TestBridge(t *testing.T) {
 		t.Errorf("tagged frame on q0: VLAN %v %d data % x; want VID 42 and the untagged data", f.VLANValid, f.VLANTCI, f.Data)
 	}
 	// And back.
-	back := b.rawSocket(t, "q0")
-	back.send(t, testPayloadFrame([]byte{2, 0, 0, 0, 0, 0xb}, "and-back"))
-	if !send.waitFor([]byte("and-back"), 2*time.Second) {
+	back := b.RawSocket(t, "q0")
+	back.Send(t, netnstest.Frame(netnstest.Broadcast, []byte{2, 0, 0, 0, 0, 0xb}, "and-back"))
+	if _, ok := send.WaitFor("and-back", 2*time.Second); !ok {
 		t.Fatal("frame sent on q0 did not arrive on p0")
 	}
 	// Counters are added after sendmmsg returns, which may be after the
@@ -421,7 +423,7 @@ func TestWriteFramesAllocs(t *testing.T) {
 	n := newNetns(t)
 	vethPair(t, n, "p0", "p1")
 	p := openIn(t, n, Config{Name: "p1", KeepKernel: true})
-	frame := testPayloadFrame(p.HardwareAddr(), "allocs")
+	frame := netnstest.Frame(netnstest.Broadcast, p.HardwareAddr(), "allocs")
 	batch := make([][]byte, 2*TxBatchSize+3) // three sendmmsg calls
 	for i := range batch {
 		batch[i] = frame
@@ -438,40 +440,10 @@ func TestWriteFramesAllocs(t *testing.T) {
 // into a veth whose peer drops them.
 func BenchmarkWriteFrames(b *testing.B) {
 	privilegedB(b)
-	name := fmt.Sprintf("hwb-%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		b.Fatalf("ip netns add: %v: %s", err, out)
-	}
-	defer exec.Command("ip", "netns", "del", name).Run()
-	for _, args := range [][]string{
-		{"link", "add", "p0", "type", "veth", "peer", "name", "p1"},
-		{"link", "set", "p0", "up"}, {"link", "set", "p1", "up"},
-	} {
-		if out, err := exec.Command("ip", append([]string{"-n", name}, args...)...).CombinedOutput(); err != nil {
-			b.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
-	nsfd, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer unix.Close(nsfd)
-	var p *Port
-	func() {
-		runtime.LockOSThread()
-		orig, _ := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		defer unix.Close(orig)
-		unix.Setns(nsfd, unix.CLONE_NEWNET)
-		p, err = Open(Config{Name: "p1", KeepKernel: true}, nil)
-		if unix.Setns(orig, unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
-	}()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
-	frame := testPayloadFrame(p.HardwareAddr(), "bench")
+	n := netnstest.New(b, "hwb")
+	vethPair(b, n, "p0", "p1")
+	p := openIn(b, n, Config{Name: "p1", KeepKernel: true})
+	frame := netnstest.Frame(netnstest.Broadcast, p.HardwareAddr(), "bench")
 	batch := make([][]byte, TxBatchSize)
 	for i := range batch {
 		batch[i] = frame
@@ -498,8 +470,8 @@ func TestRunLifecycle(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx, func(int, []Frame) {}) }()
-	peer := n.rawSocket(t, "p0")
-	peer.send(t, testPayloadFrame([]byte{2, 0, 0, 0, 0, 1}, "first-run"))
+	peer := n.RawSocket(t, "p0")
+	peer.Send(t, netnstest.Frame(netnstest.Broadcast, []byte{2, 0, 0, 0, 0, 1}, "first-run"))
 	for end := time.Now().Add(2 * time.Second); p.Stats().RxPackets == 0 && time.Now().Before(end); {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -527,11 +499,11 @@ func TestRunLifecycle(t *testing.T) {
 	var c collector
 	ctx, cancel = context.WithCancel(context.Background())
 	go func() { done <- p.Run(ctx, c.handle) }()
-	n.ip(t, "link", "set", "p1", "down")
+	n.IP(t, "link", "set", "p1", "down")
 	time.Sleep(100 * time.Millisecond)
-	n.ip(t, "link", "set", "p1", "up")
+	n.IP(t, "link", "set", "p1", "up")
 	time.Sleep(100 * time.Millisecond)
-	peer.send(t, testPayloadFrame([]byte{2, 0, 0, 0, 0, 1}, "after-flap"))
+	peer.Send(t, netnstest.Frame(netnstest.Broadcast, []byte{2, 0, 0, 0, 0, 1}, "after-flap"))
 	if _, ok := c.find([]byte("after-flap"), 2*time.Second); !ok {
 		t.Error("no frame after the interface went down and up")
 	}
@@ -579,10 +551,10 @@ func TestRingDrops(t *testing.T) {
 		p.Run(ctx, func(int, []Frame) { once.Do(func() { <-release }) })
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	peer := n.rawSocket(t, "p0")
-	f := testPayloadFrame([]byte{2, 0, 0, 0, 0, 1}, "flood")
+	peer := n.RawSocket(t, "p0")
+	f := netnstest.Frame(netnstest.Broadcast, []byte{2, 0, 0, 0, 0, 1}, "flood")
 	for range 40000 {
-		peer.send(t, f)
+		peer.Send(t, f)
 	}
 	close(release)
 	if d := p.Stats().Drops[DropRing]; d == 0 {
@@ -597,7 +569,7 @@ func TestWriteFramesConcurrent(t *testing.T) {
 	n := newNetns(t)
 	vethPair(t, n, "p0", "p1")
 	p := openIn(t, n, Config{Name: "p1", KeepKernel: true})
-	frame := testPayloadFrame(p.HardwareAddr(), "concurrent")
+	frame := netnstest.Frame(netnstest.Broadcast, p.HardwareAddr(), "concurrent")
 	const writers, batches, size = 4, 50, 40
 	var wg sync.WaitGroup
 	for range writers {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gvrouter/gvrouter/internal/netnstest"
 )
 
 // TestBridgeThroughput compares Bridge with the kernel's bridge on the
@@ -22,24 +24,24 @@ func TestBridgeThroughput(t *testing.T) {
 		t.Skip("needs iperf3")
 	}
 	a, r, b := newNetns(t), newNetns(t), newNetns(t)
-	r.ip(t, "link", "add", "a0", "type", "veth", "peer", "name", "p1")
-	r.ip(t, "link", "add", "b0", "type", "veth", "peer", "name", "q1")
-	r.ip(t, "link", "set", "a0", "netns", a.name)
-	r.ip(t, "link", "set", "b0", "netns", b.name)
-	a.ip(t, "addr", "add", "10.77.0.1/24", "dev", "a0")
-	b.ip(t, "addr", "add", "10.77.0.2/24", "dev", "b0")
+	r.IP(t, "link", "add", "a0", "type", "veth", "peer", "name", "p1")
+	r.IP(t, "link", "add", "b0", "type", "veth", "peer", "name", "q1")
+	r.IP(t, "link", "set", "a0", "netns", a.Name())
+	r.IP(t, "link", "set", "b0", "netns", b.Name())
+	a.IP(t, "addr", "add", "10.77.0.1/24", "dev", "a0")
+	b.IP(t, "addr", "add", "10.77.0.2/24", "dev", "b0")
 	for _, x := range []struct {
-		ns  *testNetns
+		ns  *netnstest.Netns
 		dev string
 	}{{a, "a0"}, {r, "p1"}, {r, "q1"}, {b, "b0"}} {
-		x.ns.ip(t, "link", "set", x.dev, "up")
-		x.ns.do(t, func() {
+		x.ns.IP(t, "link", "set", x.dev, "up")
+		x.ns.Do(t, func() {
 			if err := SetOffloads(x.dev, Offloads{}); err != nil {
 				t.Errorf("SetOffloads(%s): %v", x.dev, err)
 			}
 		})
 	}
-	srv := exec.Command("ip", "netns", "exec", b.name, "iperf3", "-s", "-B", "10.77.0.2")
+	srv := exec.Command("ip", "netns", "exec", b.Name(), "iperf3", "-s", "-B", "10.77.0.2")
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +49,7 @@ func TestBridgeThroughput(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	measure := func() float64 {
 		t.Helper()
-		out, err := exec.Command("ip", "netns", "exec", a.name, "iperf3", "-c", "10.77.0.2", "-t", "5", "-J").Output()
+		out, err := exec.Command("ip", "netns", "exec", a.Name(), "iperf3", "-c", "10.77.0.2", "-t", "5", "-J").Output()
 		if err != nil {
 			t.Fatalf("iperf3: %v: %s", err, out)
 		}
@@ -78,10 +80,10 @@ func TestBridgeThroughput(t *testing.T) {
 	pb.Close()
 
 	// The kernel's.
-	r.ip(t, "link", "add", "br0", "type", "bridge")
-	r.ip(t, "link", "set", "p1", "master", "br0")
-	r.ip(t, "link", "set", "q1", "master", "br0")
-	r.ip(t, "link", "set", "br0", "up")
+	r.IP(t, "link", "add", "br0", "type", "bridge")
+	r.IP(t, "link", "set", "p1", "master", "br0")
+	r.IP(t, "link", "set", "q1", "master", "br0")
+	r.IP(t, "link", "set", "br0", "up")
 	time.Sleep(500 * time.Millisecond)
 	kernel := measure()
 	t.Logf("hw.Bridge %.2f Gbit/s, kernel bridge %.2f Gbit/s, ratio %.2f", ours, kernel, ours/kernel)

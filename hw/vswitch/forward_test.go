@@ -8,6 +8,7 @@ import (
 
 	"github.com/gvrouter/gvrouter/hw"
 	"github.com/gvrouter/gvrouter/hw/hwtest"
+	"github.com/gvrouter/gvrouter/internal/netnstest"
 )
 
 // testSwitch is the data path of labConfig on fake writers, with a clock
@@ -75,25 +76,25 @@ func expectOut(t *testing.T, out [][][]byte, want map[int][]byte) {
 
 func TestForward(t *testing.T) {
 	ts := newTestSwitch(t, labConfig)
-	lanBcast := ethFrame(macBcast, macLAN, "lan-bcast")
+	lanBcast := netnstest.Frame(macBcast, macLAN, "lan-bcast")
 	t.Run("untagged broadcast from LAN reaches CPU tagged VID 1 only", func(t *testing.T) {
 		out := ts.send(portLAN, hwtest.Batch(lanBcast)...)
-		expectOut(t, out, map[int][]byte{portCPU: withTag(lanBcast, 0x8100, 1)})
+		expectOut(t, out, map[int][]byte{portCPU: netnstest.Tag(lanBcast, 0x8100, 1)})
 	})
 	t.Run("tagged VID 2 from CPU leaves WAN ports untagged", func(t *testing.T) {
-		f := ethFrame(macBcast, macCPU, "cpu-vid2")
+		f := netnstest.Frame(macBcast, macCPU, "cpu-vid2")
 		out := ts.send(portCPU, hwtest.Tagged(f, 0x8100, 0xa002))
 		expectOut(t, out, map[int][]byte{portWAN: f, portWAN2: f})
 	})
 	t.Run("PCP kept towards a tagged port", func(t *testing.T) {
-		f := ethFrame(macBcast, macWAN, "wan-to-cpu")
+		f := netnstest.Frame(macBcast, macWAN, "wan-to-cpu")
 		out := ts.send(portWAN, hwtest.Tagged(f, 0x8100, 0xc000)) // priority-tagged, PCP 6
-		expectOut(t, out, map[int][]byte{portCPU: withTag(f, 0x8100, 0xc002), portWAN2: f})
+		expectOut(t, out, map[int][]byte{portCPU: netnstest.Tag(f, 0x8100, 0xc002), portWAN2: f})
 	})
 	t.Run("known unicast goes to one port", func(t *testing.T) {
 		// macWAN was learned on wan in VLAN 2 by the last subtest.
 		before := ts.vlanStats(2)
-		f := ethFrame(macWAN, macCPU, "cpu-to-wan")
+		f := netnstest.Frame(macWAN, macCPU, "cpu-to-wan")
 		out := ts.send(portCPU, hwtest.Tagged(f, 0x8100, 2))
 		expectOut(t, out, map[int][]byte{portWAN: f})
 		after := ts.vlanStats(2)
@@ -102,49 +103,49 @@ func TestForward(t *testing.T) {
 		}
 	})
 	t.Run("learning is per VLAN", func(t *testing.T) {
-		f := ethFrame(macWAN, macLAN, "lan-to-wan-mac")
+		f := netnstest.Frame(macWAN, macLAN, "lan-to-wan-mac")
 		out := ts.send(portLAN, hwtest.Batch(f)...)
-		expectOut(t, out, map[int][]byte{portCPU: withTag(f, 0x8100, 1)})
+		expectOut(t, out, map[int][]byte{portCPU: netnstest.Tag(f, 0x8100, 1)})
 	})
 	t.Run("unknown unicast floods", func(t *testing.T) {
-		f := ethFrame([]byte{2, 9, 9, 9, 9, 9}, macCPU, "unknown")
+		f := netnstest.Frame([]byte{2, 9, 9, 9, 9, 9}, macCPU, "unknown")
 		out := ts.send(portCPU, hwtest.Tagged(f, 0x8100, 2))
 		expectOut(t, out, map[int][]byte{portWAN: f, portWAN2: f})
 	})
 	t.Run("station move", func(t *testing.T) {
-		ts.send(portWAN2, hwtest.Batch(ethFrame(macBcast, macWAN, "moved"))...)
-		f := ethFrame(macWAN, macCPU, "after-move")
+		ts.send(portWAN2, hwtest.Batch(netnstest.Frame(macBcast, macWAN, "moved"))...)
+		f := netnstest.Frame(macWAN, macCPU, "after-move")
 		out := ts.send(portCPU, hwtest.Tagged(f, 0x8100, 2))
 		expectOut(t, out, map[int][]byte{portWAN2: f})
 	})
 	t.Run("aged entry floods", func(t *testing.T) {
 		ts.now += int64(AgingTime + time.Second)
-		f := ethFrame(macWAN, macCPU, "aged")
+		f := netnstest.Frame(macWAN, macCPU, "aged")
 		out := ts.send(portCPU, hwtest.Tagged(f, 0x8100, 2))
 		expectOut(t, out, map[int][]byte{portWAN: f, portWAN2: f})
 	})
 	t.Run("destination on the ingress port is filtered", func(t *testing.T) {
-		ts.send(portWAN, hwtest.Batch(ethFrame(macBcast, macWAN, "learn"))...)
-		out := ts.send(portWAN, hwtest.Batch(ethFrame(macWAN, []byte{2, 7, 7, 7, 7, 7}, "hairpin"))...)
+		ts.send(portWAN, hwtest.Batch(netnstest.Frame(macBcast, macWAN, "learn"))...)
+		out := ts.send(portWAN, hwtest.Batch(netnstest.Frame(macWAN, []byte{2, 7, 7, 7, 7, 7}, "hairpin"))...)
 		expectOut(t, out, nil)
 	})
 	t.Run("reserved group address is not relayed", func(t *testing.T) {
-		out := ts.send(portLAN, hwtest.Batch(ethFrame([]byte{0x01, 0x80, 0xc2, 0, 0, 0x0e}, macLAN, "lldp"))...)
+		out := ts.send(portLAN, hwtest.Batch(netnstest.Frame([]byte{0x01, 0x80, 0xc2, 0, 0, 0x0e}, macLAN, "lldp"))...)
 		expectOut(t, out, nil)
 	})
 	t.Run("in-band C-tag is removed towards an access port", func(t *testing.T) {
-		f := ethFrame(macBcast, macCPU, "in-band")
-		out := ts.send(portCPU, hwtest.Batch(withTag(f, 0x8100, 0x2001))...)
+		f := netnstest.Frame(macBcast, macCPU, "in-band")
+		out := ts.send(portCPU, hwtest.Batch(netnstest.Tag(f, 0x8100, 0x2001))...)
 		expectOut(t, out, map[int][]byte{portLAN: f})
 	})
 	t.Run("S-tagged frame crosses as payload", func(t *testing.T) {
-		f := ethFrame(macBcast, macLAN, "s-tag")
+		f := netnstest.Frame(macBcast, macLAN, "s-tag")
 		out := ts.send(portLAN, hwtest.Tagged(f, 0x88a8, 100))
-		expectOut(t, out, map[int][]byte{portCPU: withTag(withTag(f, 0x88a8, 100), 0x8100, 1)})
+		expectOut(t, out, map[int][]byte{portCPU: netnstest.Tag(netnstest.Tag(f, 0x88a8, 100), 0x8100, 1)})
 	})
 	t.Run("drops", func(t *testing.T) {
 		before := ts.fw.stats(make([]string, 4))
-		f := ethFrame(macBcast, macLAN, "drop")
+		f := netnstest.Frame(macBcast, macLAN, "drop")
 		out := ts.send(portLAN,
 			hwtest.Tagged(f, 0x8100, 2),      // VLAN 2: lan is not a member
 			hwtest.Tagged(f, 0x8100, 2),      // twice
@@ -197,7 +198,7 @@ func TestForwardOrderAndOverflow(t *testing.T) {
 	var batch []hw.Frame
 	var want [][]byte
 	for i := range 3 * outBatch {
-		f := ethFrame(macBcast, macLAN, fmt.Sprintf("frame-%04d", i))
+		f := netnstest.Frame(macBcast, macLAN, fmt.Sprintf("frame-%04d", i))
 		f = append(f, make([]byte, 1000)...)
 		batch = append(batch, hw.Frame{Data: f, WireLen: len(f)})
 		want = append(want, f)
@@ -210,13 +211,13 @@ func TestForwardOrderAndOverflow(t *testing.T) {
 		if !bytes.Equal(out[1][i], want[i]) {
 			t.Fatalf("lan2 frame %d = % x, want % x", i, out[1][i][:30], want[i][:30])
 		}
-		if !bytes.Equal(out[2][i], withTag(want[i], 0x8100, 1)) {
+		if !bytes.Equal(out[2][i], netnstest.Tag(want[i], 0x8100, 1)) {
 			t.Fatalf("cpu frame %d = % x, want it tagged", i, out[2][i][:30])
 		}
 	}
 	// A frame larger than the whole scratch space is a counted drop on the
 	// port that needs a copy, and still reaches the others.
-	big := append(ethFrame(macBcast, macLAN, "big"), make([]byte, 6000)...)
+	big := append(netnstest.Frame(macBcast, macLAN, "big"), make([]byte, 6000)...)
 	out = ts.send(0, hw.Frame{Data: big, WireLen: len(big)})
 	if len(out[1]) != 1 || len(out[2]) != 0 {
 		t.Errorf("big frame: lan2, cpu got %d, %d frames; want 1, 0", len(out[1]), len(out[2]))
@@ -229,7 +230,7 @@ func TestForwardOrderAndOverflow(t *testing.T) {
 func TestForwardTxRefused(t *testing.T) {
 	ts := newTestSwitch(t, labConfig)
 	ts.w[portCPU].Limit = 1 // a full device queue: one frame per call
-	f := ethFrame(macBcast, macLAN, "x")
+	f := netnstest.Frame(macBcast, macLAN, "x")
 	ts.send(portLAN, hwtest.Batch(f, f, f)...)
 	st := ts.fw.stats(make([]string, 4))
 	if c := st.Ports[portCPU]; c.TxFrames != 1 || c.Drops[DropTx] != 2 {
@@ -252,8 +253,8 @@ func benchSwitch(tb testing.TB) (*forwarder, *queue) {
 	}
 	fw := newForwarder(newTable(&cfg), writers, func() int64 { return 1 })
 	q := fw.newQueue()
-	fw.handle(portWAN, q, hwtest.Batch(ethFrame(macBcast, macWAN, "learn")))
-	fw.handle(portCPU, q, []hw.Frame{hwtest.Tagged(ethFrame(macBcast, macCPU, "learn"), 0x8100, 2)})
+	fw.handle(portWAN, q, hwtest.Batch(netnstest.Frame(macBcast, macWAN, "learn")))
+	fw.handle(portCPU, q, []hw.Frame{hwtest.Tagged(netnstest.Frame(macBcast, macCPU, "learn"), 0x8100, 2)})
 	return fw, q
 }
 
@@ -266,9 +267,9 @@ func benchBatches() map[string][]hw.Frame {
 	m := map[string][]hw.Frame{}
 	for i := range n {
 		size := 60 + (i%24)*60
-		up := append(ethFrame(macCPU, macWAN, "up"), make([]byte, size-60)...)
-		down := append(ethFrame(macWAN, macCPU, "down"), make([]byte, size-60)...)
-		bcast := append(ethFrame(macBcast, macCPU, "bcast"), make([]byte, size-60)...)
+		up := append(netnstest.Frame(macCPU, macWAN, "up"), make([]byte, size-60)...)
+		down := append(netnstest.Frame(macWAN, macCPU, "down"), make([]byte, size-60)...)
+		bcast := append(netnstest.Frame(macBcast, macCPU, "bcast"), make([]byte, size-60)...)
 		m["access-to-tagged"] = append(m["access-to-tagged"], hw.Frame{Data: up, WireLen: len(up)})
 		m["tagged-to-access"] = append(m["tagged-to-access"], hwtest.Tagged(down, 0x8100, 2))
 		m["flood"] = append(m["flood"], hwtest.Tagged(bcast, 0x8100, 2))

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/internal/netnstest"
 )
 
 // FuzzForward feeds arbitrary frames and ring metadata to the lab switch
@@ -14,13 +15,13 @@ import (
 // unchanged, a C-tag of a VLAN the port carries tagged, and the length
 // changed by whole tags only.
 func FuzzForward(f *testing.F) {
-	plain := ethFrame(macBcast, macLAN, "seed")
+	plain := netnstest.Frame(macBcast, macLAN, "seed")
 	f.Add(plain, false, uint16(0), uint16(0), uint8(portLAN))
 	f.Add(plain, true, uint16(0xa002), uint16(0x8100), uint8(portCPU))
 	f.Add(plain, true, uint16(100), uint16(0x88a8), uint8(portLAN))
-	f.Add(withTag(plain, 0x8100, 0x2001), false, uint16(0), uint16(0), uint8(portCPU))
-	f.Add(withTag(plain, 0x8100, 0x2001)[:16], false, uint16(0), uint16(0), uint8(portCPU))
-	f.Add(ethFrame([]byte{0x01, 0x80, 0xc2, 0, 0, 0}, macLAN, "stp"), false, uint16(0), uint16(0), uint8(portLAN))
+	f.Add(netnstest.Tag(plain, 0x8100, 0x2001), false, uint16(0), uint16(0), uint8(portCPU))
+	f.Add(netnstest.Tag(plain, 0x8100, 0x2001)[:16], false, uint16(0), uint16(0), uint8(portCPU))
+	f.Add(netnstest.Frame([]byte{0x01, 0x80, 0xc2, 0, 0, 0}, macLAN, "stp"), false, uint16(0), uint16(0), uint8(portLAN))
 	f.Fuzz(func(t *testing.T, data []byte, vlanValid bool, tci, tpid uint16, port uint8) {
 		ts := newTestSwitch(t, labConfig)
 		in := int(port) % len(labConfig.Ports)

@@ -1,11 +1,11 @@
 package vswitch
 
 import (
-	"encoding/binary"
 	"testing"
 
 	"github.com/gvrouter/gvrouter/hw"
 	"github.com/gvrouter/gvrouter/hw/hwtest"
+	"github.com/gvrouter/gvrouter/internal/netnstest"
 )
 
 // labConfig is the BCM47094 lab switch plus a second WAN-side port, so
@@ -29,34 +29,12 @@ var (
 	macWAN   = []byte{0x02, 0, 0, 0, 0, 0x02}
 	macCPU   = []byte{0x02, 0, 0, 0, 0, 0x03}
 	macWAN2  = []byte{0x02, 0, 0, 0, 0, 0x04}
-	macBcast = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	macBcast = netnstest.Broadcast
 )
-
-// ethFrame builds an untagged frame with the local experimental EtherType
-// 0x88b5 (IEEE 802) and payload, padded to 60 bytes.
-func ethFrame(dst, src []byte, payload string) []byte {
-	f := make([]byte, 14, 64)
-	copy(f, dst)
-	copy(f[6:], src)
-	binary.BigEndian.PutUint16(f[12:], 0x88b5)
-	f = append(f, payload...)
-	for len(f) < 60 {
-		f = append(f, 0)
-	}
-	return f
-}
-
-// withTag inserts a tag after the MAC addresses.
-func withTag(f []byte, tpid, tci uint16) []byte {
-	out := append([]byte(nil), f[:12]...)
-	out = binary.BigEndian.AppendUint16(out, tpid)
-	out = binary.BigEndian.AppendUint16(out, tci)
-	return append(out, f[12:]...)
-}
 
 func TestClassify(t *testing.T) {
 	tb := newTable(&labConfig)
-	plain := ethFrame(macBcast, macLAN, "x")
+	plain := netnstest.Frame(macBcast, macLAN, "x")
 	vlanIndex := func(vid uint16) int { return int(tb.index[vid]) - 1 }
 	for _, tt := range []struct {
 		name   string
@@ -89,9 +67,9 @@ func TestClassify(t *testing.T) {
 			ingress{vid: 1, vlan: vlanIndex(1), restOff: 12, outer: 0x88a80064, hasOuter: true}, dropNone},
 		{"S-tag on trunk without PVID", portCPU, hwtest.Tagged(plain, 0x88a8, 100),
 			ingress{vlan: -1, restOff: 12, outer: 0x88a80064, hasOuter: true}, dropUntaggedNoPVID},
-		{"in-band C-tag", portCPU, hwtest.Batch(withTag(plain, 0x8100, 0x4002))[0],
+		{"in-band C-tag", portCPU, hwtest.Batch(netnstest.Tag(plain, 0x8100, 0x4002))[0],
 			ingress{vid: 2, vlan: vlanIndex(2), prio: 0x4000, restOff: 16}, dropNone},
-		{"in-band C-tag cut short", portCPU, hwtest.Batch(withTag(plain, 0x8100, 2)[:17])[0],
+		{"in-band C-tag cut short", portCPU, hwtest.Batch(netnstest.Tag(plain, 0x8100, 2)[:17])[0],
 			ingress{vlan: -1, restOff: 12}, dropTagMalformed},
 		{"runt", portLAN, hwtest.Batch(plain[:13])[0],
 			ingress{vlan: -1, restOff: 12}, dropTagMalformed},
