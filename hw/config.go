@@ -15,6 +15,16 @@ type Config struct {
 	// Profile is the hardware profile: "bcm47094", "ixgbe" or "generic"
 	// ("" = generic).
 	Profile string
+	// ExtraTags is how many in-band VLAN tags the port's full-size frames
+	// carry beyond the one the kernel allows for: 0 for 802.1Q, 1 for a
+	// single 802.1ad tag or 802.1Q-in-802.1Q, 2 for 802.1ad QinQ. The
+	// kernel refuses an AF_PACKET send (packet_snd) longer than MTU + 14,
+	// + 4 only when the outer TPID is 0x8100
+	// (packet_extra_vlan_len_allowed), and veth drops a delivery longer
+	// than MTU + 18 (is_skb_forwardable). Open raises the interface's
+	// kernel MTU to MTU + 4*ExtraTags when it is below that, and Close
+	// restores it. Not done with KeepKernel.
+	ExtraTags int
 	// KeepKernel, for benches and tests only, leaves the kernel's settings
 	// of the interface alone: no offload changes, addresses, IPv6 or
 	// ingress drop.

@@ -29,6 +29,9 @@ type Port struct {
 	ns     netns
 	ctl    int // control socket in the port's namespace (ioctls)
 	kernel *kernelState
+	// savedMTU is the kernel MTU Open raised for ExtraTags, restored by
+	// Close; 0 if Open did not change it.
+	savedMTU int
 
 	queues []*rxQueue
 	txFD   int // queue 0's socket; sendmmsg on it
@@ -136,11 +139,19 @@ func (p *Port) open(cfg Config, prof Profile, nq int) error {
 	if err := unix.IoctlIfreq(p.ctl, unix.SIOCGIFMTU, ifr); err != nil {
 		return fmt.Errorf("hw: open %s: mtu: %w", cfg.Name, err)
 	}
-	p.mtu = int(ifr.Uint32())
+	kernelMTU := int(ifr.Uint32())
+	p.mtu = kernelMTU
 	if cfg.MTU != 0 {
 		p.mtu = cfg.MTU
 	}
 	p.maxLen = p.mtu + MaxL2Overhead
+	if want := p.mtu + VLANTagLen*cfg.ExtraTags; cfg.ExtraTags > 0 && !cfg.KeepKernel && kernelMTU < want {
+		if err := p.setKernelMTU(want); err != nil {
+			return fmt.Errorf("hw: open %s: raise kernel MTU to %d for %d extra VLAN tags: %w", cfg.Name, want, cfg.ExtraTags, err)
+		}
+		p.savedMTU = kernelMTU
+		p.log.Debug("kernel MTU raised for VLAN tags", "from", kernelMTU, "to", want)
+	}
 
 	if !cfg.KeepKernel {
 		p.kernel = &kernelState{ifname: cfg.Name, ifindex: p.ifidx, log: p.log}
@@ -164,6 +175,17 @@ func (p *Port) open(cfg Config, prof Profile, nq int) error {
 	}
 	p.txFD = p.queues[0].fd
 	return nil
+}
+
+// setKernelMTU sets the interface's kernel MTU (SIOCSIFMTU) through the
+// control socket, which lives in the port's namespace.
+func (p *Port) setKernelMTU(mtu int) error {
+	ifr, err := unix.NewIfreq(p.name)
+	if err != nil {
+		return err
+	}
+	ifr.SetUint32(uint32(mtu))
+	return unix.IoctlIfreq(p.ctl, unix.SIOCSIFMTU, ifr)
 }
 
 // Name returns the kernel interface name, e.g. "eth0".
@@ -224,8 +246,14 @@ func (p *Port) closeResources() error {
 		q.close()
 	}
 	p.queues = nil
+	if p.savedMTU != 0 {
+		if merr := p.setKernelMTU(p.savedMTU); merr != nil {
+			err = fmt.Errorf("hw: restore MTU %d on %s: %w", p.savedMTU, p.name, merr)
+		}
+		p.savedMTU = 0
+	}
 	if p.kernel != nil {
-		err = p.ns.do(func() error { return p.kernel.restore(p.ctl) })
+		err = errors.Join(err, p.ns.do(func() error { return p.kernel.restore(p.ctl) }))
 		p.kernel = nil
 	}
 	if p.ctl >= 0 {

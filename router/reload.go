@@ -25,7 +25,7 @@ func (r *Router) Reload(cfg *config.Config) error {
 	// Open new ports first: the only step that can fail on the machine.
 	var opened []string
 	for _, pc := range cfg.Ports {
-		if rp, ok := r.ports[pc.Name]; ok && samePort(rp.cfg, pc) && old.Hardware == cfg.Hardware {
+		if rp, ok := r.ports[pc.Name]; ok && samePort(rp.cfg, pc) && old.Hardware == cfg.Hardware && rp.extraTags == extraTags(cfg, pc.Name) {
 			continue
 		}
 		if _, ok := r.ports[pc.Name]; ok {
@@ -49,7 +49,7 @@ func (r *Router) Reload(cfg *config.Config) error {
 		switch {
 		case pc == nil:
 			rp.handler.Store(nil)
-		case !samePort(rp.cfg, *pc) || old.Hardware != cfg.Hardware:
+		case !samePort(rp.cfg, *pc) || old.Hardware != cfg.Hardware || rp.extraTags != extraTags(cfg, name):
 			rp.handler.Store(nil)
 			changed = append(changed, *pc)
 		}

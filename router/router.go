@@ -50,12 +50,18 @@ type Router struct {
 
 // runningPort is an open port and the goroutine that reads it.
 type runningPort struct {
-	port   *hw.Port
-	cfg    config.Port
-	cancel context.CancelFunc
-	done   chan struct{}
-	// handler is the interface's batch handler, swapped on reload.
+	port *hw.Port
+	cfg  config.Port
+	// extraTags is the hw.Config.ExtraTags the port was opened with.
+	extraTags int
+	cancel    context.CancelFunc
+	done      chan struct{}
+	// handler is the port's batch handler (its trunk's), swapped on
+	// reload.
 	handler atomicHandler
+	// trunk demultiplexes the port's frames to its interfaces by VLAN;
+	// nil until the netstack exists.
+	trunk *stack.Trunk
 }
 
 // New opens every port of cfg, builds the netstack and starts serving. On
@@ -112,17 +118,38 @@ func New(cfg *config.Config, build Build, log *slog.Logger) (_ *Router, err erro
 
 // openPortLocked opens one port as the config says.
 func (r *Router) openPortLocked(cfg *config.Config, pc config.Port) error {
+	extra := extraTags(cfg, pc.Name)
 	p, err := hw.Open(hw.Config{
-		Name:    pc.Name,
-		Queues:  pc.Queues,
-		MTU:     pc.MTU,
-		Profile: cfg.Hardware,
+		Name:      pc.Name,
+		Queues:    pc.Queues,
+		MTU:       pc.MTU,
+		Profile:   cfg.Hardware,
+		ExtraTags: extra,
 	}, r.log)
 	if err != nil {
 		return fmt.Errorf("port %s: %w", pc.Name, err)
 	}
-	r.ports[pc.Name] = &runningPort{port: p, cfg: pc}
+	r.ports[pc.Name] = &runningPort{port: p, cfg: pc, extraTags: extra}
 	return nil
+}
+
+// extraTags is hw.Config.ExtraTags of port: how many VLAN tags its
+// interfaces put in full-size frames beyond what the kernel allows for. The kernel
+// lets one 802.1Q (0x8100) outer tag exceed the MTU, no 802.1ad one
+// (af_packet.c packet_extra_vlan_len_allowed).
+func extraTags(cfg *config.Config, port string) int {
+	extra := 0
+	for _, ic := range cfg.Interfaces {
+		if ic.Port != port || len(ic.VLAN) == 0 {
+			continue
+		}
+		n := len(ic.VLAN) - 1
+		if ic.VLANProtocol == config.VLANProtocol8021AD {
+			n++
+		}
+		extra = max(extra, n)
+	}
+	return extra
 }
 
 // stackConfigLocked translates the config into the netstack's terms, using
@@ -138,12 +165,23 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 		if mtu == 0 {
 			mtu = rp.port.MTU()
 		}
+		vids := make([]uint16, 0, len(ic.VLAN))
+		for _, v := range ic.VLAN {
+			vids = append(vids, uint16(v))
+		}
+		var tpid uint16
+		if ic.VLANProtocol == config.VLANProtocol8021AD {
+			tpid = stack.TPID8021AD
+		}
 		sc.Interfaces = append(sc.Interfaces, stack.InterfaceConfig{
-			Name:      ic.Name,
-			MAC:       rp.port.HardwareAddr(),
-			MTU:       uint32(mtu),
-			Addresses: slices.Clone(ic.Addresses),
-			Writer:    rp.port,
+			Name:         ic.Name,
+			MAC:          rp.port.HardwareAddr(),
+			MTU:          uint32(mtu),
+			Addresses:    slices.Clone(ic.Addresses),
+			Writer:       rp.port,
+			VLAN:         vids,
+			VLANProtocol: tpid,
+			PCP:          uint8(ic.PCP),
 		})
 	}
 	for _, rc := range cfg.Routes {
@@ -152,22 +190,38 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 	return sc, nil
 }
 
-// bindPortsLocked points each port's receive loop at the interface on it,
-// and each port's carrier changes at that interface.
+// bindPortsLocked points each port's receive loop at its trunk, which
+// demultiplexes to the interfaces on the port by VLAN, and each port's
+// carrier changes at those interfaces.
 func (r *Router) bindPortsLocked() {
 	for name, rp := range r.ports {
-		var h hw.BatchHandler
+		var ifcs []*stack.Interface
 		for _, ic := range r.cfg.Interfaces {
 			if ic.Port != name {
 				continue
 			}
 			if ifc := r.net.Interface(ic.Name); ifc != nil {
-				h = ifc.HandleBatch
 				ifc.SetLinkUp(rp.port.LinkUp())
-				rp.port.SetLinkHandler(ifc.SetLinkUp)
+				ifcs = append(ifcs, ifc)
 			}
 		}
-		rp.handler.Store(h)
+		rp.port.SetLinkHandler(func(up bool) {
+			for _, ifc := range ifcs {
+				ifc.SetLinkUp(up)
+			}
+		})
+		if len(ifcs) == 0 {
+			rp.handler.Store(nil)
+			continue
+		}
+		if rp.trunk == nil {
+			rp.trunk = r.net.NewTrunk()
+		}
+		if err := rp.trunk.Set(ifcs...); err != nil {
+			// config.Validate rejects two interfaces with one VLAN.
+			r.log.Error("port interfaces", "port", name, "err", err)
+		}
+		rp.handler.Store(rp.trunk.HandleBatch)
 	}
 }
 

@@ -2,7 +2,10 @@ package router
 
 import (
 	"maps"
+	"slices"
 	"sort"
+
+	"github.com/gvrouter/gvrouter/router/config"
 
 	"github.com/gvrouter/gvrouter/router/status"
 )
@@ -39,18 +42,35 @@ func (r *Router) Snapshot() status.Snapshot {
 		if mtu == 0 {
 			mtu = rp.port.MTU()
 		}
+		var (
+			vlan  []int
+			proto string
+			pcp   *int
+		)
+		if len(ic.VLAN) > 0 {
+			vlan = slices.Clone(ic.VLAN)
+			proto = ic.VLANProtocol
+			if proto == "" {
+				proto = config.VLANProtocol8021Q
+			}
+			p := ic.PCP
+			pcp = &p
+		}
 		s.Interfaces = append(s.Interfaces, status.Interface{
-			Name:      ic.Name,
-			Port:      ic.Port,
-			State:     state,
-			MAC:       rp.port.HardwareAddr().String(),
-			Addresses: addrs,
-			MTU:       mtu,
-			RxPackets: st.RxPackets,
-			RxBytes:   st.RxBytes,
-			TxPackets: st.TxPackets,
-			TxBytes:   st.TxBytes,
-			Drops:     maps.Clone(st.Drops),
+			VLAN:         vlan,
+			VLANProtocol: proto,
+			PCP:          pcp,
+			Name:         ic.Name,
+			Port:         ic.Port,
+			State:        state,
+			MAC:          rp.port.HardwareAddr().String(),
+			Addresses:    addrs,
+			MTU:          mtu,
+			RxPackets:    st.RxPackets,
+			RxBytes:      st.RxBytes,
+			TxPackets:    st.TxPackets,
+			TxBytes:      st.TxBytes,
+			Drops:        maps.Clone(st.Drops),
 		})
 	}
 	names := make([]string, 0, len(r.ports))
@@ -72,6 +92,11 @@ func (r *Router) Snapshot() status.Snapshot {
 		maps.DeleteFunc(drops, func(_ string, n uint64) bool { return n == 0 })
 		if n := rp.handler.dropped.Load(); n > 0 {
 			drops["no_interface"] = n
+		}
+		if rp.trunk != nil {
+			for k, n := range rp.trunk.Drops() {
+				drops[k] += n
+			}
 		}
 		queues := rp.cfg.Queues
 		s.Ports = append(s.Ports, status.Port{

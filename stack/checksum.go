@@ -90,11 +90,15 @@ func completePartialChecksum(proto uint8, l4 []byte) {
 // offload). IPv4 fragments are left alone: the checksum of a fragmented
 // datagram covers all fragments.
 func fillL4Checksum(frame []byte) {
-	if len(frame) < header.EthernetMinimumSize {
+	off := 12
+	for len(frame) >= off+2+vlanTagLength && isTPID(binary.BigEndian.Uint16(frame[off:])) {
+		off += vlanTagLength
+	}
+	if len(frame) < off+2 {
 		return
 	}
-	ip := frame[header.EthernetMinimumSize:]
-	switch binary.BigEndian.Uint16(frame[12:]) {
+	ip := frame[off+2:]
+	switch binary.BigEndian.Uint16(frame[off:]) {
 	case uint16(header.IPv4ProtocolNumber):
 		h, l4, ok := ipv4Parts(ip)
 		if !ok || h.More() || h.FragmentOffset() != 0 {

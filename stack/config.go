@@ -24,6 +24,15 @@ type InterfaceConfig struct {
 	Addresses []netip.Prefix
 	// Writer is where frames for this interface go, e.g. a *hw.Port.
 	Writer hw.FrameWriter
+	// VLAN is the interface's VIDs, outer first: nil for untagged, [1]
+	// for 802.1Q VLAN 1, [100, 10] for QinQ. Each is 1..4094.
+	VLAN []uint16
+	// VLANProtocol is the outer tag's TPID: TPID8021Q (0x8100, also
+	// when 0) or TPID8021AD (0x88a8). Valid iff VLAN is not empty.
+	VLANProtocol uint16
+	// PCP is the priority (0..7) in the tags of the frames this
+	// interface sends; ignored when untagged.
+	PCP uint8
 }
 
 // RouteConfig is one static route.
@@ -63,6 +72,20 @@ func (c *Config) validate() error {
 		}
 		if ifc.MTU != 0 && ifc.MTU < 68 {
 			errs = append(errs, fmt.Errorf("interface %s: MTU %d below 68 (RFC 791)", ifc.Name, ifc.MTU))
+		}
+		if len(ifc.VLAN) > maxTags {
+			errs = append(errs, fmt.Errorf("interface %s: %d VLAN tags, at most %d", ifc.Name, len(ifc.VLAN), maxTags))
+		}
+		for _, vid := range ifc.VLAN {
+			if vid == 0 || vid > maxVID {
+				errs = append(errs, fmt.Errorf("interface %s: VLAN %d out of range 1..%d", ifc.Name, vid, maxVID))
+			}
+		}
+		switch {
+		case ifc.VLANProtocol != 0 && ifc.VLANProtocol != TPID8021Q && ifc.VLANProtocol != TPID8021AD:
+			errs = append(errs, fmt.Errorf("interface %s: VLAN protocol %#04x is neither 0x8100 nor 0x88a8", ifc.Name, ifc.VLANProtocol))
+		case ifc.PCP > 7:
+			errs = append(errs, fmt.Errorf("interface %s: PCP %d out of range 0..7", ifc.Name, ifc.PCP))
 		}
 		seen := make(map[netip.Addr]bool)
 		for _, p := range ifc.Addresses {

@@ -4,10 +4,10 @@ import "gvisor.dev/gvisor/pkg/tcpip/header"
 
 const (
 	// maxHeaderLength is the link header room the endpoint asks netstack
-	// to reserve: a 14-byte Ethernet header plus one 4-byte 802.1Q tag
-	// (IEEE 802.1Q clause 9), so a VLAN endpoint can push its tag into the
-	// same headroom later without netstack's Push overflowing.
-	maxHeaderLength = header.EthernetMinimumSize + vlanTagLength
+	// to reserve: a 14-byte Ethernet header plus two 4-byte tags (802.1ad
+	// QinQ, IEEE 802.1Q clause 9), so AddHeader pushes the whole header
+	// into the same headroom without netstack's Push overflowing.
+	maxHeaderLength = header.EthernetMinimumSize + maxTags*vlanTagLength
 
 	// vlanTagLength is one 802.1Q/802.1ad tag (TPID + TCI).
 	vlanTagLength = 4

@@ -39,6 +39,16 @@ func (e *Endpoint) HandleBatch(queue int, frames []hw.Frame) {
 	if len(frames) == 0 {
 		return
 	}
+	if e.tx != nil {
+		e.tx.begin()
+		defer e.tx.end()
+	}
+	e.handleFrames(frames)
+}
+
+// handleFrames is HandleBatch without the txBatcher bracket, which the
+// caller (HandleBatch or a Trunk) holds around the whole port batch.
+func (e *Endpoint) handleFrames(frames []hw.Frame) {
 	var bytes uint64
 	for i := range frames {
 		bytes += uint64(max(frames[i].WireLen, len(frames[i].Data)))
@@ -60,10 +70,6 @@ func (e *Endpoint) HandleBatch(queue int, frames []hw.Frame) {
 	}
 	local := e.local.Load()
 	mtu := int(e.mtu.Load())
-	if e.tx != nil {
-		e.tx.begin()
-		defer e.tx.end()
-	}
 	for i := range frames {
 		f := &frames[i]
 		v := classify(f, mac, mtu, local)
@@ -108,8 +114,8 @@ func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet) verd
 	case f.WireLen > len(data), len(data) < header.EthernetMinimumSize:
 		return dropped(dropTruncated)
 	case f.VLANValid:
-		// VLAN sub-interfaces are not implemented yet: an untagged
-		// interface must not answer tagged frames.
+		// A Trunk strips tags before it hands frames over; an endpoint
+		// used alone is untagged and must not answer tagged frames.
 		return dropped(dropVLANUnknown)
 	case len(data) > mtu+header.EthernetMinimumSize+inbandTagAllowance:
 		return dropped(dropOversize)

@@ -18,6 +18,24 @@
 // checksum of forwarded packets; the endpoint fills it in for the packets
 // netstack itself originates.
 //
+// # VLAN sub-interfaces
+//
+// Several interfaces may share one port: each has its own Endpoint and NIC
+// (its own addresses and MTU) and at most one is untagged. A [Trunk] is the
+// port's [hw.BatchHandler]: it takes each frame's outer tag from the ring
+// header (the kernel always strips it) and any further tag in-band, finds
+// the interface of that (outer, inner) VLAN pair in an immutable snapshot
+// (no lock on the data path; [Trunk.Set] replaces it), strips the in-band
+// tags and hands runs of frames to that Endpoint. Priority-tagged frames
+// (VID 0) belong to the untagged interface (IEEE 802.1Q clause 6.9.1);
+// frames for a VLAN with no interface are counted as "vlan_unknown" on the
+// trunk. On transmit, AddHeader pushes MACs, tags and Ethertype in one
+// LinkHeader().Push; the tags carry the interface's PCP. Forwarded frames
+// get the egress interface's PCP too: netstack's forward path keeps no
+// per-packet metadata (DeepCopyForForwarding copies only protocol numbers
+// and the conntrack tuple), so the ingress PCP cannot reach the egress. See
+// vlan.go.
+//
 // # IPv4 TTL
 //
 // gVisor forwards an IPv4 packet that arrives with TTL 1 as TTL 0 and sends

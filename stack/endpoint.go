@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"encoding/binary"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,8 @@ type Endpoint struct {
 	mtu    atomic.Uint32
 	up     atomic.Bool
 	writer atomic.Pointer[frameWriter]
+	// vlan is the interface's VLAN tags and PCP; never nil.
+	vlan atomic.Pointer[egressVLAN]
 	// local is the router-wide set of local addresses, shared by all
 	// endpoints of one Router.
 	local *atomic.Pointer[localSet]
@@ -78,6 +81,7 @@ func newEndpoint(mac net.HardwareAddr, mtu uint32, w hw.FrameWriter, local *atom
 	e.mtu.Store(mtu)
 	e.up.Store(true)
 	e.setWriter(w)
+	e.vlan.Store(&egressVLAN{})
 	return e
 }
 
@@ -95,8 +99,8 @@ func (e *Endpoint) MTU() uint32 { return e.mtu.Load() }
 // SetMTU implements stack.LinkEndpoint.
 func (e *Endpoint) SetMTU(mtu uint32) { e.mtu.Store(mtu) }
 
-// MaxHeaderLength implements stack.LinkEndpoint. It leaves room for an
-// 802.1Q tag after the Ethernet header.
+// MaxHeaderLength implements stack.LinkEndpoint. It leaves room for two
+// VLAN tags (QinQ) after the MAC addresses.
 func (e *Endpoint) MaxHeaderLength() uint16 { return maxHeaderLength }
 
 // LinkAddress implements stack.LinkEndpoint.
@@ -139,19 +143,21 @@ func (e *Endpoint) Wait() {}
 // ARPHardwareType implements stack.LinkEndpoint.
 func (e *Endpoint) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareEther }
 
-// AddHeader implements stack.LinkEndpoint. It pushes the Ethernet header
-// (RFC 894) from pkt.EgressRoute.
+// AddHeader implements stack.LinkEndpoint. It pushes the whole link
+// header in one Push: the MAC addresses from pkt.EgressRoute, the
+// interface's VLAN tags if any (IEEE 802.1Q clause 9), and the Ethertype
+// (RFC 894).
 func (e *Endpoint) AddHeader(pkt *stack.PacketBuffer) {
 	src := pkt.EgressRoute.LocalLinkAddress
 	if src == "" {
 		src = e.LinkAddress()
 	}
-	eth := header.Ethernet(pkt.LinkHeader().Push(header.EthernetMinimumSize))
-	eth.Encode(&header.EthernetFields{
-		SrcAddr: src,
-		DstAddr: pkt.EgressRoute.RemoteLinkAddress,
-		Type:    pkt.NetworkProtocolNumber,
-	})
+	v := e.vlan.Load()
+	h := pkt.LinkHeader().Push(header.EthernetMinimumSize + v.n)
+	copy(h[:header.EthernetAddressSize], pkt.EgressRoute.RemoteLinkAddress)
+	copy(h[header.EthernetAddressSize:12], src)
+	copy(h[12:], v.tags[:v.n])
+	binary.BigEndian.PutUint16(h[12+v.n:], uint16(pkt.NetworkProtocolNumber))
 }
 
 // ParseHeader implements stack.LinkEndpoint.

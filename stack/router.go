@@ -151,6 +151,7 @@ func (r *Router) Apply(cfg Config) error {
 		} else {
 			ifc.ep.SetMTU(mtu)
 			ifc.ep.setWriter(c.Writer)
+			ifc.ep.vlan.Store(newEgressVLAN(c))
 		}
 		errs = append(errs, r.syncAddrsLocked(ifc, c.Addresses)...)
 	}
@@ -162,6 +163,7 @@ func (r *Router) Apply(cfg Config) error {
 func (r *Router) addLocked(c *InterfaceConfig, mtu uint32) (*Interface, error) {
 	r.nextID++
 	ep := newEndpoint(c.MAC, mtu, c.Writer, &r.local)
+	ep.vlan.Store(newEgressVLAN(c))
 	ep.stack = r.s
 	ep.nicID = r.nextID
 	ep.pins = r.pins
@@ -353,6 +355,19 @@ func (i *Interface) Name() string { return i.name }
 
 // MAC returns the interface's Ethernet address.
 func (i *Interface) MAC() net.HardwareAddr { return bytes.Clone(i.mac) }
+
+// VLAN returns the interface's VIDs, outer first (nil when untagged), the
+// outer tag's TPID (0 when untagged) and the PCP of the frames it sends.
+func (i *Interface) VLAN() (vids []uint16, tpid uint16, pcp uint8) {
+	v := i.ep.vlan.Load()
+	switch v.key.n {
+	case 2:
+		vids = []uint16{v.key.outer, v.key.inner}
+	case 1:
+		vids = []uint16{v.key.outer}
+	}
+	return vids, v.tpid, v.pcp
+}
 
 // MTU returns the interface's L3 MTU.
 func (i *Interface) MTU() uint32 { return i.ep.MTU() }

@@ -3,7 +3,7 @@
 //	router run    -config /etc/gvrouter/config.yaml   run until SIGINT/SIGTERM; SIGHUP reloads
 //	router check  -config /etc/gvrouter/config.yaml   validate, touch nothing
 //	router reload -pidfile /run/gvrouter.pid         ask the running daemon to reload
-//	router lab    [-bench] [-keep] [-status-port N]  the virtual lab in network namespaces
+//	router lab    [-bench] [-keep] [-status-port N] [-topology veth|bcm47094]  the virtual lab in network namespaces
 //	router bridge -a IF -b IF                        our ports alone as an L2 bridge (bench)
 //	router version
 package main
@@ -41,7 +41,7 @@ commands:
   run     -config FILE [-pidfile FILE]   run the router until SIGINT/SIGTERM; SIGHUP reloads FILE
   check   -config FILE                   validate FILE without touching any interface
   reload  [-pidfile FILE]                make the running router re-read its config
-  lab     [-bench] [-keep] [-status-port N]
+  lab     [-bench] [-keep] [-status-port N] [-topology veth|bcm47094]
                                          build the virtual lab in network namespaces and test it
   bridge  -a IF -b IF                    bridge two ports at layer 2 with the port code alone
   version                                print the version
@@ -251,6 +251,7 @@ func cmdLab(args []string) error {
 	secs := fs.Int("bench-seconds", 10, "iperf3 -t per run")
 	runs := fs.Int("bench-runs", 5, "runs per figure (the median is printed)")
 	dbg := fs.Bool("debug", false, "debug logging")
+	topo := fs.String("topology", lab.TopologyVeth, "lab layout: veth (two veth pairs; the bench's) | bcm47094 (emulated BCM53012 switch, router eth0 with VLANs 1 and 2)")
 	fs.Parse(args)
 	self, err := os.Executable()
 	if err != nil {
@@ -262,6 +263,7 @@ func cmdLab(args []string) error {
 		RouterBinary: self,
 		StatusPort:   *port,
 		Keep:         *keep,
+		Topology:     *topo,
 		Bench:        *bench,
 		BenchSeconds: *secs,
 		BenchRuns:    *runs,

@@ -15,6 +15,12 @@ const (
 	HardwareGeneric  = "generic"  // anything else, veth included; the default
 )
 
+// VLAN protocols accepted in "vlan_protocol:" (IEEE 802.1Q clause 9.5).
+const (
+	VLANProtocol8021Q  = "802.1Q"  // C-tag, TPID 0x8100; the default
+	VLANProtocol8021AD = "802.1ad" // S-tag, TPID 0x88a8: the outer tag of QinQ
+)
+
 // Interface roles accepted in "role:".
 const (
 	RoleLAN = "lan" // inside: trusted, served by the status page
@@ -33,6 +39,11 @@ const (
 	MinMTUIPv6 = 1280
 	// MaxMTU is the largest IP packet (the 16-bit total length field).
 	MaxMTU = 65535
+	// MaxVID is the largest usable VLAN ID; 0 means "priority tagged"
+	// and 4095 is reserved (IEEE 802.1Q clause 9.6, table 9-2).
+	MaxVID = 4094
+	// MaxPCP is the largest priority code point (3 bits).
+	MaxPCP = 7
 )
 
 // Config is a parsed and valid config.yaml. A Config is a plain value:
@@ -62,15 +73,27 @@ type Port struct {
 	src src
 }
 
-// Interface is one netstack NIC on a port. Without VLAN support each port
-// carries at most one interface, untagged.
+// Interface is one netstack NIC on a port. A port carries any number of
+// interfaces with different VLANs, and at most one untagged one.
 type Interface struct {
 	Name      string         // NIC name used everywhere (status page, routes, listen), e.g. "lan"
 	Port      string         // the Port it sends and receives on, e.g. "br-lan"
 	Addresses []netip.Prefix // addresses with their subnet, e.g. [192.168.1.1/24 fd00:1::1/64]
 	MTU       int            // L3 MTU, 68..65535 (≥1280 with IPv6 addresses), e.g. 1500; 0 = the port's
 	Role      string         // "lan" | "wan"
-	Pos       Pos            // where the interface is defined
+	// VLAN is the 802.1Q VID, 1..4094, e.g. [1]; two for QinQ, outer
+	// first, e.g. [100, 10] ("vlan: 1" or "vlan: [100, 10]" in YAML);
+	// nil = untagged.
+	VLAN []int
+	// VLANProtocol is the outer tag's TPID: "802.1Q" (0x8100, the
+	// default when "") or "802.1ad" (0x88a8). Valid iff VLAN is set.
+	VLANProtocol string
+	// PCP is the 802.1Q priority, 0..7, e.g. 5, of the frames the router
+	// sends on this interface. Valid iff VLAN is set.
+	PCP int
+	// PCPSet reports that "pcp" was written.
+	PCPSet bool
+	Pos    Pos // where the interface is defined
 
 	src src
 }

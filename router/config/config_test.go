@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -202,9 +203,19 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate top key", minimal + "ports: []\n",
 			[]string{`name.yaml:8:1: config: duplicate key "ports" (first at line 1)`}},
 		{"merge key", minimal + "    <<: {mtu: 1500}\n", []string{"name.yaml:8:5: interface \"lan\": merge keys (<<) are not supported"}},
-		{"vlan", minimal + "    vlan: 1\n", []string{"name.yaml:8:5: vlan: not supported by this version"}},
-		{"vlan_protocol", minimal + "    vlan_protocol: 802.1ad\n", []string{"name.yaml:8:5: vlan_protocol: not supported by this version"}},
-		{"pcp", minimal + "    pcp: 3\n", []string{"name.yaml:8:5: pcp: not supported by this version"}},
+		{"vlan 0", minimal + "    vlan: 0\n", []string{`name.yaml:8:11: interface "lan": vlan 0 out of range: want 1..4094 (0 is a priority tag, 4095 is reserved)`}},
+		{"vlan 4095", minimal + "    vlan: [4095, 1]\n", []string{`name.yaml:8:11: interface "lan": vlan 4095 out of range: want 1..4094 (0 is a priority tag, 4095 is reserved)`}},
+		{"vlan three tags", minimal + "    vlan: [1, 2, 3]\n", []string{`name.yaml:8:11: interface "lan": vlan: 3 VIDs; want one, or two for QinQ [outer, inner]`}},
+		{"vlan empty", minimal + "    vlan: []\n", []string{`name.yaml:8:11: interface "lan": vlan: want a VID like 1 or a list [outer, inner] like [100, 10], got an empty list`}},
+		{"vlan string", minimal + "    vlan: one\n", []string{`name.yaml:8:11: interface "lan": vlan: want an integer, got "one"`}},
+		{"vlan_protocol unknown", minimal + "    vlan: 1\n    vlan_protocol: 802.1x\n", []string{`name.yaml:9:20: interface "lan": unknown vlan_protocol "802.1x": want 802.1Q or 802.1ad`}},
+		{"vlan_protocol untagged", minimal + "    vlan_protocol: 802.1ad\n", []string{`name.yaml:8:20: interface "lan": vlan_protocol needs a vlan`}},
+		{"pcp range", minimal + "    vlan: 1\n    pcp: 8\n", []string{`name.yaml:9:10: interface "lan": pcp 8 out of range: want 0..7`}},
+		{"pcp untagged", minimal + "    pcp: 3\n", []string{`name.yaml:8:10: interface "lan": pcp needs a vlan: untagged frames carry no priority`}},
+		{"vlan twice on a port", minimal + "    vlan: 1\n  - {name: wan, port: eth0, role: wan, vlan: 1, addresses: [10.0.0.1/24]}\n",
+			[]string{`name.yaml:9:46: interface "wan": vlan 1 on port "eth0" is already interface "lan"'s (line 4)`}},
+		{"two untagged on a port", minimal + "  - {name: wan, port: eth0, role: wan, addresses: [10.0.0.1/24]}\n",
+			[]string{`name.yaml:8:23: interface "wan": port "eth0" already carries untagged interface "lan" (line 4); give one of them a vlan`}},
 		{"gro", minimal + "    gro: selective\n", []string{"name.yaml:8:5: gro: not supported by this version"}},
 		{"macsec", minimal + "macsec:\n  - name: ms1\n", []string{"name.yaml:8:1: macsec: not supported by this version"}},
 		{"nat", minimal + "nat:\n  masquerade: [lan]\n", []string{"name.yaml:8:1: nat: not supported by this version"}},
@@ -354,7 +365,7 @@ ports:
 interfaces:
   - name: lan
     port: eth9
-    vlan: 1
+    gro: on
     role: lan
     addresses: [192.168.1.1/24, bogus]
 routes:
@@ -368,7 +379,7 @@ nat: {}
 		`bad.yaml:4:13: port "eth0": queues 65 out of range: want 1..64, or 0 for the hardware profile's default`,
 		`bad.yaml:5:5: port "eth0": unknown key "offload"; want one of: name, queues, mtu`,
 		`bad.yaml:8:11: interface "lan": unknown port "eth9"; did you mean "eth0"?`,
-		`bad.yaml:9:5: vlan: not supported by this version`,
+		`bad.yaml:9:5: gro: not supported by this version`,
 		`bad.yaml:11:33: interface "lan": addresses: bad address "bogus": want address/prefix-length, e.g. 192.168.1.1/24 or fd00:1::1/64`,
 		`bad.yaml:13:24: route to 0.0.0.0/0: via 10.0.0.1 is not in the subnet of any interface; add dev or fix the address`,
 		`bad.yaml:15:12: status: listen "wan:80": unknown interface "wan"; did you mean "lan"?`,
@@ -400,9 +411,12 @@ func TestRootConfig(t *testing.T) {
 	if c.Hardware != HardwareBCM47094 {
 		t.Errorf("Hardware = %q, want %q", c.Hardware, HardwareBCM47094)
 	}
-	lan, wan := c.Interface("lan"), c.Interface("wan")
+	lan, wan := c.Interface("eth0.1"), c.Interface("eth0.2")
 	if lan == nil || wan == nil {
-		t.Fatalf("interfaces lan and wan = %v, %v; want both", lan, wan)
+		t.Fatalf("interfaces eth0.1 and eth0.2 = %v, %v; want both", lan, wan)
+	}
+	if lan.Port != "eth0" || wan.Port != "eth0" || !slices.Equal(lan.VLAN, []int{1}) || !slices.Equal(wan.VLAN, []int{2}) {
+		t.Errorf("eth0.1, eth0.2 = port %s vlan %v, port %s vlan %v; want VLANs 1 and 2 on eth0", lan.Port, lan.VLAN, wan.Port, wan.VLAN)
 	}
 	if c.Port(lan.Port) == nil || c.Port(wan.Port) == nil {
 		t.Errorf("ports of lan (%q) and wan (%q) must be defined", lan.Port, wan.Port)

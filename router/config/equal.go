@@ -12,7 +12,8 @@ func (p Port) Equal(q Port) bool {
 // are ignored.
 func (i Interface) Equal(j Interface) bool {
 	return i.Name == j.Name && i.Port == j.Port && i.MTU == j.MTU && i.Role == j.Role &&
-		slices.Equal(i.Addresses, j.Addresses)
+		slices.Equal(i.Addresses, j.Addresses) && slices.Equal(i.VLAN, j.VLAN) &&
+		i.VLANProtocol == j.VLANProtocol && i.PCP == j.PCP
 }
 
 // Equal reports whether r and s are the same route; positions are ignored.

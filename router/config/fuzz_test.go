@@ -18,7 +18,17 @@ func format(c *Config) []byte {
 	}
 	b.WriteString("interfaces:\n")
 	for _, ifc := range c.Interfaces {
-		fmt.Fprintf(&b, "  - {name: %q, port: %q, role: %q, mtu: %d, addresses: [", ifc.Name, ifc.Port, ifc.Role, ifc.MTU)
+		fmt.Fprintf(&b, "  - {name: %q, port: %q, role: %q, mtu: %d, ", ifc.Name, ifc.Port, ifc.Role, ifc.MTU)
+		if len(ifc.VLAN) > 0 {
+			fmt.Fprintf(&b, "vlan: %s, ", vlanString(ifc.VLAN))
+		}
+		if ifc.VLANProtocol != "" {
+			fmt.Fprintf(&b, "vlan_protocol: %q, ", ifc.VLANProtocol)
+		}
+		if ifc.PCPSet {
+			fmt.Fprintf(&b, "pcp: %d, ", ifc.PCP)
+		}
+		b.WriteString("addresses: [")
 		for i, a := range ifc.Addresses {
 			if i > 0 {
 				b.WriteString(", ")

@@ -18,8 +18,8 @@ var (
 	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "status"}
 	topUnsupported        = []string{"macsec", "nat"}
 	portKeys              = []string{"name", "queues", "mtu"}
-	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role"}
-	interfaceUnsupported  = []string{"vlan", "vlan_protocol", "pcp", "gro"}
+	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role", "vlan", "vlan_protocol", "pcp"}
+	interfaceUnsupported  = []string{"gro"}
 	routeKeys             = []string{"to", "via", "dev"}
 	statusKeys            = []string{"listen"}
 	yamlLineRE            = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -243,6 +243,7 @@ func (d *decoder) iface(n *yaml.Node) Interface {
 			ifc.src.markBad("mtu")
 		}
 	}
+	d.vlan(&ifc, m, what)
 	if e, ok := m["addresses"]; ok {
 		ifc.src.set("addresses", posOf(e.val))
 		items, ok := d.list(e, what)
@@ -369,4 +370,51 @@ func interfaceWhat(name string) string {
 		return "interface"
 	}
 	return fmt.Sprintf("interface %q", name)
+}
+
+// vlan decodes an interface's vlan (a VID or a list [outer, inner]),
+// vlan_protocol and pcp keys. Ranges are checked by Validate.
+func (d *decoder) vlan(ifc *Interface, m map[string]entry, what string) {
+	if e, ok := m["vlan"]; ok {
+		ifc.src.set("vlan", posOf(e.val))
+		switch {
+		case e.val.Kind == yaml.SequenceNode:
+			items, _ := d.list(e, what)
+			if len(items) == 0 {
+				d.errorf(e.val, "%s: vlan: want a VID like 1 or a list [outer, inner] like [100, 10], got an empty list", what)
+				ifc.src.markBad("vlan")
+			}
+			for _, it := range items {
+				v, ok := d.int(entry{key: e.key, val: it}, what)
+				if !ok {
+					ifc.src.markBad("vlan")
+					continue
+				}
+				ifc.VLAN = append(ifc.VLAN, v)
+			}
+		default:
+			if v, ok := d.int(e, what); ok {
+				ifc.VLAN = []int{v}
+			} else {
+				ifc.src.markBad("vlan")
+			}
+		}
+	}
+	if e, ok := m["vlan_protocol"]; ok {
+		ifc.src.set("vlan_protocol", posOf(e.val))
+		if s, ok := d.str(e, what); ok {
+			ifc.VLANProtocol = s
+		} else {
+			ifc.src.markBad("vlan_protocol")
+		}
+	}
+	if e, ok := m["pcp"]; ok {
+		ifc.src.set("pcp", posOf(e.val))
+		if v, ok := d.int(e, what); ok {
+			ifc.PCP = v
+			ifc.PCPSet = true
+		} else {
+			ifc.src.markBad("pcp")
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 )
 
@@ -110,6 +111,7 @@ func (c *Config) validateInterfaces(l *errorList, top Pos) {
 		l.add(c.src.at("interfaces", top), "interfaces: at least one interface is required")
 	}
 	names := make(map[string]*Interface)
+	// onPort maps port and VLAN ("eth0 [1]") to the interface there.
 	onPort := make(map[string]*Interface)
 	type owned struct {
 		p   netip.Prefix
@@ -144,15 +146,22 @@ func (c *Config) validateInterfaces(l *errorList, top Pos) {
 				l.add(ifc.Pos, "%s: port is required", what)
 			case port == nil:
 				l.add(ifc.src.at("port", ifc.Pos), "%s: unknown port %q%s", what, ifc.Port, hint(ifc.Port, portNames))
-			default:
-				if prev, ok := onPort[ifc.Port]; ok {
-					l.add(ifc.src.at("port", ifc.Pos), "%s: port %q already carries untagged interface %q%s; VLANs are not supported by this version, so a port carries one interface",
-						what, ifc.Port, prev.Name, atLine(prev.Pos))
+			case !ifc.src.bad["vlan"]:
+				key := fmt.Sprint(ifc.Port, " ", ifc.VLAN, " ", ifc.VLANProtocol == VLANProtocol8021AD)
+				if prev, ok := onPort[key]; ok {
+					if len(ifc.VLAN) == 0 {
+						l.add(ifc.src.at("port", ifc.Pos), "%s: port %q already carries untagged interface %q%s; give one of them a vlan",
+							what, ifc.Port, prev.Name, atLine(prev.Pos))
+					} else {
+						l.add(ifc.src.at("vlan", ifc.Pos), "%s: vlan %v on port %q is already interface %q's%s",
+							what, vlanString(ifc.VLAN), ifc.Port, prev.Name, atLine(prev.Pos))
+					}
 				} else {
-					onPort[ifc.Port] = ifc
+					onPort[key] = ifc
 				}
 			}
 		}
+		c.validateVLAN(l, ifc, what)
 
 		if !ifc.src.bad["role"] {
 			switch {
@@ -375,4 +384,50 @@ func (c *Config) interfaceNames() []string {
 		}
 	}
 	return names
+}
+
+// validateVLAN checks an interface's vlan, vlan_protocol and pcp.
+func (c *Config) validateVLAN(l *errorList, ifc *Interface, what string) {
+	if !ifc.src.bad["vlan"] {
+		if len(ifc.VLAN) > 2 {
+			l.add(ifc.src.at("vlan", ifc.Pos), "%s: vlan: %d VIDs; want one, or two for QinQ [outer, inner]", what, len(ifc.VLAN))
+		}
+		for _, v := range ifc.VLAN {
+			if v < 1 || v > MaxVID {
+				l.add(ifc.src.at("vlan", ifc.Pos), "%s: vlan %d out of range: want 1..%d (0 is a priority tag, 4095 is reserved)", what, v, MaxVID)
+			}
+		}
+	}
+	untagged := len(ifc.VLAN) == 0 && !ifc.src.bad["vlan"]
+	if !ifc.src.bad["vlan_protocol"] && ifc.VLANProtocol != "" {
+		switch {
+		case ifc.VLANProtocol != VLANProtocol8021Q && ifc.VLANProtocol != VLANProtocol8021AD:
+			l.add(ifc.src.at("vlan_protocol", ifc.Pos), "%s: unknown vlan_protocol %q: want %s or %s", what, ifc.VLANProtocol, VLANProtocol8021Q, VLANProtocol8021AD)
+		case untagged:
+			l.add(ifc.src.at("vlan_protocol", ifc.Pos), "%s: vlan_protocol needs a vlan", what)
+		}
+	}
+	if !ifc.src.bad["pcp"] && ifc.PCPSet {
+		switch {
+		case ifc.PCP < 0 || ifc.PCP > MaxPCP:
+			l.add(ifc.src.at("pcp", ifc.Pos), "%s: pcp %d out of range: want 0..%d", what, ifc.PCP, MaxPCP)
+		case untagged:
+			l.add(ifc.src.at("pcp", ifc.Pos), "%s: pcp needs a vlan: untagged frames carry no priority", what)
+		}
+	}
+}
+
+// vlanString writes VIDs as in YAML: 1 or [100, 10].
+func vlanString(v []int) string {
+	if len(v) == 1 {
+		return strconv.Itoa(v[0])
+	}
+	s := "["
+	for i, x := range v {
+		if i > 0 {
+			s += ", "
+		}
+		s += strconv.Itoa(x)
+	}
+	return s + "]"
 }

@@ -23,6 +23,7 @@ type labPort struct {
 type labInterface struct {
 	Name      string   `yaml:"name"`
 	Port      string   `yaml:"port"`
+	VLAN      int      `yaml:"vlan,omitempty"`
 	Addresses []string `yaml:"addresses"`
 	Role      string   `yaml:"role"`
 }
@@ -34,18 +35,29 @@ type labStatus struct {
 // routerConfig returns the router's lab config: ports lan0 and wan0,
 // interfaces lan and wan, and the status page on lan:80 (netstack) and on
 // 127.0.0.1:statusPort in the router namespace (a kernel socket).
-func routerConfig(prefix string, statusPort int) ([]byte, error) {
+//
+// For TopologyBCM47094 it is the appliance's layout instead: port eth0,
+// interfaces eth0.1 (VLAN 1, LAN) and eth0.2 (VLAN 2, WAN), status page on
+// eth0.1:80.
+func routerConfig(prefix string, statusPort int, topology string) ([]byte, error) {
+	lan, wan := routerInterfaces(topology)
 	c := labConfig{
 		Hardware: "generic",
 		Ports:    []labPort{{Name: lanPort}, {Name: wanPort}},
 		Interfaces: []labInterface{
-			{Name: "lan", Port: lanPort, Addresses: prefixes(lanRouter4, lanRouter6), Role: "lan"},
-			{Name: "wan", Port: wanPort, Addresses: prefixes(wanRouter4, wanRouter6), Role: "wan"},
+			{Name: lan, Port: lanPort, Addresses: prefixes(lanRouter4, lanRouter6), Role: "lan"},
+			{Name: wan, Port: wanPort, Addresses: prefixes(wanRouter4, wanRouter6), Role: "wan"},
 		},
 		Status: labStatus{Listen: []string{
-			"lan:80",
+			lan + ":80",
 			netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(statusPort)).String(),
 		}},
+	}
+	if topology == TopologyBCM47094 {
+		c.Hardware = "bcm47094"
+		c.Ports = []labPort{{Name: cpuPort}}
+		c.Interfaces[0].Port, c.Interfaces[0].VLAN = cpuPort, lanVID
+		c.Interfaces[1].Port, c.Interfaces[1].VLAN = cpuPort, wanVID
 	}
 	b, err := yaml.Marshal(&c)
 	if err != nil {
@@ -61,4 +73,21 @@ func prefixes(ps ...netip.Prefix) []string {
 		s[i] = p.String()
 	}
 	return s
+}
+
+// routerInterfaces returns the names of the router's LAN and WAN
+// interfaces in topology.
+func routerInterfaces(topology string) (lan, wan string) {
+	if topology == TopologyBCM47094 {
+		return cpuPort + ".1", cpuPort + ".2"
+	}
+	return "lan", "wan"
+}
+
+// routerPorts returns the router's ports in topology.
+func routerPorts(topology string) []string {
+	if topology == TopologyBCM47094 {
+		return []string{cpuPort}
+	}
+	return []string{lanPort, wanPort}
 }

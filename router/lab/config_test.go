@@ -1,14 +1,17 @@
 package lab
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/gvrouter/gvrouter/router/config"
 )
 
 func TestRouterConfig(t *testing.T) {
-	b, err := routerConfig("gvl42", 8080)
+	b, err := routerConfig("gvl42", 8080, TopologyVeth)
 	if err != nil {
 		t.Fatalf("routerConfig() error: %v", err)
 	}
@@ -47,5 +50,26 @@ func TestRouterConfig(t *testing.T) {
 	}
 	if strings.Join(got.Status.Listen, ",") != "lan:80,127.0.0.1:8080" {
 		t.Errorf("status.listen = %v, want [lan:80 127.0.0.1:8080]", got.Status.Listen)
+	}
+}
+
+// TestRouterConfigBCM47094 checks that the appliance topology's config
+// passes router/config and is the appliance's layout.
+func TestRouterConfigBCM47094(t *testing.T) {
+	b, err := routerConfig("gvl42", 8080, TopologyBCM47094)
+	if err != nil {
+		t.Fatalf("routerConfig() error: %v", err)
+	}
+	c, err := config.Parse("lab.yaml", b)
+	if err != nil {
+		t.Fatalf("config.Parse:\n%s\nerror: %v", b, err)
+	}
+	lan, wan := c.Interface("eth0.1"), c.Interface("eth0.2")
+	if len(c.Ports) != 1 || c.Ports[0].Name != "eth0" || lan == nil || wan == nil ||
+		lan.Port != "eth0" || wan.Port != "eth0" || !slices.Equal(lan.VLAN, []int{1}) || !slices.Equal(wan.VLAN, []int{2}) {
+		t.Errorf("config = ports %+v, interfaces %+v; want eth0 with eth0.1 (VLAN 1), eth0.2 (VLAN 2)", c.Ports, c.Interfaces)
+	}
+	if got := c.Status.Listen[0].String(); got != "eth0.1:80" {
+		t.Errorf("status listen = %s, want eth0.1:80", got)
 	}
 }

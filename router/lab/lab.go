@@ -27,6 +27,9 @@ type Options struct {
 	// BenchRuns is how many iperf3 runs each figure is the median of; 0
 	// means DefaultBenchRuns.
 	BenchRuns int
+	// Topology is the lab's layout: TopologyVeth ("" too) or
+	// TopologyBCM47094. The bench needs TopologyVeth.
+	Topology string
 	// BenchModes selects bench modes by letter, any of "abcd"; "" means
 	// all. Modes b and d need no router binary.
 	BenchModes string
@@ -62,11 +65,31 @@ const (
 	stopGrace = 5 * time.Second
 )
 
+// Topologies of the lab (Options.Topology).
+const (
+	// TopologyVeth is LAN host — router (ports lan0, wan0; interfaces
+	// lan, wan) — WAN host, two veth pairs: the bench's topology.
+	TopologyVeth = "veth"
+	// TopologyBCM47094 is the appliance: LAN host — emulated BCM53012
+	// switch (hw/vswitch in its own namespace: LAN port untagged in VLAN
+	// 1, WAN port untagged in VLAN 2, CPU port tagged in both) — router
+	// port eth0 with interfaces eth0.1 (VLAN 1) and eth0.2 (VLAN 2) — WAN
+	// host. The switch runs in the lab's own process.
+	TopologyBCM47094 = "bcm47094"
+)
+
 // Interface and namespace names inside the lab.
 const (
 	lanPort = "lan0" // router namespace: veth towards the LAN host
 	wanPort = "wan0" // router namespace: veth towards the WAN host
 	hostIf  = "eth0" // LAN and WAN hosts: their veth
+
+	cpuPort   = "eth0" // bcm47094: router namespace: veth towards the switch's CPU port
+	swLANPort = "lan"  // bcm47094: switch namespace: veth towards the LAN host
+	swWANPort = "wan"  // bcm47094: switch namespace: veth towards the WAN host
+	swCPUPort = "cpu"  // bcm47094: switch namespace: veth towards the router
+	lanVID    = 1      // bcm47094: the BCM53012's LAN VLAN
+	wanVID    = 2      // bcm47094: the BCM53012's WAN VLAN
 )
 
 // Addresses of the lab. The /24 and /64 prefixes are private (RFC 1918,

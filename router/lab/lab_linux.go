@@ -27,6 +27,7 @@ type lab struct {
 	lanNS  string
 	rtrNS  string
 	wanNS  string
+	swNS   string // bcm47094: the switch's namespace; "" otherwise
 
 	namespaces []string // created so far, removed by teardown
 	router     *child   // `router run`, nil when not running
@@ -63,8 +64,14 @@ func Run(ctx context.Context, opt Options) (err error) {
 	if err := l.build(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(l.out, "lab %s: LAN host %s (%s, %s) — router %s (%s, %s) — WAN host %s (%s, %s)\n",
-		l.prefix, l.lanNS, lanHost4, lanHost6, l.rtrNS, lanPort, wanPort, l.wanNS, wanHost4, wanHost6)
+	if l.swNS != "" {
+		fmt.Fprintf(l.out, "lab %s: LAN host %s (%s, %s) — BCM53012 switch %s (%s VLAN %d, %s VLAN %d, %s tagged) — router %s (%s: %s.1, %s.2) — WAN host %s (%s, %s)\n",
+			l.prefix, l.lanNS, lanHost4, lanHost6, l.swNS, swLANPort, lanVID, swWANPort, wanVID, swCPUPort,
+			l.rtrNS, cpuPort, cpuPort, cpuPort, l.wanNS, wanHost4, wanHost6)
+	} else {
+		fmt.Fprintf(l.out, "lab %s: LAN host %s (%s, %s) — router %s (%s, %s) — WAN host %s (%s, %s)\n",
+			l.prefix, l.lanNS, lanHost4, lanHost6, l.rtrNS, lanPort, wanPort, l.wanNS, wanHost4, wanHost6)
+	}
 
 	modes := opt.BenchModes
 	if modes == "" {
@@ -115,6 +122,9 @@ func newLab(opt Options, pid int) *lab {
 		l.out = io.Discard
 	}
 	l.lanNS, l.rtrNS, l.wanNS = l.prefix+"-lan", l.prefix+"-rtr", l.prefix+"-wan"
+	if opt.Topology == TopologyBCM47094 {
+		l.swNS = l.prefix + "-sw"
+	}
 	return l
 }
 
@@ -140,6 +150,15 @@ func (l *lab) preflight() error {
 	} else if _, err := os.Stat(l.opt.RouterBinary); err != nil {
 		errs = append(errs, fmt.Errorf("lab: router binary: %w", err))
 	}
+	switch l.opt.Topology {
+	case "", TopologyVeth:
+	case TopologyBCM47094:
+		if l.opt.Bench {
+			errs = append(errs, fmt.Errorf("lab: the bench runs on topology %s only", TopologyVeth))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("lab: unknown topology %q (want %s or %s)", l.opt.Topology, TopologyVeth, TopologyBCM47094))
+	}
 	for _, m := range l.opt.BenchModes {
 		if !strings.ContainsRune("abcd", m) {
 			errs = append(errs, fmt.Errorf("lab: unknown bench mode %q (want any of abcd)", m))
@@ -151,7 +170,7 @@ func (l *lab) preflight() error {
 // startRouter writes the lab config and starts `router run` in the router
 // namespace, then waits until its status listener answers.
 func (l *lab) startRouter(ctx context.Context) error {
-	cfg, err := routerConfig(l.prefix, routerStatusPort)
+	cfg, err := routerConfig(l.prefix, routerStatusPort, l.opt.Topology)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -155,5 +156,75 @@ func TestRun(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
 		c.Close()
 		t.Errorf("127.0.0.1:%d still accepts after Run", port)
+	}
+}
+
+// TestRunBCM47094 runs the lab's appliance topology against the real
+// router binary: LAN host — emulated BCM53012 (LAN untagged VLAN 1, WAN
+// untagged VLAN 2, CPU port tagged) — router eth0 with eth0.1 and eth0.2
+// — WAN host. Ping and TCP cross it both ways and the status page answers
+// in the LAN; the router received the LAN's and WAN's frames tagged, and
+// everything is gone after.
+func TestRunBCM47094(t *testing.T) {
+	requirePrivileged(t)
+	bin := buildRouter(t)
+	port := freePort(t)
+	var out bytes.Buffer
+	opt := Options{
+		RouterBinary: bin,
+		StatusPort:   port,
+		Topology:     TopologyBCM47094,
+		Log:          testLogger(t),
+		Stdout:       &out,
+		testHook: func(l *lab) error {
+			if got := labNamespaces(t, os.Getpid()); len(got) != 4 {
+				return fmt.Errorf("lab namespaces = %v, want 4", got)
+			}
+			body, err := httpGet(context.Background(), l.lanNS, "http://10.77.1.1/api/status")
+			if err != nil {
+				return err
+			}
+			var st struct {
+				Interfaces []struct {
+					Name string `json:"name"`
+					Port string `json:"port"`
+					VLAN []int  `json:"vlan"`
+				} `json:"interfaces"`
+			}
+			if err := json.Unmarshal(body, &st); err != nil {
+				return fmt.Errorf("status page: %w", err)
+			}
+			got := map[string]string{}
+			for _, i := range st.Interfaces {
+				got[i.Name] = fmt.Sprint(i.Port, i.VLAN)
+			}
+			if got["eth0.1"] != "eth0[1]" || got["eth0.2"] != "eth0[2]" {
+				return fmt.Errorf("status page interfaces %v, want eth0.1 on eth0 VLAN 1, eth0.2 on eth0 VLAN 2", got)
+			}
+			return nil
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := Run(ctx, opt)
+	t.Logf("output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("Run() error: %v", err)
+	}
+	for _, want := range []string{
+		"BCM53012 switch",
+		"ok   ping LAN→WAN IPv4", "ok   ping WAN→LAN IPv4", "ok   ping LAN→WAN IPv6", "ok   ping WAN→LAN IPv6",
+		"ok   TCP LAN→WAN IPv4", "ok   TCP WAN→LAN IPv4", "ok   TCP LAN→WAN IPv6", "ok   TCP WAN→LAN IPv6",
+		"ok   status page from LAN host http://10.77.1.1/api/status",
+		"ok   router counters rose",
+		"ok   no kernel addresses on eth0",
+		"proofs passed",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if ns := labNamespaces(t, os.Getpid()); len(ns) != 0 {
+		t.Errorf("namespaces left after Run: %v", ns)
 	}
 }

@@ -101,7 +101,8 @@ func (l *lab) prove(ctx context.Context) []proof {
 	}
 	var detail []string
 	if err == nil {
-		for _, name := range []string{"lan", "wan"} {
+		lan, wan := routerInterfaces(l.opt.Topology)
+		for _, name := range []string{lan, wan} {
 			b, a := before[name], after[name]
 			detail = append(detail, fmt.Sprintf("%s rx_packets %d→%d", name, b.RxPackets, a.RxPackets))
 			if a.RxPackets <= b.RxPackets {
@@ -124,7 +125,8 @@ func (l *lab) prove(ctx context.Context) []proof {
 
 	var addrs []string
 	err = nil
-	for _, dev := range []string{lanPort, wanPort} {
+	ports := routerPorts(l.opt.Topology)
+	for _, dev := range ports {
 		a, e := ifAddrs(ctx, l.rtrNS, dev)
 		if e != nil {
 			err = e
@@ -135,7 +137,7 @@ func (l *lab) prove(ctx context.Context) []proof {
 	if err == nil && len(addrs) > 0 {
 		err = fmt.Errorf("kernel addresses on router ports: %v", addrs)
 	}
-	add("no kernel addresses on "+lanPort+", "+wanPort, "", err)
+	add("no kernel addresses on "+strings.Join(ports, ", "), "", err)
 	return ps
 }
 

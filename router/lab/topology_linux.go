@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/hw/vswitch"
 )
 
 // hostOffloads are the offloads of every veth end in the lab (all off, as
@@ -56,7 +57,11 @@ func writeSysctl(path, value string, optional bool) error {
 // build creates the three namespaces, the two veth pairs, addresses and
 // routes of the hosts, and the router namespace's settings.
 func (l *lab) build(ctx context.Context) error {
-	for _, ns := range []string{l.lanNS, l.rtrNS, l.wanNS} {
+	nss := []string{l.lanNS, l.rtrNS, l.wanNS}
+	if l.swNS != "" {
+		nss = append(nss, l.swNS)
+	}
+	for _, ns := range nss {
 		if err := addNetns(ctx, ns); err != nil {
 			return err
 		}
@@ -82,6 +87,23 @@ func (l *lab) build(ctx context.Context) error {
 		{l.rtrNS, "ip", "link", "set", lanPort, "up"},
 		{l.rtrNS, "ip", "link", "set", wanPort, "up"},
 	}
+	wire := []struct{ ns, ifname string }{{l.rtrNS, lanPort}, {l.rtrNS, wanPort}}
+	if l.swNS != "" {
+		steps = [][]string{
+			{l.swNS, "ip", "link", "add", swLANPort, "type", "veth", "peer", "name", hostIf, "netns", l.lanNS},
+			{l.swNS, "ip", "link", "add", swWANPort, "type", "veth", "peer", "name", hostIf, "netns", l.wanNS},
+			{l.swNS, "ip", "link", "add", swCPUPort, "type", "veth", "peer", "name", cpuPort, "netns", l.rtrNS},
+			{l.swNS, "ip", "link", "set", "lo", "up"},
+			{l.swNS, "ip", "link", "set", swLANPort, "up"},
+			{l.swNS, "ip", "link", "set", swWANPort, "up"},
+			{l.swNS, "ip", "link", "set", swCPUPort, "up"},
+			{l.rtrNS, "ip", "link", "set", "lo", "up"},
+			{l.rtrNS, "ip", "link", "set", cpuPort, "up"},
+		}
+		wire = []struct{ ns, ifname string }{
+			{l.rtrNS, cpuPort}, {l.swNS, swLANPort}, {l.swNS, swWANPort}, {l.swNS, swCPUPort},
+		}
+	}
 	for _, h := range []struct {
 		ns       string
 		a4, a6   string
@@ -104,13 +126,56 @@ func (l *lab) build(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, e := range []struct{ ns, ifname string }{
-		{l.rtrNS, lanPort}, {l.rtrNS, wanPort}, {l.lanNS, hostIf}, {l.wanNS, hostIf},
-	} {
+	for _, e := range append(wire, struct{ ns, ifname string }{l.lanNS, hostIf}, struct{ ns, ifname string }{l.wanNS, hostIf}) {
 		if err := setWireLike(e.ns, e.ifname); err != nil {
 			return err
 		}
 	}
+	if l.swNS != "" {
+		if err := l.startSwitch(); err != nil {
+			return err
+		}
+	}
 	l.log.Debug("lab: topology built", "lan", l.lanNS, "router", l.rtrNS, "wan", l.wanNS)
+	return nil
+}
+
+// startSwitch runs the emulated BCM53012 (hw/vswitch) on the switch
+// namespace's ports, in this process: LAN port untagged in VLAN 1, WAN
+// port untagged in VLAN 2, CPU port tagged in both, as the swconfig
+// default of BCM47094 boards. teardown stops it.
+func (l *lab) startSwitch() error {
+	cfg := vswitch.Config{Ports: []vswitch.PortConfig{
+		{Name: swLANPort, PVID: lanVID},
+		{Name: swWANPort, PVID: wanVID},
+		{Name: swCPUPort, Tagged: []uint16{lanVID, wanVID}},
+	}}
+	var sw *vswitch.Switch
+	err := inNetns(l.swNS, func() error {
+		var err error
+		sw, err = vswitch.New(cfg, l.log.With("component", "vswitch"))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("lab: switch: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := sw.Run(ctx); err != nil && ctx.Err() == nil {
+			l.log.Error("lab: switch stopped", "err", err)
+		}
+	}()
+	l.cleanups = append(l.cleanups, func() {
+		cancel()
+		<-done
+		if err := sw.Close(); err != nil {
+			l.log.Warn("lab: switch close", "err", err)
+		}
+		st := sw.Stats()
+		l.log.Debug("lab: switch stopped", "stats", fmt.Sprintf("%+v", st))
+	})
+	l.log.Debug("lab: switch running", "ns", l.swNS)
 	return nil
 }

@@ -80,7 +80,7 @@ footer a { color: inherit; }
 {{- range .Interfaces}}
 <tr>
 <td><b>{{.Name}}</b></td>
-<td class="mono">{{.Port}}</td>
+<td class="mono">{{.Port}}{{if .VLAN}}<br><span class="sub">{{.VLANProtocol}} vlan {{range $i, $v := .VLAN}}{{if $i}}, {{end}}{{$v}}{{end}}{{with .PCP}} pcp {{.}}{{end}}</span>{{end}}</td>
 <td><span class="badge {{state .State}}">{{.State}}</span></td>
 <td class="mono">{{.MAC}}</td>
 <td class="mono">{{range $i, $a := .Addresses}}{{if $i}}<br>{{end}}{{$a}}{{else}}<span class="none">none</span>{{end}}</td>

@@ -37,7 +37,7 @@ type Snapshot struct {
 	// Routes is the routing table.
 	Routes []Route `json:"routes"`
 
-	// Later sections (VLANs, GRO, MACsec, conntrack) go here as optional
+	// Later sections (GRO, MACsec, conntrack) go here as optional
 	// fields with omitempty tags.
 }
 
@@ -55,6 +55,16 @@ type Interface struct {
 	Addresses []string `json:"addresses"`
 	// MTU is the L3 MTU, e.g. 1500.
 	MTU int `json:"mtu"`
+	// VLAN is the 802.1Q VID, e.g. [2], or the QinQ pair [outer, inner],
+	// e.g. [100, 10]; absent for an untagged interface, whose parent is
+	// simply Port.
+	VLAN []int `json:"vlan,omitempty"`
+	// VLANProtocol is the outer tag, "802.1Q" or "802.1ad"; valid iff
+	// VLAN is set.
+	VLANProtocol string `json:"vlan_protocol,omitempty"`
+	// PCP is the 802.1Q priority, 0..7, of the frames the router sends on
+	// the interface; nil iff VLAN is not set.
+	PCP *int `json:"pcp,omitempty"`
 
 	// RxPackets counts packets received.
 	RxPackets uint64 `json:"rx_packets"`
