@@ -173,6 +173,13 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 		if ic.VLANProtocol == config.VLANProtocol8021AD {
 			tpid = stack.TPID8021AD
 		}
+		gro := stack.GROSelective
+		if ic.GRO != "" {
+			var err error
+			if gro, err = stack.ParseGROMode(ic.GRO); err != nil {
+				return sc, fmt.Errorf("interface %s: %w", ic.Name, err)
+			}
+		}
 		sc.Interfaces = append(sc.Interfaces, stack.InterfaceConfig{
 			Name:         ic.Name,
 			MAC:          rp.port.HardwareAddr(),
@@ -182,6 +189,7 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 			VLAN:         vids,
 			VLANProtocol: tpid,
 			PCP:          uint8(ic.PCP),
+			GRO:          gro,
 		})
 	}
 	for _, rc := range cfg.Routes {

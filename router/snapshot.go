@@ -56,7 +56,17 @@ func (r *Router) Snapshot() status.Snapshot {
 			p := ic.PCP
 			pcp = &p
 		}
+		g := st.GRO
 		s.Interfaces = append(s.Interfaces, status.Interface{
+			GROMode: ifc.GRO().String(),
+			GRO: &status.GRO{
+				Coalesced:        g.Coalesced,
+				Flushed:          g.Flushed,
+				BypassedForward:  g.BypassedForward,
+				Segmented:        g.Segmented,
+				ChecksumVerified: g.ChecksumVerified,
+				ChecksumBad:      g.ChecksumBad,
+			},
 			VLAN:         vlan,
 			VLANProtocol: proto,
 			PCP:          pcp,

@@ -33,6 +33,9 @@ type InterfaceConfig struct {
 	// PCP is the priority (0..7) in the tags of the frames this
 	// interface sends; ignored when untagged.
 	PCP uint8
+	// GRO is the receive coalescing policy, e.g. GROSelective (the zero
+	// value).
+	GRO GROMode
 }
 
 // RouteConfig is one static route.
@@ -86,6 +89,9 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("interface %s: VLAN protocol %#04x is neither 0x8100 nor 0x88a8", ifc.Name, ifc.VLANProtocol))
 		case ifc.PCP > 7:
 			errs = append(errs, fmt.Errorf("interface %s: PCP %d out of range 0..7", ifc.Name, ifc.PCP))
+		}
+		if int(ifc.GRO) >= len(groModeNames) {
+			errs = append(errs, fmt.Errorf("interface %s: unknown %s", ifc.Name, ifc.GRO))
 		}
 		seen := make(map[netip.Addr]bool)
 		for _, p := range ifc.Addresses {

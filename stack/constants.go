@@ -26,6 +26,11 @@ const (
 	// original datagram as fits without the error exceeding 576 bytes,
 	// which is also what gVisor does for the errors it sends itself.
 	icmpErrorMaxSize = header.IPv4MinimumProcessableDatagramSize
+
+	// gsoBufSize is the flattening buffer for software segmentation: the
+	// largest packet gro.GRO builds (64 KiB) plus link headers, so it is
+	// allocated once per endpoint.
+	gsoBufSize = 1<<16 + maxHeaderLength
 )
 
 // Ethertypes that carry an in-band VLAN tag (IEEE 802.1Q, 802.1ad, and the

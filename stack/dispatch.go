@@ -27,6 +27,19 @@ type verdict struct {
 	fixPartial   bool
 	l4Off, l4End int
 	l4Proto      uint8
+
+	// forUs: the destination is one of the router's addresses.
+	forUs bool
+	// tcpOff is the frame offset of the TCP header of a packet GRO could
+	// take (IPv4 without options or fragments, IPv6 without extension
+	// headers, whole TCP header); 0 otherwise. l4End is then valid.
+	tcpOff int
+	// gro: hand the packet to the GRO (groDecide).
+	gro bool
+	// bypass: forwarded TCP that GROSelective leaves alone.
+	bypass bool
+	// verified: we checked the L4 checksum in software; bad: it was wrong.
+	verified, bad bool
 }
 
 // HandleBatch is the endpoint's hw.BatchHandler. It validates each frame,
@@ -70,9 +83,23 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 	}
 	local := e.local.Load()
 	mtu := int(e.mtu.Load())
+	mode := GROMode(e.gro.Load())
+	var (
+		gs                            *groState
+		enqueued, bypassed, ver, bads uint64
+	)
 	for i := range frames {
 		f := &frames[i]
 		v := classify(f, mac, mtu, local)
+		if !v.dropped {
+			groDecide(mode, f, &v)
+		}
+		if v.verified {
+			ver++
+			if v.bad {
+				bads++
+			}
+		}
 		if v.dropped {
 			e.stats.drop(v.drop)
 			if v.ttlExpired {
@@ -80,7 +107,31 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 			}
 			continue
 		}
+		if v.gro {
+			if gs == nil {
+				gs = e.getGRO(d, local)
+			}
+			gs.enqueue(f.Data, &v)
+			enqueued++
+			continue
+		}
+		if v.bypass {
+			bypassed++
+		}
 		deliver(d, f.Data, &v, e.pins)
+	}
+	if gs != nil {
+		gs.g.Flush()
+		e.stats.groFlushed.Add(gs.out.delivered)
+		e.stats.groCoalesced.Add(enqueued - gs.out.delivered)
+		e.putGRO(gs)
+	}
+	if bypassed > 0 {
+		e.stats.groBypassed.Add(bypassed)
+	}
+	if ver > 0 {
+		e.stats.csumVerified.Add(ver)
+		e.stats.csumBad.Add(bads)
 	}
 }
 
@@ -197,14 +248,30 @@ func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict) {
 		return
 	}
 	off := header.EthernetMinimumSize + ihl
+	v.forUs = forUs
+	if h.Protocol() == protoTCP && ihl == header.IPv4MinimumSize && validTCP(l4) {
+		v.tcpOff, v.l4End = off, off+len(l4)
+	}
 	switch {
 	case forUs && !f.CsumValid && !f.CsumPartial:
+		v.verified = h.Protocol() == protoTCP || h.Protocol() == protoUDP
 		if !l4ChecksumValid(false, ip[12:16], ip[16:20], h.Protocol(), l4) {
 			*v = dropped(dropL4Checksum)
+			v.verified, v.bad = true, true
 		}
 	case !forUs && f.CsumPartial:
 		v.fixPartial, v.l4Proto, v.l4Off, v.l4End = true, h.Protocol(), off, off+len(l4)
 	}
+}
+
+// validTCP reports whether l4 holds a whole TCP header (RFC 9293 section
+// 3.1: data offset at least 5 words, within the segment).
+func validTCP(l4 []byte) bool {
+	if len(l4) < header.TCPMinimumSize {
+		return false
+	}
+	n := int(l4[12]>>4) * 4
+	return n >= header.TCPMinimumSize && n <= len(l4)
 }
 
 // classify6 validates an IPv6 packet (RFC 8200). The hop limit is left to
@@ -220,6 +287,10 @@ func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict) {
 		return
 	}
 	forUs := local.has6(ip[24:40])
+	v.forUs = forUs
+	if ip[6] == protoTCP && validTCP(ip[header.IPv6MinimumSize:end]) {
+		v.tcpOff, v.l4End = header.EthernetMinimumSize+header.IPv6MinimumSize, header.EthernetMinimumSize+end
+	}
 	if !(forUs && !f.CsumValid && !f.CsumPartial) && !(!forUs && f.CsumPartial) {
 		return
 	}
@@ -229,8 +300,10 @@ func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict) {
 	}
 	l4 := ip[off:end]
 	if forUs {
+		v.verified = proto == protoTCP || proto == protoUDP
 		if !l4ChecksumValid(true, ip[8:24], ip[24:40], proto, l4) {
 			*v = dropped(dropL4Checksum)
+			v.verified, v.bad = true, true
 		}
 		return
 	}

@@ -36,6 +36,26 @@
 // and the conntrack tuple), so the ingress PCP cannot reach the egress. See
 // vlan.go.
 //
+// # Selective GRO
+//
+// Each interface has a [GROMode] (InterfaceConfig.GRO). The endpoint runs
+// gVisor's stack/gro itself, per receive run, flushed at the run's end:
+//
+//   - [GROSelective] (the default) coalesces only TCP addressed to one of
+//     the router's own addresses (the local-address snapshot); forwarded
+//     packets go on one by one with their headers untouched, and are
+//     never fully checksummed.
+//   - [GROOn] coalesces all TCP, like Linux; a forwarded merge is tagged
+//     (pkt.Mark), turned into GSOOptions in the NFTables postrouting hook
+//     and split again in software on egress (segment.go), with fresh
+//     checksums, as Linux GRO + GSO does. Forwarded segments the port did
+//     not validate are checksummed before they may be merged.
+//   - [GROOff] never coalesces.
+//
+// gro.GRO leaves a merge's IPv4 and TCP checksums stale; the endpoint
+// recomputes both before netstack sees the packet. The counters are in
+// [InterfaceStats.GRO]. See gro.go.
+//
 // # IPv4 TTL
 //
 // gVisor forwards an IPv4 packet that arrives with TTL 1 as TTL 0 and sends
@@ -50,6 +70,9 @@
 //     returned to the pool (a use-after-free that another receive
 //     goroutine can overwrite); forwardPins keeps the chunk alive through
 //     the stack's NFTablesInterface hook. See pin.go.
+//   - stack/gro's own checksum check ignores the packet's data offset
+//     (PacketData.ChecksumAtOffset) and its merges keep stale checksums;
+//     the endpoint verifies before and recomputes after (gro.go).
 //   - The forwarding path panics on any link error other than
 //     ErrClosedForSend and ErrNoBufferSpace, so WritePackets returns only
 //     those.

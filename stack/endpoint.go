@@ -42,6 +42,11 @@ type Endpoint struct {
 
 	stats counters
 
+	// gro is the interface's GROMode.
+	gro atomic.Uint32
+	// groPool holds *groState, one per receive run in progress.
+	groPool sync.Pool
+
 	// bufPool holds *[]byte frame buffers of at least MTU+maxHeaderLength.
 	bufPool sync.Pool
 
@@ -51,6 +56,9 @@ type Endpoint struct {
 	// frames in the order netstack wrote them.
 	txMu    sync.Mutex
 	pending txBatch
+	// gsoBuf is where WritePackets flattens a packet it segments;
+	// protected by txMu.
+	gsoBuf []byte
 	// txDirty is set when pending may hold frames (see txBatcher).
 	txDirty atomic.Bool
 
@@ -202,6 +210,10 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 	b := &e.pending
 	for _, pkt := range pkts.AsSlice() {
 		n := pkt.Size()
+		if pkt.GSOOptions.Type != stack.GSONone && pkt.NetworkPacketInfo.IsForwardedPacket {
+			e.segmentLocked(pkt, size)
+			continue
+		}
 		if n > size {
 			e.stats.drop(dropTxOversize)
 			continue
@@ -228,6 +240,30 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 		return 0, &tcpip.ErrClosedForSend{}
 	}
 	return pkts.Len(), nil
+}
+
+// segmentLocked splits a forwarded merged packet (GROOn, see gro.go) into
+// frames that fit the MTU and appends them to pending. e.txMu must be held.
+func (e *Endpoint) segmentLocked(pkt *stack.PacketBuffer, size int) {
+	n := pkt.Size()
+	if cap(e.gsoBuf) < n {
+		e.gsoBuf = make([]byte, max(n, gsoBufSize))
+	}
+	frame := e.gsoBuf[:n]
+	copyPacket(frame, pkt)
+	seg, ok := newTCPSegmenter(frame, len(pkt.LinkHeader().Slice()), int(pkt.GSOOptions.MSS), int(e.mtu.Load()))
+	if !ok || seg.hdrLen()+seg.mss > size {
+		e.stats.drop(dropTxOversize)
+		return
+	}
+	e.stats.groSegmented.Add(1)
+	b := &e.pending
+	for i := range seg.count() {
+		buf := e.getBuf(size)
+		m := seg.segment(i, *buf)
+		b.frames = append(b.frames, (*buf)[:m])
+		b.bufs = append(b.bufs, buf)
+	}
 }
 
 // flushTx sends whatever WritePackets deferred.

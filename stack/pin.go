@@ -26,7 +26,8 @@ import (
 // packet only while it is being forwarded, so it stays as small as the
 // number of receive goroutines and does not allocate once warm.
 //
-// forwardPins is the stack's NFTablesInterface; every other hook accepts.
+// forwardPins is the stack's NFTablesInterface; CheckPostrouting also
+// tags GRO merges (see its doc); every other hook accepts.
 // It is safe for concurrent use.
 type forwardPins struct {
 	// n is len(pins), so that release costs one atomic load when nothing
@@ -105,8 +106,24 @@ func (p *forwardPins) CheckOutput(*stack.PacketBuffer, *stack.Route, stack.Addre
 	return true
 }
 
-// CheckPostrouting implements stack.NFTablesInterface.
-func (p *forwardPins) CheckPostrouting(*stack.PacketBuffer, *stack.Route, stack.AddressFamily) bool {
+// CheckPostrouting implements stack.NFTablesInterface. It also turns the
+// GRO tag in a forwarded packet's Mark (see gro.go) into GSOOptions, so
+// netstack's MTU check, which runs next, lets the merged packet through to
+// Endpoint.WritePackets, which segments it.
+func (p *forwardPins) CheckPostrouting(pkt *stack.PacketBuffer, _ *stack.Route, af stack.AddressFamily) bool {
+	if pkt.Mark&groMarkFlag != 0 && pkt.NetworkPacketInfo.IsForwardedPacket {
+		typ := stack.GSOTCPv4
+		if af == stack.IP6 {
+			typ = stack.GSOTCPv6
+		}
+		pkt.GSOOptions = stack.GSO{
+			Type:      typ,
+			NeedsCsum: true,
+			MSS:       uint16(pkt.Mark),
+			L3HdrLen:  uint16(len(pkt.NetworkHeader().Slice())),
+		}
+		pkt.Mark = 0
+	}
 	return true
 }
 

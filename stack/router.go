@@ -153,6 +153,7 @@ func (r *Router) Apply(cfg Config) error {
 			ifc.ep.setWriter(c.Writer)
 			ifc.ep.vlan.Store(newEgressVLAN(c))
 		}
+		ifc.ep.gro.Store(uint32(c.GRO))
 		errs = append(errs, r.syncAddrsLocked(ifc, c.Addresses)...)
 	}
 	r.syncRoutesLocked(&cfg)
@@ -371,6 +372,9 @@ func (i *Interface) VLAN() (vids []uint16, tpid uint16, pcp uint8) {
 
 // MTU returns the interface's L3 MTU.
 func (i *Interface) MTU() uint32 { return i.ep.MTU() }
+
+// GRO returns the interface's receive coalescing policy.
+func (i *Interface) GRO() GROMode { return GROMode(i.ep.gro.Load()) }
 
 // Up reports whether the link is up (see SetLinkUp).
 func (i *Interface) Up() bool { return i.ep.up.Load() }

@@ -56,6 +56,28 @@ type InterfaceStats struct {
 	// taken from netstack's per-NIC counters start with "netstack_", e.g.
 	// "netstack_no_route". Only non-zero reasons are present.
 	Drops map[string]uint64
+	// GRO is the interface's receive coalescing and checksum counters.
+	GRO GROStats
+}
+
+// GROStats counts what selective GRO did on one interface.
+type GROStats struct {
+	// Coalesced counts segments merged into an earlier one of their flow.
+	Coalesced uint64
+	// Flushed counts packets the GRO handed to netstack, merged or not.
+	Flushed uint64
+	// BypassedForward counts forwarded TCP packets GROSelective passed on
+	// one by one, headers untouched.
+	BypassedForward uint64
+	// Segmented counts forwarded merged packets split again in software
+	// on egress from this interface (GROOn on the ingress interface).
+	Segmented uint64
+	// ChecksumVerified counts TCP/UDP checksums verified in software
+	// because the port had not validated them.
+	ChecksumVerified uint64
+	// ChecksumBad counts those that were wrong (packets for the router
+	// are dropped and also counted in Drops["l4_checksum"]).
+	ChecksumBad uint64
 }
 
 // counters are one endpoint's statistics. All fields are updated
@@ -66,6 +88,13 @@ type counters struct {
 	txPackets atomic.Uint64
 	txBytes   atomic.Uint64
 	drops     [numDropReasons]atomic.Uint64
+
+	groCoalesced atomic.Uint64
+	groFlushed   atomic.Uint64
+	groBypassed  atomic.Uint64
+	groSegmented atomic.Uint64
+	csumVerified atomic.Uint64
+	csumBad      atomic.Uint64
 }
 
 func (c *counters) drop(r dropReason) { c.drops[r].Add(1) }
@@ -76,6 +105,14 @@ func (c *counters) fill(s *InterfaceStats) {
 	s.RxBytes = c.rxBytes.Load()
 	s.TxPackets = c.txPackets.Load()
 	s.TxBytes = c.txBytes.Load()
+	s.GRO = GROStats{
+		Coalesced:        c.groCoalesced.Load(),
+		Flushed:          c.groFlushed.Load(),
+		BypassedForward:  c.groBypassed.Load(),
+		Segmented:        c.groSegmented.Load(),
+		ChecksumVerified: c.csumVerified.Load(),
+		ChecksumBad:      c.csumBad.Load(),
+	}
 	if s.Drops == nil {
 		s.Drops = make(map[string]uint64)
 	}

@@ -3,7 +3,7 @@
 //	router run    -config /etc/gvrouter/config.yaml   run until SIGINT/SIGTERM; SIGHUP reloads
 //	router check  -config /etc/gvrouter/config.yaml   validate, touch nothing
 //	router reload -pidfile /run/gvrouter.pid         ask the running daemon to reload
-//	router lab    [-bench] [-keep] [-status-port N] [-topology veth|bcm47094]  the virtual lab in network namespaces
+//	router lab    [-bench [-bench-modes abcdg]] [-keep] [-status-port N] [-topology veth|bcm47094]  the virtual lab in network namespaces
 //	router bridge -a IF -b IF                        our ports alone as an L2 bridge (bench)
 //	router version
 package main
@@ -16,6 +16,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
@@ -41,7 +42,7 @@ commands:
   run     -config FILE [-pidfile FILE]   run the router until SIGINT/SIGTERM; SIGHUP reloads FILE
   check   -config FILE                   validate FILE without touching any interface
   reload  [-pidfile FILE]                make the running router re-read its config
-  lab     [-bench] [-keep] [-status-port N] [-topology veth|bcm47094]
+  lab     [-bench [-bench-modes abcdg]] [-keep] [-status-port N] [-topology veth|bcm47094]
                                          build the virtual lab in network namespaces and test it
   bridge  -a IF -b IF                    bridge two ports at layer 2 with the port code alone
   version                                print the version
@@ -124,6 +125,7 @@ func cmdRun(args []string) error {
 	pidfile := fs.String("pidfile", "", "write the process ID here (for router reload)")
 	dbg := fs.Bool("debug", false, "debug logging")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	sink := fs.String("bench-sink", "", "bench only (router lab -bench-modes g): accept TCP at ADDR:PORT in the netstack and discard it")
 	fs.Parse(args)
 	logger := newLogger(*dbg)
 
@@ -151,6 +153,15 @@ func cmdRun(args []string) error {
 		return err
 	}
 	defer r.Close()
+	if *sink != "" {
+		ap, err := netip.ParseAddrPort(*sink)
+		if err != nil {
+			return fmt.Errorf("-bench-sink: %w", err)
+		}
+		if err := r.ServeDiscard(ap); err != nil {
+			return err
+		}
+	}
 	if *pidfile != "" {
 		if err := os.WriteFile(*pidfile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			return fmt.Errorf("pidfile: %w", err)
@@ -251,6 +262,7 @@ func cmdLab(args []string) error {
 	secs := fs.Int("bench-seconds", 10, "iperf3 -t per run")
 	runs := fs.Int("bench-runs", 5, "runs per figure (the median is printed)")
 	dbg := fs.Bool("debug", false, "debug logging")
+	modes := fs.String("bench-modes", "", "bench modes, any of abcdg: (a) router, (b) kernel forwarding, (c) port bridge, (d) kernel bridge, (g) router per GRO mode, forwarded and local; default abcd")
 	topo := fs.String("topology", lab.TopologyVeth, "lab layout: veth (two veth pairs; the bench's) | bcm47094 (emulated BCM53012 switch, router eth0 with VLANs 1 and 2)")
 	fs.Parse(args)
 	self, err := os.Executable()
@@ -267,6 +279,7 @@ func cmdLab(args []string) error {
 		Bench:        *bench,
 		BenchSeconds: *secs,
 		BenchRuns:    *runs,
+		BenchModes:   *modes,
 		Log:          newLogger(*dbg),
 		Stdout:       os.Stdout,
 	})

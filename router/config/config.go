@@ -93,7 +93,12 @@ type Interface struct {
 	PCP int
 	// PCPSet reports that "pcp" was written.
 	PCPSet bool
-	Pos    Pos // where the interface is defined
+	// GRO is the receive coalescing policy: "off", "on" (all TCP, like
+	// Linux; forwarded merges are segmented again on egress) or
+	// "selective" (only TCP to the router's own addresses), e.g. "off";
+	// "" = "selective".
+	GRO string
+	Pos Pos // where the interface is defined
 
 	src src
 }

@@ -216,7 +216,9 @@ func TestParseErrors(t *testing.T) {
 			[]string{`name.yaml:9:46: interface "wan": vlan 1 on port "eth0" is already interface "lan"'s (line 4)`}},
 		{"two untagged on a port", minimal + "  - {name: wan, port: eth0, role: wan, addresses: [10.0.0.1/24]}\n",
 			[]string{`name.yaml:8:23: interface "wan": port "eth0" already carries untagged interface "lan" (line 4); give one of them a vlan`}},
-		{"gro", minimal + "    gro: selective\n", []string{"name.yaml:8:5: gro: not supported by this version"}},
+		{"gro unknown", minimal + "    gro: maybe\n", []string{`name.yaml:8:10: interface "lan": unknown gro "maybe": want off, on or selective`}},
+		{"gro bool", minimal + "    gro: true\n", []string{`name.yaml:8:10: interface "lan": unknown gro "true": want off, on or selective`}},
+		{"gro list", minimal + "    gro: [on]\n", []string{`name.yaml:8:10: interface "lan": gro: want a string, got a list`}},
 		{"macsec", minimal + "macsec:\n  - name: ms1\n", []string{"name.yaml:8:1: macsec: not supported by this version"}},
 		{"nat", minimal + "nat:\n  masquerade: [lan]\n", []string{"name.yaml:8:1: nat: not supported by this version"}},
 		{"hardware unknown", "hardware: bcm4709\n" + minimal,
@@ -354,6 +356,26 @@ func checkErrorLines(t testing.TB, file string, err error) {
 	}
 }
 
+// TestParseGRO checks the gro key's values.
+func TestParseGRO(t *testing.T) {
+	for _, mode := range []string{"off", "on", "selective"} {
+		c, err := Parse("gro.yaml", []byte(minimal+"    gro: "+mode+"\n"))
+		if err != nil {
+			t.Fatalf("gro: %s: %v", mode, err)
+		}
+		if got := c.Interfaces[0].GRO; got != mode {
+			t.Errorf("gro: %s parsed as %q", mode, got)
+		}
+	}
+	c, err := Parse("gro.yaml", []byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Interfaces[0].GRO; got != "" {
+		t.Errorf("no gro parsed as %q, want \"\" (selective)", got)
+	}
+}
+
 // TestParseAllErrorsAtOnce checks that problems in every section are
 // reported together, each once, in file order.
 func TestParseAllErrorsAtOnce(t *testing.T) {
@@ -365,7 +387,7 @@ ports:
 interfaces:
   - name: lan
     port: eth9
-    gro: on
+    gro: fast
     role: lan
     addresses: [192.168.1.1/24, bogus]
 routes:
@@ -379,7 +401,7 @@ nat: {}
 		`bad.yaml:4:13: port "eth0": queues 65 out of range: want 1..64, or 0 for the hardware profile's default`,
 		`bad.yaml:5:5: port "eth0": unknown key "offload"; want one of: name, queues, mtu`,
 		`bad.yaml:8:11: interface "lan": unknown port "eth9"; did you mean "eth0"?`,
-		`bad.yaml:9:5: gro: not supported by this version`,
+		`bad.yaml:9:10: interface "lan": unknown gro "fast": want off, on or selective`,
 		`bad.yaml:11:33: interface "lan": addresses: bad address "bogus": want address/prefix-length, e.g. 192.168.1.1/24 or fd00:1::1/64`,
 		`bad.yaml:13:24: route to 0.0.0.0/0: via 10.0.0.1 is not in the subnet of any interface; add dev or fix the address`,
 		`bad.yaml:15:12: status: listen "wan:80": unknown interface "wan"; did you mean "lan"?`,

@@ -13,7 +13,7 @@ func (p Port) Equal(q Port) bool {
 func (i Interface) Equal(j Interface) bool {
 	return i.Name == j.Name && i.Port == j.Port && i.MTU == j.MTU && i.Role == j.Role &&
 		slices.Equal(i.Addresses, j.Addresses) && slices.Equal(i.VLAN, j.VLAN) &&
-		i.VLANProtocol == j.VLANProtocol && i.PCP == j.PCP
+		i.VLANProtocol == j.VLANProtocol && i.PCP == j.PCP && i.GRO == j.GRO
 }
 
 // Equal reports whether r and s are the same route; positions are ignored.

@@ -18,8 +18,8 @@ var (
 	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "status"}
 	topUnsupported        = []string{"macsec", "nat"}
 	portKeys              = []string{"name", "queues", "mtu"}
-	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role", "vlan", "vlan_protocol", "pcp"}
-	interfaceUnsupported  = []string{"gro"}
+	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role", "vlan", "vlan_protocol", "pcp", "gro"}
+	interfaceUnsupported  = []string{}
 	routeKeys             = []string{"to", "via", "dev"}
 	statusKeys            = []string{"listen"}
 	yamlLineRE            = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -244,6 +244,14 @@ func (d *decoder) iface(n *yaml.Node) Interface {
 		}
 	}
 	d.vlan(&ifc, m, what)
+	if e, ok := m["gro"]; ok {
+		ifc.src.set("gro", posOf(e.val))
+		if s, ok := d.str(e, what); ok {
+			ifc.GRO = s
+		} else {
+			ifc.src.markBad("gro")
+		}
+	}
 	if e, ok := m["addresses"]; ok {
 		ifc.src.set("addresses", posOf(e.val))
 		items, ok := d.list(e, what)

@@ -162,6 +162,7 @@ func (c *Config) validateInterfaces(l *errorList, top Pos) {
 			}
 		}
 		c.validateVLAN(l, ifc, what)
+		c.validateGRO(l, ifc, what)
 
 		if !ifc.src.bad["role"] {
 			switch {
@@ -413,6 +414,24 @@ func (c *Config) validateVLAN(l *errorList, ifc *Interface, what string) {
 			l.add(ifc.src.at("pcp", ifc.Pos), "%s: pcp %d out of range: want 0..%d", what, ifc.PCP, MaxPCP)
 		case untagged:
 			l.add(ifc.src.at("pcp", ifc.Pos), "%s: pcp needs a vlan: untagged frames carry no priority", what)
+		}
+	}
+}
+
+// GRO modes (the interface key gro).
+const (
+	GROOff       = "off"
+	GROOn        = "on"
+	GROSelective = "selective"
+)
+
+// validateGRO checks an interface's gro.
+func (c *Config) validateGRO(l *errorList, ifc *Interface, what string) {
+	switch ifc.GRO {
+	case "", GROOff, GROOn, GROSelective:
+	default:
+		if !ifc.src.bad["gro"] {
+			l.add(ifc.src.at("gro", ifc.Pos), "%s: unknown gro %q: want %s, %s or %s", what, ifc.GRO, GROOff, GROOn, GROSelective)
 		}
 	}
 }

@@ -30,6 +30,7 @@ var benchModeNames = map[rune]string{
 	'b': "(b) kernel forwarding",
 	'c': "(c) hw port bridge",
 	'd': "(d) kernel bridge",
+	'g': "(g) router per GRO mode",
 }
 
 // iperfResult is the part of iperf3 -J output the bench reads.

@@ -23,8 +23,8 @@ const (
 	benchRetryPause = time.Second
 )
 
-// bench runs the selected bench modes, in the order a, b, c, d, and prints
-// the table and the ratios. The router of the proofs, if running, serves
+// bench runs the selected bench modes, in the order a, b, c, d, g, and
+// prints the tables and the ratios. The router of the proofs, if running, serves
 // mode (a) and is stopped before the others.
 func (l *lab) bench(ctx context.Context, modes string) error {
 	srv, err := startChild(l.log, "iperf3 server", l.wanNS, filepath.Join(l.dir, "iperf3-server.log"),
@@ -63,7 +63,14 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 			}
 		}
 	}
-	l.printBench(results, modes)
+	if strings.ContainsAny(modes, "abcd") {
+		l.printBench(results, modes)
+	}
+	if strings.ContainsRune(modes, 'g') && ctx.Err() == nil {
+		if err := l.benchGRO(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("lab: bench %s: %w", benchModeNames['g'], err))
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -26,6 +26,7 @@ type labInterface struct {
 	VLAN      int      `yaml:"vlan,omitempty"`
 	Addresses []string `yaml:"addresses"`
 	Role      string   `yaml:"role"`
+	GRO       string   `yaml:"gro,omitempty"`
 }
 
 type labStatus struct {
@@ -39,14 +40,16 @@ type labStatus struct {
 // For TopologyBCM47094 it is the appliance's layout instead: port eth0,
 // interfaces eth0.1 (VLAN 1, LAN) and eth0.2 (VLAN 2, WAN), status page on
 // eth0.1:80.
-func routerConfig(prefix string, statusPort int, topology string) ([]byte, error) {
+//
+// gro, if not "", is the gro key of both interfaces (bench mode g).
+func routerConfig(prefix string, statusPort int, topology, gro string) ([]byte, error) {
 	lan, wan := routerInterfaces(topology)
 	c := labConfig{
 		Hardware: "generic",
 		Ports:    []labPort{{Name: lanPort}, {Name: wanPort}},
 		Interfaces: []labInterface{
-			{Name: lan, Port: lanPort, Addresses: prefixes(lanRouter4, lanRouter6), Role: "lan"},
-			{Name: wan, Port: wanPort, Addresses: prefixes(wanRouter4, wanRouter6), Role: "wan"},
+			{Name: lan, Port: lanPort, Addresses: prefixes(lanRouter4, lanRouter6), Role: "lan", GRO: gro},
+			{Name: wan, Port: wanPort, Addresses: prefixes(wanRouter4, wanRouter6), Role: "wan", GRO: gro},
 		},
 		Status: labStatus{Listen: []string{
 			lan + ":80",

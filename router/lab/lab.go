@@ -30,8 +30,9 @@ type Options struct {
 	// Topology is the lab's layout: TopologyVeth ("" too) or
 	// TopologyBCM47094. The bench needs TopologyVeth.
 	Topology string
-	// BenchModes selects bench modes by letter, any of "abcd"; "" means
-	// all. Modes b and d need no router binary.
+	// BenchModes selects bench modes by letter, any of "abcdg"; "" means
+	// "abcd". Modes b and d need no router binary. Mode g restarts the
+	// router once per GRO mode and measures forwarded and local TCP.
 	BenchModes string
 	// Log receives progress; nil discards it.
 	Log *slog.Logger

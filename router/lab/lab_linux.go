@@ -144,7 +144,7 @@ func (l *lab) preflight() error {
 		}
 	}
 	if l.opt.RouterBinary == "" {
-		if !l.opt.Bench || strings.ContainsAny(l.opt.BenchModes, "ac") || l.opt.BenchModes == "" {
+		if !l.opt.Bench || strings.ContainsAny(l.opt.BenchModes, "acg") || l.opt.BenchModes == "" {
 			errs = append(errs, errors.New("lab: no router binary"))
 		}
 	} else if _, err := os.Stat(l.opt.RouterBinary); err != nil {
@@ -160,8 +160,8 @@ func (l *lab) preflight() error {
 		errs = append(errs, fmt.Errorf("lab: unknown topology %q (want %s or %s)", l.opt.Topology, TopologyVeth, TopologyBCM47094))
 	}
 	for _, m := range l.opt.BenchModes {
-		if !strings.ContainsRune("abcd", m) {
-			errs = append(errs, fmt.Errorf("lab: unknown bench mode %q (want any of abcd)", m))
+		if !strings.ContainsRune("abcdg", m) {
+			errs = append(errs, fmt.Errorf("lab: unknown bench mode %q (want any of abcdg)", m))
 		}
 	}
 	return errors.Join(errs...)
@@ -170,7 +170,14 @@ func (l *lab) preflight() error {
 // startRouter writes the lab config and starts `router run` in the router
 // namespace, then waits until its status listener answers.
 func (l *lab) startRouter(ctx context.Context) error {
-	cfg, err := routerConfig(l.prefix, routerStatusPort, l.opt.Topology)
+	return l.startRouterWith(ctx, "")
+}
+
+// startRouterWith is startRouter with gro as both interfaces' gro key
+// (unless ""); with a gro mode the router also serves the bench's discard
+// sink at benchSinkAddr.
+func (l *lab) startRouterWith(ctx context.Context, gro string, args ...string) error {
+	cfg, err := routerConfig(l.prefix, routerStatusPort, l.opt.Topology, gro)
 	if err != nil {
 		return err
 	}
@@ -183,7 +190,7 @@ func (l *lab) startRouter(ctx context.Context) error {
 		return fmt.Errorf("lab: %w", err)
 	}
 	logPath := filepath.Join(l.dir, "router.log")
-	l.router, err = startChild(l.log, "router", l.rtrNS, logPath, bin, "run", "-config", cfgPath)
+	l.router, err = startChild(l.log, "router", l.rtrNS, logPath, append([]string{bin, "run", "-config", cfgPath}, args...)...)
 	if err != nil {
 		return err
 	}

@@ -95,6 +95,8 @@ type collector struct {
 	port      counterDescs
 	uptime    *prometheus.Desc
 	buildInfo *prometheus.Desc
+	// gro is the interfaces' GRO counters, labelled by event.
+	gro *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*collector)(nil)
@@ -105,6 +107,9 @@ func newCollector(s *Server) *collector {
 		iface:  newCounterDescs("interface"),
 		port:   newCounterDescs("port"),
 		uptime: prometheus.NewDesc("gvrouter_uptime_seconds", "Seconds since the router started.", nil, nil),
+		gro: prometheus.NewDesc("gvrouter_interface_gro_total",
+			"Receive coalescing events of the interface: coalesced, flushed, bypassed_forward, segmented, checksum_verified, checksum_bad.",
+			[]string{"interface", "event"}, nil),
 		buildInfo: prometheus.NewDesc("gvrouter_build_info", "Always 1; labels give the running version and build.",
 			[]string{"version", "build"}, nil),
 	}
@@ -116,6 +121,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	c.port.describe(ch)
 	ch <- c.uptime
 	ch <- c.buildInfo
+	ch <- c.gro
 }
 
 // Collect implements prometheus.Collector. An entry whose name repeats an
@@ -131,6 +137,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		seen[i.Name] = true
 		c.iface.collect(ch, entry{i.Name, i.State, i.RxPackets, i.RxBytes, i.TxPackets, i.TxBytes, i.Drops, i.Rates})
+		if g := i.GRO; g != nil {
+			for _, ev := range []struct {
+				name string
+				v    uint64
+			}{
+				{"coalesced", g.Coalesced}, {"flushed", g.Flushed}, {"bypassed_forward", g.BypassedForward},
+				{"segmented", g.Segmented}, {"checksum_verified", g.ChecksumVerified}, {"checksum_bad", g.ChecksumBad},
+			} {
+				ch <- prometheus.MustNewConstMetric(c.gro, prometheus.CounterValue, float64(ev.v), i.Name, ev.name)
+			}
+		}
 	}
 	clear(seen)
 	for _, p := range snap.Ports {

@@ -65,6 +65,12 @@ type Interface struct {
 	// PCP is the 802.1Q priority, 0..7, of the frames the router sends on
 	// the interface; nil iff VLAN is not set.
 	PCP *int `json:"pcp,omitempty"`
+	// GROMode is the receive coalescing policy, "off", "on" or
+	// "selective"; empty when unknown.
+	GROMode string `json:"gro,omitempty"`
+	// GRO is the interface's GRO and software checksum counters; nil
+	// when unknown.
+	GRO *GRO `json:"gro_counters,omitempty"`
 
 	// RxPackets counts packets received.
 	RxPackets uint64 `json:"rx_packets"`
@@ -79,6 +85,24 @@ type Interface struct {
 
 	// Rates are the current rates (set by the Server).
 	Rates Rates `json:"rates"`
+}
+
+// GRO is what receive coalescing did on one interface.
+type GRO struct {
+	// Coalesced counts segments merged into an earlier one, e.g. 9000.
+	Coalesced uint64 `json:"coalesced"`
+	// Flushed counts packets GRO handed to netstack, merged or not.
+	Flushed uint64 `json:"flushed"`
+	// BypassedForward counts forwarded TCP packets passed on one by one
+	// ("selective").
+	BypassedForward uint64 `json:"bypassed_forward"`
+	// Segmented counts forwarded merged packets split again on egress
+	// from this interface ("on").
+	Segmented uint64 `json:"segmented"`
+	// ChecksumVerified counts TCP/UDP checksums verified in software.
+	ChecksumVerified uint64 `json:"checksum_verified"`
+	// ChecksumBad counts those that were wrong.
+	ChecksumBad uint64 `json:"checksum_bad"`
 }
 
 // Port is one physical port.

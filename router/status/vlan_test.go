@@ -51,3 +51,39 @@ func TestVLANInterfaces(t *testing.T) {
 		t.Errorf("JSON eth0.1 pcp = %v, %v; want 0 present", p, ok)
 	}
 }
+
+// TestGROFields checks that the GRO mode and counters reach the page, the
+// JSON and the metrics, and are absent when unknown.
+func TestGROFields(t *testing.T) {
+	snap := status.Snapshot{Interfaces: []status.Interface{
+		{Name: "lan", Port: "eth0", State: "up", GROMode: "selective", GRO: &status.GRO{Coalesced: 41, Flushed: 7, BypassedForward: 5, Segmented: 2, ChecksumVerified: 48, ChecksumBad: 1}},
+		{Name: "plain", Port: "eth1", State: "up"},
+	}}
+	s, _, _ := newServer(t, snap)
+	page := body(t, get(t, s.Handler(), "GET", "/"))
+	for _, want := range []string{"gro selective", "gro 41/7 fwd 5 seg 2 csum 48/1"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page does not contain %q", want)
+		}
+	}
+	var got struct {
+		Interfaces []map[string]any `json:"interfaces"`
+	}
+	if err := json.Unmarshal([]byte(body(t, get(t, s.Handler(), "GET", "/api/status"))), &got); err != nil {
+		t.Fatal(err)
+	}
+	lan, plain := got.Interfaces[0], got.Interfaces[1]
+	c, _ := lan["gro_counters"].(map[string]any)
+	if lan["gro"] != "selective" || c["coalesced"] != 41.0 || c["bypassed_forward"] != 5.0 || c["checksum_bad"] != 1.0 {
+		t.Errorf("JSON lan = %v", lan)
+	}
+	for _, k := range []string{"gro", "gro_counters"} {
+		if _, ok := plain[k]; ok {
+			t.Errorf("JSON interface without GRO info has %q", k)
+		}
+	}
+	metrics := body(t, get(t, s.Handler(), "GET", "/metrics"))
+	if want := `gvrouter_interface_gro_total{event="coalesced",interface="lan"} 41`; !strings.Contains(metrics, want) {
+		t.Errorf("metrics lack %q", want)
+	}
+}
