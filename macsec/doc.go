@@ -38,7 +38,10 @@
 // per SC into locked containers of up to 32 frames, queued in order on
 // the SC's ordered channel and then on a work channel shared by
 // runtime.NumCPU() workers. Workers seal or open every frame of a
-// container with the SA's AEAD (shared, stateless) and unlock it. Each SC
+// container with the SA's AEAD (shared, stateless) and unlock it. With a
+// single worker ([Config].Workers = 1) the calling goroutine seals or
+// opens its containers itself instead, and containers hold up to 128
+// frames: one worker adds no parallelism, only handoffs. Each SC
 // has one sequential goroutine that locks containers in queue order, so
 // frames leave in the order they entered: on transmit PNs are assigned
 // under one lock together with the push to the ordered channel, so PNs on

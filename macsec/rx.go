@@ -10,12 +10,13 @@ package macsec
 //     (untagged, or no SA, when validateFrames allows) are stripped in
 //     place and delivered directly; bad ones are dropped and counted.
 //  2. Frames for crypto are grouped by SC into containers of up to
-//     batchFrames frames in arrival order; slots point at the caller's
+//     s.batch frames in arrival order; slots point at the caller's
 //     frames (no copy). Each container is locked, queued on its SC's
 //     ordered channel, then on the shared work channel (both sends block:
 //     back-pressure).
 //  3. A worker (routineWorker) verifies/decrypts every frame in place,
-//     stores a verdict per frame and unlocks the container.
+//     stores a verdict per frame and unlocks the container. With one
+//     worker the caller does this itself, right after queueing (dispatch).
 //  4. The SC's routineRXSequential locks containers in queue order, runs
 //     the replay check and updates nextPN/lowestPN (only after ICV
 //     success, only here, so in order), counts, strips SecTAG and ICV in
@@ -57,8 +58,9 @@ func (s *SecY) Verify(frames [][]byte) {
 	var lastSCI SCI
 	k := 0 // frames[:k] are delivered directly
 	var noTag, untagged, badTag, noSA, noSAErr uint64
+	var p Parsed
 	for _, f := range frames {
-		p, isMACsec, ok := ParseFrame(f, s.xpn)
+		isMACsec, ok := parseFrame(f, s.xpn, &p)
 		if !isMACsec {
 			if strict {
 				noTag++
@@ -131,7 +133,7 @@ func (s *SecY) Verify(frames [][]byte) {
 				}
 			}
 			if oc == nil {
-				s.queueRX(open[0].c)
+				s.queueRX(open[0].c, &pend)
 				pend.add(s, open[0].c)
 				copy(open[:], open[1:])
 				oc = &open[len(open)-1]
@@ -153,15 +155,15 @@ func (s *SecY) Verify(frames [][]byte) {
 		sl.skip = !changed && s.cfg.Validate == ValidateDisabled
 		sl.ok = false
 		c.n++
-		if c.n == batchFrames {
-			s.queueRX(c)
+		if c.n == s.batch {
+			s.queueRX(c, &pend)
 			pend.add(s, c)
 			*oc = openC{}
 		}
 	}
 	for i := range open {
 		if open[i].c != nil {
-			s.queueRX(open[i].c)
+			s.queueRX(open[i].c, &pend)
 			pend.add(s, open[i].c)
 		}
 	}
@@ -187,11 +189,11 @@ func (s *SecY) Verify(frames [][]byte) {
 }
 
 // queueRX locks c and queues it for its SC's sequential goroutine and for
-// the workers. closeMu is held shared.
-func (s *SecY) queueRX(c *container) {
+// the workers (see dispatch). closeMu is held shared.
+func (s *SecY) queueRX(c *container, p *pending) {
 	c.mu.Lock()
 	c.sc.ordered <- c
-	s.work <- c
+	s.dispatch(c, p)
 }
 
 // strip removes the SecTAG and ICV of a frame in place (the MAC addresses

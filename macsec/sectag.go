@@ -171,36 +171,45 @@ type Parsed struct {
 // InPktsBadTag. Unlike Linux, a frame with SL != 0 may carry padding after
 // the ICV: SL locates the ICV and the padding is ignored.
 func ParseFrame(frame []byte, xpn bool) (p Parsed, isMACsec, ok bool) {
+	isMACsec, ok = parseFrame(frame, xpn, &p)
+	return p, isMACsec, ok
+}
+
+// parseFrame is ParseFrame writing into *p, which the receive loop reuses:
+// returning the 72-octet Parsed by value costs a store-forwarding stall
+// per frame when the caller copies it. On success it sets every field of
+// *p; otherwise *p may hold partial results.
+func parseFrame(frame []byte, xpn bool, p *Parsed) (isMACsec, ok bool) {
 	if len(frame) < addrsLen+2 || binary.BigEndian.Uint16(frame[addrsLen:]) != EtherType {
-		return p, false, false
+		return false, false
 	}
 	if len(frame) < addrsLen+SecTAGLen {
-		return p, true, false
+		return true, false
 	}
 	t := SecTAG(frame[addrsLen:])
 	tci := t[2]
 	if tci&TCIVersion != 0 {
-		return p, true, false
+		return true, false
 	}
 	if tci&(TCIEndStation|TCISCB) != 0 && tci&TCISCIPresent != 0 {
-		return p, true, false
+		return true, false
 	}
 	// E without C is reserved for the KaY (802.1AE 9.5); such frames are
 	// never delivered to the Controlled Port.
 	if tci&(TCIEncrypted|TCIChanged) == TCIEncrypted {
-		return p, true, false
+		return true, false
 	}
 	if t[3]&^slMask != 0 {
-		return p, true, false
+		return true, false
 	}
 	if !xpn && t.PN() == 0 {
-		return p, true, false
+		return true, false
 	}
 	tl := t.Len()
 	p.TagLen = tl
 	p.DataOff = addrsLen + tl
 	if len(frame) < p.DataOff+ICVLen {
-		return p, true, false
+		return true, false
 	}
 	p.Tag = t[:tl]
 	if tl == SecTAGSCILen {
@@ -210,15 +219,15 @@ func ParseFrame(frame []byte, xpn bool) (p Parsed, isMACsec, ok bool) {
 	}
 	if sl := int(t.SL()); sl != 0 {
 		if len(frame) < p.DataOff+sl+ICVLen {
-			return p, true, false
+			return true, false
 		}
 		p.DataLen = sl
 	} else {
 		p.DataLen = len(frame) - p.DataOff - ICVLen
 		if p.DataLen < ShortLenLimit {
-			return p, true, false
+			return true, false
 		}
 	}
 	p.End = p.DataOff + p.DataLen + ICVLen
-	return p, true, true
+	return true, true
 }

@@ -3,7 +3,7 @@ package macsec
 // Transmit pipeline. Stages and locking (compare wireguard-go
 // device/send.go):
 //
-//  1. Protect (any goroutine, shared closeMu) puts up to batchFrames
+//  1. Protect (any goroutine, shared closeMu) puts up to s.batch
 //     frames into a pooled container: each slot points at the caller's
 //     frame and gets pooled storage for the protected frame, in which
 //     Protect writes only the MAC addresses. Runts and frames that would
@@ -18,7 +18,8 @@ package macsec
 //  3. A worker (routineWorker) seals every frame (GCM: AAD = DA..SecTAG
 //     and the Secure Data encrypted from the caller's frame into the
 //     storage, or, integrity only, the frame copied and AAD = all of it)
-//     and unlocks the container.
+//     and unlocks the container. With one worker the caller does this
+//     itself, right after queueing (dispatch).
 //  4. routineTXSequential takes containers from txOrdered, locks each (so
 //     it waits for the oldest), counts, hands the frames to Config.TX in
 //     order and signals the container's done channel.
@@ -90,8 +91,8 @@ func (s *SecY) ProtectInPlace(bufs [][]byte) {
 func (s *SecY) protect(frames [][]byte, inPlace bool) {
 	var p pending
 	for len(frames) > 0 {
-		k := min(len(frames), batchFrames)
-		if c := s.protectChunk(frames[:k], inPlace); c != nil {
+		k := min(len(frames), s.batch)
+		if c := s.protectChunk(frames[:k], inPlace, &p); c != nil {
 			p.add(s, c)
 		}
 		frames = frames[k:]
@@ -99,9 +100,9 @@ func (s *SecY) protect(frames [][]byte, inPlace bool) {
 	p.wait(s)
 }
 
-// protectChunk queues up to batchFrames frames and returns their
+// protectChunk queues up to s.batch frames and returns their
 // container, or nil if none was queued.
-func (s *SecY) protectChunk(frames [][]byte, inPlace bool) *container {
+func (s *SecY) protectChunk(frames [][]byte, inPlace bool, p *pending) *container {
 	c := getContainer()
 	c.tx = true
 	tl := s.tagLen
@@ -185,7 +186,7 @@ func (s *SecY) protectChunk(frames [][]byte, inPlace bool) *container {
 	c.mu.Lock()
 	s.txOrdered <- c
 	s.txMu.Unlock()
-	s.work <- c
+	s.dispatch(c, p)
 	return c
 }
 
