@@ -140,3 +140,38 @@ func (d *decoder) object(n *yaml.Node, what string) bool {
 	}
 	return true
 }
+
+// strKey decodes the string under key in m into *dst and records where it
+// was written in s. A value of the wrong type is reported and its key
+// marked bad, so later checks do not report it again. ok is true iff *dst
+// was set.
+func (d *decoder) strKey(m map[string]entry, key, what string, s *src, dst *string) (ok bool) {
+	e, found := m[key]
+	if !found {
+		return false
+	}
+	s.set(key, posOf(e.val))
+	v, ok := d.str(e, what)
+	if !ok {
+		s.markBad(key)
+		return false
+	}
+	*dst = v
+	return true
+}
+
+// intKey is strKey for integers.
+func (d *decoder) intKey(m map[string]entry, key, what string, s *src, dst *int) (ok bool) {
+	e, found := m[key]
+	if !found {
+		return false
+	}
+	s.set(key, posOf(e.val))
+	v, ok := d.int(e, what)
+	if !ok {
+		s.markBad(key)
+		return false
+	}
+	*dst = v
+	return true
+}

@@ -178,80 +178,23 @@ func (d *decoder) config(c *Config, n *yaml.Node) {
 func (d *decoder) port(n *yaml.Node) Port {
 	p := Port{Pos: posOf(n)}
 	m := d.mapping(n, portWhat(peekName(n)), portKeys, nil)
-	if e, ok := m["name"]; ok {
-		p.src.set("name", posOf(e.val))
-		if s, ok := d.str(e, "port"); ok {
-			p.Name = s
-		} else {
-			p.src.markBad("name")
-		}
-	}
+	d.strKey(m, "name", "port", &p.src, &p.Name)
 	what := portWhat(p.Name)
-	for _, key := range []string{"queues", "mtu"} {
-		e, ok := m[key]
-		if !ok {
-			continue
-		}
-		p.src.set(key, posOf(e.val))
-		v, ok := d.int(e, what)
-		if !ok {
-			p.src.markBad(key)
-			continue
-		}
-		if key == "queues" {
-			p.Queues = v
-		} else {
-			p.MTU = v
-		}
-	}
+	d.intKey(m, "queues", what, &p.src, &p.Queues)
+	d.intKey(m, "mtu", what, &p.src, &p.MTU)
 	return p
 }
 
 func (d *decoder) iface(n *yaml.Node) Interface {
 	ifc := Interface{Pos: posOf(n)}
 	m := d.mapping(n, interfaceWhat(peekName(n)), interfaceKeys, interfaceUnsupported)
-	if e, ok := m["name"]; ok {
-		ifc.src.set("name", posOf(e.val))
-		if s, ok := d.str(e, "interface"); ok {
-			ifc.Name = s
-		} else {
-			ifc.src.markBad("name")
-		}
-	}
+	d.strKey(m, "name", "interface", &ifc.src, &ifc.Name)
 	what := interfaceWhat(ifc.Name)
-	if e, ok := m["port"]; ok {
-		ifc.src.set("port", posOf(e.val))
-		if s, ok := d.str(e, what); ok {
-			ifc.Port = s
-		} else {
-			ifc.src.markBad("port")
-		}
-	}
-	if e, ok := m["role"]; ok {
-		ifc.src.set("role", posOf(e.val))
-		if s, ok := d.str(e, what); ok {
-			ifc.Role = s
-		} else {
-			ifc.src.markBad("role")
-		}
-	}
-	if e, ok := m["mtu"]; ok {
-		ifc.src.set("mtu", posOf(e.val))
-		if v, ok := d.int(e, what); ok {
-			ifc.MTU = v
-		} else {
-			ifc.src.markBad("mtu")
-		}
-	}
+	d.strKey(m, "port", what, &ifc.src, &ifc.Port)
+	d.strKey(m, "role", what, &ifc.src, &ifc.Role)
+	d.intKey(m, "mtu", what, &ifc.src, &ifc.MTU)
 	d.vlan(&ifc, m, what)
-	if e, ok := m["gro"]; ok {
-		ifc.src.set("gro", posOf(e.val))
-		if s, ok := d.str(e, what); ok {
-			ifc.GRO = s
-		} else {
-			ifc.src.markBad("gro")
-		}
-	}
+	d.strKey(m, "gro", what, &ifc.src, &ifc.GRO)
 	if e, ok := m["addresses"]; ok {
 		ifc.src.set("addresses", posOf(e.val))
 		items, ok := d.list(e, what)
@@ -298,14 +241,7 @@ func (d *decoder) route(n *yaml.Node) Route {
 			r.src.markBad("via")
 		}
 	}
-	if e, ok := m["dev"]; ok {
-		r.src.set("dev", posOf(e.val))
-		if s, ok := d.str(e, "route"); ok {
-			r.Dev = s
-		} else {
-			r.src.markBad("dev")
-		}
-	}
+	d.strKey(m, "dev", "route", &r.src, &r.Dev)
 	if e, ok := m["to"]; ok {
 		r.src.set("to", posOf(e.val))
 		s, ok := d.str(e, "route")
@@ -408,21 +344,6 @@ func (d *decoder) vlan(ifc *Interface, m map[string]entry, what string) {
 			}
 		}
 	}
-	if e, ok := m["vlan_protocol"]; ok {
-		ifc.src.set("vlan_protocol", posOf(e.val))
-		if s, ok := d.str(e, what); ok {
-			ifc.VLANProtocol = s
-		} else {
-			ifc.src.markBad("vlan_protocol")
-		}
-	}
-	if e, ok := m["pcp"]; ok {
-		ifc.src.set("pcp", posOf(e.val))
-		if v, ok := d.int(e, what); ok {
-			ifc.PCP = v
-			ifc.PCPSet = true
-		} else {
-			ifc.src.markBad("pcp")
-		}
-	}
+	d.strKey(m, "vlan_protocol", what, &ifc.src, &ifc.VLANProtocol)
+	ifc.PCPSet = d.intKey(m, "pcp", what, &ifc.src, &ifc.PCP)
 }
