@@ -24,7 +24,7 @@ const (
 // Interface roles accepted in "role:".
 const (
 	RoleLAN = "lan" // inside: trusted, served by the status page
-	RoleWAN = "wan" // outside: the uplink, NATed once NAT exists
+	RoleWAN = "wan" // outside: the uplink; new inbound flows are dropped unless forwarded or allowed
 )
 
 // Limits checked by Validate.
@@ -58,6 +58,8 @@ type Config struct {
 	Ports      []Port      // kernel interfaces the router takes over; names are unique
 	Interfaces []Interface // one netstack NIC each; names are unique
 	Routes     []Route     // static routes, in file order
+	NAT        NAT         // conntrack and NAT (nat:); the zero NAT translates nothing
+	Firewall   Firewall    // wan interface defaults and exceptions (firewall:)
 	Status     Status      // the status page
 
 	src src

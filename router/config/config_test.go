@@ -28,6 +28,17 @@ func strip(c *Config) *Config {
 	for i := range c.Routes {
 		c.Routes[i].src = src{}
 	}
+	c.NAT.src = src{}
+	for i := range c.NAT.SNAT {
+		c.NAT.SNAT[i].src = src{}
+	}
+	for i := range c.NAT.Forwards {
+		c.NAT.Forwards[i].src = src{}
+	}
+	c.Firewall.src = src{}
+	for i := range c.Firewall.Allow6 {
+		c.Firewall.Allow6[i].src = src{}
+	}
 	return c
 }
 
@@ -95,6 +106,7 @@ routes:
   - {to: "2001:db8:ff::/48", via: "fe80::1", dev: up}
 status:
   listen: [lan:80, "127.0.0.1:8080", "[::1]:8081", up:8443]
+firewall: {wan_input: accept}
 `,
 			want: &Config{
 				File:     "name.yaml",
@@ -123,6 +135,7 @@ status:
 					{Host: netip.MustParseAddrPort("[::1]:8081"), Port: 8081, Pos: Pos{29, 38}},
 					{Interface: "up", Port: 8443, Pos: Pos{29, 52}},
 				}},
+				Firewall: Firewall{WANInput: "accept", Pos: Pos{30, 1}},
 			},
 		},
 		{
@@ -192,8 +205,8 @@ func TestParseErrors(t *testing.T) {
 		{"two documents", minimal + "---\nports: []\n", []string{"name.yaml:8:1: only one YAML document is allowed"}},
 		{"unknown top key with suggestion", minimal + "interface: []\n",
 			[]string{`name.yaml:8:1: config: unknown key "interface"; did you mean "interfaces"?`}},
-		{"unknown top key without suggestion", minimal + "firewall: {}\n",
-			[]string{`name.yaml:8:1: config: unknown key "firewall"; want one of: hardware, ports, interfaces, routes, status`}},
+		{"unknown top key without suggestion", minimal + "dhcp: {}\n",
+			[]string{`name.yaml:8:1: config: unknown key "dhcp"; want one of: hardware, ports, interfaces, routes, nat, firewall, status`}},
 		{"unknown port key", "ports:\n  - name: eth0\n    queus: 2\n" + minimal[len("ports:\n  - name: eth0\n"):],
 			[]string{`name.yaml:3:5: port "eth0": unknown key "queus"; did you mean "queues"?`}},
 		{"unknown interface key", minimal + "    adresses: []\n",
@@ -220,7 +233,6 @@ func TestParseErrors(t *testing.T) {
 		{"gro bool", minimal + "    gro: true\n", []string{`name.yaml:8:10: interface "lan": unknown gro "true": want off, on or selective`}},
 		{"gro list", minimal + "    gro: [on]\n", []string{`name.yaml:8:10: interface "lan": gro: want a string, got a list`}},
 		{"macsec", minimal + "macsec:\n  - name: ms1\n", []string{"name.yaml:8:1: macsec: not supported by this version"}},
-		{"nat", minimal + "nat:\n  masquerade: [lan]\n", []string{"name.yaml:8:1: nat: not supported by this version"}},
 		{"hardware unknown", "hardware: bcm4709\n" + minimal,
 			[]string{`name.yaml:1:11: hardware: unknown hardware profile "bcm4709"; did you mean "bcm47094"?`}},
 		{"hardware unknown far", "hardware: raspberry\n" + minimal,
@@ -394,7 +406,7 @@ routes:
   - {to: default, via: 10.0.0.1}
 status:
   listen: [wan:80]
-nat: {}
+nat: {masquerade: [wan]}
 `
 	want := []string{
 		`bad.yaml:1:11: hardware: unknown hardware profile "bcm4709"; did you mean "bcm47094"?`,
@@ -405,7 +417,7 @@ nat: {}
 		`bad.yaml:11:33: interface "lan": addresses: bad address "bogus": want address/prefix-length, e.g. 192.168.1.1/24 or fd00:1::1/64`,
 		`bad.yaml:13:24: route to 0.0.0.0/0: via 10.0.0.1 is not in the subnet of any interface; add dev or fix the address`,
 		`bad.yaml:15:12: status: listen "wan:80": unknown interface "wan"; did you mean "lan"?`,
-		`bad.yaml:16:1: nat: not supported by this version`,
+		`bad.yaml:16:20: nat: masquerade: unknown interface "wan"; did you mean "lan"?`,
 	}
 	c, err := Parse("bad.yaml", []byte(in))
 	if err == nil {

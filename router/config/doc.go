@@ -9,7 +9,7 @@
 // Parse reports every problem it finds at once, each as
 // "file:line:column: message", joined with [errors.Join]: unknown keys
 // (with the nearest known key when one is close), keys of the design that
-// this version does not implement yet (macsec, nat), duplicate keys, wrong
+// this version does not implement yet (macsec), duplicate keys, wrong
 // types, bad values and broken references between sections. A config with any error is never returned,
 // so a bad config applies nothing.
 //

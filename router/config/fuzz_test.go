@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // format writes c back as YAML, for the round-trip check.
@@ -47,6 +48,7 @@ func format(c *Config) []byte {
 			fmt.Fprintf(&b, "    dev: %q\n", r.Dev)
 		}
 	}
+	formatNAT(&b, c)
 	b.WriteString("status:\n  listen:\n")
 	for _, l := range c.Status.Listen {
 		fmt.Fprintf(&b, "    - %q\n", l.String())
@@ -73,7 +75,85 @@ func clearPos(c *Config) *Config {
 	for i := range c.Status.Listen {
 		c.Status.Listen[i].Pos = Pos{}
 	}
+	c.NAT.Pos, c.Firewall.Pos = Pos{}, Pos{}
+	for i := range c.NAT.SNAT {
+		c.NAT.SNAT[i].Pos = Pos{}
+	}
+	for i := range c.NAT.Forwards {
+		c.NAT.Forwards[i].Pos = Pos{}
+	}
+	for i := range c.Firewall.Allow6 {
+		c.Firewall.Allow6[i].Pos = Pos{}
+	}
 	return c
+}
+
+// formatNAT writes the nat: and firewall: sections.
+func formatNAT(b *strings.Builder, c *Config) {
+	n := &c.NAT
+	t := n.Conntrack.Timeouts
+	b.WriteString("nat:\n  masquerade: [")
+	for i, m := range n.Masquerade {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(b, "%q", m)
+	}
+	b.WriteString("]\n  snat:\n")
+	for _, s := range n.SNAT {
+		fmt.Fprintf(b, "    - on: %q\n      to: [", s.On)
+		for i, a := range s.To {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(b, "%q", a.String())
+		}
+		b.WriteString("]\n")
+	}
+	b.WriteString("  forwards:\n")
+	for _, f := range n.Forwards {
+		to := f.To.String()
+		if f.To.Port() == 0 {
+			to = f.To.Addr().String()
+		}
+		fmt.Fprintf(b, "    - {proto: %q, port: %q, to: %q", f.Proto, f.PortString(), to)
+		if f.On != "" {
+			fmt.Fprintf(b, ", on: %q", f.On)
+		}
+		b.WriteString("}\n")
+	}
+	if n.Hairpin != "" {
+		fmt.Fprintf(b, "  hairpin: %q\n", n.Hairpin)
+	}
+	if n.Filtering != "" {
+		fmt.Fprintf(b, "  filtering: %q\n", n.Filtering)
+	}
+	b.WriteString("  conntrack:\n")
+	if n.Conntrack.Max != 0 {
+		fmt.Fprintf(b, "    max: %d\n", n.Conntrack.Max)
+	}
+	b.WriteString("    timeouts:\n")
+	for _, x := range []struct {
+		k string
+		v time.Duration
+	}{{"tcp_established", t.TCPEstablished}, {"tcp_transitory", t.TCPTransitory}, {"udp_unreplied", t.UDPUnreplied},
+		{"udp_stream", t.UDPStream}, {"icmp", t.ICMP}, {"other", t.Other}} {
+		if x.v != 0 {
+			fmt.Fprintf(b, "      %s: %q\n", x.k, x.v.String())
+		}
+	}
+	b.WriteString("firewall:\n")
+	if c.Firewall.WANInput != "" {
+		fmt.Fprintf(b, "  wan_input: %q\n", c.Firewall.WANInput)
+	}
+	b.WriteString("  allow6:\n")
+	for _, a := range c.Firewall.Allow6 {
+		fmt.Fprintf(b, "    - {to: %q, port: %q", a.To.String(), portRange(a.FirstPort, a.LastPort))
+		if a.Proto != "" {
+			fmt.Fprintf(b, ", proto: %q", a.Proto)
+		}
+		b.WriteString("}\n")
+	}
 }
 
 // FuzzParse checks that Parse never panics, that every error line is

@@ -15,8 +15,8 @@ import (
 // Keys of each mapping. unsupported lists keys of the design (DESIGN.md,
 // "Config shape") that this version rejects rather than ignores.
 var (
-	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "status"}
-	topUnsupported        = []string{"macsec", "nat"}
+	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "nat", "firewall", "status"}
+	topUnsupported        = []string{"macsec"}
 	portKeys              = []string{"name", "queues", "mtu"}
 	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role", "vlan", "vlan_protocol", "pcp", "gro"}
 	interfaceUnsupported  = []string{}
@@ -169,6 +169,14 @@ func (d *decoder) config(c *Config, n *yaml.Node) {
 				c.Routes = append(c.Routes, d.route(it))
 			}
 		}
+	}
+	if e, ok := m["nat"]; ok && !isNull(e.val) && d.object(e.val, "nat") {
+		c.NAT.Pos = posOf(e.key)
+		d.nat(c, e.val)
+	}
+	if e, ok := m["firewall"]; ok && !isNull(e.val) && d.object(e.val, "firewall") {
+		c.Firewall.Pos = posOf(e.key)
+		d.firewall(c, e.val)
 	}
 	if e, ok := m["status"]; ok && !isNull(e.val) && d.object(e.val, "status") {
 		d.status(&c.Status, e.val)

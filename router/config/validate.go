@@ -49,6 +49,7 @@ func (c *Config) validate(l *errorList) {
 	c.validatePorts(l, top)
 	c.validateInterfaces(l, top)
 	c.validateRoutes(l)
+	c.validateNAT(l)
 	c.validateStatus(l)
 }
 

@@ -1,0 +1,766 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The nat: and firewall: sections, in the words of nftables and OpenWrt's
+// fw4: masquerade, snat, port forwards (DNAT "redirects"), hairpin
+// ("reflection"), the conntrack table, IPv6 allow rules and the WAN input
+// policy.
+
+// NAT filtering behaviours accepted in "filtering:" (RFC 4787 section 5).
+const (
+	FilteringEndpointIndependent     = "endpoint-independent"       // "full cone"
+	FilteringAddressDependent        = "address-dependent"          // restricted cone
+	FilteringAddressAndPortDependent = "address-and-port-dependent" // Linux MASQUERADE; the default
+)
+
+// Input policies accepted in "wan_input:".
+const (
+	InputDrop   = "drop"   // new connections from WAN to the router are dropped; the default (fw4 wan zone input)
+	InputAccept = "accept" // the router's own sockets are reachable from WAN
+)
+
+// Protocols accepted in forwards and allow6.
+const (
+	ProtoTCP = "tcp"
+	ProtoUDP = "udp"
+)
+
+// Conntrack limits. The timeout minimums are the RFC requirements the
+// natengine.Timeouts defaults meet; a config may raise a timeout, never
+// lower it below these.
+const (
+	// DefaultConntrackMax is the table limit when "max" is not written
+	// (natengine.DefaultMaxConns).
+	DefaultConntrackMax = 65536
+	// MinConntrackMax and MaxConntrackMax bound "max".
+	MinConntrackMax = 64
+	MaxConntrackMax = 1 << 24
+
+	MinTCPEstablished = 2*time.Hour + 4*time.Minute // RFC 5382 REQ-5
+	MinTCPTransitory  = 4 * time.Minute             // RFC 5382 REQ-5
+	MinUDPUnreplied   = 2 * time.Minute             // RFC 4787 REQ-5
+	MinUDPStream      = 2 * time.Minute             // RFC 4787 REQ-5 (5 min recommended)
+	MinICMP           = 60 * time.Second            // RFC 5508 REQ-2
+	MinOther          = time.Second                 // no RFC; anything shorter expires between packets
+	// MaxTimeout bounds every timeout; idle flows older than this are
+	// not worth a table entry.
+	MaxTimeout = 30 * 24 * time.Hour
+)
+
+// NAT is the nat: section. The zero NAT translates nothing and uses the
+// defaults: hairpin on, address-and-port-dependent filtering, a 65,536-flow
+// table with the RFC minimum timeouts.
+type NAT struct {
+	// Masquerade lists interfaces whose forwarded IPv4 traffic leaves with
+	// the interface's first IPv4 address as its source, e.g. ["eth0.2"]
+	// (nftables "oifname eth0.2 masquerade").
+	Masquerade []string
+	// SNAT translates to fixed addresses instead (nftables "snat to").
+	SNAT []SNAT
+	// Forwards are port forwards (DNAT), e.g. tcp 8080 on eth0.2 to
+	// 192.168.1.10:80.
+	Forwards []Forward
+	// Hairpin is "on" or "off": whether LAN hosts reach forwards and
+	// mappings through the router's external address (RFC 4787 REQ-9; fw4
+	// "reflection"); "" = "on".
+	Hairpin string
+	// Filtering is the inbound filtering of mappings, one of the
+	// Filtering* names; "" = address-and-port-dependent.
+	Filtering string
+	// Conntrack sizes the connection table.
+	Conntrack Conntrack
+	Pos       Pos // where the key "nat" is written
+
+	src src
+}
+
+// SNAT translates traffic leaving an interface to a pool of addresses.
+type SNAT struct {
+	On  string       // interface, e.g. "eth0.2"
+	To  []netip.Addr // IPv4 pool, e.g. [198.51.100.7]; the upstream must route it to the router
+	Pos Pos
+
+	src src
+}
+
+// Forward is one port forward (DNAT): new TCP or UDP connections to the
+// router's IPv4 address on On, ports FirstPort..LastPort, go to To.
+type Forward struct {
+	Proto     string // "tcp" | "udp"
+	FirstPort uint16 // e.g. 8000
+	LastPort  uint16 // e.g. 8010; == FirstPort for one port
+	// To is the internal target, e.g. 192.168.1.10:80. Port 0 keeps the
+	// external port; otherwise a range maps 1:1 onto To.Port() onwards.
+	To netip.AddrPort
+	// On is the interface whose address the forward listens on, e.g.
+	// "eth0.2"; "" = every wan interface.
+	On  string
+	Pos Pos
+
+	src src
+}
+
+// PortString returns the external port(s) as in YAML: "8080" or "8000-8010".
+func (f Forward) PortString() string { return portRange(f.FirstPort, f.LastPort) }
+
+// Conntrack is nat.conntrack.
+type Conntrack struct {
+	Max      int      // table limit, MinConntrackMax..MaxConntrackMax; 0 = DefaultConntrackMax
+	Timeouts Timeouts // zero fields = the defaults (the RFC minimums; 5 min for udp_stream)
+}
+
+// Timeouts are idle timeouts (nat.conntrack.timeouts); zero = default.
+type Timeouts struct {
+	TCPEstablished time.Duration // tcp_established, ≥ 2h4m
+	TCPTransitory  time.Duration // tcp_transitory (SYN, FIN, RST states), ≥ 4m
+	UDPUnreplied   time.Duration // udp_unreplied, ≥ 2m
+	UDPStream      time.Duration // udp_stream (replied), ≥ 2m
+	ICMP           time.Duration // icmp query sessions, ≥ 60s
+	Other          time.Duration // other protocols (IPv6 firewall), ≥ 1s
+}
+
+// Firewall is the firewall: section: the stateful defaults of wan
+// interfaces and the exceptions to them.
+type Firewall struct {
+	// WANInput is the policy for new connections from a wan interface to
+	// the router itself: "drop" (the default when "") or "accept". Echo
+	// requests, ICMP errors and neighbour discovery always pass.
+	WANInput string
+	// Allow6 admits new inbound IPv6 flows from wan interfaces to hosts
+	// behind the router (IPv6 is routed, not translated).
+	Allow6 []Allow6
+	Pos    Pos // where the key "firewall" is written
+
+	src src
+}
+
+// Allow6 admits new inbound IPv6 TCP/UDP flows to To on ports
+// FirstPort..LastPort.
+type Allow6 struct {
+	Proto     string       // "tcp" | "udp" | "" for both
+	To        netip.Prefix // e.g. 2001:db8:1::10/128 or fd00:1::/64
+	FirstPort uint16       // 1 and 65535 when no port is written
+	LastPort  uint16
+	Pos       Pos
+
+	src src
+}
+
+// HairpinOn reports whether hairpin translation is on.
+func (n *NAT) HairpinOn() bool { return n.Hairpin != "off" }
+
+// FilteringMode returns Filtering with the default filled in.
+func (n *NAT) FilteringMode() string {
+	if n.Filtering == "" {
+		return FilteringAddressAndPortDependent
+	}
+	return n.Filtering
+}
+
+// MaxConns returns Conntrack.Max with the default filled in.
+func (n *NAT) MaxConns() int {
+	if n.Conntrack.Max == 0 {
+		return DefaultConntrackMax
+	}
+	return n.Conntrack.Max
+}
+
+// WANInputDrop reports whether new connections from wan interfaces to the
+// router itself are dropped.
+func (f *Firewall) WANInputDrop() bool { return f.WANInput != InputAccept }
+
+var (
+	natKeys         = []string{"masquerade", "snat", "forwards", "hairpin", "filtering", "conntrack"}
+	snatKeys        = []string{"on", "to"}
+	forwardKeys     = []string{"proto", "port", "to", "on"}
+	conntrackKeys   = []string{"max", "timeouts"}
+	timeoutKeys     = []string{"tcp_established", "tcp_transitory", "udp_unreplied", "udp_stream", "icmp", "other"}
+	firewallKeys    = []string{"wan_input", "allow6"}
+	allow6Keys      = []string{"proto", "to", "port"}
+	filteringNames  = []string{FilteringEndpointIndependent, FilteringAddressDependent, FilteringAddressAndPortDependent}
+	inputNames      = []string{InputDrop, InputAccept}
+	protoNames      = []string{ProtoTCP, ProtoUDP}
+	onOffNames      = []string{"on", "off"}
+	timeoutMinimums = map[string]struct {
+		min time.Duration
+		why string
+	}{
+		"tcp_established": {MinTCPEstablished, "RFC 5382 REQ-5"},
+		"tcp_transitory":  {MinTCPTransitory, "RFC 5382 REQ-5"},
+		"udp_unreplied":   {MinUDPUnreplied, "RFC 4787 REQ-5"},
+		"udp_stream":      {MinUDPStream, "RFC 4787 REQ-5"},
+		"icmp":            {MinICMP, "RFC 5508 REQ-2"},
+		"other":           {MinOther, "gvrouter's floor"},
+	}
+)
+
+func portRange(a, b uint16) string {
+	if a == b {
+		return strconv.Itoa(int(a))
+	}
+	return fmt.Sprintf("%d-%d", a, b)
+}
+
+// nat decodes the nat: mapping.
+func (d *decoder) nat(c *Config, n *yaml.Node) {
+	nt := &c.NAT
+	m := d.mapping(n, "nat", natKeys, nil)
+	if e, ok := m["masquerade"]; ok {
+		nt.src.set("masquerade", posOf(e.val))
+		items, _ := d.list(e, "nat")
+		for _, it := range items {
+			if it.Kind != yaml.ScalarNode || isNull(it) {
+				d.errorf(it, "nat: masquerade: want an interface name, got %s", kindName(it))
+				continue
+			}
+			nt.src.set("masquerade."+strconv.Itoa(len(nt.Masquerade)), posOf(it))
+			nt.Masquerade = append(nt.Masquerade, it.Value)
+		}
+	}
+	if e, ok := m["snat"]; ok {
+		items, _ := d.list(e, "nat")
+		for _, it := range items {
+			if d.object(it, "nat: snat") {
+				nt.SNAT = append(nt.SNAT, d.snat(it))
+			}
+		}
+	}
+	if e, ok := m["forwards"]; ok {
+		items, _ := d.list(e, "nat")
+		for _, it := range items {
+			if d.object(it, "nat: forward") {
+				nt.Forwards = append(nt.Forwards, d.forward(it))
+			}
+		}
+	}
+	if e, ok := m["hairpin"]; ok {
+		nt.src.set("hairpin", posOf(e.val))
+		if v, ok := d.onOff(e, "nat"); ok {
+			nt.Hairpin = v
+		}
+	}
+	if d.strKey(m, "filtering", "nat", &nt.src, &nt.Filtering) && !contains(filteringNames, nt.Filtering) {
+		d.errorf(m["filtering"].val, "nat: unknown filtering %q%s", nt.Filtering, hint(nt.Filtering, filteringNames))
+		nt.src.markBad("filtering")
+	}
+	if e, ok := m["conntrack"]; ok && !isNull(e.val) && d.object(e.val, "nat: conntrack") {
+		d.conntrack(nt, e.val)
+	}
+}
+
+func (d *decoder) snat(n *yaml.Node) SNAT {
+	s := SNAT{Pos: posOf(n)}
+	m := d.mapping(n, "nat: snat", snatKeys, nil)
+	d.strKey(m, "on", "nat: snat", &s.src, &s.On)
+	if e, ok := m["to"]; ok {
+		s.src.set("to", posOf(e.val))
+		var items []*yaml.Node
+		if e.val.Kind == yaml.ScalarNode && !isNull(e.val) {
+			items = []*yaml.Node{e.val} // one address needs no list
+		} else {
+			items, _ = d.list(e, "nat: snat")
+		}
+		for _, it := range items {
+			a, err := netip.ParseAddr(it.Value)
+			switch {
+			case it.Kind != yaml.ScalarNode || isNull(it):
+				d.errorf(it, "nat: snat: to: want an IPv4 address like 198.51.100.7, got %s", kindName(it))
+			case err != nil:
+				d.errorf(it, "nat: snat: to: bad address %q", it.Value)
+			case !a.Is4():
+				d.errorf(it, "nat: snat: to: %s is not IPv4 (IPv6 is routed, not translated)", a)
+			case !a.IsGlobalUnicast() && !a.IsPrivate():
+				d.errorf(it, "nat: snat: to: %s is not a unicast address", a)
+			default:
+				s.src.set("to."+strconv.Itoa(len(s.To)), posOf(it))
+				s.To = append(s.To, a)
+				continue
+			}
+			s.src.markBad("to")
+		}
+	}
+	return s
+}
+
+func (d *decoder) forward(n *yaml.Node) Forward {
+	f := Forward{Pos: posOf(n)}
+	const what = "nat: forward"
+	m := d.mapping(n, what, forwardKeys, nil)
+	if d.strKey(m, "proto", what, &f.src, &f.Proto) && !contains(protoNames, f.Proto) {
+		d.errorf(m["proto"].val, "%s: unknown proto %q: want tcp or udp", what, f.Proto)
+		f.src.markBad("proto")
+	}
+	if e, ok := m["port"]; ok {
+		f.src.set("port", posOf(e.val))
+		if a, b, ok := d.ports(e, what); ok {
+			f.FirstPort, f.LastPort = a, b
+		} else {
+			f.src.markBad("port")
+		}
+	}
+	if e, ok := m["to"]; ok {
+		f.src.set("to", posOf(e.val))
+		if s, ok := d.str(e, what); ok {
+			to, err := parseForwardTo(s)
+			if err != nil {
+				d.errorf(e.val, "%s: to: %v", what, err)
+				f.src.markBad("to")
+			} else {
+				f.To = to
+			}
+		} else {
+			f.src.markBad("to")
+		}
+	}
+	d.strKey(m, "on", what, &f.src, &f.On)
+	return f
+}
+
+// parseForwardTo parses "192.168.1.10:80" or "192.168.1.10" (keep the port).
+func parseForwardTo(s string) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		if ap.Port() == 0 {
+			return netip.AddrPort{}, fmt.Errorf("%q: port must be 1..65535 (leave it out to keep the external port)", s)
+		}
+		if !ap.Addr().Is4() {
+			return netip.AddrPort{}, fmt.Errorf("%q is not IPv4: IPv6 is routed, not translated; use firewall: allow6", s)
+		}
+		return ap, nil
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		if !a.Is4() {
+			return netip.AddrPort{}, fmt.Errorf("%q is not IPv4: IPv6 is routed, not translated; use firewall: allow6", s)
+		}
+		return netip.AddrPortFrom(a, 0), nil
+	}
+	return netip.AddrPort{}, fmt.Errorf("bad target %q: want address:port like 192.168.1.10:80, or an address to keep the port", s)
+}
+
+// ports decodes a port (8080 or "8080") or a range ("8000-8010").
+func (d *decoder) ports(e entry, what string) (first, last uint16, ok bool) {
+	v := e.val
+	if v.Kind != yaml.ScalarNode || isNull(v) {
+		d.errorf(v, `%s: %s: want a port like 8080 or a range like "8000-8010", got %s`, what, e.key.Value, kindName(v))
+		return 0, 0, false
+	}
+	a, b, err := parsePortRange(v.Value)
+	if err != nil {
+		d.errorf(v, "%s: %s: %v", what, e.key.Value, err)
+		return 0, 0, false
+	}
+	return a, b, true
+}
+
+func parsePortRange(s string) (uint16, uint16, error) {
+	lo, hi, isRange := strings.Cut(s, "-")
+	p := func(s string) (uint16, bool) {
+		n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 16)
+		return uint16(n), err == nil && n > 0
+	}
+	a, okA := p(lo)
+	b := a
+	okB := true
+	if isRange {
+		b, okB = p(hi)
+	}
+	switch {
+	case !okA || !okB:
+		return 0, 0, fmt.Errorf(`bad port %q: want 1..65535 or a range like "8000-8010"`, s)
+	case b < a:
+		return 0, 0, fmt.Errorf("bad port range %q: the first port is above the last", s)
+	}
+	return a, b, nil
+}
+
+// onOff decodes on/off (or YAML true/false).
+func (d *decoder) onOff(e entry, what string) (string, bool) {
+	v := e.val
+	if v.Kind == yaml.ScalarNode {
+		switch strings.ToLower(v.Value) {
+		case "on", "true", "yes":
+			return "on", true
+		case "off", "false", "no":
+			return "off", true
+		}
+	}
+	d.errorf(v, "%s: %s: want on or off, got %s", what, e.key.Value, kindName(v))
+	return "", false
+}
+
+func (d *decoder) conntrack(nt *NAT, n *yaml.Node) {
+	const what = "nat: conntrack"
+	m := d.mapping(n, what, conntrackKeys, nil)
+	d.intKey(m, "max", what, &nt.src, &nt.Conntrack.Max)
+	e, ok := m["timeouts"]
+	if !ok || isNull(e.val) || !d.object(e.val, what+": timeouts") {
+		return
+	}
+	tm := d.mapping(e.val, what+": timeouts", timeoutKeys, nil)
+	t := &nt.Conntrack.Timeouts
+	for key, dst := range map[string]*time.Duration{
+		"tcp_established": &t.TCPEstablished, "tcp_transitory": &t.TCPTransitory,
+		"udp_unreplied": &t.UDPUnreplied, "udp_stream": &t.UDPStream,
+		"icmp": &t.ICMP, "other": &t.Other,
+	} {
+		te, ok := tm[key]
+		if !ok {
+			continue
+		}
+		nt.src.set("timeouts."+key, posOf(te.val))
+		if v, ok := d.duration(te, what+": timeouts"); ok {
+			*dst = v
+		}
+	}
+}
+
+// duration decodes "2h4m", "60s" or a number of seconds.
+func (d *decoder) duration(e entry, what string) (time.Duration, bool) {
+	v := e.val
+	if v.Kind == yaml.ScalarNode && v.Tag == "!!int" {
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if err == nil && n > 0 && n <= 1<<31 {
+			return time.Duration(n) * time.Second, true
+		}
+	}
+	if v.Kind == yaml.ScalarNode && v.Tag == "!!str" {
+		if t, err := time.ParseDuration(v.Value); err == nil && t > 0 {
+			return t, true
+		}
+	}
+	d.errorf(v, "%s: %s: want a positive duration like 2h4m, 4m or 60s (or seconds), got %s", what, e.key.Value, kindName(v))
+	return 0, false
+}
+
+// fmtDuration writes d as in YAML, without zero units: 2h4m, 4m, 90s.
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// firewall decodes the firewall: mapping.
+func (d *decoder) firewall(c *Config, n *yaml.Node) {
+	fw := &c.Firewall
+	m := d.mapping(n, "firewall", firewallKeys, nil)
+	if d.strKey(m, "wan_input", "firewall", &fw.src, &fw.WANInput) && !contains(inputNames, fw.WANInput) {
+		d.errorf(m["wan_input"].val, "firewall: unknown wan_input %q: want drop or accept", fw.WANInput)
+		fw.src.markBad("wan_input")
+	}
+	if e, ok := m["allow6"]; ok {
+		items, _ := d.list(e, "firewall")
+		for _, it := range items {
+			if d.object(it, "firewall: allow6") {
+				fw.Allow6 = append(fw.Allow6, d.allow6(it))
+			}
+		}
+	}
+}
+
+func (d *decoder) allow6(n *yaml.Node) Allow6 {
+	a := Allow6{Pos: posOf(n), FirstPort: 1, LastPort: 65535}
+	const what = "firewall: allow6"
+	m := d.mapping(n, what, allow6Keys, nil)
+	if d.strKey(m, "proto", what, &a.src, &a.Proto) && !contains(protoNames, a.Proto) {
+		d.errorf(m["proto"].val, "%s: unknown proto %q: want tcp or udp, or leave it out for both", what, a.Proto)
+		a.src.markBad("proto")
+	}
+	if e, ok := m["port"]; ok {
+		a.src.set("port", posOf(e.val))
+		if x, y, ok := d.ports(e, what); ok {
+			a.FirstPort, a.LastPort = x, y
+		}
+	}
+	if e, ok := m["to"]; ok {
+		a.src.set("to", posOf(e.val))
+		s, ok := d.str(e, what)
+		if !ok {
+			a.src.markBad("to")
+			return a
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			if ad, aerr := netip.ParseAddr(s); aerr == nil {
+				p, err = netip.PrefixFrom(ad, ad.BitLen()), nil
+			}
+		}
+		switch {
+		case err != nil:
+			d.errorf(e.val, "%s: to: bad prefix %q: want an IPv6 prefix like 2001:db8:1::/64 or an address", what, s)
+		case !p.Addr().Is6() || p.Addr().Is4In6():
+			d.errorf(e.val, "%s: to: %s is not IPv6 (IPv4 uses nat: forwards)", what, s)
+		case p.Addr().Zone() != "":
+			d.errorf(e.val, "%s: to: %q: zones are not allowed", what, s)
+		case p.Masked() != p:
+			d.errorf(e.val, "%s: to: %q has host bits set; did you mean %s?", what, s, p.Masked())
+		default:
+			a.To = p
+			return a
+		}
+		a.src.markBad("to")
+	}
+	return a
+}
+
+// validateNAT checks references and overlaps in nat: and firewall:.
+func (c *Config) validateNAT(l *errorList) {
+	nt := &c.NAT
+	ifNames := c.interfaceNames()
+	// iface returns the named interface, reporting an unknown one.
+	iface := func(name string, at Pos, what string) *Interface {
+		ifc := c.Interface(name)
+		if ifc == nil {
+			l.add(at, "%s: unknown interface %q%s", what, name, hint(name, ifNames))
+		}
+		return ifc
+	}
+	has4 := func(ifc *Interface) bool {
+		for _, p := range ifc.Addresses {
+			if p.Addr().Is4() {
+				return true
+			}
+		}
+		return false
+	}
+	own := func(a netip.Addr) *Interface {
+		for i := range c.Interfaces {
+			for _, p := range c.Interfaces[i].Addresses {
+				if p.Addr() == a {
+					return &c.Interfaces[i]
+				}
+			}
+		}
+		return nil
+	}
+
+	masq := make(map[string]Pos)
+	for i, name := range nt.Masquerade {
+		at := nt.src.at("masquerade."+strconv.Itoa(i), nt.src.at("masquerade", nt.Pos))
+		ifc := iface(name, at, "nat: masquerade")
+		if ifc == nil {
+			continue
+		}
+		if prev, ok := masq[name]; ok {
+			l.add(at, "nat: masquerade: interface %q is listed twice%s", name, firstAt(prev))
+			continue
+		}
+		masq[name] = at
+		if !has4(ifc) {
+			l.add(at, "nat: masquerade: interface %q has no IPv4 address to masquerade to", name)
+		}
+	}
+
+	snatOn := make(map[string]Pos)
+	pool := make(map[netip.Addr]Pos)
+	for i := range nt.SNAT {
+		s := &nt.SNAT[i]
+		at := s.src.at("on", s.Pos)
+		switch {
+		case s.src.bad["on"]:
+		case s.On == "":
+			l.add(s.Pos, "nat: snat: on is required (the interface traffic leaves by)")
+		case iface(s.On, at, "nat: snat: on") == nil:
+		default:
+			if prev, ok := snatOn[s.On]; ok {
+				l.add(at, "nat: snat: interface %q has two snat entries%s; list every address in one", s.On, firstAt(prev))
+			} else {
+				snatOn[s.On] = s.Pos
+			}
+			if _, ok := masq[s.On]; ok {
+				l.add(at, "nat: snat: interface %q is also in masquerade; choose one", s.On)
+			}
+		}
+		if len(s.To) == 0 && !s.src.bad["to"] {
+			l.add(s.src.at("to", s.Pos), "nat: snat: to needs at least one IPv4 address")
+		}
+		for j, a := range s.To {
+			aat := s.src.at("to."+strconv.Itoa(j), s.Pos)
+			if prev, ok := pool[a]; ok {
+				l.add(aat, "nat: snat: address %s is listed twice%s", a, firstAt(prev))
+				continue
+			}
+			pool[a] = aat
+			if ifc := own(a); ifc != nil && ifc.Name != s.On {
+				l.add(aat, "nat: snat: %s is interface %q's address, not %q's", a, ifc.Name, s.On)
+			}
+		}
+	}
+
+	c.validateForwards(l, iface, has4, own)
+
+	if !nt.src.bad["filtering"] && nt.Filtering != "" && !contains(filteringNames, nt.Filtering) {
+		l.add(nt.src.at("filtering", nt.Pos), "nat: unknown filtering %q%s", nt.Filtering, hint(nt.Filtering, filteringNames))
+	}
+	if nt.Hairpin != "" && !contains(onOffNames, nt.Hairpin) {
+		l.add(nt.src.at("hairpin", nt.Pos), "nat: hairpin: want on or off, got %q", nt.Hairpin)
+	}
+	if v := nt.Conntrack.Max; v != 0 && (v < MinConntrackMax || v > MaxConntrackMax) {
+		l.add(nt.src.at("max", nt.Pos), "nat: conntrack: max %d out of range: want %d..%d, or leave it out for %d", v, MinConntrackMax, MaxConntrackMax, DefaultConntrackMax)
+	}
+	c.validateTimeouts(l)
+
+	fw := &c.Firewall
+	if !fw.src.bad["wan_input"] && fw.WANInput != "" && !contains(inputNames, fw.WANInput) {
+		l.add(fw.src.at("wan_input", fw.Pos), "firewall: unknown wan_input %q: want drop or accept", fw.WANInput)
+	}
+	for i := range fw.Allow6 {
+		a := &fw.Allow6[i]
+		if !a.To.IsValid() && !a.src.bad["to"] {
+			l.add(a.Pos, "firewall: allow6: to is required (an IPv6 prefix or address)")
+		}
+		if a.FirstPort == 0 || a.LastPort < a.FirstPort {
+			l.add(a.src.at("port", a.Pos), "firewall: allow6: bad ports %d-%d", a.FirstPort, a.LastPort)
+		}
+	}
+	if fw.WANInputDrop() {
+		for _, ls := range c.Status.Listen {
+			if ifc := c.Interface(ls.Interface); ifc != nil && ifc.Role == RoleWAN {
+				l.add(ls.Pos, "status: listen %q is on wan interface %q, where firewall: wan_input: drop (the default) refuses new connections; listen on a lan interface or set wan_input: accept",
+					ls.String(), ifc.Name)
+			}
+		}
+	}
+}
+
+func (c *Config) validateTimeouts(l *errorList) {
+	t := c.NAT.Conntrack.Timeouts
+	for _, x := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"tcp_established", t.TCPEstablished}, {"tcp_transitory", t.TCPTransitory},
+		{"udp_unreplied", t.UDPUnreplied}, {"udp_stream", t.UDPStream},
+		{"icmp", t.ICMP}, {"other", t.Other},
+	} {
+		lim := timeoutMinimums[x.key]
+		at := c.NAT.src.at("timeouts."+x.key, c.NAT.Pos)
+		switch {
+		case x.v == 0:
+		case x.v < lim.min:
+			l.add(at, "nat: conntrack: timeouts: %s %s is below %s, the minimum (%s)", x.key, fmtDuration(x.v), fmtDuration(lim.min), lim.why)
+		case x.v > MaxTimeout:
+			l.add(at, "nat: conntrack: timeouts: %s %s is above %s", x.key, fmtDuration(x.v), fmtDuration(MaxTimeout))
+		}
+	}
+}
+
+// validateForwards checks each forward and that no two overlap.
+func (c *Config) validateForwards(l *errorList, iface func(string, Pos, string) *Interface, has4 func(*Interface) bool, own func(netip.Addr) *Interface) {
+	type placed struct {
+		f  *Forward
+		on []string
+	}
+	var done []placed
+	var wans []string
+	for _, ifc := range c.Interfaces {
+		if ifc.Role == RoleWAN && has4(&ifc) {
+			wans = append(wans, ifc.Name)
+		}
+	}
+	for i := range c.NAT.Forwards {
+		f := &c.NAT.Forwards[i]
+		what := "nat: forward"
+		if f.Proto != "" && f.FirstPort != 0 {
+			what = fmt.Sprintf("nat: forward %s %s", f.Proto, f.PortString())
+		}
+		ok := true
+		if f.Proto == "" && !f.src.bad["proto"] {
+			l.add(f.Pos, "%s: proto is required (tcp or udp)", what)
+			ok = false
+		} else if f.src.bad["proto"] || !contains(protoNames, f.Proto) {
+			if !f.src.bad["proto"] {
+				l.add(f.src.at("proto", f.Pos), "%s: unknown proto %q: want tcp or udp", what, f.Proto)
+			}
+			ok = false
+		}
+		if f.FirstPort == 0 && !f.src.bad["port"] {
+			l.add(f.Pos, "%s: port is required (8080 or a range like \"8000-8010\")", what)
+			ok = false
+		} else if f.src.bad["port"] || f.LastPort < f.FirstPort {
+			if !f.src.bad["port"] {
+				l.add(f.src.at("port", f.Pos), "%s: bad port range %d-%d", what, f.FirstPort, f.LastPort)
+			}
+			ok = false
+		}
+		toAt := f.src.at("to", f.Pos)
+		switch a := f.To.Addr(); {
+		case f.src.bad["to"]:
+		case !f.To.IsValid():
+			l.add(f.Pos, "%s: to is required (an address:port like 192.168.1.10:80)", what)
+		case !a.Is4():
+			l.add(toAt, "%s: to: %s is not IPv4", what, a)
+		case a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+			l.add(toAt, "%s: to: %s cannot be a forward target", what, a)
+		case own(a) != nil:
+			l.add(toAt, "%s: to: %s is the router's own address (interface %q); a forward must point at a host behind the router", what, a, own(a).Name)
+		case ok && f.To.Port() != 0 && int(f.To.Port())+int(f.LastPort-f.FirstPort) > 65535:
+			l.add(toAt, "%s: to: port range %d-%d does not fit below 65536", what, f.To.Port(), int(f.To.Port())+int(f.LastPort-f.FirstPort))
+		}
+		var on []string
+		switch {
+		case f.src.bad["on"]:
+			ok = false
+		case f.On == "":
+			if len(wans) == 0 {
+				l.add(f.Pos, "%s: no wan interface with an IPv4 address to listen on; set on", what)
+				ok = false
+			}
+			on = wans
+		default:
+			ifc := iface(f.On, f.src.at("on", f.Pos), what+": on")
+			if ifc == nil {
+				ok = false
+				break
+			}
+			if !has4(ifc) {
+				l.add(f.src.at("on", f.Pos), "%s: on: interface %q has no IPv4 address to listen on", what, f.On)
+				ok = false
+			}
+			on = []string{f.On}
+		}
+		if !ok {
+			continue
+		}
+		for _, p := range done {
+			if p.f.Proto != f.Proto || p.f.LastPort < f.FirstPort || f.LastPort < p.f.FirstPort {
+				continue
+			}
+			if shared := firstShared(on, p.on); shared != "" {
+				l.add(f.src.at("port", f.Pos), "%s: overlaps forward %s %s%s on interface %q", what, p.f.Proto, p.f.PortString(), atLine(p.f.Pos), shared)
+				break
+			}
+		}
+		if f.Proto == ProtoTCP {
+			for _, ls := range c.Status.Listen {
+				if ls.Interface != "" && slicesContains(on, ls.Interface) && ls.Port >= f.FirstPort && ls.Port <= f.LastPort {
+					l.add(f.src.at("port", f.Pos), "%s: port %d on interface %q is the status page's (status: listen %q%s)", what, ls.Port, ls.Interface, ls.String(), atLine(ls.Pos))
+				}
+			}
+		}
+		done = append(done, placed{f, on})
+	}
+}
+
+func firstShared(a, b []string) string {
+	for _, x := range a {
+		if slicesContains(b, x) {
+			return x
+		}
+	}
+	return ""
+}
+
+func slicesContains(l []string, s string) bool { return contains(l, s) }
