@@ -1,9 +1,11 @@
 package stack
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 
+	"github.com/gvrouter/gvrouter/hw"
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/stack/stacktest"
 )
@@ -18,6 +21,12 @@ import (
 // newNATLab is the lab of router_test.go with a NAT engine: lan is inside,
 // wan is the outside interface, masqueraded, with the given forwards.
 func newNATLab(t *testing.T, forwards []natengine.Forward) (*lab, *natengine.Engine) {
+	return newNATLabWith(t, forwards, nil)
+}
+
+// newNATLabWith is newNATLab; wrapLAN, if not nil, wraps the handler host
+// A delivers its frames to.
+func newNATLabWith(t testing.TB, forwards []natengine.Forward, wrapLAN func(hw.BatchHandler) hw.BatchHandler) (*lab, *natengine.Engine) {
 	t.Helper()
 	goroutineLeakCheck(t)
 	a, err := stacktest.NewHost(stacktest.HostConfig{
@@ -60,7 +69,11 @@ func newNATLab(t *testing.T, forwards []natengine.Forward) (*lab, *natengine.Eng
 	if err != nil {
 		t.Fatalf("SetRules: %v", err)
 	}
-	a.Start(l.r.Interface("lan").HandleBatch)
+	lanRx := hw.BatchHandler(l.r.Interface("lan").HandleBatch)
+	if wrapLAN != nil {
+		lanRx = wrapLAN(lanRx)
+	}
+	a.Start(lanRx)
 	b.Start(l.r.Interface("wan").HandleBatch)
 	t.Cleanup(func() {
 		a.Close()
@@ -72,7 +85,7 @@ func newNATLab(t *testing.T, forwards []natengine.Forward) (*lab, *natengine.Eng
 
 // remoteServer accepts one connection at a time on h, reports each peer's
 // address on the returned channel and echoes its data.
-func remoteServer(t *testing.T, h *stacktest.Host, at netip.AddrPort) <-chan netip.AddrPort {
+func remoteServer(t testing.TB, h *stacktest.Host, at netip.AddrPort) <-chan netip.AddrPort {
 	t.Helper()
 	ln, err := gonet.ListenTCP(h.Stack, tcpip.FullAddress{Addr: tcpip.AddrFromSlice(at.Addr().AsSlice()), Port: at.Port()}, ipv4.ProtocolNumber)
 	if err != nil {
@@ -96,7 +109,7 @@ func remoteServer(t *testing.T, h *stacktest.Host, at netip.AddrPort) <-chan net
 	return peers
 }
 
-func peer(t *testing.T, peers <-chan netip.AddrPort) netip.AddrPort {
+func peer(t testing.TB, peers <-chan netip.AddrPort) netip.AddrPort {
 	t.Helper()
 	select {
 	case p := <-peers:
@@ -184,4 +197,87 @@ func TestNATPingThroughRouter(t *testing.T) {
 	ping(t, l.a, wanIP4)
 	ping(t, l.b, wanIP4)
 	ping(t, l.a, bIP6)
+}
+
+// capture is a hw.BatchHandler wrapper that keeps a copy of the last
+// frame matching match before passing the batch on.
+type capture struct {
+	next  hw.BatchHandler
+	match func([]byte) bool
+	mu    sync.Mutex
+	last  []byte
+}
+
+func (c *capture) handle(q int, frames []hw.Frame) {
+	c.mu.Lock()
+	for _, f := range frames {
+		if c.match(f.Data) {
+			c.last = bytes.Clone(f.Data)
+		}
+	}
+	c.mu.Unlock()
+	c.next(q, frames)
+}
+
+// BenchmarkNATFastPathDispatch measures an offloaded flow's packet from
+// the ring frame to the egress endpoint's transmit batch: HandleBatch on
+// the LAN interface, the engine's FastPath, and the copy (VLAN tags
+// inserted) into the WAN endpoint's batch, written to a discarding
+// writer. Each op is one full-size TCP frame of a masqueraded flow
+// (SetBytes is its length), including a memcpy that restores the frame
+// the fast path rewrote.
+func BenchmarkNATFastPathDispatch(b *testing.B) {
+	l, nat, capt := newNATBenchLab(b)
+	peers := remoteServer(b, l.b, netip.AddrPortFrom(bIP4, 5001))
+	c := dial(b, l.a, netip.AddrPortFrom(bIP4, 5001))
+	exchange(b, c, 1<<20)
+	<-peers
+	capt.mu.Lock()
+	frame := capt.last
+	capt.mu.Unlock()
+	if frame == nil {
+		b.Fatal("no full-size frame captured")
+	}
+	// Swap the WAN writer for a discarding one and let one slow-path
+	// packet offload the flow again (Apply invalidated it).
+	cfg := l.config()
+	cfg.Interfaces[1].Writer = discard{}
+	if err := l.r.Apply(cfg); err != nil {
+		b.Fatal(err)
+	}
+	lan := l.r.Interface("lan")
+	frames := make([]hw.Frame, benchBatch)
+	bufs := make([][]byte, benchBatch)
+	for i := range frames {
+		bufs[i] = bytes.Clone(frame)
+		frames[i] = hw.Frame{Data: bufs[i], WireLen: len(frame)}
+	}
+	lan.HandleBatch(0, frames[:1])
+	copy(bufs[0], frame)
+	hits0 := nat.Stats().FastPathHits.Load()
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += benchBatch {
+		n := min(benchBatch, b.N-i)
+		for j := range n {
+			copy(bufs[j], frame)
+		}
+		lan.HandleBatch(0, frames[:n])
+	}
+	b.StopTimer()
+	if hits := nat.Stats().FastPathHits.Load() - hits0; hits < uint64(b.N) {
+		b.Fatalf("fast path took %d of %d frames", hits, b.N)
+	}
+}
+
+// newNATBenchLab is newNATLab with host A's frames to the router captured
+// (the last full-size TCP segment, over 1400 bytes).
+func newNATBenchLab(tb testing.TB) (*lab, *natengine.Engine, *capture) {
+	var capt *capture
+	l, nat := newNATLabWith(tb, nil, func(h hw.BatchHandler) hw.BatchHandler {
+		capt = &capture{next: h, match: func(f []byte) bool { return len(f) > 1400 && isTCPFrame(f) }}
+		return capt.handle
+	})
+	return l, nat, capt
 }
