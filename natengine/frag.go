@@ -2,6 +2,7 @@ package natengine
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,6 +50,9 @@ type fragCache struct {
 	m     map[fragKey]fragEntry // protected by mu
 	held  []heldFrag            // waiting for their first fragment; protected by mu
 	ready []heldFrag            // translated, waiting for DrainHeld; protected by mu
+	// nReady is len(ready), so that DrainHeld, called after every receive
+	// batch, costs one atomic load when nothing waits.
+	nReady atomic.Int32
 }
 
 func (f *fragCache) init() { f.m = make(map[fragKey]fragEntry) }
@@ -88,6 +92,7 @@ func (e *Engine) fragFirst(b []byte, p *Parsed, c *conn, dir int, now int64) {
 			preTranslate(h.pkt, &hp, c, dir)
 		}
 		f.ready = append(f.ready, h)
+		f.nReady.Store(int32(len(f.ready)))
 		f.held = append(f.held[:i], f.held[i+1:]...)
 	}
 }
@@ -143,15 +148,23 @@ func (e *Engine) postFragment(b []byte, p *Parsed) bool {
 	return false
 }
 
+// HeldReady reports whether DrainHeld has fragments to pass on. It is one
+// atomic load.
+func (e *Engine) HeldReady() bool { return e.frags.nReady.Load() > 0 }
+
 // DrainHeld passes each held fragment whose first fragment has arrived,
 // already translated, to fn, which continues it as if Prerouting had
 // returned Accept for it (pkt starts at the IP header; fn owns it). Call it
 // after each receive batch.
 func (e *Engine) DrainHeld(fn func(pkt []byte, in Iface)) {
 	f := &e.frags
+	if f.nReady.Load() == 0 {
+		return
+	}
 	f.mu.Lock()
 	ready := f.ready
 	f.ready = nil
+	f.nReady.Store(0)
 	f.mu.Unlock()
 	for _, h := range ready {
 		fn(h.pkt, h.in)

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/natengine"
 )
 
 // InterfaceConfig describes one interface: one netstack NIC.
@@ -53,6 +54,10 @@ type RouteConfig struct {
 type Config struct {
 	Interfaces []InterfaceConfig
 	Routes     []RouteConfig
+	// NAT is the conntrack/NAT engine with its fast path; nil runs the
+	// router without conntrack. Only New reads it: the engine is the same
+	// for the Router's life (reload keeps every tracked flow).
+	NAT *natengine.Engine
 }
 
 // validate reports every problem in c at once.

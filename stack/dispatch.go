@@ -10,6 +10,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/natengine"
 )
 
 // verdict is what classify decided about one frame.
@@ -40,6 +41,9 @@ type verdict struct {
 	bypass bool
 	// verified: we checked the L4 checksum in software; bad: it was wrong.
 	verified, bad bool
+	// stolen: the NAT engine kept the packet (an out-of-order fragment it
+	// delivers later through DrainHeld); not dropped, not delivered now.
+	stolen bool
 }
 
 // HandleBatch is the endpoint's hw.BatchHandler. It validates each frame,
@@ -84,13 +88,28 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 	local := e.local.Load()
 	mtu := int(e.mtu.Load())
 	mode := GROMode(e.gro.Load())
+	nat := e.nat
+	in := natIface(e.nicID)
 	var (
 		gs                            *groState
 		enqueued, bypassed, ver, bads uint64
 	)
 	for i := range frames {
 		f := &frames[i]
-		v := classify(f, mac, mtu, local)
+		if nat != nil && fastCandidate(f, mac) {
+			if f.CsumPartial && completePartialInPlace(f.Data) {
+				f.CsumPartial, f.CsumValid = false, true
+			}
+			// GROOn coalesces all TCP first, as Linux does before its
+			// flowtable; merged packets are too big for the fast path.
+			if (mode != GROOn || !isTCPFrame(f.Data)) && e.fastForward(f.Data, nat) {
+				continue
+			}
+		}
+		v := classify(f, mac, mtu, local, nat, in)
+		if v.stolen {
+			continue
+		}
 		if !v.dropped {
 			groDecide(mode, f, &v)
 		}
@@ -133,6 +152,31 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 		e.stats.csumVerified.Add(ver)
 		e.stats.csumBad.Add(bads)
 	}
+	if nat != nil && nat.HeldReady() {
+		if tab := e.egress.Load(); tab != nil {
+			nat.DrainHeld(func(pkt []byte, in natengine.Iface) { deliverHeld(*tab, pkt, in) })
+		}
+	}
+}
+
+// fastCandidate reports whether f may take the fast path: a whole,
+// untagged frame to e's own MAC.
+func fastCandidate(f *hw.Frame, mac tcpip.LinkAddress) bool {
+	return !f.VLANValid && f.WireLen <= len(f.Data) && len(f.Data) >= header.EthernetMinimumSize &&
+		string(f.Data[:header.EthernetAddressSize]) == string(mac)
+}
+
+// isTCPFrame reports whether an untagged frame carries IPv4 or IPv6 TCP
+// (IPv6 only without extension headers).
+func isTCPFrame(frame []byte) bool {
+	ip := frame[header.EthernetMinimumSize:]
+	switch binary.BigEndian.Uint16(frame[12:]) {
+	case uint16(header.IPv4ProtocolNumber):
+		return len(ip) > 9 && ip[9] == protoTCP
+	case uint16(header.IPv6ProtocolNumber):
+		return len(ip) > 6 && ip[6] == protoTCP
+	}
+	return false
 }
 
 // deliver copies frame into a pooled view and hands it to d. This is the
@@ -158,8 +202,9 @@ func deliver(d stack.NetworkDispatcher, frame []byte, v *verdict, pins *forwardP
 func dropped(r dropReason) verdict { return verdict{drop: r, dropped: true} }
 
 // classify validates one frame. mac is the interface's MAC, mtu its L3
-// MTU, local the router's local addresses. It does not allocate.
-func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet) verdict {
+// MTU, local the router's local addresses; nat, if not nil, runs its
+// Prerouting hook on IP packets received on in. It does not allocate.
+func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, nat *natengine.Engine, in natengine.Iface) verdict {
 	data := f.Data
 	switch {
 	case f.WireLen > len(data), len(data) < header.EthernetMinimumSize:
@@ -206,17 +251,31 @@ func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet) verd
 		return dropped(dropOversize)
 	}
 	if v.proto == header.IPv4ProtocolNumber {
-		classify4(f, l3, local, &v)
+		classify4(f, l3, local, &v, nat, in)
 	} else {
-		classify6(f, l3, local, &v)
+		classify6(f, l3, local, &v, nat, in)
 	}
 	return v
+}
+
+// prerouting runs the NAT engine's Prerouting hook on ip and reports
+// whether the packet goes on; otherwise v says what became of it.
+func prerouting(nat *natengine.Engine, ip []byte, in natengine.Iface, v *verdict) bool {
+	switch nat.Prerouting(ip, in) {
+	case natengine.Accept:
+		return true
+	case natengine.Stolen:
+		*v = verdict{stolen: true}
+	default:
+		*v = dropped(dropNAT)
+	}
+	return false
 }
 
 // classify4 validates an IPv4 packet (RFC 791, RFC 1812 section 5.2.2).
 // Netstack does not check the header checksum because we claim RX offload,
 // so it is checked here for every packet.
-func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict) {
+func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengine.Engine, in natengine.Iface) {
 	if len(ip) < header.IPv4MinimumSize || ip[0]>>4 != 4 {
 		*v = dropped(dropMalformed)
 		return
@@ -229,6 +288,10 @@ func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict) {
 	ihl := len(ip) - len(ip[h.HeaderLength():])
 	if checksum.Checksum(ip[:ihl], 0) != 0xffff {
 		*v = dropped(dropIPv4HeaderChecksum)
+		return
+	}
+	// NAT first: un-NAT of replies and DNAT decide who the packet is for.
+	if nat != nil && !prerouting(nat, ip, in, v) {
 		return
 	}
 	forUs := local.has4(ip[16:20])
@@ -276,7 +339,7 @@ func validTCP(l4 []byte) bool {
 
 // classify6 validates an IPv6 packet (RFC 8200). The hop limit is left to
 // netstack, which handles it correctly.
-func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict) {
+func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengine.Engine, in natengine.Iface) {
 	if len(ip) < header.IPv6MinimumSize || ip[0]>>4 != 6 {
 		*v = dropped(dropMalformed)
 		return
@@ -284,6 +347,9 @@ func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict) {
 	end := header.IPv6MinimumSize + int(binary.BigEndian.Uint16(ip[4:]))
 	if end > len(ip) {
 		*v = dropped(dropMalformed)
+		return
+	}
+	if nat != nil && !prerouting(nat, ip, in, v) {
 		return
 	}
 	forUs := local.has6(ip[24:40])

@@ -11,6 +11,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/natengine"
 )
 
 // Endpoint is the gVisor link endpoint of one interface. Frames come in
@@ -39,6 +40,11 @@ type Endpoint struct {
 	nicID tcpip.NICID
 	// pins is the router's forwardPins; nil in benchmarks.
 	pins *forwardPins
+	// nat is the router's NAT engine, nil without one; egress maps its
+	// interface numbers (NIC IDs) to endpoints. Both set before the NIC
+	// exists.
+	nat    *natengine.Engine
+	egress *atomic.Pointer[egressTable]
 
 	stats counters
 
@@ -224,6 +230,10 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 		if !pkt.NetworkPacketInfo.IsForwardedPacket {
 			fillL4Checksum(frame)
 		}
+		if e.nat != nil && !e.natTransmit(e.nat, frame, len(pkt.LinkHeader().Slice()), pkt.NetworkPacketInfo.IsForwardedPacket) {
+			e.bufPool.Put(buf)
+			continue
+		}
 		b.frames = append(b.frames, frame)
 		b.bufs = append(b.bufs, buf)
 	}
@@ -251,6 +261,9 @@ func (e *Endpoint) segmentLocked(pkt *stack.PacketBuffer, size int) {
 	}
 	frame := e.gsoBuf[:n]
 	copyPacket(frame, pkt)
+	if e.nat != nil && !e.natTransmit(e.nat, frame, len(pkt.LinkHeader().Slice()), false) {
+		return
+	}
 	seg, ok := newTCPSegmenter(frame, len(pkt.LinkHeader().Slice()), int(pkt.GSOOptions.MSS), int(e.mtu.Load()))
 	if !ok || seg.hdrLen()+seg.mss > size {
 		e.stats.drop(dropTxOversize)

@@ -24,6 +24,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/natengine"
 )
 
 // ErrClosed is returned by Router methods called after Close.
@@ -40,6 +41,12 @@ type Router struct {
 	pins  *forwardPins
 	// tx batches writes per receive batch across all endpoints.
 	tx txBatcher
+	// nat is the NAT engine or nil; neighbors invalidates its fast path.
+	nat       *natengine.Engine
+	neighbors *neighborWatch
+	// egress maps NIC IDs to endpoints for the fast path; rebuilt under
+	// mu when interfaces come and go.
+	egress atomic.Pointer[egressTable]
 
 	// mu protects ifaces, nextID, routes, table, closed and each
 	// Interface's addrs and removed.
@@ -71,7 +78,14 @@ func New(cfg Config, log *slog.Logger) (*Router, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	var nw *neighborWatch
+	var nud stack.NUDDispatcher
+	if cfg.NAT != nil {
+		nw = newNeighborWatch(cfg.NAT)
+		nud = nw
+	}
 	s := stack.New(stack.Options{
+		NUDDisp: nud,
 		NetworkProtocols: []stack.NetworkProtocolFactory{
 			ipv4.NewProtocol,
 			ipv6.NewProtocolWithOptions(ipv6.Options{
@@ -96,7 +110,7 @@ func New(cfg Config, log *slog.Logger) (*Router, error) {
 	pins := newForwardPins()
 	s.SetNFTables(pins)
 	s.SetNFTablesConfigured(true)
-	r := &Router{s: s, log: log, pins: pins, ifaces: make(map[string]*Interface)}
+	r := &Router{s: s, log: log, pins: pins, ifaces: make(map[string]*Interface), nat: cfg.NAT, neighbors: nw}
 	if err := r.Apply(cfg); err != nil {
 		r.Close()
 		return nil, err
@@ -158,8 +172,39 @@ func (r *Router) Apply(cfg Config) error {
 	}
 	r.syncRoutesLocked(&cfg)
 	r.refreshLocalLocked()
+	r.refreshEgressLocked()
+	if r.nat != nil {
+		// Routes, MTUs, tags or interfaces may have changed: every flow
+		// takes the slow path once and is offloaded again as it now goes.
+		r.nat.InvalidateFastPath()
+	}
 	return errors.Join(errs...)
 }
+
+// refreshEgressLocked rebuilds the fast path's NIC ID → endpoint table.
+// r.mu must be held.
+func (r *Router) refreshEgressLocked() {
+	tab := make(egressTable, r.nextID+1)
+	for _, ifc := range r.ifaces {
+		tab[ifc.id] = ifc.ep
+	}
+	r.egress.Store(&tab)
+}
+
+// NATIface returns the NAT engine's number for the interface named name
+// (its NIC ID), for natengine.Rules.
+func (r *Router) NATIface(name string) (natengine.Iface, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ifc, ok := r.ifaces[name]
+	if !ok {
+		return natengine.NoIface, false
+	}
+	return natIface(ifc.id), true
+}
+
+// NAT returns the router's NAT engine, or nil.
+func (r *Router) NAT() *natengine.Engine { return r.nat }
 
 func (r *Router) addLocked(c *InterfaceConfig, mtu uint32) (*Interface, error) {
 	r.nextID++
@@ -169,6 +214,8 @@ func (r *Router) addLocked(c *InterfaceConfig, mtu uint32) (*Interface, error) {
 	ep.nicID = r.nextID
 	ep.pins = r.pins
 	ep.tx = &r.tx
+	ep.nat = r.nat
+	ep.egress = &r.egress
 	r.tx.add(ep)
 	if err := r.s.CreateNICWithOptions(r.nextID, ep, stack.NICOptions{Name: c.Name}); err != nil {
 		return nil, fmt.Errorf("stack: interface %s: CreateNIC(%d): %s", c.Name, r.nextID, err)
@@ -412,6 +459,9 @@ func (i *Interface) SetLinkUp(up bool) {
 	}
 	i.r.log.Debug("link state", "interface", i.name, "up", up)
 	i.r.refreshLocalLocked()
+	if i.r.nat != nil {
+		i.r.nat.InvalidateFastPath()
+	}
 }
 
 func containsPrefix(ps []netip.Prefix, p netip.Prefix) bool {

@@ -58,7 +58,7 @@ func (l *lab) config() Config {
 // goroutineLeakCheck fails t if goroutines started during the test are
 // still running a second after its cleanups (wireguard-go
 // device/device_test.go). Register it first so it runs last.
-func goroutineLeakCheck(t *testing.T) {
+func goroutineLeakCheck(t testing.TB) {
 	before := runtime.NumGoroutine()
 	t.Cleanup(func() {
 		deadline := time.Now().Add(time.Second)
@@ -106,7 +106,7 @@ func newLab(t *testing.T) *lab {
 	return l
 }
 
-func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
@@ -164,7 +164,7 @@ func echoServer(t *testing.T, ln net.Listener) {
 }
 
 // exchange sends n bytes over c and checks they come back.
-func exchange(t *testing.T, c net.Conn, n int) {
+func exchange(t testing.TB, c net.Conn, n int) {
 	t.Helper()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	want := make([]byte, n)
@@ -188,7 +188,7 @@ func exchange(t *testing.T, c net.Conn, n int) {
 	}
 }
 
-func dial(t *testing.T, h *stacktest.Host, dst netip.AddrPort) net.Conn {
+func dial(t testing.TB, h *stacktest.Host, dst netip.AddrPort) net.Conn {
 	t.Helper()
 	proto := ipv4.ProtocolNumber
 	if dst.Addr().Is6() {

@@ -20,6 +20,8 @@ const (
 	dropNotAttached                          // received before the NIC existed or after it was removed
 	dropTxError                              // the FrameWriter refused the frame
 	dropTxOversize                           // netstack gave a packet larger than the frame buffer
+	dropNAT                                  // the NAT engine refused the packet (its own counters say why)
+	dropNoEgress                             // fast-path packet whose egress interface was just removed
 	numDropReasons
 )
 
@@ -37,6 +39,8 @@ var dropReasonNames = [numDropReasons]string{
 	dropNotAttached:        "not_attached",
 	dropTxError:            "tx_error",
 	dropTxOversize:         "tx_oversize",
+	dropNAT:                "nat",
+	dropNoEgress:           "no_egress",
 }
 
 func (r dropReason) String() string { return dropReasonNames[r] }

@@ -1,0 +1,262 @@
+package stack
+
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+
+	"gvisor.dev/gvisor/pkg/buffer"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+
+	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/natengine"
+)
+
+// The glue between the endpoints and the NAT engine (natengine), in the
+// order a packet meets it:
+//
+//   - receive: a CHECKSUM_PARTIAL frame gets its L4 checksum completed in
+//     place first (the engine patches checksums incrementally, which needs
+//     a complete one); then FastPath; a hit is rewritten in place and goes
+//     straight to the egress endpoint's transmit batch, never touching
+//     netstack. A miss is validated by classify, which runs Prerouting
+//     after the IP header checks and before the "is it for us?" decision,
+//     so GRO and the TTL rule see the translated destination.
+//   - transmit (WritePackets): Postrouting on every IP packet, then
+//     Offload for forwarded ones, with the frame's MAC addresses.
+//   - after each receive run: DrainHeld delivers out-of-order fragments the
+//     engine held until their first fragment came.
+//
+// The engine's Iface numbers are the NIC IDs.
+
+// natIface is the engine's number for a NIC.
+func natIface(id tcpip.NICID) natengine.Iface { return natengine.Iface(id) }
+
+// egressTable maps NIC IDs to endpoints for the fast path; immutable once
+// stored.
+type egressTable []*Endpoint
+
+func (t egressTable) get(out natengine.Iface) *Endpoint {
+	if out <= 0 || int(out) >= len(t) {
+		return nil
+	}
+	return t[out]
+}
+
+// fastForward tries the fast path on f, received on e. It reports whether
+// the frame was taken (queued on its egress endpoint, or dropped and
+// counted there).
+func (e *Endpoint) fastForward(frame []byte, nat *natengine.Engine) bool {
+	out, ok := nat.FastPath(frame, natIface(e.nicID))
+	if !ok {
+		return false
+	}
+	tab := e.egress.Load()
+	var oe *Endpoint
+	if tab != nil {
+		oe = tab.get(out)
+	}
+	if oe == nil {
+		// The egress NIC went away after the flow was offloaded (Apply
+		// invalidates the fast path; this is the race in between).
+		e.stats.drop(dropNoEgress)
+		return true
+	}
+	oe.queueFastFrame(frame[:header.EthernetMinimumSize+ipLength(frame)])
+	return true
+}
+
+// ipLength is the IP packet length of an untagged Ethernet frame that the
+// fast path accepted (so the header is sane): it trims link padding.
+func ipLength(frame []byte) int {
+	ip := frame[header.EthernetMinimumSize:]
+	if ip[0]>>4 == 4 {
+		return int(binary.BigEndian.Uint16(ip[2:]))
+	}
+	return header.IPv6MinimumSize + int(binary.BigEndian.Uint16(ip[4:]))
+}
+
+// queueFastFrame copies a rewritten untagged frame into e's transmit batch,
+// inserting e's VLAN tags after the MAC addresses. Like WritePackets it
+// sends at once unless a receive batch is in progress.
+func (e *Endpoint) queueFastFrame(frame []byte) {
+	w := e.writer.Load()
+	if w == nil || !e.up.Load() {
+		e.stats.drop(dropLinkDown)
+		return
+	}
+	v := e.vlan.Load()
+	size := int(e.mtu.Load()) + maxHeaderLength
+	n := len(frame) + v.n
+	if n > size {
+		e.stats.drop(dropTxOversize)
+		return
+	}
+	e.txMu.Lock()
+	buf := e.getBuf(size)
+	out := (*buf)[:n]
+	copy(out, frame[:12])
+	copy(out[12:], v.tags[:v.n])
+	copy(out[12+v.n:], frame[12:])
+	b := &e.pending
+	b.frames = append(b.frames, out)
+	b.bufs = append(b.bufs, buf)
+	e.txDirty.Store(true)
+	if e.tx == nil || !e.tx.deferring() || len(b.frames) >= hw.TxBatchSize {
+		e.sendPendingLocked(w)
+	}
+	e.txMu.Unlock()
+}
+
+// completePartialInPlace completes the L4 checksum of a CHECKSUM_PARTIAL
+// IPv4/IPv6 TCP or UDP frame (untagged) in place and reports whether the
+// frame now carries a full checksum. Anything it cannot parse is left to
+// classify, which drops or passes it as before.
+func completePartialInPlace(frame []byte) bool {
+	if len(frame) < header.EthernetMinimumSize {
+		return false
+	}
+	ip := frame[header.EthernetMinimumSize:]
+	switch binary.BigEndian.Uint16(frame[12:]) {
+	case uint16(header.IPv4ProtocolNumber):
+		if len(ip) < header.IPv4MinimumSize || ip[0]>>4 != 4 {
+			return false
+		}
+		h, l4, ok := ipv4Parts(ip)
+		if !ok || h.More() || h.FragmentOffset() != 0 {
+			return false
+		}
+		completePartialChecksum(h.Protocol(), l4)
+		return true
+	case uint16(header.IPv6ProtocolNumber):
+		if len(ip) < header.IPv6MinimumSize || ip[0]>>4 != 6 {
+			return false
+		}
+		end := header.IPv6MinimumSize + int(binary.BigEndian.Uint16(ip[4:]))
+		if end > len(ip) {
+			return false
+		}
+		proto, off, ok := ipv6Transport(ip[:end])
+		if !ok {
+			return false
+		}
+		completePartialChecksum(proto, ip[off:end])
+		return true
+	}
+	return false
+}
+
+// natTransmit runs Postrouting on frame, which netstack is sending on e,
+// and hands forwarded packets' flows to the fast path. ipOff is the offset
+// of the IP header. It reports false when the engine dropped the packet.
+func (e *Endpoint) natTransmit(nat *natengine.Engine, frame []byte, ipOff int, forwarded bool) bool {
+	et := binary.BigEndian.Uint16(frame[ipOff-2:])
+	if et != uint16(header.IPv4ProtocolNumber) && et != uint16(header.IPv6ProtocolNumber) {
+		return true
+	}
+	out := natIface(e.nicID)
+	if nat.Postrouting(frame[ipOff:], out) != natengine.Accept {
+		e.stats.drop(dropNAT)
+		return false
+	}
+	if forwarded {
+		nat.Offload(frame[ipOff:], out, [6]byte(frame[:6]), [6]byte(frame[6:12]))
+	}
+	return true
+}
+
+// deliverHeld hands a fragment the engine held (already translated) to the
+// NIC it arrived on. pkt starts at the IP header.
+func deliverHeld(tab egressTable, pkt []byte, in natengine.Iface) {
+	e := tab.get(in)
+	if e == nil || len(pkt) == 0 {
+		return
+	}
+	e.mu.RLock()
+	d := e.dispatcher
+	e.mu.RUnlock()
+	if d == nil || !e.up.Load() {
+		e.stats.drop(dropNotAttached)
+		return
+	}
+	proto := header.IPv4ProtocolNumber
+	if pkt[0]>>4 == 6 {
+		proto = header.IPv6ProtocolNumber
+	}
+	p := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(pkt)})
+	p.NetworkProtocolNumber = proto
+	p.PktType = tcpip.PacketHost
+	d.DeliverNetworkPacket(proto, p)
+	if proto == header.IPv4ProtocolNumber && e.pins != nil {
+		e.pins.release(p)
+	}
+	p.DecRef()
+}
+
+// neighborWatch is the stack's NUDDispatcher: a neighbour whose link
+// address changed, that became unreachable or that was removed sends
+// every flow back to the slow path (natengine.InvalidateFastPath), which
+// offloads them again with the new MAC. Plain state changes (reachable ↔
+// stale) keep the fast path.
+type neighborWatch struct {
+	nat *natengine.Engine
+
+	mu   sync.Mutex
+	macs map[neighborKey]tcpip.LinkAddress
+	// invalidations counts the times a neighbour event invalidated the
+	// fast path.
+	invalidations atomic.Uint64
+}
+
+type neighborKey struct {
+	nic  tcpip.NICID
+	addr tcpip.Address
+}
+
+var _ stack.NUDDispatcher = (*neighborWatch)(nil)
+
+func newNeighborWatch(nat *natengine.Engine) *neighborWatch {
+	return &neighborWatch{nat: nat, macs: make(map[neighborKey]tcpip.LinkAddress)}
+}
+
+func (w *neighborWatch) invalidate() {
+	w.invalidations.Add(1)
+	w.nat.InvalidateFastPath()
+}
+
+// OnNeighborAdded implements stack.NUDDispatcher.
+func (w *neighborWatch) OnNeighborAdded(nic tcpip.NICID, n stack.NeighborEntry) {
+	w.OnNeighborChanged(nic, n)
+}
+
+// OnNeighborChanged implements stack.NUDDispatcher.
+func (w *neighborWatch) OnNeighborChanged(nic tcpip.NICID, n stack.NeighborEntry) {
+	k := neighborKey{nic, n.Addr}
+	w.mu.Lock()
+	old, known := w.macs[k]
+	changed := known && old != "" && old != n.LinkAddr
+	if n.State == stack.Unreachable {
+		changed = known
+		delete(w.macs, k)
+	} else if n.LinkAddr != "" {
+		w.macs[k] = n.LinkAddr
+	}
+	w.mu.Unlock()
+	if changed {
+		w.invalidate()
+	}
+}
+
+// OnNeighborRemoved implements stack.NUDDispatcher.
+func (w *neighborWatch) OnNeighborRemoved(nic tcpip.NICID, n stack.NeighborEntry) {
+	k := neighborKey{nic, n.Addr}
+	w.mu.Lock()
+	_, known := w.macs[k]
+	delete(w.macs, k)
+	w.mu.Unlock()
+	if known {
+		w.invalidate()
+	}
+}
