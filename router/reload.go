@@ -89,6 +89,20 @@ func (r *Router) Reload(cfg *config.Config) error {
 		errs = append(errs, fmt.Errorf("netstack: %w", err))
 	}
 	r.cfg = cfg
+	// The engine outlives the reload with every flow; only its rules
+	// change. New interfaces got new IDs above, so the rules follow Apply.
+	if err := r.applyNATLocked(); err != nil {
+		errs = append(errs, fmt.Errorf("nat: %w", err))
+	}
+	if routingChanged(old, cfg) {
+		// SetRules and Apply already bump the fast-path generation; this
+		// states the contract: offloaded flows re-take the slow path once
+		// when routes or interfaces change.
+		r.nat.InvalidateFastPath()
+	}
+	if what := natRestartNeeded(old, cfg); what != "" {
+		r.log.Warn("config change needs a restart to take effect; the running values stay", "key", what)
+	}
 	r.bindPortsLocked()
 	for _, rp := range r.ports {
 		r.startPortLocked(rp)

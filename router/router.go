@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/stack"
@@ -34,13 +35,18 @@ type Router struct {
 	build   Build
 	started time.Time
 
-	// mu protects cfg, ports, net, listeners and cancel.
+	// mu protects cfg, ports, net, listeners, sinks and cancel.
 	mu        sync.Mutex
 	cfg       *config.Config
 	ports     map[string]*runningPort
 	net       *stack.Router
 	listeners []*statusListener
+	sinks     []netip.AddrPort // ServeDiscard listeners, reserved from SNAT
 	closed    bool
+
+	// nat is the conntrack/NAT engine, built once in New: reloads change
+	// its rules and keep every tracked flow.
+	nat *natengine.Engine
 
 	statusSrv *status.Server
 	ctx       context.Context
@@ -91,6 +97,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger) (_ *Router, err erro
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.nat = natengine.New(engineConfig(cfg))
 	for _, pc := range cfg.Ports {
 		if err := r.openPortLocked(cfg, pc); err != nil {
 			return nil, err
@@ -106,6 +113,14 @@ func New(cfg *config.Config, build Build, log *slog.Logger) (_ *Router, err erro
 	}
 	r.net = n
 	r.cfg = cfg
+	if err := r.applyNATLocked(); err != nil {
+		return nil, fmt.Errorf("nat: %w", err)
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.sweepNAT(ctx, r.nat)
+	}()
 	r.bindPortsLocked()
 	if err := r.listenLocked(cfg.Status); err != nil {
 		return nil, err
@@ -155,7 +170,7 @@ func extraTags(cfg *config.Config, port string) int {
 // stackConfigLocked translates the config into the netstack's terms, using
 // each port's MAC and MTU.
 func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
-	var sc stack.Config
+	sc := stack.Config{NAT: r.nat}
 	for _, ic := range cfg.Interfaces {
 		rp, ok := r.ports[ic.Port]
 		if !ok {
@@ -315,6 +330,7 @@ func (r *Router) closeListenersLocked() {
 		ln.Close()
 	}
 	r.listeners = nil
+	r.sinks = nil
 }
 
 // Close stops everything and restores every port. It is safe to call twice.

@@ -25,6 +25,10 @@ func (r *Router) ServeDiscard(addr netip.AddrPort) error {
 	}
 	sl := &statusListener{Listener: ln}
 	r.listeners = append(r.listeners, sl)
+	r.sinks = append(r.sinks, addr)
+	if err := r.applyNATLocked(); err != nil {
+		r.log.Warn("nat: reserving the discard port", "addr", addr, "err", err)
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()

@@ -1,0 +1,216 @@
+package router
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/gvrouter/gvrouter/natengine"
+	"github.com/gvrouter/gvrouter/router/config"
+)
+
+// sweepInterval is how often expired flows are removed (nf_conntrack's GC
+// runs about every second; the timeouts are minutes, so 5 s is plenty).
+const sweepInterval = 5 * time.Second
+
+// engineConfig is the construction-time part of the NAT config: the table
+// size and the timeouts. They cannot change without a restart.
+func engineConfig(cfg *config.Config) natengine.Config {
+	t := cfg.NAT.Conntrack.Timeouts
+	return natengine.Config{
+		MaxConns: cfg.NAT.MaxConns(),
+		Timeouts: natengine.Timeouts{ // zero fields take the engine's defaults
+			TCPEstablished: t.TCPEstablished,
+			TCPTransitory:  t.TCPTransitory,
+			UDPUnreplied:   t.UDPUnreplied,
+			UDPStream:      t.UDPStream,
+			ICMPQuery:      t.ICMP,
+			Other:          t.Other,
+		},
+	}
+}
+
+// natIDs maps an interface name to the engine's ID for it (the stack's
+// NATIface); ok is false for an interface the stack does not have.
+type natIDs func(name string) (natengine.Iface, bool)
+
+// natRules builds the engine's rules from cfg. ids gives each interface's
+// engine ID; interfaces the stack does not have (a port that failed to
+// open) are left out, with the forwards that listen on them. portMTU gives
+// the MTU of an interface that sets none (its port's). reserved lists the
+// router's own listening sockets, which SNAT must never allocate.
+func natRules(cfg *config.Config, ids natIDs, portMTU func(port string) int, reserved []reservedPort) natengine.Rules {
+	n := &cfg.NAT
+	r := natengine.Rules{
+		Hairpin:   n.HairpinOn(),
+		Filtering: filteringOf(n.FilteringMode()),
+	}
+	if cfg.Firewall.WANInputDrop() {
+		r.WANInput = natengine.InputDrop
+	}
+	id := make(map[string]natengine.Iface)
+	var wans []string
+	for _, ic := range cfg.Interfaces {
+		nid, ok := ids(ic.Name)
+		if !ok {
+			continue
+		}
+		id[ic.Name] = nid
+		mtu := ic.MTU
+		if mtu == 0 && portMTU != nil {
+			mtu = portMTU(ic.Port)
+		}
+		c := natengine.IfaceConfig{
+			ID:         nid,
+			Name:       ic.Name,
+			WAN:        ic.Role == config.RoleWAN,
+			Masquerade: slices.Contains(n.Masquerade, ic.Name),
+			MTU:        mtu,
+		}
+		for _, p := range ic.Addresses {
+			c.Addrs = append(c.Addrs, p.Addr())
+		}
+		for _, s := range n.SNAT {
+			if s.On == ic.Name {
+				c.SNAT = append(c.SNAT, s.To...)
+			}
+		}
+		if c.WAN && slices.ContainsFunc(ic.Addresses, func(p netip.Prefix) bool { return p.Addr().Is4() }) {
+			wans = append(wans, ic.Name)
+		}
+		r.Ifaces = append(r.Ifaces, c)
+	}
+	for _, f := range n.Forwards {
+		on := []string{f.On}
+		if f.On == "" {
+			on = wans
+		}
+		for _, name := range on {
+			nid, ok := id[name]
+			if !ok {
+				continue
+			}
+			r.Forwards = append(r.Forwards, natengine.Forward{
+				Proto:     protoOf(f.Proto),
+				In:        nid,
+				FirstPort: f.FirstPort,
+				LastPort:  f.LastPort,
+				To:        f.To,
+			})
+		}
+	}
+	for _, a := range cfg.Firewall.Allow6 {
+		r.Allow6 = append(r.Allow6, natengine.Allow6{
+			Proto:     protoOf(a.Proto),
+			Dst:       a.To,
+			FirstPort: a.FirstPort,
+			LastPort:  a.LastPort,
+		})
+	}
+	if len(reserved) > 0 {
+		set := make(map[reservedPort]bool, len(reserved))
+		for _, p := range reserved {
+			set[p] = true
+		}
+		r.Reserved = func(proto uint8, addr netip.Addr, port uint16) bool {
+			return set[reservedPort{proto, addr.Unmap(), port}]
+		}
+	}
+	return r
+}
+
+// reservedPort is a port one of the router's own netstack sockets uses.
+type reservedPort struct {
+	proto uint8
+	addr  netip.Addr
+	port  uint16
+}
+
+// reservedPorts lists the netstack listeners cfg asks for (the status
+// page's interface:port entries) and the extra ones (the bench sink).
+func reservedPorts(cfg *config.Config, extra []netip.AddrPort) []reservedPort {
+	var out []reservedPort
+	for _, l := range cfg.Status.Listen {
+		ic := cfg.Interface(l.Interface)
+		if l.Interface == "" || ic == nil {
+			continue // a host listener is the kernel's
+		}
+		for _, p := range ic.Addresses {
+			out = append(out, reservedPort{natengine.ProtoTCP, p.Addr(), l.Port})
+		}
+	}
+	for _, ap := range extra {
+		out = append(out, reservedPort{natengine.ProtoTCP, ap.Addr().Unmap(), ap.Port()})
+	}
+	return out
+}
+
+func protoOf(s string) uint8 {
+	switch s {
+	case config.ProtoTCP:
+		return natengine.ProtoTCP
+	case config.ProtoUDP:
+		return natengine.ProtoUDP
+	}
+	return 0
+}
+
+func filteringOf(s string) natengine.Filtering {
+	switch s {
+	case config.FilteringEndpointIndependent:
+		return natengine.EndpointIndependent
+	case config.FilteringAddressDependent:
+		return natengine.AddressDependent
+	}
+	return natengine.AddressAndPortDependent
+}
+
+// applyNATLocked gives the engine the rules of r.cfg and the interfaces
+// the stack has now. r.mu must be held.
+func (r *Router) applyNATLocked() error {
+	if r.nat == nil || r.net == nil || r.cfg == nil {
+		return nil
+	}
+	portMTU := func(port string) int {
+		if rp := r.ports[port]; rp != nil {
+			return rp.port.MTU()
+		}
+		return 0
+	}
+	return r.nat.SetRules(natRules(r.cfg, r.net.NATIface, portMTU, reservedPorts(r.cfg, r.sinks)))
+}
+
+// sweepNAT removes expired flows every sweepInterval until ctx is done.
+func (r *Router) sweepNAT(ctx context.Context, e *natengine.Engine) {
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			e.Sweep()
+		}
+	}
+}
+
+// natRestartNeeded reports what of the conntrack config a reload cannot
+// change (the engine is built once), or "".
+func natRestartNeeded(old, cfg *config.Config) string {
+	switch {
+	case old.NAT.MaxConns() != cfg.NAT.MaxConns():
+		return "nat: conntrack: max"
+	case old.NAT.Conntrack.Timeouts != cfg.NAT.Conntrack.Timeouts:
+		return "nat: conntrack: timeouts"
+	}
+	return ""
+}
+
+// routingChanged reports whether interfaces or routes differ, so offloaded
+// flows may now take another way.
+func routingChanged(old, cfg *config.Config) bool {
+	return !slices.EqualFunc(old.Interfaces, cfg.Interfaces, config.Interface.Equal) ||
+		!slices.EqualFunc(old.Routes, cfg.Routes, config.Route.Equal) ||
+		!slices.EqualFunc(old.Ports, cfg.Ports, config.Port.Equal)
+}

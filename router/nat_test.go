@@ -1,0 +1,229 @@
+package router
+
+import (
+	"net/netip"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gvrouter/gvrouter/natengine"
+	"github.com/gvrouter/gvrouter/router/config"
+)
+
+const natBase = `ports:
+  - {name: eth0, mtu: 1500}
+interfaces:
+  - {name: lan, port: eth0, vlan: 1, role: lan, addresses: [192.168.1.1/24, fd00:1::1/64]}
+  - {name: wan, port: eth0, vlan: 2, role: wan, mtu: 1492, addresses: [203.0.113.2/24, 2001:db8::2/64]}
+  - {name: wan2, port: eth0, vlan: 3, role: wan, addresses: [198.51.100.2/24]}
+status:
+  listen: [lan:80, "127.0.0.1:8080"]
+`
+
+// seqIDs numbers the interfaces in config order from 1, like NIC IDs.
+func seqIDs(cfg *config.Config, missing ...string) natIDs {
+	return func(name string) (natengine.Iface, bool) {
+		for _, m := range missing {
+			if m == name {
+				return 0, false
+			}
+		}
+		for i, ic := range cfg.Interfaces {
+			if ic.Name == name {
+				return natengine.Iface(i + 1), true
+			}
+		}
+		return 0, false
+	}
+}
+
+func addrs(s ...string) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range s {
+		out = append(out, netip.MustParseAddr(a))
+	}
+	return out
+}
+
+func TestNATRules(t *testing.T) {
+	lan := natengine.IfaceConfig{ID: 1, Name: "lan", Addrs: addrs("192.168.1.1", "fd00:1::1"), MTU: 1500}
+	wan := natengine.IfaceConfig{ID: 2, Name: "wan", WAN: true, Addrs: addrs("203.0.113.2", "2001:db8::2"), MTU: 1492}
+	wan2 := natengine.IfaceConfig{ID: 3, Name: "wan2", WAN: true, Addrs: addrs("198.51.100.2"), MTU: 1500}
+	with := func(c natengine.IfaceConfig, f func(*natengine.IfaceConfig)) natengine.IfaceConfig {
+		f(&c)
+		return c
+	}
+	to := netip.MustParseAddrPort
+	for _, tt := range []struct {
+		name    string
+		in      string
+		missing []string
+		want    natengine.Rules
+	}{
+		{
+			name: "defaults",
+			in:   "",
+			want: natengine.Rules{Ifaces: []natengine.IfaceConfig{lan, wan, wan2}, Hairpin: true, WANInput: natengine.InputDrop},
+		},
+		{
+			name: "masquerade and snat",
+			in:   "nat:\n  masquerade: [wan]\n  snat: [{on: wan2, to: [198.51.100.7, 198.51.100.8]}]\n",
+			want: natengine.Rules{
+				Ifaces: []natengine.IfaceConfig{lan,
+					with(wan, func(c *natengine.IfaceConfig) { c.Masquerade = true }),
+					with(wan2, func(c *natengine.IfaceConfig) { c.SNAT = addrs("198.51.100.7", "198.51.100.8") })},
+				Hairpin: true, WANInput: natengine.InputDrop,
+			},
+		},
+		{
+			name: "forwards: on one, on every wan, ranges",
+			in: "nat:\n  forwards:\n    - {proto: tcp, port: 8080, to: \"192.168.1.10:80\", on: wan}\n" +
+				"    - {proto: udp, port: \"5000-5010\", to: 192.168.1.11}\n",
+			want: natengine.Rules{
+				Ifaces:  []natengine.IfaceConfig{lan, wan, wan2},
+				Hairpin: true, WANInput: natengine.InputDrop,
+				Forwards: []natengine.Forward{
+					{Proto: natengine.ProtoTCP, In: 2, FirstPort: 8080, LastPort: 8080, To: to("192.168.1.10:80")},
+					{Proto: natengine.ProtoUDP, In: 2, FirstPort: 5000, LastPort: 5010, To: to("192.168.1.11:0")},
+					{Proto: natengine.ProtoUDP, In: 3, FirstPort: 5000, LastPort: 5010, To: to("192.168.1.11:0")},
+				},
+			},
+		},
+		{
+			name:    "interface the stack lacks is left out with its forwards",
+			in:      "nat:\n  masquerade: [wan2]\n  forwards:\n    - {proto: tcp, port: 22, to: 192.168.1.10, on: wan2}\n    - {proto: tcp, port: 23, to: 192.168.1.10}\n",
+			missing: []string{"wan2"},
+			want: natengine.Rules{
+				Ifaces: []natengine.IfaceConfig{lan, wan}, Hairpin: true, WANInput: natengine.InputDrop,
+				Forwards: []natengine.Forward{{Proto: natengine.ProtoTCP, In: 2, FirstPort: 23, LastPort: 23, To: to("192.168.1.10:0")}},
+			},
+		},
+		{
+			name: "hairpin off, filtering, wan_input accept, allow6",
+			in: "nat: {hairpin: off, filtering: endpoint-independent}\nfirewall:\n  wan_input: accept\n  allow6:\n" +
+				"    - {proto: tcp, to: \"fd00:1::10\", port: 22}\n    - {to: \"fd00:1::/64\", port: \"60000-61000\"}\n",
+			want: natengine.Rules{
+				Ifaces: []natengine.IfaceConfig{lan, wan, wan2}, Filtering: natengine.EndpointIndependent,
+				Allow6: []natengine.Allow6{
+					{Proto: natengine.ProtoTCP, Dst: netip.MustParsePrefix("fd00:1::10/128"), FirstPort: 22, LastPort: 22},
+					{Dst: netip.MustParsePrefix("fd00:1::/64"), FirstPort: 60000, LastPort: 61000},
+				},
+			},
+		},
+		{
+			name: "address-dependent",
+			in:   "nat: {filtering: address-dependent}\n",
+			want: natengine.Rules{Ifaces: []natengine.IfaceConfig{lan, wan, wan2}, Hairpin: true, Filtering: natengine.AddressDependent, WANInput: natengine.InputDrop},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := config.Parse("nat.yaml", []byte(natBase+tt.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := natRules(cfg, seqIDs(cfg, tt.missing...), func(string) int { return 1500 }, nil)
+			if got.Reserved != nil {
+				t.Errorf("Reserved set with no reserved ports")
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("natRules =\n%+v\nwant\n%+v", got, tt.want)
+			}
+			if err := natengine.New(engineConfig(cfg)).SetRules(got); err != nil {
+				t.Errorf("SetRules: %v", err)
+			}
+		})
+	}
+}
+
+// TestNATRulesTestdata checks that every valid example config yields rules
+// the engine accepts: config validation is at least as strict as the
+// engine's compile.
+func TestNATRulesTestdata(t *testing.T) {
+	files, _ := filepath.Glob("config/testdata/*.yaml")
+	files = append(files, "../config.yaml")
+	for _, f := range files {
+		cfg, err := config.Load(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		r := natRules(cfg, seqIDs(cfg), func(string) int { return 1500 }, reservedPorts(cfg, nil))
+		if err := natengine.New(engineConfig(cfg)).SetRules(r); err != nil {
+			t.Errorf("%s: SetRules: %v", f, err)
+		}
+	}
+}
+
+func TestReservedPorts(t *testing.T) {
+	cfg, err := config.Parse("nat.yaml", []byte(natBase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := netip.MustParseAddrPort("203.0.113.2:9")
+	res := reservedPorts(cfg, []netip.AddrPort{sink})
+	want := []reservedPort{
+		{natengine.ProtoTCP, netip.MustParseAddr("192.168.1.1"), 80},
+		{natengine.ProtoTCP, netip.MustParseAddr("fd00:1::1"), 80},
+		{natengine.ProtoTCP, netip.MustParseAddr("203.0.113.2"), 9},
+	}
+	if !reflect.DeepEqual(res, want) {
+		t.Fatalf("reservedPorts = %v, want %v", res, want)
+	}
+	r := natRules(cfg, seqIDs(cfg), nil, res)
+	for _, tt := range []struct {
+		proto uint8
+		addr  string
+		port  uint16
+		want  bool
+	}{
+		{natengine.ProtoTCP, "192.168.1.1", 80, true},
+		{natengine.ProtoTCP, "203.0.113.2", 9, true},
+		{natengine.ProtoTCP, "::ffff:203.0.113.2", 9, true},
+		{natengine.ProtoUDP, "203.0.113.2", 9, false},
+		{natengine.ProtoTCP, "203.0.113.2", 80, false},
+		{natengine.ProtoTCP, "127.0.0.1", 8080, false}, // a host listener is the kernel's
+	} {
+		if got := r.Reserved(tt.proto, netip.MustParseAddr(tt.addr), tt.port); got != tt.want {
+			t.Errorf("Reserved(%d, %s, %d) = %v, want %v", tt.proto, tt.addr, tt.port, got, tt.want)
+		}
+	}
+}
+
+func TestEngineConfig(t *testing.T) {
+	cfg, err := config.Parse("nat.yaml", []byte(natBase+"nat:\n  conntrack:\n    max: 1024\n    timeouts: {tcp_established: 3h, icmp: 90s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := engineConfig(cfg)
+	want := natengine.Config{MaxConns: 1024, Timeouts: natengine.Timeouts{TCPEstablished: 3 * time.Hour, ICMPQuery: 90 * time.Second}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("engineConfig = %+v, want %+v", got, want)
+	}
+	def, _ := config.Parse("nat.yaml", []byte(natBase))
+	if got := engineConfig(def); got.MaxConns != natengine.DefaultMaxConns || got.Timeouts != (natengine.Timeouts{}) {
+		t.Errorf("engineConfig(defaults) = %+v, want the engine's defaults", got)
+	}
+	if w := natRestartNeeded(def, cfg); w != "nat: conntrack: max" {
+		t.Errorf("natRestartNeeded = %q", w)
+	}
+	if w := natRestartNeeded(def, def); w != "" {
+		t.Errorf("natRestartNeeded(same) = %q", w)
+	}
+}
+
+func TestRoutingChanged(t *testing.T) {
+	parse := func(s string) *config.Config {
+		c, err := config.Parse("r.yaml", []byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a := parse(natBase)
+	if routingChanged(a, parse(natBase+"nat: {masquerade: [wan]}\n")) {
+		t.Error("a NAT-only change counts as a routing change")
+	}
+	if !routingChanged(a, parse(natBase+"routes: [{to: default, via: 203.0.113.1}]\n")) {
+		t.Error("a new route is not a routing change")
+	}
+}
