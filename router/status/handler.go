@@ -3,6 +3,7 @@ package status
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -14,6 +15,7 @@ func (s *Server) newHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/{$}", s.servePage)
 	mux.HandleFunc("/api/status", s.serveJSON)
+	mux.HandleFunc("/api/conntrack", s.serveConntrack)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
 		ErrorLog:      promLogger{s.log},
 		ErrorHandling: promhttp.ContinueOnError,
@@ -41,9 +43,27 @@ func readOnly(next http.Handler) http.Handler {
 	})
 }
 
+// pageData is what the page template renders: the latest sample and, when
+// the router tracks connections, one page of the conntrack table.
+type pageData struct {
+	*Snapshot
+	Table      *ConntrackPage
+	TableError string
+}
+
 func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
-	if err := pageTemplate.Execute(&buf, s.current()); err != nil {
+	d := pageData{Snapshot: s.current()}
+	if d.Conntrack != nil {
+		q, err := ParseTableQuery(r.URL.Query().Get("addr"), r.URL.Query().Get("page"))
+		if err == nil {
+			d.Table, err = s.table(q)
+		}
+		if err != nil && !errors.Is(err, errNoConntrack) {
+			d.TableError = err.Error()
+		}
+	}
+	if err := pageTemplate.Execute(&buf, d); err != nil {
 		s.log.Error("status: rendering page", "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
@@ -53,7 +73,27 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
-	b, err := json.MarshalIndent(s.current(), "", "  ")
+	s.writeJSON(w, s.current())
+}
+
+// serveConntrack serves one page of the conntrack table:
+// /api/conntrack?addr=192.168.1.10&page=2.
+func (s *Server) serveConntrack(w http.ResponseWriter, r *http.Request) {
+	q, err := ParseTableQuery(r.URL.Query().Get("addr"), r.URL.Query().Get("page"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	p, err := s.table(q)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	s.writeJSON(w, p)
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		s.log.Error("status: encoding json", "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)

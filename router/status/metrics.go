@@ -97,6 +97,70 @@ type collector struct {
 	buildInfo *prometheus.Desc
 	// gro is the interfaces' GRO counters, labelled by event.
 	gro *prometheus.Desc
+	ct  conntrackDescs
+}
+
+// conntrackDescs describe the Conntrack section.
+type conntrackDescs struct {
+	flows, max, assured, offloaded, hits, slow, drops, events, natPorts, natFlows *prometheus.Desc
+}
+
+func newConntrackDescs() conntrackDescs {
+	return conntrackDescs{
+		flows:     prometheus.NewDesc("gvrouter_conntrack_flows", "Tracked flows by protocol and state (TCP: conntrack state names; UDP: UNREPLIED or REPLIED; ICMP, other: ACTIVE).", []string{"proto", "state"}, nil),
+		max:       prometheus.NewDesc("gvrouter_conntrack_max", "Conntrack table limit.", nil, nil),
+		assured:   prometheus.NewDesc("gvrouter_conntrack_assured_flows", "Flows that saw traffic both ways (not early-droppable).", nil, nil),
+		offloaded: prometheus.NewDesc("gvrouter_conntrack_offloaded_flows", "Flows with at least one direction on the fast path.", nil, nil),
+		hits:      prometheus.NewDesc("gvrouter_fastpath_hits_total", "Packets forwarded by the fast path.", nil, nil),
+		slow:      prometheus.NewDesc("gvrouter_fastpath_slow_total", "Packets the fast path handed to the slow path, by reason.", []string{"reason"}, nil),
+		drops:     prometheus.NewDesc("gvrouter_nat_drops_total", "Packets dropped by conntrack/NAT/firewall, by reason.", []string{"reason"}, nil),
+		events:    prometheus.NewDesc("gvrouter_conntrack_events_total", "Conntrack events: created, early_dropped, expired, offloaded, icmp_translated, frags_held, mss_clamped, untracked.", []string{"event"}, nil),
+		natPorts:  prometheus.NewDesc("gvrouter_nat_ports", "External ports (NAT mappings) in use, by external address and protocol.", []string{"address", "proto"}, nil),
+		natFlows:  prometheus.NewDesc("gvrouter_nat_port_flows", "Flows using the NAT mappings of an external address and protocol.", []string{"address", "proto"}, nil),
+	}
+}
+
+func (d *conntrackDescs) describe(ch chan<- *prometheus.Desc) {
+	for _, desc := range []*prometheus.Desc{d.flows, d.max, d.assured, d.offloaded, d.hits, d.slow, d.drops, d.events, d.natPorts, d.natFlows} {
+		ch <- desc
+	}
+}
+
+func (d *conntrackDescs) collect(ch chan<- prometheus.Metric, c *Conntrack) {
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
+	}
+	seen := make(map[[2]string]bool)
+	for _, fc := range c.States {
+		if k := [2]string{fc.Proto, fc.State}; !seen[k] {
+			seen[k] = true
+			gauge(d.flows, float64(fc.Flows), fc.Proto, fc.State)
+		}
+	}
+	gauge(d.max, float64(c.Max))
+	gauge(d.assured, float64(c.Assured))
+	gauge(d.offloaded, float64(c.Offloaded))
+	counter(d.hits, c.FastPathHits)
+	for r, n := range c.SlowPath {
+		counter(d.slow, n, r)
+	}
+	for r, n := range c.Drops {
+		counter(d.drops, n, r)
+	}
+	for e, n := range c.Events {
+		counter(d.events, n, e)
+	}
+	clear(seen)
+	for _, p := range c.NATPorts {
+		if k := [2]string{p.Address, p.Proto}; !seen[k] {
+			seen[k] = true
+			gauge(d.natPorts, float64(p.Ports), p.Address, p.Proto)
+			gauge(d.natFlows, float64(p.Flows), p.Address, p.Proto)
+		}
+	}
 }
 
 var _ prometheus.Collector = (*collector)(nil)
@@ -112,6 +176,7 @@ func newCollector(s *Server) *collector {
 			[]string{"interface", "event"}, nil),
 		buildInfo: prometheus.NewDesc("gvrouter_build_info", "Always 1; labels give the running version and build.",
 			[]string{"version", "build"}, nil),
+		ct: newConntrackDescs(),
 	}
 }
 
@@ -122,6 +187,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.uptime
 	ch <- c.buildInfo
 	ch <- c.gro
+	c.ct.describe(ch)
 }
 
 // Collect implements prometheus.Collector. An entry whose name repeats an
@@ -156,6 +222,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		seen[p.Name] = true
 		c.port.collect(ch, entry{p.Name, p.State, p.RxPackets, p.RxBytes, p.TxPackets, p.TxBytes, p.Drops, p.Rates})
+	}
+	if snap.Conntrack != nil {
+		c.ct.collect(ch, snap.Conntrack)
 	}
 }
 

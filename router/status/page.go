@@ -1,6 +1,7 @@
 package status
 
 import (
+	"fmt"
 	"html/template"
 	"time"
 )
@@ -17,6 +18,11 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"uptime":   formatUptime,
 	"state":    stateClass,
 	"dropList": dropList,
+	"num":      func(n int) string { return formatCount(uint64(max(n, 0))) },
+	"percent":  func(r float64) string { return fmt.Sprintf("%.1f%%", r*100) },
+	"secs":     func(s float64) string { return formatUptime(max(s, 0)) },
+	"prev":     func(n int) int { return n - 1 },
+	"next":     func(n int) int { return n + 1 },
 	"refresh":  func() string { return pageRefresh },
 	"ts":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 }).Parse(pageHTML))
@@ -138,10 +144,89 @@ footer a { color: inherit; }
 {{- end}}
 </tbody>
 </table></div>
+{{- with .Conntrack}}
+
+<h2>Connection tracking</h2>
+<div class="wrap"><table class="narrow">
+<thead><tr>
+<th class="num">Flows</th><th class="num">Assured</th><th class="num">Offloaded</th><th class="num">New flows</th>
+<th class="num">Fast path</th><th>Slow path</th><th>Drops</th>
+</tr></thead>
+<tbody><tr>
+<td class="num">{{num .Flows}}<br><span class="sub">of {{num .Max}}</span></td>
+<td class="num">{{num .Assured}}</td>
+<td class="num">{{num .Offloaded}}</td>
+<td class="num">{{count (index .Events "created")}}<br><span class="sub">{{pps .Rates.NewFlowsPerSecond}}</span></td>
+<td class="num">{{count .FastPathHits}} pkts<br><span class="sub">{{percent .FastPathRatio}} hit, {{pps .Rates.FastPathPacketsPerSecond}}</span></td>
+<td class="drops-cell">{{template "counts" .SlowPath}}<span class="sub">{{pps .Rates.SlowPathPacketsPerSecond}}</span></td>
+<td class="drops-cell">{{template "drops" .Drops}}</td>
+</tr></tbody>
+</table></div>
+
+<div class="wrap"><table class="narrow">
+<thead><tr><th>Protocol</th><th>State</th><th class="num">Flows</th></tr></thead>
+<tbody>
+{{- range .States}}
+<tr><td class="mono">{{.Proto}}</td><td class="mono">{{.State}}</td><td class="num">{{num .Flows}}</td></tr>
+{{- else}}
+<tr><td colspan="3" class="empty">no flows</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+
+<h2>NAT ports</h2>
+<div class="wrap"><table class="narrow">
+<thead><tr><th>External address</th><th>Protocol</th><th class="num">Ports in use</th><th class="num">Flows</th></tr></thead>
+<tbody>
+{{- range .NATPorts}}
+<tr><td class="mono">{{.Address}}</td><td class="mono">{{.Proto}}</td><td class="num">{{num .Ports}}</td><td class="num">{{num .Flows}}</td></tr>
+{{- else}}
+<tr><td colspan="4" class="empty">no mappings</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+{{- end}}
+{{- if .TableError}}
+<p class="drops">conntrack table: {{.TableError}}</p>
+{{- end}}
+{{- with .Table}}
+
+<h2>Conntrack table</h2>
+<form method="get" action=""><span class="sub">{{num .Total}} flows{{if .Addr}} matching <span class="mono">{{.Addr}}</span>{{end}}, page {{.Page}} of {{.Pages}}</span>
+<input name="addr" value="{{.Addr}}" placeholder="address or prefix" size="24"> <button>filter</button>
+{{- if gt .Page 1}} <a href="?addr={{.Addr}}&amp;page={{prev .Page}}">previous</a>{{end}}
+{{- if lt .Page .Pages}} <a href="?addr={{.Addr}}&amp;page={{next .Page}}">next</a>{{end}}
+</form>
+<div class="wrap"><table>
+<thead><tr>
+<th>Proto</th><th>State</th><th>Original</th><th>Reply</th><th>Flags</th>
+<th class="num">Packets</th><th class="num">Bytes</th><th class="num">Expires</th>
+</tr></thead>
+<tbody>
+{{- range .Flows}}
+<tr>
+<td class="mono">{{.Proto}}</td>
+<td class="mono">{{.State}}</td>
+<td class="mono">{{.Src}} &rarr; {{.Dst}}</td>
+<td class="mono">{{if .ReplySrc.IsValid}}{{.ReplySrc}} &rarr; {{.ReplyDst}}{{else}}<span class="none">unconfirmed</span>{{end}}</td>
+<td class="mono">{{if .Assured}}ASSURED {{end}}{{if .Offloaded}}OFFLOAD{{end}}</td>
+<td class="num">{{count .PacketsOrig}} / {{count .PacketsReply}}</td>
+<td class="num">{{bytes .BytesOrig}} / {{bytes .BytesReply}}</td>
+<td class="num">{{secs .ExpiresSeconds}}</td>
+</tr>
+{{- else}}
+<tr><td colspan="8" class="empty">no flows</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+{{- end}}
 </main>
-<footer>Read-only. Also as <a href="api/status">JSON</a> and <a href="metrics">Prometheus metrics</a>. Rates are over the last sample interval; the page reloads every {{refresh}} s.</footer>
+<footer>Read-only. Also as <a href="api/status">JSON</a>{{if .Conntrack}}, the <a href="api/conntrack">conntrack table as JSON</a>{{end}} and <a href="metrics">Prometheus metrics</a>. Rates are over the last sample interval; the page reloads every {{refresh}} s.</footer>
 </body>
 </html>
+{{define "counts" -}}
+{{range dropList .}}<div><span class="mono">{{.Reason}}</span> {{count .Count}}</div>{{else}}<span class="none">none</span>{{end}}
+{{- end}}
 {{define "drops" -}}
 {{range dropList .}}<div class="drops"><span class="mono">{{.Reason}}</span> {{count .Count}}</div>{{else}}<span class="none">none</span>{{end}}
 {{- end}}

@@ -147,8 +147,10 @@ func (s *Server) sampleLocked() *Snapshot {
 			p.Drops = map[string]uint64{}
 		}
 	}
+	snap.Conntrack = normalizeConntrack(snap.Conntrack)
 	if prev := s.latest.Load(); prev != nil {
 		fillRates(&prev.snap, snap, cur.at.Sub(prev.at))
+		fillConntrackRates(prev.snap.Conntrack, snap.Conntrack, cur.at.Sub(prev.at))
 	}
 	s.latest.Store(cur)
 	return snap
@@ -173,7 +175,8 @@ func (s *Server) stale(p *timedSnapshot) bool {
 	return s.now().Sub(p.at) > staleSamples*s.interval
 }
 
-// Handler returns the HTTP handler for "/", "/api/status" and "/metrics".
+// Handler returns the HTTP handler for "/", "/api/status",
+// "/api/conntrack" and "/metrics".
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve serves the Handler on l until l fails or is closed, or Close is

@@ -37,8 +37,12 @@ type Snapshot struct {
 	// Routes is the routing table.
 	Routes []Route `json:"routes"`
 
-	// Later sections (GRO, MACsec, conntrack) go here as optional
-	// fields with omitempty tags.
+	// Conntrack is connection tracking, NAT and the fast path; nil when
+	// the router tracks no connections.
+	Conntrack *Conntrack `json:"conntrack,omitempty"`
+
+	// Later sections (MACsec) go here as optional fields with omitempty
+	// tags.
 }
 
 // Interface is one L3 interface (a netstack NIC).

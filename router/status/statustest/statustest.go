@@ -3,6 +3,7 @@ package statustest
 
 import (
 	"maps"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -13,13 +14,31 @@ import (
 // Source is a status.Source that returns whatever was last Set. It is safe
 // for concurrent use.
 type Source struct {
-	// mu protects snap and calls.
+	// mu protects snap, flows and calls.
 	mu    sync.Mutex
 	snap  status.Snapshot
+	flows []status.Flow
 	calls int
 }
 
-var _ status.Source = (*Source)(nil)
+var (
+	_ status.Source     = (*Source)(nil)
+	_ status.FlowSource = (*Source)(nil)
+)
+
+// SetFlows replaces the conntrack table Flows returns (a copy is kept).
+func (s *Source) SetFlows(flows []status.Flow) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flows = slices.Clone(flows)
+}
+
+// Flows implements status.FlowSource. It returns a copy.
+func (s *Source) Flows() []status.Flow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.flows)
+}
 
 // New returns a Source that returns snap until the next Set.
 func New(snap status.Snapshot) *Source {
@@ -61,7 +80,60 @@ func Clone(snap status.Snapshot) status.Snapshot {
 		snap.Ports[k].Drops = maps.Clone(snap.Ports[k].Drops)
 	}
 	snap.Routes = slices.Clone(snap.Routes)
+	if c := snap.Conntrack; c != nil {
+		n := *c
+		n.States = slices.Clone(c.States)
+		n.NATPorts = slices.Clone(c.NATPorts)
+		n.SlowPath = maps.Clone(c.SlowPath)
+		n.Drops = maps.Clone(c.Drops)
+		n.Events = maps.Clone(c.Events)
+		snap.Conntrack = &n
+	}
 	return snap
+}
+
+// ExampleConntrack returns a plausible conntrack section: a busy home
+// router with most packets on the fast path.
+func ExampleConntrack() *status.Conntrack {
+	return &status.Conntrack{
+		Max: 65536, Flows: 412, Assured: 380, Offloaded: 301,
+		States: []status.FlowCount{
+			{Proto: "tcp", State: "ESTABLISHED", Flows: 310},
+			{Proto: "tcp", State: "SYN_SENT", Flows: 4},
+			{Proto: "tcp", State: "TIME_WAIT", Flows: 20},
+			{Proto: "udp", State: "REPLIED", Flows: 60},
+			{Proto: "udp", State: "UNREPLIED", Flows: 16},
+			{Proto: "icmp", State: "ACTIVE", Flows: 2},
+		},
+		FastPathHits: 9_000_000,
+		SlowPath:     map[string]uint64{"miss": 950_000, "fin_rst": 40_000, "mtu": 10_000},
+		Drops:        map[string]uint64{"unsolicited": 1234, "input": 56, "invalid_tcp": 7},
+		Events:       map[string]uint64{"created": 52_000, "expired": 51_000, "offloaded": 40_000},
+		NATPorts: []status.NATPorts{
+			{Proto: "tcp", Address: "198.51.100.2", Ports: 330, Flows: 334},
+			{Proto: "udp", Address: "198.51.100.2", Ports: 70, Flows: 76},
+		},
+	}
+}
+
+// ExampleFlows returns n flows from LAN hosts 192.168.1.(10+i%50) to
+// 203.0.113.7, masqueraded to 198.51.100.2.
+func ExampleFlows(n int) []status.Flow {
+	out := make([]status.Flow, 0, n)
+	for i := 0; i < n; i++ {
+		host := netip.AddrFrom4([4]byte{192, 168, 1, byte(10 + i%50)})
+		port := uint16(40000 + i)
+		srv := netip.AddrPortFrom(netip.AddrFrom4([4]byte{203, 0, 113, 7}), 443)
+		out = append(out, status.Flow{
+			Proto: "tcp", State: "ESTABLISHED",
+			Src: netip.AddrPortFrom(host, port), Dst: srv,
+			ReplySrc: srv, ReplyDst: netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, 2}), port),
+			Assured: true, Offloaded: i%2 == 0,
+			PacketsOrig: 10, PacketsReply: 20, BytesOrig: 1000, BytesReply: 20000,
+			ExpiresSeconds: 7439,
+		})
+	}
+	return out
 }
 
 // Example returns a plausible two-port router (LAN and WAN, a down guest
@@ -108,6 +180,7 @@ func Example(started time.Time) status.Snapshot {
 			{To: "10.10.0.0/24", Dev: "guest"},
 			{To: "fd00:1::/64", Dev: "lan"},
 		},
+		Conntrack: ExampleConntrack(),
 	}
 }
 
