@@ -4,10 +4,12 @@ import (
 	"context"
 	"net/netip"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/status"
 )
 
 // sweepInterval is how often expired flows are removed (nf_conntrack's GC
@@ -214,3 +216,127 @@ func routingChanged(old, cfg *config.Config) bool {
 		!slices.EqualFunc(old.Routes, cfg.Routes, config.Route.Equal) ||
 		!slices.EqualFunc(old.Ports, cfg.Ports, config.Port.Equal)
 }
+
+// conntrackStatus is the status page's conntrack section, read from e.
+// It walks the table and the mappings once: call it once per sample.
+func conntrackStatus(e *natengine.Engine, maxConns int) *status.Conntrack {
+	sc := e.StateCounts()
+	st := e.Stats()
+	c := &status.Conntrack{
+		Max:          maxConns,
+		Flows:        sc.Total,
+		Assured:      sc.Assured,
+		Offloaded:    sc.Offloaded,
+		FastPathHits: st.FastPathHits.Load(),
+		SlowPath:     make(map[string]uint64, len(st.Slow)),
+		Drops:        make(map[string]uint64, len(st.Drops)),
+		Events: map[string]uint64{
+			"created":         st.Created.Load(),
+			"early_dropped":   st.EarlyDropped.Load(),
+			"expired":         st.Expired.Load(),
+			"offloaded":       st.Offloaded.Load(),
+			"icmp_translated": st.ICMPTranslated.Load(),
+			"frags_held":      st.FragsHeld.Load(),
+			"mss_clamped":     st.MSSClamped.Load(),
+			"untracked":       st.Untracked.Load(),
+		},
+	}
+	// Every state, zero or not, so metric series do not come and go.
+	for i, n := range sc.TCP {
+		if s := natengine.TCPState(i); s != natengine.TCPNone {
+			c.States = append(c.States, status.FlowCount{Proto: "tcp", State: s.String(), Flows: n})
+		}
+	}
+	c.States = append(c.States,
+		status.FlowCount{Proto: "udp", State: "UNREPLIED", Flows: sc.UDPUnreplied},
+		status.FlowCount{Proto: "udp", State: "REPLIED", Flows: sc.UDPStream},
+		status.FlowCount{Proto: "icmp", State: "ACTIVE", Flows: sc.ICMP},
+		status.FlowCount{Proto: "other", State: "ACTIVE", Flows: sc.Other},
+	)
+	for i := range st.Slow {
+		c.SlowPath[natengine.SlowReason(i).String()] = st.Slow[i].Load()
+	}
+	for i := range st.Drops {
+		c.Drops[natengine.DropReason(i).String()] = st.Drops[i].Load()
+	}
+	type key struct {
+		proto string
+		addr  netip.Addr
+	}
+	usage := make(map[key]*status.NATPorts)
+	for _, m := range e.Mappings() {
+		k := key{protoName(m.Proto), m.External.Addr()}
+		u := usage[k]
+		if u == nil {
+			u = &status.NATPorts{Proto: k.proto, Address: k.addr.String()}
+			usage[k] = u
+		}
+		u.Ports++
+		u.Flows += m.Flows
+	}
+	for _, u := range usage {
+		c.NATPorts = append(c.NATPorts, *u)
+	}
+	return c
+}
+
+// flowsStatus converts the engine's flows for the conntrack table.
+func flowsStatus(flows []natengine.Flow) []status.Flow {
+	out := make([]status.Flow, 0, len(flows))
+	for _, f := range flows {
+		sf := status.Flow{
+			Proto:          protoName(f.Orig.Proto),
+			Src:            netip.AddrPortFrom(f.Orig.SrcAddr(), f.Orig.SrcPort),
+			Dst:            netip.AddrPortFrom(f.Orig.DstAddr(), f.Orig.DstPort),
+			Assured:        f.Assured,
+			Offloaded:      f.Offloaded[0] || f.Offloaded[1],
+			PacketsOrig:    f.Packets[0],
+			PacketsReply:   f.Packets[1],
+			BytesOrig:      f.Bytes[0],
+			BytesReply:     f.Bytes[1],
+			ExpiresSeconds: max(f.Expires.Seconds(), 0),
+		}
+		if f.Reply != (natengine.Tuple{}) {
+			sf.ReplySrc = netip.AddrPortFrom(f.Reply.SrcAddr(), f.Reply.SrcPort)
+			sf.ReplyDst = netip.AddrPortFrom(f.Reply.DstAddr(), f.Reply.DstPort)
+		}
+		switch {
+		case f.Orig.Proto == natengine.ProtoTCP:
+			sf.State = f.TCPState.String()
+		case f.Packets[1] > 0:
+			sf.State = "REPLIED"
+		default:
+			sf.State = "UNREPLIED"
+		}
+		out = append(out, sf)
+	}
+	return out
+}
+
+func protoName(p uint8) string {
+	switch p {
+	case natengine.ProtoTCP:
+		return "tcp"
+	case natengine.ProtoUDP:
+		return "udp"
+	case natengine.ProtoICMP:
+		return "icmp"
+	case natengine.ProtoICMPv6:
+		return "icmpv6"
+	}
+	return strconv.Itoa(int(p))
+}
+
+// Flows implements status.FlowSource: every tracked flow, for the
+// conntrack table.
+func (r *Router) Flows() []status.Flow {
+	r.mu.Lock()
+	e := r.nat
+	r.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	return flowsStatus(e.Flows())
+}
+
+var _ status.FlowSource = (*Router)(nil)

@@ -46,7 +46,8 @@ type Router struct {
 
 	// nat is the conntrack/NAT engine, built once in New: reloads change
 	// its rules and keep every tracked flow.
-	nat *natengine.Engine
+	nat    *natengine.Engine
+	natMax int // its table limit
 
 	statusSrv *status.Server
 	ctx       context.Context
@@ -97,7 +98,8 @@ func New(cfg *config.Config, build Build, log *slog.Logger) (_ *Router, err erro
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.nat = natengine.New(engineConfig(cfg))
+	ec := engineConfig(cfg)
+	r.nat, r.natMax = natengine.New(ec), ec.MaxConns
 	for _, pc := range cfg.Ports {
 		if err := r.openPortLocked(cfg, pc); err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
 
 	"github.com/gvrouter/gvrouter/router/status"
@@ -13,6 +14,17 @@ import (
 // Snapshot implements status.Source: what the status page shows, read from
 // the live counters. It never includes a key or any other secret.
 func (r *Router) Snapshot() status.Snapshot {
+	s, e, maxConns := r.snapshot()
+	if e != nil {
+		// Outside r.mu: the census walks the whole table.
+		s.Conntrack = conntrackStatus(e, maxConns)
+	}
+	return s
+}
+
+// snapshot is Snapshot without the conntrack section; it returns the
+// engine and its table limit for that.
+func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := status.Snapshot{
@@ -21,7 +33,7 @@ func (r *Router) Snapshot() status.Snapshot {
 		Started: r.started,
 	}
 	if r.cfg == nil || r.net == nil {
-		return s
+		return s, nil, 0
 	}
 	for _, ic := range r.cfg.Interfaces {
 		ifc := r.net.Interface(ic.Name)
@@ -129,5 +141,5 @@ func (r *Router) Snapshot() status.Snapshot {
 		}
 		s.Routes = append(s.Routes, status.Route{To: rt.To.String(), Via: via, Dev: rt.Dev})
 	}
-	return s
+	return s, r.nat, r.natMax
 }
