@@ -304,7 +304,7 @@ func TestNATSelectiveGROAfterDNAT(t *testing.T) {
 		header.TCP(tcp).Encode(&header.TCPFields{SrcPort: 40000, DstPort: tt.port, SeqNum: 1, DataOffset: 20, Flags: header.TCPFlagSyn, WindowSize: 500})
 		frame := ethFrame(wanMAC, bMAC, header.IPv4ProtocolNumber, ipv4Packet(bIP4, wanIP4, 64, header.TCPProtocolNumber, tcp))
 		f := hw.Frame{Data: frame, WireLen: len(frame), CsumValid: true}
-		v := classify(&f, wan.mac, 1500, wan.local.Load(), wan.nat, natIface(wan.nicID))
+		v := classify(&f, wan.mac, 1500, wan.local.Load(), wan.nat, natIface(wan.nicID), false)
 		if v.dropped {
 			t.Fatalf("%s: dropped (%s)", tt.scenario, v.drop)
 		}
@@ -314,4 +314,31 @@ func TestNATSelectiveGROAfterDNAT(t *testing.T) {
 			t.Errorf("%s: gro=%v bypass=%v dst=%s, want gro=%v dst=%s", tt.scenario, v.gro, v.bypass, dst, tt.wantGRO, tt.wantDst)
 		}
 	}
+}
+
+// TestInputPolicyDropsNewConnections: with DropNewInput on the WAN
+// interface, the WAN host cannot open a connection to the router's own
+// socket (counted), ping still works, and the LAN side is unaffected.
+func TestInputPolicyDropsNewConnections(t *testing.T) {
+	l, _ := newNATLab(t, nil)
+	cfg := l.config()
+	cfg.Interfaces[1].DropNewInput = true
+	if err := l.r.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := l.r.ListenTCP(netip.AddrPortFrom(netip.IPv4Unspecified(), 9000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoServer(t, ln)
+	ctx := ctxTimeout(t, time.Second)
+	if c, err := gonet.DialContextTCP(ctx, l.b.Stack, tcpip.FullAddress{Addr: tcpip.AddrFromSlice(wanIP4.AsSlice()), Port: 9000}, ipv4.ProtocolNumber); err == nil {
+		c.Close()
+		t.Fatal("WAN host connected to the router's socket through wan_input drop")
+	}
+	if n := l.r.Interface("wan").Stats().Drops["firewall_input"]; n == 0 {
+		t.Error(`no "firewall_input" drop counted on wan`)
+	}
+	ping(t, l.b, wanIP4)
+	exchange(t, dial(t, l.a, netip.AddrPortFrom(lanIP4, 9000)), 1000)
 }
