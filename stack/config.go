@@ -37,6 +37,10 @@ type InterfaceConfig struct {
 	// GRO is the receive coalescing policy, e.g. GROSelective (the zero
 	// value).
 	GRO GROMode
+	// DropNewInput drops new connections to the router's own addresses
+	// arriving here (TCP SYN, UDP), after NAT: the input policy of WAN
+	// interfaces (config "firewall: wan_input: drop"). ICMP passes.
+	DropNewInput bool
 }
 
 // RouteConfig is one static route.

@@ -90,6 +90,7 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 	mode := GROMode(e.gro.Load())
 	nat := e.nat
 	in := natIface(e.nicID)
+	inputDrop := e.inputDrop.Load()
 	var (
 		gs                            *groState
 		enqueued, bypassed, ver, bads uint64
@@ -106,7 +107,7 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 				continue
 			}
 		}
-		v := classify(f, mac, mtu, local, nat, in)
+		v := classify(f, mac, mtu, local, nat, in, inputDrop)
 		if v.stolen {
 			continue
 		}
@@ -204,7 +205,11 @@ func dropped(r dropReason) verdict { return verdict{drop: r, dropped: true} }
 // classify validates one frame. mac is the interface's MAC, mtu its L3
 // MTU, local the router's local addresses; nat, if not nil, runs its
 // Prerouting hook on IP packets received on in. It does not allocate.
-func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, nat *natengine.Engine, in natengine.Iface) verdict {
+//
+// inputDrop is the WAN input policy: new TCP connections and UDP to the
+// router's own addresses are dropped (fw4's wan zone "input REJECT"),
+// after NAT, so port forwards still pass.
+func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, nat *natengine.Engine, in natengine.Iface, inputDrop bool) verdict {
 	data := f.Data
 	switch {
 	case f.WireLen > len(data), len(data) < header.EthernetMinimumSize:
@@ -251,9 +256,9 @@ func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, nat 
 		return dropped(dropOversize)
 	}
 	if v.proto == header.IPv4ProtocolNumber {
-		classify4(f, l3, local, &v, nat, in)
+		classify4(f, l3, local, &v, nat, in, inputDrop)
 	} else {
-		classify6(f, l3, local, &v, nat, in)
+		classify6(f, l3, local, &v, nat, in, inputDrop)
 	}
 	return v
 }
@@ -275,7 +280,7 @@ func prerouting(nat *natengine.Engine, ip []byte, in natengine.Iface, v *verdict
 // classify4 validates an IPv4 packet (RFC 791, RFC 1812 section 5.2.2).
 // Netstack does not check the header checksum because we claim RX offload,
 // so it is checked here for every packet.
-func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengine.Engine, in natengine.Iface) {
+func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengine.Engine, in natengine.Iface, inputDrop bool) {
 	if len(ip) < header.IPv4MinimumSize || ip[0]>>4 != 4 {
 		*v = dropped(dropMalformed)
 		return
@@ -310,6 +315,10 @@ func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 	if fragment {
 		return
 	}
+	if forUs && inputDrop && newInbound(h.Protocol(), l4) {
+		*v = dropped(dropFirewallInput)
+		return
+	}
 	off := header.EthernetMinimumSize + ihl
 	v.forUs = forUs
 	if h.Protocol() == protoTCP && ihl == header.IPv4MinimumSize && validTCP(l4) {
@@ -327,6 +336,21 @@ func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 	}
 }
 
+// newInbound reports whether an L4 segment opens a connection to the
+// router: a TCP SYN without ACK, or any UDP datagram (the router runs no
+// UDP service and sends no UDP queries of its own on WAN interfaces).
+// ICMP and the rest of TCP pass: netstack answers those itself (echo
+// replies, RSTs).
+func newInbound(proto uint8, l4 []byte) bool {
+	switch proto {
+	case protoTCP:
+		return len(l4) >= header.TCPMinimumSize && header.TCPFlags(l4[13])&(header.TCPFlagSyn|header.TCPFlagAck) == header.TCPFlagSyn
+	case protoUDP:
+		return true
+	}
+	return false
+}
+
 // validTCP reports whether l4 holds a whole TCP header (RFC 9293 section
 // 3.1: data offset at least 5 words, within the segment).
 func validTCP(l4 []byte) bool {
@@ -339,7 +363,7 @@ func validTCP(l4 []byte) bool {
 
 // classify6 validates an IPv6 packet (RFC 8200). The hop limit is left to
 // netstack, which handles it correctly.
-func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengine.Engine, in natengine.Iface) {
+func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengine.Engine, in natengine.Iface, inputDrop bool) {
 	if len(ip) < header.IPv6MinimumSize || ip[0]>>4 != 6 {
 		*v = dropped(dropMalformed)
 		return
@@ -353,6 +377,10 @@ func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 		return
 	}
 	forUs := local.has6(ip[24:40])
+	if forUs && inputDrop && newInbound(ip[6], ip[header.IPv6MinimumSize:end]) {
+		*v = dropped(dropFirewallInput)
+		return
+	}
 	v.forUs = forUs
 	if ip[6] == protoTCP && validTCP(ip[header.IPv6MinimumSize:end]) {
 		v.tcpOff, v.l4End = header.EthernetMinimumSize+header.IPv6MinimumSize, header.EthernetMinimumSize+end

@@ -50,6 +50,8 @@ type Endpoint struct {
 
 	// gro is the interface's GROMode.
 	gro atomic.Uint32
+	// inputDrop is InterfaceConfig.DropNewInput.
+	inputDrop atomic.Bool
 	// groPool holds *groState, one per receive run in progress.
 	groPool sync.Pool
 

@@ -11,6 +11,7 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 
 	"github.com/gvrouter/gvrouter/hw"
@@ -280,4 +281,64 @@ func newNATBenchLab(tb testing.TB) (*lab, *natengine.Engine, *capture) {
 		return capt.handle
 	})
 	return l, nat, capt
+}
+
+// TestNATSelectiveGROAfterDNAT: GRO's "is it for the router?" decision
+// runs after NAT (issue 5 item 4): a TCP segment to a port forward on the
+// WAN address is forwarded after DNAT and GROSelective leaves it alone,
+// while one to another port of the same address (the router's own) is a
+// GRO candidate.
+func TestNATSelectiveGROAfterDNAT(t *testing.T) {
+	l, _ := newNATLab(t, []natengine.Forward{{Proto: natengine.ProtoTCP, FirstPort: 8080, LastPort: 8080, To: netip.AddrPortFrom(aIP4, 80)}})
+	wan := l.r.Interface("wan").ep
+	for _, tt := range []struct {
+		port     uint16
+		wantGRO  bool
+		wantDst  netip.Addr
+		scenario string
+	}{
+		{8080, false, aIP4, "port forward: DNAT to the LAN host, forwarded"},
+		{9000, true, wanIP4, "the router's own port: for us"},
+	} {
+		tcp := make([]byte, 20+100)
+		header.TCP(tcp).Encode(&header.TCPFields{SrcPort: 40000, DstPort: tt.port, SeqNum: 1, DataOffset: 20, Flags: header.TCPFlagSyn, WindowSize: 500})
+		frame := ethFrame(wanMAC, bMAC, header.IPv4ProtocolNumber, ipv4Packet(bIP4, wanIP4, 64, header.TCPProtocolNumber, tcp))
+		f := hw.Frame{Data: frame, WireLen: len(frame), CsumValid: true}
+		v := classify(&f, wan.mac, 1500, wan.local.Load(), wan.nat, natIface(wan.nicID), false)
+		if v.dropped {
+			t.Fatalf("%s: dropped (%s)", tt.scenario, v.drop)
+		}
+		groDecide(GROSelective, &f, &v)
+		dst := netip.AddrFrom4([4]byte(frame[header.EthernetMinimumSize+16:]))
+		if v.gro != tt.wantGRO || v.bypass == tt.wantGRO || dst != tt.wantDst {
+			t.Errorf("%s: gro=%v bypass=%v dst=%s, want gro=%v dst=%s", tt.scenario, v.gro, v.bypass, dst, tt.wantGRO, tt.wantDst)
+		}
+	}
+}
+
+// TestInputPolicyDropsNewConnections: with DropNewInput on the WAN
+// interface, the WAN host cannot open a connection to the router's own
+// socket (counted), ping still works, and the LAN side is unaffected.
+func TestInputPolicyDropsNewConnections(t *testing.T) {
+	l, _ := newNATLab(t, nil)
+	cfg := l.config()
+	cfg.Interfaces[1].DropNewInput = true
+	if err := l.r.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := l.r.ListenTCP(netip.AddrPortFrom(netip.IPv4Unspecified(), 9000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoServer(t, ln)
+	ctx := ctxTimeout(t, time.Second)
+	if c, err := gonet.DialContextTCP(ctx, l.b.Stack, tcpip.FullAddress{Addr: tcpip.AddrFromSlice(wanIP4.AsSlice()), Port: 9000}, ipv4.ProtocolNumber); err == nil {
+		c.Close()
+		t.Fatal("WAN host connected to the router's socket through wan_input drop")
+	}
+	if n := l.r.Interface("wan").Stats().Drops["firewall_input"]; n == 0 {
+		t.Error(`no "firewall_input" drop counted on wan`)
+	}
+	ping(t, l.b, wanIP4)
+	exchange(t, dial(t, l.a, netip.AddrPortFrom(lanIP4, 9000)), 1000)
 }

@@ -168,6 +168,7 @@ func (r *Router) Apply(cfg Config) error {
 			ifc.ep.vlan.Store(newEgressVLAN(c))
 		}
 		ifc.ep.gro.Store(uint32(c.GRO))
+		ifc.ep.inputDrop.Store(c.DropNewInput)
 		errs = append(errs, r.syncAddrsLocked(ifc, c.Addresses)...)
 	}
 	r.syncRoutesLocked(&cfg)

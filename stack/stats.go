@@ -22,6 +22,7 @@ const (
 	dropTxOversize                           // netstack gave a packet larger than the frame buffer
 	dropNAT                                  // the NAT engine refused the packet (its own counters say why)
 	dropNoEgress                             // fast-path packet whose egress interface was just removed
+	dropFirewallInput                        // new connection to the router refused by the interface's input policy
 	numDropReasons
 )
 
@@ -41,6 +42,7 @@ var dropReasonNames = [numDropReasons]string{
 	dropTxOversize:         "tx_oversize",
 	dropNAT:                "nat",
 	dropNoEgress:           "no_egress",
+	dropFirewallInput:      "firewall_input",
 }
 
 func (r dropReason) String() string { return dropReasonNames[r] }
