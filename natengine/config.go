@@ -96,32 +96,14 @@ type Allow6 struct {
 	LastPort  uint16       // e.g. 22
 }
 
-// InputPolicy is what happens to new connections from a WAN interface to
-// the router's own addresses (fw4's wan zone "input").
-type InputPolicy uint8
-
-// Input policies.
-const (
-	// InputAccept hands them to the router's sockets (the zero value, so
-	// that Rules without a policy change nothing).
-	InputAccept InputPolicy = iota
-	// InputDrop drops new TCP connections (SYN without ACK) and UDP
-	// datagrams, counted as DropInput. ICMP (echo, errors, neighbour
-	// discovery), other TCP segments (replies to the router's own
-	// connections; netstack resets strays) and DHCP/DHCPv6 client replies
-	// pass. IPv4 forwards and mappings are applied before the policy.
-	InputDrop
-)
-
 // Rules is the hot, reloadable NAT/firewall configuration. SetRules compiles
 // it into an immutable snapshot; the engine keeps no reference to the Rules.
 type Rules struct {
 	Ifaces    []IfaceConfig
 	Forwards  []Forward
 	Allow6    []Allow6
-	Filtering Filtering   // default AddressAndPortDependent
-	Hairpin   bool        // translate LAN-to-own-external-address flows (RFC 4787 REQ-9); fw4 "reflection"
-	WANInput  InputPolicy // new connections from WAN interfaces to the router itself; default InputAccept
+	Filtering Filtering // default AddressAndPortDependent
+	Hairpin   bool      // translate LAN-to-own-external-address flows (RFC 4787 REQ-9); fw4 "reflection"
 	// Reserved reports whether proto/port on the router's address addr is
 	// taken by one of the router's own sockets; SNAT never allocates such a
 	// port. It is called on the slow path only, must be safe for concurrent
@@ -138,7 +120,6 @@ type snapshot struct {
 	allow6    []Allow6
 	filtering Filtering
 	hairpin   bool
-	wanInput  InputPolicy
 	reserved  func(proto uint8, addr netip.Addr, port uint16) bool
 }
 
@@ -162,16 +143,13 @@ type localAddr struct {
 var ErrInvalidRules = errors.New("natengine: invalid rules")
 
 func compile(r *Rules) (*snapshot, error) {
-	s := &snapshot{filtering: r.Filtering, hairpin: r.Hairpin, wanInput: r.WANInput, reserved: r.Reserved, allow6: append([]Allow6(nil), r.Allow6...)}
+	s := &snapshot{filtering: r.Filtering, hairpin: r.Hairpin, reserved: r.Reserved, allow6: append([]Allow6(nil), r.Allow6...)}
 	var errs []error
 	bad := func(format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidRules}, a...)...))
 	}
 	if r.Filtering > EndpointIndependent {
 		bad("filtering %d", r.Filtering)
-	}
-	if r.WANInput > InputDrop {
-		bad("wan input policy %d", r.WANInput)
 	}
 	for _, ic := range r.Ifaces {
 		if ic.ID <= 0 || ic.ID >= maxIface {

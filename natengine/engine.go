@@ -303,9 +303,6 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 	}
 	switch {
 	case t.V6 && local:
-		if wan && s.wanInput == InputDrop && inputNew(p) {
-			return e.drop(DropInput), nil
-		}
 		return e.untracked(), nil
 	case t.V6 && wan:
 		// IPv6 is not translated: a stateful firewall. New inbound flows
@@ -326,9 +323,6 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 		if m == nil {
 			if found {
 				return e.drop(DropFiltered), nil
-			}
-			if wan && s.wanInput == InputDrop && inputNew(p) {
-				return e.drop(DropInput), nil
 			}
 			return e.untracked(), nil // for the router's own sockets
 		}
@@ -360,33 +354,4 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 	c.bytes[dirOrig].Add(uint64(p.Len))
 	preTranslate(b, p, c, dirOrig)
 	return Accept, c
-}
-
-// DHCP client ports (RFC 2131, RFC 8415): replies to the router's own
-// DHCP client pass the WAN input policy.
-const (
-	dhcpServerPort  = 67
-	dhcpClientPort  = 68
-	dhcp6ServerPort = 547
-	dhcp6ClientPort = 546
-)
-
-// inputNew reports whether a packet to the router's own address opens a
-// new connection for the WAN input policy: a TCP SYN without ACK, or any
-// UDP datagram but a DHCP reply. Without state for the router's own
-// sockets, UDP replies to them (none today but DHCP) cannot be told apart.
-func inputNew(p *Parsed) bool {
-	switch p.Kind {
-	case KindTCP:
-		return p.TCPFlags&(tcpSYN|tcpACK) == tcpSYN
-	case KindUDP:
-		if !p.V6 && p.SrcPort == dhcpServerPort && p.DstPort == dhcpClientPort {
-			return false
-		}
-		if p.V6 && p.SrcPort == dhcp6ServerPort && p.DstPort == dhcp6ClientPort {
-			return false
-		}
-		return true
-	}
-	return false
 }

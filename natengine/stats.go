@@ -20,14 +20,13 @@ const (
 	DropClash                            // new flow's tuple collides with an existing flow
 	DropFragNoFlow                       // non-first fragment whose first fragment never came (or the hold queue is full)
 	DropUntranslatable                   // private-source IPv4 packet with no flow to translate it, leaving a NAT interface (e.g. GRE)
-	DropInput                            // new connection from a WAN interface to the router itself refused by Rules.WANInput
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
 	"malformed", "table_full", "no_port", "filtered", "unsolicited", "invalid_tcp",
 	"icmp_checksum", "icmp_no_conn", "icmp_bad", "icmpv6_policy", "clash", "frag_no_flow",
-	"untranslatable", "input",
+	"untranslatable",
 }
 
 // String returns the reason's metric label.

@@ -48,9 +48,6 @@ func natRules(cfg *config.Config, ids natIDs, portMTU func(port string) int, res
 		Hairpin:   n.HairpinOn(),
 		Filtering: filteringOf(n.FilteringMode()),
 	}
-	if cfg.Firewall.WANInputDrop() {
-		r.WANInput = natengine.InputDrop
-	}
 	id := make(map[string]natengine.Iface)
 	var wans []string
 	for _, ic := range cfg.Interfaces {
@@ -120,6 +117,12 @@ func natRules(cfg *config.Config, ids natIDs, portMTU func(port string) int, res
 		}
 	}
 	return r
+}
+
+// dropNewInput reports whether new connections to the router arriving on
+// ic are dropped: wan interfaces under firewall: wan_input: drop.
+func dropNewInput(cfg *config.Config, ic config.Interface) bool {
+	return ic.Role == config.RoleWAN && cfg.Firewall.WANInputDrop()
 }
 
 // reservedPort is a port one of the router's own netstack sockets uses.

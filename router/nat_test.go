@@ -64,7 +64,7 @@ func TestNATRules(t *testing.T) {
 		{
 			name: "defaults",
 			in:   "",
-			want: natengine.Rules{Ifaces: []natengine.IfaceConfig{lan, wan, wan2}, Hairpin: true, WANInput: natengine.InputDrop},
+			want: natengine.Rules{Ifaces: []natengine.IfaceConfig{lan, wan, wan2}, Hairpin: true},
 		},
 		{
 			name: "masquerade and snat",
@@ -73,7 +73,7 @@ func TestNATRules(t *testing.T) {
 				Ifaces: []natengine.IfaceConfig{lan,
 					with(wan, func(c *natengine.IfaceConfig) { c.Masquerade = true }),
 					with(wan2, func(c *natengine.IfaceConfig) { c.SNAT = addrs("198.51.100.7", "198.51.100.8") })},
-				Hairpin: true, WANInput: natengine.InputDrop,
+				Hairpin: true,
 			},
 		},
 		{
@@ -82,7 +82,7 @@ func TestNATRules(t *testing.T) {
 				"    - {proto: udp, port: \"5000-5010\", to: 192.168.1.11}\n",
 			want: natengine.Rules{
 				Ifaces:  []natengine.IfaceConfig{lan, wan, wan2},
-				Hairpin: true, WANInput: natengine.InputDrop,
+				Hairpin: true,
 				Forwards: []natengine.Forward{
 					{Proto: natengine.ProtoTCP, In: 2, FirstPort: 8080, LastPort: 8080, To: to("192.168.1.10:80")},
 					{Proto: natengine.ProtoUDP, In: 2, FirstPort: 5000, LastPort: 5010, To: to("192.168.1.11:0")},
@@ -95,7 +95,7 @@ func TestNATRules(t *testing.T) {
 			in:      "nat:\n  masquerade: [wan2]\n  forwards:\n    - {proto: tcp, port: 22, to: 192.168.1.10, on: wan2}\n    - {proto: tcp, port: 23, to: 192.168.1.10}\n",
 			missing: []string{"wan2"},
 			want: natengine.Rules{
-				Ifaces: []natengine.IfaceConfig{lan, wan}, Hairpin: true, WANInput: natengine.InputDrop,
+				Ifaces: []natengine.IfaceConfig{lan, wan}, Hairpin: true,
 				Forwards: []natengine.Forward{{Proto: natengine.ProtoTCP, In: 2, FirstPort: 23, LastPort: 23, To: to("192.168.1.10:0")}},
 			},
 		},
@@ -114,7 +114,7 @@ func TestNATRules(t *testing.T) {
 		{
 			name: "address-dependent",
 			in:   "nat: {filtering: address-dependent}\n",
-			want: natengine.Rules{Ifaces: []natengine.IfaceConfig{lan, wan, wan2}, Hairpin: true, Filtering: natengine.AddressDependent, WANInput: natengine.InputDrop},
+			want: natengine.Rules{Ifaces: []natengine.IfaceConfig{lan, wan, wan2}, Hairpin: true, Filtering: natengine.AddressDependent},
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -225,5 +225,29 @@ func TestRoutingChanged(t *testing.T) {
 	}
 	if !routingChanged(a, parse(natBase+"routes: [{to: default, via: 203.0.113.1}]\n")) {
 		t.Error("a new route is not a routing change")
+	}
+}
+
+func TestDropNewInput(t *testing.T) {
+	for _, tt := range []struct {
+		in        string
+		lan, wans bool
+	}{
+		{"", false, true},
+		{"firewall: {wan_input: drop}\n", false, true},
+		{"firewall: {wan_input: accept}\n", false, false},
+	} {
+		cfg, err := config.Parse("fw.yaml", []byte(natBase+tt.in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := dropNewInput(cfg, *cfg.Interface("lan")); got != tt.lan {
+			t.Errorf("%q: lan drops new input = %v, want %v", tt.in, got, tt.lan)
+		}
+		for _, w := range []string{"wan", "wan2"} {
+			if got := dropNewInput(cfg, *cfg.Interface(w)); got != tt.wans {
+				t.Errorf("%q: %s drops new input = %v, want %v", tt.in, w, got, tt.wans)
+			}
+		}
 	}
 }

@@ -207,6 +207,8 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 			VLANProtocol: tpid,
 			PCP:          uint8(ic.PCP),
 			GRO:          gro,
+			// fw4's wan zone input policy, after NAT (forwards pass).
+			DropNewInput: dropNewInput(cfg, ic),
 		})
 	}
 	for _, rc := range cfg.Routes {
