@@ -184,6 +184,7 @@ interfaces:
   - {name: untagged, port: rtr0, role: lan, addresses: [10.0.0.1/24]}
 status:
   listen: [v1:80]
+firewall: {wan_input: accept}  # v2 (role wan) must answer the TCP probe too
 `
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
