@@ -51,6 +51,9 @@ const (
 	MinUDPStream      = 2 * time.Minute             // RFC 4787 REQ-5 (5 min recommended)
 	MinICMP           = 60 * time.Second            // RFC 5508 REQ-2
 	MinOther          = time.Second                 // no RFC; anything shorter expires between packets
+	// MinMTUConntrack is the smallest interface MTU connection tracking
+	// takes: every host must accept 576-octet datagrams (RFC 791).
+	MinMTUConntrack = 576
 	// MaxTimeout bounds every timeout; idle flows older than this are
 	// not worth a table entry.
 	MaxTimeout = 30 * 24 * time.Hour
@@ -544,6 +547,21 @@ func (c *Config) validateNAT(l *errorList) {
 			}
 		}
 		return nil
+	}
+
+	// Connection tracking runs on every interface; its MSS clamping and
+	// fast path need the RFC 791 datagram minimum.
+	smallPorts := make(map[string]bool)
+	for i := range c.Interfaces {
+		ifc := &c.Interfaces[i]
+		if ifc.MTU >= MinMTU && ifc.MTU < MinMTUConntrack {
+			l.add(ifc.src.at("mtu", ifc.Pos), "%s: mtu %d is below %d, the smallest the connection tracker supports (RFC 791)", interfaceWhat(ifc.Name), ifc.MTU, MinMTUConntrack)
+		}
+		if port := c.Port(ifc.Port); ifc.MTU == 0 && port != nil && port.MTU >= MinMTU && port.MTU < MinMTUConntrack && !smallPorts[port.Name] {
+			smallPorts[port.Name] = true
+			l.add(port.src.at("mtu", port.Pos), "%s: mtu %d is below %d, the smallest the connection tracker supports (RFC 791), and interface %q uses it",
+				portWhat(port.Name), port.MTU, MinMTUConntrack, ifc.Name)
+		}
 	}
 
 	masq := make(map[string]Pos)
