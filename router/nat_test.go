@@ -2,6 +2,7 @@ package router
 
 import (
 	"net/netip"
+	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -250,4 +251,26 @@ func TestDropNewInput(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzNATRules checks that every config router check accepts yields rules
+// the engine accepts, so a checked config never fails at start.
+func FuzzNATRules(f *testing.F) {
+	seeds, _ := filepath.Glob("config/testdata/*.yaml")
+	for _, name := range append(seeds, "../config.yaml") {
+		if data, err := os.ReadFile(name); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Add([]byte(natBase + "nat:\n  masquerade: [wan]\n  snat: [{on: wan2, to: 198.51.100.9}]\n  forwards: [{proto: udp, port: \"1-65535\", to: 192.168.1.9}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := config.Parse("fuzz.yaml", data)
+		if err != nil {
+			return
+		}
+		r := natRules(cfg, seqIDs(cfg), func(string) int { return 1500 }, reservedPorts(cfg, nil))
+		if err := natengine.New(engineConfig(cfg)).SetRules(r); err != nil {
+			t.Fatalf("config accepted, engine refused: %v\n%s", err, data)
+		}
+	})
 }
