@@ -106,8 +106,9 @@ type Flow struct {
 
 // FlowSource is implemented by a Source that tracks connections. The
 // Server serves /api/conntrack and the page's table only for such a
-// Source. Flows returns every flow; the Server filters, sorts and pages
-// them, and never keeps or modifies the slice.
+// Source. Flows returns every flow in a fresh slice that the Server owns:
+// it filters and sorts it in place (a full table is tens of thousands of
+// flows; one copy is enough) and drops it after the request.
 type FlowSource interface {
 	Flows() []Flow
 }
@@ -175,10 +176,11 @@ func (q *TableQuery) matches(f *Flow) bool {
 	return false
 }
 
-// BuildPage filters, sorts and pages flows. A page past the end is empty
-// (Page keeps the value asked for, so a client sees where it is).
+// BuildPage filters, sorts and pages flows, reordering flows in place. A
+// page past the end is empty (Page keeps the value asked for, so a client
+// sees where it is).
 func BuildPage(flows []Flow, q TableQuery) ConntrackPage {
-	var match []Flow
+	match := flows[:0]
 	for i := range flows {
 		if q.matches(&flows[i]) {
 			match = append(match, flows[i])
