@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
@@ -73,5 +74,82 @@ func TestConntrackStatus(t *testing.T) {
 	if f.Proto != "udp" || f.State != "UNREPLIED" || f.Src != host || f.Dst != remote || f.ReplySrc != remote ||
 		f.ReplyDst.Addr() != netip.MustParseAddr("203.0.113.2") || f.PacketsOrig != 1 || f.ExpiresSeconds <= 0 {
 		t.Errorf("flow = %+v", f)
+	}
+}
+
+// fullEngine returns an engine with n masqueraded UDP flows.
+func fullEngine(b *testing.B, n int) *natengine.Engine {
+	cfg, err := config.Parse("nat.yaml", []byte(natBase+"nat: {masquerade: [wan]}\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := natengine.New(natengine.Config{MaxConns: n})
+	if err := e.SetRules(natRules(cfg, seqIDs(cfg), nil, nil)); err != nil {
+		b.Fatal(err)
+	}
+	// Two remotes per internal endpoint: n flows on n/2 mappings (one
+	// external address has only 64,512 ports above 1023).
+	remotes := [2]netip.AddrPort{netip.MustParseAddrPort("198.51.100.7:53"), netip.MustParseAddrPort("198.51.100.8:53")}
+	for i := 0; i < n; i++ {
+		j := i / 2
+		host := netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 168, 1, byte(2 + j%200)}), uint16(1024+j/200))
+		pkt := udp4(host, remotes[i%2])
+		e.Prerouting(pkt, 1)
+		e.Postrouting(pkt, 2)
+	}
+	if e.Len() != n {
+		b.Fatalf("%d flows, want %d", e.Len(), n)
+	}
+	return e
+}
+
+// BenchmarkConntrackStatus is the cost of a census with a full default
+// table (the sampler takes one every censusInterval).
+func BenchmarkConntrackStatus(b *testing.B) {
+	e := fullEngine(b, natengine.DefaultMaxConns)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		conntrackStatus(e, natengine.DefaultMaxConns)
+	}
+}
+
+// BenchmarkConntrackTable is one request for the conntrack table's first
+// page with a full default table.
+func BenchmarkConntrackTable(b *testing.B) {
+	e := fullEngine(b, natengine.DefaultMaxConns)
+	q, _ := status.ParseTableQuery("", "")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		status.BuildPage(flowsStatus(e.Flows()), q)
+	}
+}
+
+func TestCensusCache(t *testing.T) {
+	cfg, err := config.Parse("nat.yaml", []byte(natBase+"nat: {masquerade: [wan]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := natengine.New(engineConfig(cfg))
+	if err := e.SetRules(natRules(cfg, seqIDs(cfg), nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	var cc censusCache
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	if n := len(cc.get(e, t0).natPorts); n != 0 {
+		t.Fatalf("empty engine: %d NAT port entries", n)
+	}
+	pkt := udp4(netip.MustParseAddrPort("192.168.1.10:5000"), netip.MustParseAddrPort("198.51.100.7:53"))
+	e.Prerouting(pkt, 1)
+	e.Postrouting(pkt, 2)
+	if n := len(cc.get(e, t0.Add(censusInterval-time.Millisecond)).natPorts); n != 0 {
+		t.Errorf("census refreshed before censusInterval: %d entries", n)
+	}
+	if n := len(cc.get(e, t0.Add(censusInterval)).natPorts); n != 1 {
+		t.Errorf("census not refreshed after censusInterval: %d entries, want 1", n)
+	}
+	if n := len(cc.get(e, t0).natPorts); n != 1 {
+		t.Errorf("clock stepped back: %d entries, want a fresh census (1)", n)
 	}
 }

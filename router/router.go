@@ -48,6 +48,8 @@ type Router struct {
 	// its rules and keep every tracked flow.
 	nat    *natengine.Engine
 	natMax int // its table limit
+	// census is the status page's last walk of the table.
+	census censusCache
 
 	statusSrv *status.Server
 	ctx       context.Context

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
@@ -17,7 +18,8 @@ func (r *Router) Snapshot() status.Snapshot {
 	s, e, maxConns := r.snapshot()
 	if e != nil {
 		// Outside r.mu: the census walks the whole table.
-		s.Conntrack = conntrackStatus(e, maxConns)
+		s.Conntrack = conntrackCounters(e, maxConns)
+		r.census.get(e, time.Now()).apply(s.Conntrack)
 	}
 	return s
 }

@@ -106,9 +106,8 @@ type Flow struct {
 
 // FlowSource is implemented by a Source that tracks connections. The
 // Server serves /api/conntrack and the page's table only for such a
-// Source. Flows returns every flow in a fresh slice that the Server owns:
-// it filters and sorts it in place (a full table is tens of thousands of
-// flows; one copy is enough) and drops it after the request.
+// Source. Flows returns every flow; the Server filters, sorts and pages
+// them, and never keeps or modifies the slice.
 type FlowSource interface {
 	Flows() []Flow
 }
@@ -176,27 +175,33 @@ func (q *TableQuery) matches(f *Flow) bool {
 	return false
 }
 
-// BuildPage filters, sorts and pages flows, reordering flows in place. A
+// BuildPage filters, sorts and pages flows; it does not modify flows. A
 // page past the end is empty (Page keeps the value asked for, so a client
-// sees where it is).
+// sees where it is). The order is by protocol, source, destination: a
+// flow's original tuple is unique, so the order is total.
 func BuildPage(flows []Flow, q TableQuery) ConntrackPage {
-	match := flows[:0]
+	// Sort pointers, not the 150-byte flows: a full table is 65,536.
+	match := make([]*Flow, 0, len(flows))
 	for i := range flows {
 		if q.matches(&flows[i]) {
-			match = append(match, flows[i])
+			match = append(match, &flows[i])
 		}
 	}
-	slices.SortStableFunc(match, func(a, b Flow) int {
-		return cmp.Or(
-			strings.Compare(a.Proto, b.Proto),
-			a.Src.Compare(b.Src),
-			a.Dst.Compare(b.Dst),
-		)
+	slices.SortFunc(match, func(a, b *Flow) int {
+		if c := strings.Compare(a.Proto, b.Proto); c != 0 {
+			return c
+		}
+		if c := a.Src.Compare(b.Src); c != 0 {
+			return c
+		}
+		return a.Dst.Compare(b.Dst)
 	})
 	p := ConntrackPage{Addr: q.Addr, Page: max(q.Page, 1), PerPage: FlowsPerPage, Total: len(match), Flows: []Flow{}}
 	p.Pages = max(1, (len(match)+FlowsPerPage-1)/FlowsPerPage)
 	if lo := (p.Page - 1) * FlowsPerPage; lo < len(match) {
-		p.Flows = match[lo:min(lo+FlowsPerPage, len(match))]
+		for _, f := range match[lo:min(lo+FlowsPerPage, len(match))] {
+			p.Flows = append(p.Flows, *f)
+		}
 	}
 	return p
 }

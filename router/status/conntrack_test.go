@@ -243,6 +243,9 @@ func TestBuildPage(t *testing.T) {
 	if strings.Join(got, ",") != want {
 		t.Errorf("order = %v, want %s", got, want)
 	}
+	if flows[0].Proto != "udp" {
+		t.Error("BuildPage reordered its input")
+	}
 	q, _ = status.ParseTableQuery("fd00::/64", "1")
 	if p := status.BuildPage(flows, q); p.Total != 1 || p.Addr != "fd00::/64" {
 		t.Errorf("IPv6 prefix filter: %+v", p)
