@@ -174,6 +174,19 @@ func TestConntrackPage(t *testing.T) {
 	if strings.Contains(page, "<script>") || !strings.Contains(page, "conntrack table: bad addr &#34;&lt;script&gt;&#34;") {
 		t.Errorf("bad addr: page does not show an escaped error")
 	}
+	// Past pageTableAuto flows the table waits for ?table=1.
+	big := statustest.Example(started)
+	big.Conntrack.Flows = 5000
+	src.Set(big)
+	s.Sample()
+	page = body(t, get(t, h, "GET", "/"))
+	if strings.Contains(page, "<h2>Conntrack table</h2>") || !strings.Contains(page, `<a href="?table=1">Show the conntrack table</a>`) {
+		t.Error("a 5,000-flow table is shown unasked, or without a link")
+	}
+	page = body(t, get(t, h, "GET", "/?table=1"))
+	if !strings.Contains(page, "<h2>Conntrack table</h2>") || strings.Contains(page, "Show the conntrack table") {
+		t.Error("?table=1 does not show the table")
+	}
 	// No conntrack section: no table either.
 	snap := statustest.Example(started)
 	snap.Conntrack = nil

@@ -43,6 +43,12 @@ func readOnly(next http.Handler) http.Handler {
 	})
 }
 
+// pageTableAuto is the most flows for which the page shows the conntrack
+// table unasked. Past it the page links to it (?table=1): the page reloads
+// every 2 s, and sorting a full 65,536-flow table for each reload would
+// keep a BCM47094 core busy.
+const pageTableAuto = 1000
+
 // pageData is what the page template renders: the latest sample and, when
 // the router tracks connections, one page of the conntrack table.
 type pageData struct {
@@ -51,11 +57,18 @@ type pageData struct {
 	TableError string
 }
 
+// TableHidden reports whether the page leaves the table out until asked.
+func (d pageData) TableHidden() bool {
+	return d.Conntrack != nil && d.Table == nil && d.TableError == ""
+}
+
 func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
 	d := pageData{Snapshot: s.current()}
-	if d.Conntrack != nil {
-		q, err := ParseTableQuery(r.URL.Query().Get("addr"), r.URL.Query().Get("page"))
+	uq := r.URL.Query()
+	asked := uq.Has("table") || uq.Has("addr") || uq.Has("page")
+	if d.Conntrack != nil && (asked || d.Conntrack.Flows <= pageTableAuto) {
+		q, err := ParseTableQuery(uq.Get("addr"), uq.Get("page"))
 		if err == nil {
 			d.Table, err = s.table(q)
 		}

@@ -186,6 +186,9 @@ footer a { color: inherit; }
 </tbody>
 </table></div>
 {{- end}}
+{{- if .TableHidden}}
+<p><a href="?table=1">Show the conntrack table</a> <span class="sub">({{num .Conntrack.Flows}} flows; also as <a href="api/conntrack">JSON</a>)</span></p>
+{{- end}}
 {{- if .TableError}}
 <p class="drops">conntrack table: {{.TableError}}</p>
 {{- end}}
