@@ -114,7 +114,9 @@ func cmdCheck(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s: ok (%d ports, %d interfaces, %d routes)\n", *path, len(cfg.Ports), len(cfg.Interfaces), len(cfg.Routes))
+	fmt.Fprintf(out, "%s: ok (%d ports, %d interfaces, %d routes; nat: %d masquerade, %d snat, %d forwards; wan_input %s)\n",
+		*path, len(cfg.Ports), len(cfg.Interfaces), len(cfg.Routes),
+		len(cfg.NAT.Masquerade), len(cfg.NAT.SNAT), len(cfg.NAT.Forwards), map[bool]string{true: "drop", false: "accept"}[cfg.Firewall.WANInputDrop()])
 	return nil
 }
 
