@@ -62,6 +62,22 @@ func TestConntrackSummary(t *testing.T) {
 	}
 }
 
+func TestConntrackPageStates(t *testing.T) {
+	snap := status.Snapshot{Conntrack: &status.Conntrack{Max: 10, States: []status.FlowCount{
+		{Proto: "tcp", State: "SYN_SENT", Flows: 0}, {Proto: "udp", State: "REPLIED", Flows: 3},
+	}}}
+	s := status.New(statustest.New(snap), nil)
+	page := body(t, get(t, s.Handler(), "GET", "/"))
+	if strings.Contains(page, "SYN_SENT") || !strings.Contains(page, `<td class="mono">REPLIED</td><td class="num">3</td>`) {
+		t.Error("page lists states with no flows, or not the one in use")
+	}
+	snap.Conntrack.States[1].Flows = 0
+	s = status.New(statustest.New(snap), nil)
+	if page := body(t, get(t, s.Handler(), "GET", "/")); !strings.Contains(page, `<td colspan="3" class="empty">no flows</td>`) {
+		t.Error("page with no flows does not say so")
+	}
+}
+
 func TestConntrackEmptyMaps(t *testing.T) {
 	s := status.New(statustest.New(status.Snapshot{Conntrack: &status.Conntrack{Max: 10}}), nil)
 	raw := body(t, get(t, s.Handler(), "GET", "/api/status"))

@@ -23,8 +23,17 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"secs":     func(s float64) string { return formatUptime(max(s, 0)) },
 	"prev":     func(n int) int { return n - 1 },
 	"next":     func(n int) int { return n + 1 },
-	"refresh":  func() string { return pageRefresh },
-	"ts":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"liveStates": func(l []FlowCount) []FlowCount {
+		var out []FlowCount // the metrics list every state; the page only those in use
+		for _, c := range l {
+			if c.Flows > 0 {
+				out = append(out, c)
+			}
+		}
+		return out
+	},
+	"refresh": func() string { return pageRefresh },
+	"ts":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 }).Parse(pageHTML))
 
 const pageHTML = `<!DOCTYPE html>
@@ -166,7 +175,7 @@ footer a { color: inherit; }
 <div class="wrap"><table class="narrow">
 <thead><tr><th>Protocol</th><th>State</th><th class="num">Flows</th></tr></thead>
 <tbody>
-{{- range .States}}
+{{- range liveStates .States}}
 <tr><td class="mono">{{.Proto}}</td><td class="mono">{{.State}}</td><td class="num">{{num .Flows}}</td></tr>
 {{- else}}
 <tr><td colspan="3" class="empty">no flows</td></tr>
