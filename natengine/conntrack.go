@@ -133,10 +133,19 @@ type table struct {
 	shards [numShards]shard
 }
 
+// newTable sizes every shard's map for its share of a full table up
+// front, as Linux allocates its conntrack hash buckets at start: a table
+// that fills under a SYN flood then costs the flows and nothing for map
+// growth (no rehash garbage, no doubling slack), and the router's memory
+// is mostly known when it starts.
 func newTable(max int, seed uint64) *table {
 	t := &table{seed: seed, max: int32(max)}
+	// Two keys per flow (original and reply); 1/8 more for the uneven
+	// spread of hashes over shards.
+	hint := 2 * max / numShards
+	hint += hint/8 + 8
 	for i := range t.shards {
-		t.shards[i].m = make(map[Tuple]ref)
+		t.shards[i].m = make(map[Tuple]ref, hint)
 	}
 	return t
 }

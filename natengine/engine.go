@@ -100,7 +100,7 @@ func New(cfg Config) *Engine {
 		max = DefaultMaxConns
 	}
 	e.tab = newTable(max, rand.Uint64())
-	e.nat = newNATTable()
+	e.nat = newNATTable(max)
 	e.frags.init()
 	e.rules.Store(&snapshot{})
 	return e

@@ -59,8 +59,10 @@ type exhaustMark struct {
 // without a mapping release.
 const exhaustedFor = int64(time.Second)
 
-func newNATTable() *natTable {
-	return &natTable{byInt: make(map[intKey]*mapping), byExt: make(map[extKey]*mapping), exhausted: make(map[exhaustKey]exhaustMark)}
+// newNATTable sizes the mapping maps for max flows, each with its own
+// mapping (the worst case), for the reason newTable gives.
+func newNATTable(max int) *natTable {
+	return &natTable{byInt: make(map[intKey]*mapping, max), byExt: make(map[extKey]*mapping, max), exhausted: make(map[exhaustKey]exhaustMark)}
 }
 
 // Port ranges searched when the internal port is not free (RFC 4787 REQ-3a:
