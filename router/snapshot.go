@@ -37,6 +37,12 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 	if r.cfg == nil || r.net == nil {
 		return s, nil, 0
 	}
+	ip := r.net.Stack().Stats().IP
+	s.Netstack = &status.Netstack{
+		IPPacketsReceived:  ip.PacketsReceived.Value(),
+		IPPacketsDelivered: ip.PacketsDelivered.Value(),
+		IPPacketsSent:      ip.PacketsSent.Value(),
+	}
 	for _, ic := range r.cfg.Interfaces {
 		ifc := r.net.Interface(ic.Name)
 		rp := r.ports[ic.Port]

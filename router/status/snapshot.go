@@ -40,9 +40,25 @@ type Snapshot struct {
 	// Conntrack is connection tracking, NAT and the fast path; nil when
 	// the router tracks no connections.
 	Conntrack *Conntrack `json:"conntrack,omitempty"`
+	// Netstack counts the IP packets that reached netstack, the slow
+	// path: with the fast path working they stay flat while an
+	// offloaded flow runs.
+	Netstack *Netstack `json:"netstack,omitempty"`
 
 	// Later sections (MACsec) go here as optional fields with omitempty
 	// tags.
+}
+
+// Netstack is netstack's own IP counters (IPv4 and IPv6 together).
+type Netstack struct {
+	// IPPacketsReceived counts IP packets netstack received: forwarded
+	// on the slow path or for the router.
+	IPPacketsReceived uint64 `json:"ip_packets_received"`
+	// IPPacketsDelivered counts those delivered to the router's own
+	// transport endpoints.
+	IPPacketsDelivered uint64 `json:"ip_packets_delivered"`
+	// IPPacketsSent counts IP packets netstack sent: forwarded or its own.
+	IPPacketsSent uint64 `json:"ip_packets_sent"`
 }
 
 // Interface is one L3 interface (a netstack NIC).
