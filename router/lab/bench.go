@@ -26,12 +26,27 @@ var benchCases = []benchCase{{1, false}, {1, true}, {4, false}, {4, true}}
 
 // benchModeNames name the bench modes by letter.
 var benchModeNames = map[rune]string{
-	'a': "(a) router forwarding",
+	'a': "(a) router NAT (masquerade)",
 	'b': "(b) kernel forwarding",
+	'n': "(n) kernel nftables masquerade",
 	'c': "(c) hw port bridge",
 	'd': "(d) kernel bridge",
 	'g': "(g) router per GRO mode",
+	'm': "(m) conntrack memory",
+	'f': "(f) SYN flood",
 }
+
+// benchOrder is the order the modes a–d and n run and print in.
+const benchOrder = "abncd"
+
+// benchRatios are the printed ratios: router NAT / kernel forwarding,
+// port bridge / kernel bridge, router NAT / kernel NAT (issue 5: ≥ 0.35,
+// goal 0.5) and router NAT / our own port bridge, the ceiling of anything
+// built on these ports (≥ 0.8, goal 0.9).
+var benchRatios = [][2]rune{{'a', 'b'}, {'c', 'd'}, {'a', 'n'}, {'a', 'c'}}
+
+// labNATTable is the nftables table of bench mode n.
+const labNATTable = "gvrouter_lab_nat"
 
 // iperfResult is the part of iperf3 -J output the bench reads.
 type iperfResult struct {

@@ -41,7 +41,7 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 	results := map[rune][]float64{} // mode → median bit/s per benchCase
 	kBefore := l.kernelState()
 	var errs []error
-	for _, m := range "abcd" {
+	for _, m := range benchOrder {
 		if !strings.ContainsRune(modes, m) {
 			continue
 		}
@@ -63,8 +63,18 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 			}
 		}
 	}
-	if strings.ContainsAny(modes, "abcd") {
+	if strings.ContainsAny(modes, benchOrder) {
 		l.printBench(results, modes)
+	}
+	if strings.ContainsRune(modes, 'f') && ctx.Err() == nil {
+		if err := l.benchFlood(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("lab: bench %s: %w", benchModeNames['f'], err))
+		}
+	}
+	if strings.ContainsRune(modes, 'm') && ctx.Err() == nil {
+		if err := l.benchMemory(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("lab: bench %s: %w", benchModeNames['m'], err))
+		}
 	}
 	if strings.ContainsRune(modes, 'g') && ctx.Err() == nil {
 		if err := l.benchGRO(ctx); err != nil {
@@ -92,7 +102,7 @@ func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(
 			return to, nil, errors.New("router is not running")
 		}
 		to = wanHost4.Addr()
-	case 'b':
+	case 'b', 'n':
 		to = wanHost4.Addr()
 		steps = [][]string{
 			{l.rtrNS, "ip", "addr", "add", lanRouter4.String(), "dev", lanPort},
@@ -143,13 +153,28 @@ func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(
 		}
 	}
 	switch m {
-	case 'b':
+	case 'b', 'n':
 		if err := inNetns(l.rtrNS, func() error { return writeSysctl("net/ipv4/ip_forward", "1", false) }); err != nil {
 			return to, undo, err
 		}
 		extra = func() {
+			if m == 'n' {
+				if err := nsRun(context.Background(), l.rtrNS, "nft", "delete", "table", "ip", labNATTable); err != nil {
+					l.log.Warn("lab: bench undo nftables", "err", err)
+				}
+			}
 			if err := inNetns(l.rtrNS, func() error { return writeSysctl("net/ipv4/ip_forward", "0", false) }); err != nil {
 				l.log.Warn("lab: bench undo ip_forward", "err", err)
+			}
+		}
+		if m == 'n' {
+			// The router's NAT in the kernel's words: masquerade what
+			// leaves the WAN port (fw4's default), conntrack on.
+			rules := fmt.Sprintf("add table ip %[1]s\nadd chain ip %[1]s post { type nat hook postrouting priority srcnat; policy accept; }\nadd rule ip %[1]s post oifname %[2]q masquerade\n", labNATTable, wanPort)
+			cmd := command(ctx, l.rtrNS, "nft", "-f", "-")
+			cmd.Stdin = strings.NewReader(rules)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return to, undo, fmt.Errorf("nft masquerade: %v: %s", err, out)
 			}
 		}
 	case 'c':
@@ -222,16 +247,16 @@ func (l *lab) iperf(ctx context.Context, to netip.Addr, c benchCase) (float64, e
 // printBench prints the table of medians and, each on its own line, the
 // ratios (a)/(b) and (c)/(d) per case.
 func (l *lab) printBench(results map[rune][]float64, modes string) {
-	fmt.Fprintf(l.out, "\n%-24s", "Mbit/s (median)")
+	fmt.Fprintf(l.out, "\n%-32s", "Mbit/s (median)")
 	for _, c := range benchCases {
 		fmt.Fprintf(l.out, " %14s", c)
 	}
 	fmt.Fprintln(l.out)
-	for _, m := range "abcd" {
+	for _, m := range benchOrder {
 		if !strings.ContainsRune(modes, m) {
 			continue
 		}
-		fmt.Fprintf(l.out, "%-24s", benchModeNames[m])
+		fmt.Fprintf(l.out, "%-32s", benchModeNames[m])
 		for i := range benchCases {
 			v := "n/a"
 			if r := results[m]; r != nil && r[i] > 0 {
@@ -241,7 +266,10 @@ func (l *lab) printBench(results map[rune][]float64, modes string) {
 		}
 		fmt.Fprintln(l.out)
 	}
-	for _, p := range [][2]rune{{'a', 'b'}, {'c', 'd'}} {
+	for _, p := range benchRatios {
+		if !strings.ContainsRune(modes, p[0]) && !strings.ContainsRune(modes, p[1]) {
+			continue
+		}
 		for i, c := range benchCases {
 			var x, y float64
 			if r := results[p[0]]; r != nil {

@@ -13,7 +13,47 @@ type labConfig struct {
 	Hardware   string         `yaml:"hardware"`
 	Ports      []labPort      `yaml:"ports"`
 	Interfaces []labInterface `yaml:"interfaces"`
+	Routes     []labRoute     `yaml:"routes,omitempty"`
+	NAT        labNAT         `yaml:"nat"`
+	Firewall   labFirewall    `yaml:"firewall"`
 	Status     labStatus      `yaml:"status"`
+}
+
+type labRoute struct {
+	To  string `yaml:"to"`
+	Via string `yaml:"via"`
+}
+
+// labNAT masquerades the LAN behind the WAN address and forwards
+// forwardPort (TCP and UDP) to the LAN host.
+type labNAT struct {
+	Masquerade []string      `yaml:"masquerade"`
+	Forwards   []labForward  `yaml:"forwards"`
+	Conntrack  *labConntrack `yaml:"conntrack,omitempty"`
+}
+
+// labFirewall lets new IPv6 connections from the WAN host reach the LAN
+// host's forwardPort; the router's own sockets stay closed to the WAN.
+type labFirewall struct {
+	WANInput string      `yaml:"wan_input"`
+	Allow6   []labAllow6 `yaml:"allow6"`
+}
+
+type labConntrack struct {
+	Max int `yaml:"max"`
+}
+
+type labForward struct {
+	Proto string `yaml:"proto"`
+	Port  int    `yaml:"port"`
+	To    string `yaml:"to"`
+	On    string `yaml:"on"`
+}
+
+type labAllow6 struct {
+	Proto string `yaml:"proto"`
+	To    string `yaml:"to"`
+	Port  int    `yaml:"port"`
 }
 
 type labPort struct {
@@ -41,8 +81,9 @@ type labStatus struct {
 // interfaces eth0.1 (VLAN 1, LAN) and eth0.2 (VLAN 2, WAN), status page on
 // eth0.1:80.
 //
-// gro, if not "", is the gro key of both interfaces (bench mode g).
-func routerConfig(prefix string, statusPort int, topology, gro string) ([]byte, error) {
+// gro, if not "", is the gro key of both interfaces (bench mode g);
+// conntrackMax, if not 0, the conntrack table limit (the flood test).
+func routerConfig(prefix string, statusPort int, topology, gro string, conntrackMax int) ([]byte, error) {
 	lan, wan := routerInterfaces(topology)
 	c := labConfig{
 		Hardware: "generic",
@@ -51,10 +92,26 @@ func routerConfig(prefix string, statusPort int, topology, gro string) ([]byte, 
 			{Name: lan, Port: lanPort, Addresses: prefixes(lanRouter4, lanRouter6), Role: "lan", GRO: gro},
 			{Name: wan, Port: wanPort, Addresses: prefixes(wanRouter4, wanRouter6), Role: "wan", GRO: gro},
 		},
+		// farNet is routed to the WAN host for the traceroute proof.
+		Routes: []labRoute{{To: farNet.String(), Via: wanHost4.Addr().String()}},
+		NAT: labNAT{
+			Masquerade: []string{wan},
+			Forwards: []labForward{
+				{Proto: "tcp", Port: forwardPort, To: netip.AddrPortFrom(lanHost4.Addr(), forwardPort).String(), On: wan},
+				{Proto: "udp", Port: forwardPort, To: netip.AddrPortFrom(lanHost4.Addr(), forwardPort).String(), On: wan},
+			},
+		},
+		Firewall: labFirewall{
+			WANInput: "drop",
+			Allow6:   []labAllow6{{Proto: "tcp", To: lanHost6.Addr().String(), Port: forwardPort}},
+		},
 		Status: labStatus{Listen: []string{
 			lan + ":80",
 			netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(statusPort)).String(),
 		}},
+	}
+	if conntrackMax > 0 {
+		c.NAT.Conntrack = &labConntrack{Max: conntrackMax}
 	}
 	if topology == TopologyBCM47094 {
 		c.Hardware = "bcm47094"

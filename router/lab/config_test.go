@@ -11,7 +11,7 @@ import (
 )
 
 func TestRouterConfig(t *testing.T) {
-	b, err := routerConfig("gvl42", 8080, TopologyVeth, "")
+	b, err := routerConfig("gvl42", 8080, TopologyVeth, "", 0)
 	if err != nil {
 		t.Fatalf("routerConfig() error: %v", err)
 	}
@@ -56,7 +56,7 @@ func TestRouterConfig(t *testing.T) {
 // TestRouterConfigBCM47094 checks that the appliance topology's config
 // passes router/config and is the appliance's layout.
 func TestRouterConfigBCM47094(t *testing.T) {
-	b, err := routerConfig("gvl42", 8080, TopologyBCM47094, "")
+	b, err := routerConfig("gvl42", 8080, TopologyBCM47094, "", 0)
 	if err != nil {
 		t.Fatalf("routerConfig() error: %v", err)
 	}

@@ -30,9 +30,12 @@ type Options struct {
 	// Topology is the lab's layout: TopologyVeth ("" too) or
 	// TopologyBCM47094. The bench needs TopologyVeth.
 	Topology string
-	// BenchModes selects bench modes by letter, any of "abcdg"; "" means
-	// "abcd". Modes b and d need no router binary. Mode g restarts the
-	// router once per GRO mode and measures forwarded and local TCP.
+	// BenchModes selects bench modes by letter, any of "abncdgmf"; "" means
+	// "abncd". Modes b, n and d need no router binary. Mode g restarts the
+	// router once per GRO mode and measures forwarded and local TCP; mode
+	// m fills the conntrack table with a SYN flood and reports the
+	// router's RSS per flow; mode f floods a 10,000-flow table while an
+	// iperf3 flow runs.
 	BenchModes string
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
@@ -42,6 +45,8 @@ type Options struct {
 	// testHook, if set, runs after the proofs while the lab is up; an
 	// error from it fails Run. Tests use it to check the lab from outside.
 	testHook func(l *lab) error
+	// conntrackMax, if not 0, is the router's conntrack table limit.
+	conntrackMax int
 }
 
 const (
@@ -92,6 +97,16 @@ const (
 	lanVID    = 1      // bcm47094: the BCM53012's LAN VLAN
 	wanVID    = 2      // bcm47094: the BCM53012's WAN VLAN
 )
+
+// forwardPort is the lab's port forward: wan:forwardPort → LAN
+// host:forwardPort (TCP and UDP); IPv6 passes the firewall to the LAN
+// host's forwardPort.
+const forwardPort = 8080
+
+// farNet is a prefix beyond the WAN host: the router routes it to the WAN
+// host, which forwards it back, so a probe with TTL 2 expires at the WAN
+// host and its Time Exceeded quotes the masqueraded packet (RFC 5508).
+var farNet = netip.MustParsePrefix("198.18.77.0/24") // RFC 2544 benchmarking range
 
 // Addresses of the lab. The /24 and /64 prefixes are private (RFC 1918,
 // RFC 4193) and exist only inside the lab's namespaces.

@@ -75,7 +75,7 @@ func Run(ctx context.Context, opt Options) (err error) {
 
 	modes := opt.BenchModes
 	if modes == "" {
-		modes = "abcd"
+		modes = "abncd"
 	}
 	var proofErr error
 	if !opt.Bench || strings.Contains(modes, "a") {
@@ -137,6 +137,9 @@ func (l *lab) preflight() error {
 	tools := []string{"ip"}
 	if l.opt.Bench {
 		tools = append(tools, "iperf3")
+		if l.opt.BenchModes == "" || strings.ContainsAny(l.opt.BenchModes, "nmf") {
+			tools = append(tools, "nft")
+		}
 	}
 	for _, t := range tools {
 		if _, err := exec.LookPath(t); err != nil {
@@ -144,7 +147,7 @@ func (l *lab) preflight() error {
 		}
 	}
 	if l.opt.RouterBinary == "" {
-		if !l.opt.Bench || strings.ContainsAny(l.opt.BenchModes, "acg") || l.opt.BenchModes == "" {
+		if !l.opt.Bench || strings.ContainsAny(l.opt.BenchModes, "acgmf") || l.opt.BenchModes == "" {
 			errs = append(errs, errors.New("lab: no router binary"))
 		}
 	} else if _, err := os.Stat(l.opt.RouterBinary); err != nil {
@@ -160,8 +163,8 @@ func (l *lab) preflight() error {
 		errs = append(errs, fmt.Errorf("lab: unknown topology %q (want %s or %s)", l.opt.Topology, TopologyVeth, TopologyBCM47094))
 	}
 	for _, m := range l.opt.BenchModes {
-		if !strings.ContainsRune("abcdg", m) {
-			errs = append(errs, fmt.Errorf("lab: unknown bench mode %q (want any of abcdg)", m))
+		if !strings.ContainsRune("abncdgmf", m) {
+			errs = append(errs, fmt.Errorf("lab: unknown bench mode %q (want any of abncdgmf)", m))
 		}
 	}
 	return errors.Join(errs...)
@@ -177,7 +180,7 @@ func (l *lab) startRouter(ctx context.Context) error {
 // (unless ""); with a gro mode the router also serves the bench's discard
 // sink at benchSinkAddr.
 func (l *lab) startRouterWith(ctx context.Context, gro string, args ...string) error {
-	cfg, err := routerConfig(l.prefix, routerStatusPort, l.opt.Topology, gro)
+	cfg, err := routerConfig(l.prefix, routerStatusPort, l.opt.Topology, gro, l.opt.conntrackMax)
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,9 @@ func freePort(t *testing.T) int {
 }
 
 // TestRun runs the whole lab against the real router binary: ping and TCP
-// cross it both ways in both families, the status page answers in the LAN
+// cross it both ways in both families (IPv4 inbound through the port
+// forward), masquerade, hairpin, fragments, traceroute and the fast path
+// work, the status page answers in the LAN
 // and at 127.0.0.1:PORT here, the router's counters rise while the kernel
 // of the router namespace forwards nothing, and everything is gone after.
 func TestRun(t *testing.T) {
@@ -131,8 +133,10 @@ func TestRun(t *testing.T) {
 		t.Fatalf("test hook did not run")
 	}
 	for _, want := range []string{
-		"ok   ping LAN→WAN IPv4", "ok   ping WAN→LAN IPv4", "ok   ping LAN→WAN IPv6", "ok   ping WAN→LAN IPv6",
-		"ok   TCP LAN→WAN IPv4", "ok   TCP WAN→LAN IPv4", "ok   TCP LAN→WAN IPv6", "ok   TCP WAN→LAN IPv6",
+		"ok   ping LAN→WAN IPv4", "ok   ping WAN→router WAN address IPv4", "ok   ping LAN→WAN IPv6", "ok   ping WAN→LAN IPv6",
+		"ok   TCP LAN→WAN IPv6", "ok   TCP WAN→LAN IPv6",
+		"ok   masquerade: TCP LAN→WAN", "ok   port forward: TCP WAN→LAN", "ok   hairpin", "ok   UDP 3000-byte datagram",
+		"ok   traceroute", "ok   fast path",
 		"ok   status page from LAN host http://10.77.1.1/api/status",
 		fmt.Sprintf("ok   status page from this machine http://127.0.0.1:%d/api/status", port),
 		"ok   router counters rose",
@@ -213,8 +217,10 @@ func TestRunBCM47094(t *testing.T) {
 	}
 	for _, want := range []string{
 		"BCM53012 switch",
-		"ok   ping LAN→WAN IPv4", "ok   ping WAN→LAN IPv4", "ok   ping LAN→WAN IPv6", "ok   ping WAN→LAN IPv6",
-		"ok   TCP LAN→WAN IPv4", "ok   TCP WAN→LAN IPv4", "ok   TCP LAN→WAN IPv6", "ok   TCP WAN→LAN IPv6",
+		"ok   ping LAN→WAN IPv4", "ok   ping WAN→router WAN address IPv4", "ok   ping LAN→WAN IPv6", "ok   ping WAN→LAN IPv6",
+		"ok   TCP LAN→WAN IPv6", "ok   TCP WAN→LAN IPv6",
+		"ok   masquerade: TCP LAN→WAN", "ok   port forward: TCP WAN→LAN", "ok   hairpin", "ok   UDP 3000-byte datagram",
+		"ok   traceroute", "ok   fast path",
 		"ok   status page from LAN host http://10.77.1.1/api/status",
 		"ok   router counters rose",
 		"ok   no kernel addresses on eth0",

@@ -57,27 +57,29 @@ func (l *lab) prove(ctx context.Context) []proof {
 		ns   string
 		to   netip.Addr
 	}{
-		{"ping LAN→WAN IPv4", l.lanNS, wanHost4.Addr()},
-		{"ping WAN→LAN IPv4", l.wanNS, lanHost4.Addr()},
+		{"ping LAN→WAN IPv4 (through masquerade)", l.lanNS, wanHost4.Addr()},
+		{"ping WAN→router WAN address IPv4", l.wanNS, wanRouter4.Addr()},
 		{"ping LAN→WAN IPv6", l.lanNS, wanHost6.Addr()},
 		{"ping WAN→LAN IPv6", l.wanNS, lanHost6.Addr()},
 	} {
 		d, err := ping(ctx, p.ns, p.to)
 		add(p.name, d, err)
 	}
+	// IPv4 WAN→LAN goes through the port forward (natProofs); IPv6 is
+	// not translated, and the firewall admits new inbound flows only to
+	// the allowed port.
 	for _, p := range []struct {
 		name            string
 		clientNS, srvNS string
-		srv             netip.Addr
+		srv             netip.AddrPort
 	}{
-		{"TCP LAN→WAN IPv4", l.lanNS, l.wanNS, wanHost4.Addr()},
-		{"TCP WAN→LAN IPv4", l.wanNS, l.lanNS, lanHost4.Addr()},
-		{"TCP LAN→WAN IPv6", l.lanNS, l.wanNS, wanHost6.Addr()},
-		{"TCP WAN→LAN IPv6", l.wanNS, l.lanNS, lanHost6.Addr()},
+		{"TCP LAN→WAN IPv6", l.lanNS, l.wanNS, netip.AddrPortFrom(wanHost6.Addr(), 0)},
+		{fmt.Sprintf("TCP WAN→LAN IPv6 (firewall allows port %d)", forwardPort), l.wanNS, l.lanNS, netip.AddrPortFrom(lanHost6.Addr(), forwardPort)},
 	} {
-		d, err := tcpEcho(ctx, p.clientNS, p.srvNS, p.srv)
+		_, d, err := echoPeer(ctx, p.clientNS, p.srvNS, p.srv, netip.AddrPort{})
 		add(p.name, d, err)
 	}
+	l.natProofs(ctx, add)
 
 	url := "http://" + lanRouter4.Addr().String() + "/api/status"
 	body, err := httpGet(ctx, l.lanNS, url)
