@@ -103,7 +103,7 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 			}
 			// GROOn coalesces all TCP first, as Linux does before its
 			// flowtable; merged packets are too big for the fast path.
-			if (mode != GROOn || !isTCPFrame(f.Data)) && e.fastForward(f.Data, nat) {
+			if (mode != GROOn || !isTCPFrame(f.Data)) && e.fastForward(f.Data, ingressPCP(f), nat) {
 				continue
 			}
 		}

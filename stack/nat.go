@@ -45,10 +45,10 @@ func (t egressTable) get(out natengine.Iface) *Endpoint {
 	return t[out]
 }
 
-// fastForward tries the fast path on f, received on e. It reports whether
-// the frame was taken (queued on its egress endpoint, or dropped and
-// counted there).
-func (e *Endpoint) fastForward(frame []byte, nat *natengine.Engine) bool {
+// fastForward tries the fast path on frame, received on e with priority
+// pcp (-1: untagged). It reports whether the frame was taken (queued on
+// its egress endpoint, or dropped and counted there).
+func (e *Endpoint) fastForward(frame []byte, pcp int, nat *natengine.Engine) bool {
 	out, ok := nat.FastPath(frame, natIface(e.nicID))
 	if !ok {
 		return false
@@ -64,7 +64,7 @@ func (e *Endpoint) fastForward(frame []byte, nat *natengine.Engine) bool {
 		e.stats.drop(dropNoEgress)
 		return true
 	}
-	oe.queueFastFrame(frame[:header.EthernetMinimumSize+ipLength(frame)])
+	oe.queueFastFrame(frame[:header.EthernetMinimumSize+ipLength(frame)], pcp)
 	return true
 }
 
@@ -79,9 +79,11 @@ func ipLength(frame []byte) int {
 }
 
 // queueFastFrame copies a rewritten untagged frame into e's transmit batch,
-// inserting e's VLAN tags after the MAC addresses. Like WritePackets it
-// sends at once unless a receive batch is in progress.
-func (e *Endpoint) queueFastFrame(frame []byte) {
+// inserting e's VLAN tags after the MAC addresses. A forwarded frame keeps
+// the priority it arrived with (pcp, 0..7) in every tag; pcp -1 (it came
+// untagged) takes e's own. Like WritePackets it sends at once unless a
+// receive batch is in progress.
+func (e *Endpoint) queueFastFrame(frame []byte, pcp int) {
 	w := e.writer.Load()
 	if w == nil || !e.up.Load() {
 		e.stats.drop(dropLinkDown)
@@ -99,6 +101,12 @@ func (e *Endpoint) queueFastFrame(frame []byte) {
 	out := (*buf)[:n]
 	copy(out, frame[:12])
 	copy(out[12:], v.tags[:v.n])
+	if pcp >= 0 && int(v.pcp) != pcp {
+		for off := 12 + 2; off < 12+v.n; off += vlanTagLength {
+			tci := binary.BigEndian.Uint16(out[off:])
+			binary.BigEndian.PutUint16(out[off:], tci&^pcpMask|uint16(pcp)<<13)
+		}
+	}
 	copy(out[12+v.n:], frame[12:])
 	b := &e.pending
 	b.frames = append(b.frames, out)

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"bytes"
+	"encoding/binary"
 	"io"
 	"net"
 	"net/netip"
@@ -341,4 +342,94 @@ func TestInputPolicyDropsNewConnections(t *testing.T) {
 	}
 	ping(t, l.b, wanIP4)
 	exchange(t, dial(t, l.a, netip.AddrPortFrom(lanIP4, 9000)), 1000)
+}
+
+// FuzzNATDispatch feeds arbitrary frames, from either side, to a router
+// with a NAT engine whose table holds an offloaded masqueraded TCP flow, a
+// port forward and a hairpin: nothing may panic, whatever the fast path,
+// Prerouting, DrainHeld and netstack make of the frame. The seeds are
+// frames of that flow (so mutations reach the fast path), a UDP fragment
+// and an ICMP error quoting the flow.
+func FuzzNATDispatch(f *testing.F) {
+	l, _, capt := newNATBenchLab(f)
+	remoteServer(f, l.b, netip.AddrPortFrom(bIP4, 5001))
+	c := dial(f, l.a, netip.AddrPortFrom(bIP4, 5001))
+	exchange(f, c, 256<<10)
+	capt.mu.Lock()
+	flow := capt.last
+	capt.mu.Unlock()
+	if flow == nil {
+		f.Fatal("no frame of the flow captured")
+	}
+	f.Add(flow, false, false)
+	f.Add(flow, false, true)
+	frag := ipv4Packet(aIP4, bIP4, 64, header.UDPProtocolNumber, udpDatagram(1000, 2000, make([]byte, 64)))
+	frag[6] = 0x20 // More Fragments
+	f.Add(ethFrame(lanMAC, aMAC, header.IPv4ProtocolNumber, frag), false, false)
+	quote := flow[header.EthernetMinimumSize : header.EthernetMinimumSize+48]
+	icmpErr := make([]byte, 8+len(quote))
+	icmpErr[0] = 11
+	copy(icmpErr[8:], quote)
+	f.Add(ethFrame(wanMAC, bMAC, header.IPv4ProtocolNumber, ipv4Packet(bIP4, wanIP4, 64, header.ICMPv4ProtocolNumber, icmpErr)), true, false)
+	lan, wan := l.r.Interface("lan"), l.r.Interface("wan")
+	f.Fuzz(func(t *testing.T, data []byte, fromWAN, partial bool) {
+		in := lan
+		if fromWAN {
+			in = wan
+		}
+		frame := bytes.Clone(data)
+		in.HandleBatch(0, []hw.Frame{{Data: frame, WireLen: len(frame), CsumPartial: partial}})
+	})
+}
+
+// TestFastPathKeepsPCP: untag leaves the outer tag's priority for the
+// fast path, and queueFastFrame writes it into every tag of the egress
+// interface (QinQ here) instead of the interface's own pcp; a frame that
+// arrived untagged takes the interface's pcp.
+func TestFastPathKeepsPCP(t *testing.T) {
+	inner := ethFrame(bMAC, wanMAC, header.IPv4ProtocolNumber, ipv4Packet(wanIP4, bIP4, 63, header.UDPProtocolNumber, udpDatagram(1, 2, []byte("x"))))
+	tagged := make([]byte, 0, len(inner)+4)
+	tagged = append(tagged, inner[:12]...)
+	tagged = append(tagged, 0x81, 0x00, 5<<5, 7) // PCP 5, VID 7, in-band
+	tagged = append(tagged, inner[12:]...)
+	for _, tt := range []struct {
+		name string
+		f    hw.Frame
+		want int
+	}{
+		{"in-band tag", hw.Frame{Data: bytes.Clone(tagged), WireLen: len(tagged)}, 5},
+		{"ring tag", hw.Frame{Data: bytes.Clone(inner), WireLen: len(inner), VLANValid: true, VLANTCI: 3<<13 | 7}, 3},
+		{"priority tag (VID 0)", hw.Frame{Data: bytes.Clone(inner), WireLen: len(inner), VLANValid: true, VLANTCI: 6 << 13}, 6},
+		{"untagged", hw.Frame{Data: bytes.Clone(inner), WireLen: len(inner)}, -1},
+	} {
+		f := tt.f
+		if _, ok := untag(&f); !ok {
+			t.Fatalf("%s: untag refused the frame", tt.name)
+		}
+		if got := ingressPCP(&f); got != tt.want {
+			t.Errorf("%s: ingressPCP = %d, want %d", tt.name, got, tt.want)
+		}
+		if !bytes.Equal(f.Data, inner) {
+			t.Errorf("%s: untagged frame %x, want %x", tt.name, f.Data, inner)
+		}
+	}
+
+	var w captureWriter
+	e := testEndpoint(nil)
+	e.setWriter(&w)
+	e.vlan.Store(newEgressVLAN(&InterfaceConfig{VLAN: []uint16{100, 10}, VLANProtocol: TPID8021AD, PCP: 2}))
+	e.queueFastFrame(inner, 5)
+	e.queueFastFrame(inner, -1)
+	got := w.take()
+	if len(got) != 2 {
+		t.Fatalf("%d frames written, want 2", len(got))
+	}
+	for i, want := range []uint16{5, 2} {
+		f := got[i]
+		outer, in := binary.BigEndian.Uint16(f[14:]), binary.BigEndian.Uint16(f[18:])
+		if binary.BigEndian.Uint16(f[12:]) != TPID8021AD || outer&0xfff != 100 || in&0xfff != 10 ||
+			outer>>13 != want || in>>13 != want || !bytes.Equal(f[20:], inner[12:]) {
+			t.Errorf("frame %d: %x, want S-tag 100 and C-tag 10 with PCP %d around the original", i, f, want)
+		}
+	}
 }

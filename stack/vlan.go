@@ -136,8 +136,26 @@ func untag(f *hw.Frame) (k vlanKey, ok bool) {
 			f.WireLen -= strip
 		}
 	}
+	// The frame is untagged from here on; the outer tag's priority stays
+	// behind for the fast path, which keeps it on forwarded frames
+	// (ingressPCP).
 	f.VLANValid, f.VLANTCI, f.VLANTPID = false, 0, 0
+	if n > 0 {
+		f.VLANTCI, f.VLANTPID = tags[0].tci&pcpMask, tags[0].tpid
+	}
 	return k, true
+}
+
+// pcpMask selects the priority code point of a TCI (IEEE 802.1Q 9.6).
+const pcpMask = 0xe000
+
+// ingressPCP returns the priority of the tag untag removed from f, or -1
+// if f arrived untagged.
+func ingressPCP(f *hw.Frame) int {
+	if f.VLANValid || f.VLANTPID == 0 {
+		return -1
+	}
+	return int(f.VLANTCI >> 13)
 }
 
 // trunkEntry maps one key to its endpoint.
