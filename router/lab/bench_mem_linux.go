@@ -38,7 +38,7 @@ func (l *lab) benchMemory(ctx context.Context) error {
 	var v natView
 	for v.Flows < memFlows && time.Since(start) < time.Minute && ctx.Err() == nil {
 		fctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := synFlood(fctx, l.lanNS, lanHost4.Addr(), wanHost4.Addr(), 30000)
+		_, err := synFlood(fctx, l.lanNS, lanHost4.Addr(), wanHost4.Addr(), 30000, floodPorts)
 		cancel()
 		if err != nil {
 			return err

@@ -40,12 +40,19 @@ const floodPort = 9
 // floodTable is the WAN host's nftables table that drops the flood.
 const floodTable = "gvrouter_lab_flood"
 
-// synFlood sends TCP SYNs from the LAN host to the WAN host's floodPort at
-// rate per second from random source ports until ctx is done, through a
+// floodPorts is how many destination ports from floodPort on the floods
+// may use: masquerade maps one LAN endpoint to one WAN port, so one LAN
+// host has at most 64,512 mappings, and only several flows per mapping
+// (different destinations) fill a 65,536-flow table.
+const floodPorts = 16
+
+// synFlood sends TCP SYNs from the LAN host to the WAN host's floodPort
+// (or, with ports > 1, one of the ports ports from it) at rate per second
+// from random source ports until ctx is done, through a
 // raw IPv4 socket made in the LAN host's namespace (the kernel fills the
 // IP checksum and length; the TCP checksum is ours). It returns the
 // number sent.
-func synFlood(ctx context.Context, ns string, src, dst netip.Addr, rate int) (int, error) {
+func synFlood(ctx context.Context, ns string, src, dst netip.Addr, rate, ports int) (int, error) {
 	var fd int
 	err := inNetns(ns, func() (err error) {
 		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_RAW)
@@ -80,6 +87,7 @@ func synFlood(ctx context.Context, ns string, src, dst netip.Addr, rate int) (in
 		}
 		for range perTick {
 			binary.BigEndian.PutUint16(tcp[0:], uint16(1024+rand.IntN(65536-1024)))
+			binary.BigEndian.PutUint16(tcp[2:], uint16(floodPort+rand.IntN(ports)))
 			binary.BigEndian.PutUint32(tcp[4:], rand.Uint32())
 			binary.BigEndian.PutUint16(tcp[16:], 0)
 			binary.BigEndian.PutUint16(tcp[16:], tcpChecksum(s4, d4, tcp))
@@ -116,10 +124,10 @@ func tcpChecksum(src, dst [4]byte, seg []byte) uint16 {
 	return ^uint16(sum)
 }
 
-// dropFlood makes the WAN host drop TCP to floodPort silently; the
+// dropFlood makes the WAN host drop TCP to the flood's ports silently; the
 // returned function removes the rule.
 func (l *lab) dropFlood(ctx context.Context) (func(), error) {
-	rules := fmt.Sprintf("add table ip %[1]s\nadd chain ip %[1]s in { type filter hook input priority filter; policy accept; }\nadd rule ip %[1]s in tcp dport %[2]d drop\n", floodTable, floodPort)
+	rules := fmt.Sprintf("add table ip %[1]s\nadd chain ip %[1]s in { type filter hook input priority filter; policy accept; }\nadd rule ip %[1]s in tcp dport %[2]d-%[3]d drop\n", floodTable, floodPort, floodPort+floodPorts-1)
 	cmd := command(ctx, l.wanNS, "nft", "-f", "-")
 	cmd.Stdin = strings.NewReader(rules)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -287,7 +295,7 @@ func (l *lab) flood(ctx context.Context) (floodResult, error) {
 		}
 	}()
 	start := time.Now()
-	res.Sent, err = synFlood(fctx, l.lanNS, lanHost4.Addr(), wanHost4.Addr(), floodRate)
+	res.Sent, err = synFlood(fctx, l.lanNS, lanHost4.Addr(), wanHost4.Addr(), floodRate, 1)
 	res.Took = time.Since(start)
 	sampler.Wait()
 	if err != nil {
