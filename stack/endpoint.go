@@ -67,6 +67,9 @@ type Endpoint struct {
 	dispatcher stack.NetworkDispatcher
 	mac        tcpip.LinkAddress
 	onClose    func()
+
+	// macsec is the SecY sitting on this interface, if any (macsec.go).
+	macsec atomic.Pointer[MACsecLink]
 }
 
 var _ stack.LinkEndpoint = (*Endpoint)(nil)

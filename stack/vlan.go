@@ -235,7 +235,7 @@ func (t *Trunk) HandleBatch(queue int, frames []hw.Frame) {
 		}
 		if ep != cur {
 			if cur != nil {
-				cur.handleFrames(frames[start:n])
+				cur.receive(frames[start:n])
 			}
 			cur, start = ep, n
 		}
@@ -243,7 +243,7 @@ func (t *Trunk) HandleBatch(queue int, frames []hw.Frame) {
 		n++
 	}
 	if cur != nil {
-		cur.handleFrames(frames[start:n])
+		cur.receive(frames[start:n])
 	}
 	if unknown > 0 {
 		t.vlanUnknown.Add(unknown)
