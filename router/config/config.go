@@ -59,6 +59,7 @@ type Config struct {
 	Interfaces []Interface // one netstack NIC each; names are unique
 	Routes     []Route     // static routes, in file order
 	Status     Status      // the status page
+	MACsec     []MACsec    // SecYs on interfaces, each a NIC of its own (macsec.go)
 
 	src src
 }

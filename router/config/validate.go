@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -50,6 +51,7 @@ func (c *Config) validate(l *errorList) {
 	c.validateInterfaces(l, top)
 	c.validateRoutes(l)
 	c.validateStatus(l)
+	c.validateMACsec(l)
 }
 
 // hint returns "; did you mean X?" for a likely typo of one of known,
@@ -285,7 +287,7 @@ func (c *Config) validateRoutes(l *errorList) {
 		if !r.Via.IsValid() && r.Dev == "" && !r.src.bad["via"] && !r.src.bad["dev"] {
 			l.add(r.Pos, "%s: needs via or dev", what)
 		}
-		if r.Dev != "" && !r.src.bad["dev"] && c.Interface(r.Dev) == nil {
+		if r.Dev != "" && !r.src.bad["dev"] && c.Interface(r.Dev) == nil && c.MACsecByName(r.Dev) == nil {
 			l.add(r.src.at("dev", r.Pos), "%s: dev: unknown interface %q%s", what, r.Dev, hint(r.Dev, ifNames))
 		}
 		if !r.Via.IsValid() {
@@ -326,6 +328,11 @@ func (c *Config) reachable(a netip.Addr) bool {
 			if p.Contains(a) {
 				return true
 			}
+		}
+	}
+	for _, ms := range c.MACsec {
+		if slices.ContainsFunc(ms.Addresses, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			return true
 		}
 	}
 	return false
