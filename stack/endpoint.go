@@ -225,7 +225,7 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 		frame := (*buf)[:n]
 		copyPacket(frame, pkt)
 		if !pkt.NetworkPacketInfo.IsForwardedPacket {
-			fillL4Checksum(frame)
+			e.fillOriginated(frame)
 		}
 		b.frames = append(b.frames, frame)
 		b.bufs = append(b.bufs, buf)
