@@ -54,6 +54,9 @@ func (r *Router) Reload(cfg *config.Config) error {
 			changed = append(changed, *pc)
 		}
 	}
+	if err := r.syncMACsecLocked(cfg); err != nil {
+		return err
+	}
 	interim := *cfg
 	interim.Interfaces = slices.DeleteFunc(slices.Clone(cfg.Interfaces), func(ic config.Interface) bool {
 		_, ok := r.ports[ic.Port]
@@ -89,6 +92,7 @@ func (r *Router) Reload(cfg *config.Config) error {
 		errs = append(errs, fmt.Errorf("netstack: %w", err))
 	}
 	r.cfg = cfg
+	r.bindMACsecLocked()
 	r.bindPortsLocked()
 	for _, rp := range r.ports {
 		r.startPortLocked(rp)

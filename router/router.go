@@ -41,6 +41,8 @@ type Router struct {
 	net       *stack.Router
 	listeners []*statusListener
 	closed    bool
+	// macsec holds the SecYs by name (macsec.go); protected by mu.
+	macsec map[string]*runningSecY
 
 	statusSrv *status.Server
 	ctx       context.Context
@@ -96,6 +98,9 @@ func New(cfg *config.Config, build Build, log *slog.Logger) (_ *Router, err erro
 			return nil, err
 		}
 	}
+	if err := r.syncMACsecLocked(cfg); err != nil {
+		return nil, err
+	}
 	sc, err := r.stackConfigLocked(cfg)
 	if err != nil {
 		return nil, err
@@ -106,6 +111,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger) (_ *Router, err erro
 	}
 	r.net = n
 	r.cfg = cfg
+	r.bindMACsecLocked()
 	r.bindPortsLocked()
 	if err := r.listenLocked(cfg.Status); err != nil {
 		return nil, err
@@ -192,6 +198,7 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 			GRO:          gro,
 		})
 	}
+	sc.Interfaces = append(sc.Interfaces, r.macsecInterfacesLocked(cfg, sc.Interfaces)...)
 	for _, rc := range cfg.Routes {
 		sc.Routes = append(sc.Routes, stack.RouteConfig{To: rc.To, Via: rc.Via, Dev: rc.Dev})
 	}
@@ -213,8 +220,15 @@ func (r *Router) bindPortsLocked() {
 				ifcs = append(ifcs, ifc)
 			}
 		}
+		ms := r.macsecOnPortLocked(name)
+		for _, ifc := range ms {
+			ifc.SetLinkUp(rp.port.LinkUp())
+		}
 		rp.port.SetLinkHandler(func(up bool) {
 			for _, ifc := range ifcs {
+				ifc.SetLinkUp(up)
+			}
+			for _, ifc := range ms {
 				ifc.SetLinkUp(up)
 			}
 		})
@@ -335,6 +349,7 @@ func (r *Router) Close() error {
 		}
 	}
 	r.ports = nil
+	r.closeMACsecLocked()
 	if r.net != nil {
 		r.net.Close()
 	}

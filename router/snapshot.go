@@ -129,5 +129,6 @@ func (r *Router) Snapshot() status.Snapshot {
 		}
 		s.Routes = append(s.Routes, status.Route{To: rt.To.String(), Via: via, Dev: rt.Dev})
 	}
+	r.macsecSnapshotLocked(&s)
 	return s
 }

@@ -3,7 +3,7 @@
 //	router run    -config /etc/gvrouter/config.yaml   run until SIGINT/SIGTERM; SIGHUP reloads
 //	router check  -config /etc/gvrouter/config.yaml   validate, touch nothing
 //	router reload -pidfile /run/gvrouter.pid         ask the running daemon to reload
-//	router lab    [-bench [-bench-modes abcdg]] [-keep] [-status-port N] [-topology veth|bcm47094]  the virtual lab in network namespaces
+//	router lab    [-bench [-bench-modes abcdg]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec]  the virtual lab in network namespaces
 //	router bridge -a IF -b IF                        our ports alone as an L2 bridge (bench)
 //	router version
 package main
@@ -42,7 +42,7 @@ commands:
   run     -config FILE [-pidfile FILE]   run the router until SIGINT/SIGTERM; SIGHUP reloads FILE
   check   -config FILE                   validate FILE without touching any interface
   reload  [-pidfile FILE]                make the running router re-read its config
-  lab     [-bench [-bench-modes abcdg]] [-keep] [-status-port N] [-topology veth|bcm47094]
+  lab     [-bench [-bench-modes abcdg]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec]
                                          build the virtual lab in network namespaces and test it
   bridge  -a IF -b IF                    bridge two ports at layer 2 with the port code alone
   version                                print the version
@@ -263,7 +263,7 @@ func cmdLab(args []string) error {
 	runs := fs.Int("bench-runs", 5, "runs per figure (the median is printed)")
 	dbg := fs.Bool("debug", false, "debug logging")
 	modes := fs.String("bench-modes", "", "bench modes, any of abcdg: (a) router, (b) kernel forwarding, (c) port bridge, (d) kernel bridge, (g) router per GRO mode, forwarded and local; default abcd")
-	topo := fs.String("topology", lab.TopologyVeth, "lab layout: veth (two veth pairs; the bench's) | bcm47094 (emulated BCM53012 switch, router eth0 with VLANs 1 and 2)")
+	topo := fs.String("topology", lab.TopologyVeth, "lab layout: veth (two veth pairs; the bench's) | bcm47094 (emulated BCM53012 switch, router eth0 with VLANs 1 and 2) | macsec (two routers joined by a MACsec link, a host behind each)")
 	fs.Parse(args)
 	self, err := os.Executable()
 	if err != nil {

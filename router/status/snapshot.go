@@ -37,8 +37,11 @@ type Snapshot struct {
 	// Routes is the routing table.
 	Routes []Route `json:"routes"`
 
-	// Later sections (GRO, MACsec, conntrack) go here as optional
-	// fields with omitempty tags.
+	// MACsec are the SecYs, each also listed in Interfaces.
+	MACsec []MACsec `json:"macsec,omitempty"`
+
+	// Later sections (conntrack) go here as optional fields with
+	// omitempty tags.
 }
 
 // Interface is one L3 interface (a netstack NIC).
