@@ -97,6 +97,8 @@ type collector struct {
 	buildInfo *prometheus.Desc
 	// gro is the interfaces' GRO counters, labelled by event.
 	gro *prometheus.Desc
+	// macsec is the SecYs' 802.1AE counters (macsec_metrics.go).
+	macsec macsecDescs
 }
 
 var _ prometheus.Collector = (*collector)(nil)
@@ -110,6 +112,7 @@ func newCollector(s *Server) *collector {
 		gro: prometheus.NewDesc("gvrouter_interface_gro_total",
 			"Receive coalescing events of the interface: coalesced, flushed, bypassed_forward, segmented, checksum_verified, checksum_bad.",
 			[]string{"interface", "event"}, nil),
+		macsec: newMACsecDescs(),
 		buildInfo: prometheus.NewDesc("gvrouter_build_info", "Always 1; labels give the running version and build.",
 			[]string{"version", "build"}, nil),
 	}
@@ -122,6 +125,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.uptime
 	ch <- c.buildInfo
 	ch <- c.gro
+	c.macsec.describe(ch)
 }
 
 // Collect implements prometheus.Collector. An entry whose name repeats an
@@ -157,6 +161,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		seen[p.Name] = true
 		c.port.collect(ch, entry{p.Name, p.State, p.RxPackets, p.RxBytes, p.TxPackets, p.TxBytes, p.Drops, p.Rates})
 	}
+	c.macsec.collect(ch, snap.MACsec)
 }
 
 // promLogger adapts a *slog.Logger to promhttp.Logger.
