@@ -42,6 +42,8 @@ type Options struct {
 	// testHook, if set, runs after the proofs while the lab is up; an
 	// error from it fails Run. Tests use it to check the lab from outside.
 	testHook func(l *lab) error
+	// routerArgs are extra arguments of `router run` (tests: "-debug").
+	routerArgs []string
 }
 
 const (

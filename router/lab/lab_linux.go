@@ -181,7 +181,7 @@ func (l *lab) preflight() error {
 // startRouter writes the lab config and starts `router run` in the router
 // namespace, then waits until its status listener answers.
 func (l *lab) startRouter(ctx context.Context) error {
-	return l.startRouterWith(ctx, "")
+	return l.startRouterWith(ctx, "", l.opt.routerArgs...)
 }
 
 // startRouterWith is startRouter with gro as both interfaces' gro key
