@@ -83,7 +83,7 @@ func (r *Router) newSecY(ms *config.MACsec, mac net.HardwareAddr, lowerMTU int) 
 		TX:            rs.link.Transmit,
 		RX:            rs.link.Receive,
 	}
-	rs.secy, err = macsec.New(mc, r.log.With("component", "macsec", "secy", ms.Name))
+	rs.secy, err = macsec.New(mc, r.log.With("component", "macsec", "name", ms.Name))
 	if err != nil {
 		return nil, fmt.Errorf("macsec %s: %w", ms.Name, err)
 	}

@@ -46,6 +46,10 @@ type macsecOptions struct {
 	// (each the other's receive key); pnStore1/2 their PN stores.
 	keyFile1, keyFile2 string
 	pnStore1, pnStore2 string
+	// rekeyFile, if set, is a second key of router 1's transmit SC: router
+	// 1 gets transmit SA 1 with it and encoding_sa 1, router 2 receive SA
+	// 1 (a key rollover, as MKA would do it).
+	rekeyFile string
 }
 
 type labMACsecSA struct {
@@ -63,18 +67,19 @@ type labMACsecRX struct {
 }
 
 type labMACsec struct {
-	Name      string        `yaml:"name"`
-	On        string        `yaml:"on"`
-	SCI       string        `yaml:"sci"`
-	Cipher    string        `yaml:"cipher"`
-	Encrypt   string        `yaml:"encrypt"`
-	Replay    string        `yaml:"replay"`
-	Window    int           `yaml:"window"`
-	Validate  string        `yaml:"validate"`
-	TX        []labMACsecSA `yaml:"tx"`
-	RX        []labMACsecRX `yaml:"rx"`
-	Addresses []string      `yaml:"addresses"`
-	PNStore   string        `yaml:"pn_store"`
+	Name       string        `yaml:"name"`
+	On         string        `yaml:"on"`
+	SCI        string        `yaml:"sci"`
+	Cipher     string        `yaml:"cipher"`
+	Encrypt    string        `yaml:"encrypt"`
+	Replay     string        `yaml:"replay"`
+	Window     int           `yaml:"window"`
+	Validate   string        `yaml:"validate"`
+	EncodingSA int           `yaml:"encoding_sa"`
+	TX         []labMACsecSA `yaml:"tx"`
+	RX         []labMACsecRX `yaml:"rx"`
+	Addresses  []string      `yaml:"addresses"`
+	PNStore    string        `yaml:"pn_store"`
 }
 
 type labRoute struct {
@@ -141,18 +146,31 @@ func macsecRouterConfig(prefix string, n, statusPort int, o macsecOptions) ([]by
 				txSA[0].SSCI, rxSA[0].SSCI = 2, 1
 			}
 		}
+		encSA := 0
+		if o.rekeyFile != "" {
+			next := labMACsecSA{AN: 1, PN: 1, KeyID: "11", KeyFile: o.rekeyFile}
+			if n == 1 {
+				next.SSCI, next.Salt = txSA[0].SSCI, txSA[0].Salt
+				txSA = append(txSA, next)
+				encSA = 1
+			} else {
+				next.SSCI, next.Salt = rxSA[0].SSCI, rxSA[0].Salt
+				rxSA = append(rxSA, next)
+			}
+		}
 		c.MACsec = []labMACsec{{
 			Name: msName, On: msLower,
-			SCI:       fmt.Sprintf("%016x", sci),
-			Cipher:    o.cipher,
-			Encrypt:   onOff[o.encrypt],
-			Replay:    "on",
-			Window:    0,
-			Validate:  "strict",
-			TX:        txSA,
-			RX:        []labMACsecRX{{SCI: fmt.Sprintf("%016x", peerSCI), SA: rxSA}},
-			Addresses: prefixes(me4, me6),
-			PNStore:   store,
+			SCI:        fmt.Sprintf("%016x", sci),
+			Cipher:     o.cipher,
+			Encrypt:    onOff[o.encrypt],
+			Replay:     "on",
+			Window:     0,
+			Validate:   "strict",
+			EncodingSA: encSA,
+			TX:         txSA,
+			RX:         []labMACsecRX{{SCI: fmt.Sprintf("%016x", peerSCI), SA: rxSA}},
+			Addresses:  prefixes(me4, me6),
+			PNStore:    store,
 		}}
 	}
 	c.Routes = []labRoute{{To: far4.String(), Via: dev4}, {To: far6.String(), Via: dev6}}
