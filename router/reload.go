@@ -54,9 +54,9 @@ func (r *Router) Reload(cfg *config.Config) error {
 			changed = append(changed, *pc)
 		}
 	}
-	if err := r.syncMACsecLocked(cfg); err != nil {
-		return err
-	}
+	// A SecY that cannot be built (say, its PN store is unwritable) is
+	// reported; the rest of the config is applied.
+	msErr := r.syncMACsecLocked(cfg)
 	interim := *cfg
 	interim.Interfaces = slices.DeleteFunc(slices.Clone(cfg.Interfaces), func(ic config.Interface) bool {
 		_, ok := r.ports[ic.Port]
@@ -67,9 +67,9 @@ func (r *Router) Reload(cfg *config.Config) error {
 		return err
 	}
 	if err := r.net.Apply(sc); err != nil {
-		return fmt.Errorf("netstack: %w", err)
+		return errors.Join(msErr, fmt.Errorf("netstack: %w", err))
 	}
-	var errs []error
+	errs := []error{msErr}
 	for name, rp := range r.ports {
 		if cfg.Port(name) == nil || slices.ContainsFunc(changed, func(p config.Port) bool { return p.Name == name }) {
 			if err := r.stopPort(rp); err != nil {
