@@ -114,7 +114,7 @@ func cmdCheck(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s: ok (%d ports, %d interfaces, %d routes)\n", *path, len(cfg.Ports), len(cfg.Interfaces), len(cfg.Routes))
+	fmt.Fprintf(out, "%s: ok (%d ports, %d interfaces, %d routes, %d macsec)\n", *path, len(cfg.Ports), len(cfg.Interfaces), len(cfg.Routes), len(cfg.MACsec))
 	return nil
 }
 

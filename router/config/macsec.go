@@ -79,6 +79,10 @@ type MACsecRXSC struct {
 	src src
 }
 
+// macsecOverhead is what a SecY adds to a frame: SecTAG with SCI (16
+// octets) and ICV (16), as Linux subtracts from a macsec device's MTU.
+const macsecOverhead = 32
+
 // DefaultPNStore is where PN high-water marks go when pn_store is not set.
 const DefaultPNStore = "/var/lib/gvrouter/macsec"
 
@@ -417,6 +421,15 @@ func (c *Config) validateMACsec(l *errorList) {
 		}
 		if ms.MTU != 0 && (ms.MTU < MinMTU || ms.MTU > MaxMTU) {
 			l.add(ms.src.at("mtu", ms.Pos), "%s: mtu %d out of range: want %d..%d, or 0 for the lower interface's minus 32", what, ms.MTU, MinMTU, MaxMTU)
+		}
+		if lower := c.Interface(ms.On); lower != nil && ms.MTU > 0 {
+			lowerMTU := lower.MTU
+			if p := c.Port(lower.Port); lowerMTU == 0 && p != nil {
+				lowerMTU = p.MTU
+			}
+			if lowerMTU >= MinMTU && ms.MTU > lowerMTU-macsecOverhead {
+				l.add(ms.src.at("mtu", ms.Pos), "%s: mtu %d does not fit on %q: its mtu %d leaves %d after the SecTAG and ICV (32 octets)", what, ms.MTU, ms.On, lowerMTU, lowerMTU-macsecOverhead)
+			}
 		}
 		if cs.XPN() && ms.Window > 1<<30 {
 			l.add(ms.src.at("window", ms.Pos), "%s: window %d above 2^30 with an XPN cipher", what, ms.Window)

@@ -150,3 +150,21 @@ func TestParseMACsecErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestParseMACsecMTU(t *testing.T) {
+	in := `ports: [{name: eth0, mtu: 1500}]
+interfaces:
+  - {name: wan, port: eth0, role: wan}
+macsec:
+  - {name: ms1, on: wan, mtu: 1469}
+  - {name: ms2, on: wan, mtu: 1468}
+`
+	_, err := Parse("name.yaml", []byte(in))
+	want := `name.yaml:5:31: macsec "ms1": mtu 1469 does not fit on "wan": its mtu 1500 leaves 1468 after the SecTAG and ICV`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Parse() error = %v, want %q", err, want)
+	}
+	if strings.Contains(err.Error(), `"ms2": mtu`) {
+		t.Errorf("Parse() rejects mtu 1468 on a 1500 link: %v", err)
+	}
+}
