@@ -19,7 +19,9 @@ import (
 //     frames with EtherType 0x88E5 to SecY.Verify; the frames it delivers
 //     (SecTAG and ICV removed) go to the upper endpoint's validation and
 //     delivery, as if they had come from a port. Frames without a SecTAG
-//     stay with the lower interface: Linux's uncontrolled port.
+//     stay with the lower interface (Linux's uncontrolled port); the SecY
+//     sees them too, to count them and, unless validate is strict, to
+//     deliver them on its own interface as well, as Linux does.
 //   - transmit: the upper endpoint's FrameWriter is the MACsecLink, whose
 //     WriteFrames calls SecY.Protect; the protected frames come back through
 //     Transmit, which pushes the lower interface's VLAN tags after the MAC
@@ -41,7 +43,9 @@ type SecY interface {
 	// (MACsecLink.Transmit) in order.
 	Protect(frames [][]byte)
 	// Verify verifies frames in place and hands the accepted ones, SecTAG
-	// and ICV removed, to the RX handler (MACsecLink.Receive).
+	// and ICV removed, to the RX handler (MACsecLink.Receive). Frames
+	// without a SecTAG are counted and, unless validateFrames is strict,
+	// handed to the RX handler unchanged; Verify must not modify them.
 	Verify(frames [][]byte)
 }
 
@@ -207,34 +211,47 @@ func (l *MACsecLink) Receive(frames [][]byte) {
 	l.scratch.Put(sc)
 }
 
-// divert hands the MACsec frames among frames (EtherType 0x88E5, tags
-// already removed by the trunk) to the SecY and returns the others, in
-// order, in frames' own memory. Frames that are tagged in their metadata,
-// truncated or too short are left for the lower endpoint to count.
+// divert hands frames (tags already removed by the trunk) to the SecY
+// and returns those the lower interface keeps, in order, in frames' own
+// memory: MACsec frames (EtherType 0x88E5) go to the SecY only; frames
+// without a SecTAG go to both, as with Linux, where the SecY counts them
+// (InPktsNoTag with validate strict) or also delivers them to its own
+// interface (InPktsUntagged) and the lower device gets them through the
+// uncontrolled port. Frames tagged in their metadata, truncated or
+// shorter than an Ethernet header are left for the lower endpoint to
+// count.
 func (l *MACsecLink) divert(e *Endpoint, frames []hw.Frame) []hw.Frame {
 	sc := l.scratch.Get().(*macsecScratch)
 	k := 0
-	var bytes uint64
+	var n, bytes uint64
 	for i := range frames {
 		f := &frames[i]
 		d := f.Data
-		if !f.VLANValid && f.WireLen <= len(d) && len(d) > 14 && d[12] == etherTypeMACsec>>8 && d[13] == etherTypeMACsec&0xff {
-			sc.frames = append(sc.frames, d)
+		if f.VLANValid || f.WireLen > len(d) || len(d) <= 14 {
+			frames[k] = *f
+			k++
+			continue
+		}
+		sc.frames = append(sc.frames, d)
+		if d[12] == etherTypeMACsec>>8 && d[13] == etherTypeMACsec&0xff {
+			n++
 			bytes += uint64(len(d))
 			continue
 		}
 		frames[k] = *f
 		k++
 	}
-	if len(sc.frames) > 0 {
+	if n > 0 {
 		// The lower interface counts what it received, as Linux's lower
 		// device does; handleFrames counts the frames that stay.
-		e.stats.rxPackets.Add(uint64(len(sc.frames)))
+		e.stats.rxPackets.Add(n)
 		e.stats.rxBytes.Add(bytes)
+	}
+	if len(sc.frames) > 0 {
 		if b := l.secy.Load(); b != nil {
 			b.Verify(sc.frames)
 		} else {
-			l.noUpper.Add(uint64(len(sc.frames)))
+			l.noUpper.Add(n)
 		}
 	}
 	clear(sc.frames)
