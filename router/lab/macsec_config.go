@@ -82,15 +82,21 @@ type labMACsec struct {
 	PNStore    string        `yaml:"pn_store"`
 }
 
-type labRoute struct {
+type msRoute struct {
 	To  string `yaml:"to"`
 	Via string `yaml:"via"`
 }
 
+// labMACsecConfig is a router config of the MACsec lab. It spells out its
+// keys rather than embedding labConfig, so it stays the same whatever the
+// one-router lab's config gains.
 type labMACsecConfig struct {
-	labConfig `yaml:",inline"`
-	MACsec    []labMACsec `yaml:"macsec,omitempty"`
-	Routes    []labRoute  `yaml:"routes"`
+	Hardware   string         `yaml:"hardware"`
+	Ports      []labPort      `yaml:"ports"`
+	Interfaces []labInterface `yaml:"interfaces"`
+	Routes     []msRoute      `yaml:"routes"`
+	MACsec     []labMACsec    `yaml:"macsec,omitempty"`
+	Status     labStatus      `yaml:"status"`
 }
 
 // macsecRouterConfig returns router n's (1 or 2) config in the MACsec lab.
@@ -113,7 +119,7 @@ func macsecRouterConfig(prefix string, n, statusPort int, o macsecOptions) ([]by
 		listen = nil
 	}
 	listen = append(listen, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(statusPort)).String())
-	c := labMACsecConfig{labConfig: labConfig{
+	c := labMACsecConfig{
 		Hardware: "generic",
 		Ports:    []labPort{{Name: host.Port}, {Name: msPort}},
 		Interfaces: []labInterface{
@@ -121,7 +127,7 @@ func macsecRouterConfig(prefix string, n, statusPort int, o macsecOptions) ([]by
 			{Name: msLower, Port: msPort, Role: "wan"},
 		},
 		Status: labStatus{Listen: listen},
-	}}
+	}
 	dev4, dev6 := peer4.Addr().String(), peer6.Addr().String()
 	if o.off {
 		// The same routers without MACsec: the link subnet sits on the
@@ -173,7 +179,7 @@ func macsecRouterConfig(prefix string, n, statusPort int, o macsecOptions) ([]by
 			PNStore:    store,
 		}}
 	}
-	c.Routes = []labRoute{{To: far4.String(), Via: dev4}, {To: far6.String(), Via: dev6}}
+	c.Routes = []msRoute{{To: far4.String(), Via: dev4}, {To: far6.String(), Via: dev6}}
 	b, err := yaml.Marshal(&c)
 	if err != nil {
 		return nil, fmt.Errorf("lab: config: %w", err)
