@@ -234,6 +234,10 @@ func TestRunMACsec(t *testing.T) {
 			if got := labNamespaces(t, os.Getpid()); len(got) != 4 {
 				return fmt.Errorf("lab namespaces = %v, want 4", got)
 			}
+			k2Before, err := readKernelState(l.rtr2NS)
+			if err != nil {
+				return err
+			}
 			capt, err := startCapture(l.rtr2NS, msPort)
 			if err != nil {
 				return err
@@ -241,6 +245,20 @@ func TestRunMACsec(t *testing.T) {
 			if _, err := ping(ctx, l.lanNS, wanHost4.Addr()); err != nil {
 				capt.stop()
 				return err
+			}
+			// Router 2's namespace: its kernel forwarded nothing and holds
+			// no address on the router's ports, like router 1's (proofs).
+			k2After, err := readKernelState(l.rtr2NS)
+			if err != nil {
+				return err
+			}
+			if err := kernelSilent(k2Before, k2After); err != nil {
+				return fmt.Errorf("router 2 namespace: %w", err)
+			}
+			for _, dev := range []string{msPort, wanPort} {
+				if a, err := ifAddrs(ctx, l.rtr2NS, dev); err != nil || len(a) > 0 {
+					return fmt.Errorf("router 2 namespace: kernel addresses on %s: %v, %v", dev, a, err)
+				}
 			}
 			recs, others, _, err := capt.stop()
 			if err != nil {
