@@ -3,6 +3,7 @@ package macsec
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
 )
@@ -115,6 +116,13 @@ func (k Key) bytes() []byte {
 		return nil
 	}
 	return k.b()
+}
+
+// Equal reports whether k and o hold the same key, in constant time, so
+// that a reload can tell whether an SA's key changed without anyone
+// reading the bytes.
+func (k Key) Equal(o Key) bool {
+	return subtle.ConstantTimeCompare(k.bytes(), o.bytes()) == 1
 }
 
 // String implements fmt.Stringer without revealing the key.

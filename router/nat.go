@@ -11,6 +11,7 @@ import (
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/stack"
 )
 
 // sweepInterval is how often expired flows are removed (nf_conntrack's GC
@@ -79,6 +80,32 @@ func natRules(cfg *config.Config, ids natIDs, portMTU func(port string) int, res
 		if c.WAN && slices.ContainsFunc(ic.Addresses, func(p netip.Prefix) bool { return p.Addr().Is4() }) {
 			wans = append(wans, ic.Name)
 		}
+		r.Ifaces = append(r.Ifaces, c)
+	}
+	// SecYs are NICs of their own. Their link is authenticated, so they
+	// are never outside interfaces, but the engine needs them as egress
+	// interfaces to offload flows through them (their MTU is the lower
+	// one's minus the SecTAG and ICV, as Linux).
+	for _, ms := range cfg.MACsec {
+		nid, ok := ids(ms.Name)
+		if !ok {
+			continue
+		}
+		mtu := ms.MTU
+		if lower := cfg.Interface(ms.On); mtu == 0 && lower != nil {
+			mtu = lower.MTU
+			if mtu == 0 && portMTU != nil {
+				mtu = portMTU(lower.Port)
+			}
+			if mtu > 0 {
+				mtu -= stack.MACsecOverhead
+			}
+		}
+		c := natengine.IfaceConfig{ID: nid, Name: ms.Name, Masquerade: slices.Contains(n.Masquerade, ms.Name), MTU: mtu}
+		for _, p := range ms.Addresses {
+			c.Addrs = append(c.Addrs, p.Addr())
+		}
+		id[ms.Name] = nid
 		r.Ifaces = append(r.Ifaces, c)
 	}
 	for _, f := range n.Forwards {

@@ -274,3 +274,35 @@ func FuzzNATRules(f *testing.F) {
 		}
 	})
 }
+
+// TestNATRulesSecY: a SecY is an interface of the engine (so flows through
+// it are offloaded), never an outside one, with the lower interface's MTU
+// minus the MACsec overhead.
+func TestNATRulesSecY(t *testing.T) {
+	cfg, err := config.Parse("secy.yaml", []byte(natBase+`macsec:
+  - name: ms1
+    on: wan
+    tx: [{an: 0, key_id: "01", key: 000102030405060708090a0b0c0d0e0f}]
+    addresses: [10.9.0.1/30]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(name string) (natengine.Iface, bool) {
+		if name == "ms1" {
+			return 9, true
+		}
+		return seqIDs(cfg)(name)
+	}
+	r := natRules(cfg, ids, nil, nil)
+	want := natengine.IfaceConfig{ID: 9, Name: "ms1", Addrs: addrs("10.9.0.1"), MTU: 1492 - 32}
+	for _, ic := range r.Ifaces {
+		if ic.Name == "ms1" {
+			if !reflect.DeepEqual(ic, want) {
+				t.Fatalf("ms1 = %+v, want %+v", ic, want)
+			}
+			return
+		}
+	}
+	t.Fatalf("no ms1 in %+v", r.Ifaces)
+}

@@ -54,6 +54,9 @@ func (r *Router) Reload(cfg *config.Config) error {
 			changed = append(changed, *pc)
 		}
 	}
+	// A SecY that cannot be built (say, its PN store is unwritable) is
+	// reported; the rest of the config is applied.
+	msErr := r.syncMACsecLocked(cfg)
 	interim := *cfg
 	interim.Interfaces = slices.DeleteFunc(slices.Clone(cfg.Interfaces), func(ic config.Interface) bool {
 		_, ok := r.ports[ic.Port]
@@ -64,9 +67,9 @@ func (r *Router) Reload(cfg *config.Config) error {
 		return err
 	}
 	if err := r.net.Apply(sc); err != nil {
-		return fmt.Errorf("netstack: %w", err)
+		return errors.Join(msErr, fmt.Errorf("netstack: %w", err))
 	}
-	var errs []error
+	errs := []error{msErr}
 	for name, rp := range r.ports {
 		if cfg.Port(name) == nil || slices.ContainsFunc(changed, func(p config.Port) bool { return p.Name == name }) {
 			if err := r.stopPort(rp); err != nil {
@@ -103,6 +106,7 @@ func (r *Router) Reload(cfg *config.Config) error {
 	if what := natRestartNeeded(old, cfg); what != "" {
 		r.log.Warn("config change needs a restart to take effect; the running values stay", "key", what)
 	}
+	r.bindMACsecLocked()
 	r.bindPortsLocked()
 	for _, rp := range r.ports {
 		r.startPortLocked(rp)

@@ -43,6 +43,8 @@ type Router struct {
 	listeners []*statusListener
 	sinks     []netip.AddrPort // ServeDiscard listeners, reserved from SNAT
 	closed    bool
+	// macsec holds the SecYs by name (macsec.go); protected by mu.
+	macsec map[string]*runningSecY
 
 	// nat is the conntrack/NAT engine, built once in New: reloads change
 	// its rules and keep every tracked flow.
@@ -107,6 +109,9 @@ func New(cfg *config.Config, build Build, log *slog.Logger) (_ *Router, err erro
 			return nil, err
 		}
 	}
+	if err := r.syncMACsecLocked(cfg); err != nil {
+		return nil, err
+	}
 	sc, err := r.stackConfigLocked(cfg)
 	if err != nil {
 		return nil, err
@@ -125,6 +130,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger) (_ *Router, err erro
 		defer r.wg.Done()
 		r.sweepNAT(ctx, r.nat)
 	}()
+	r.bindMACsecLocked()
 	r.bindPortsLocked()
 	if err := r.listenLocked(cfg.Status); err != nil {
 		return nil, err
@@ -213,6 +219,7 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 			DropNewInput: dropNewInput(cfg, ic),
 		})
 	}
+	sc.Interfaces = append(sc.Interfaces, r.macsecInterfacesLocked(cfg, sc.Interfaces)...)
 	for _, rc := range cfg.Routes {
 		sc.Routes = append(sc.Routes, stack.RouteConfig{To: rc.To, Via: rc.Via, Dev: rc.Dev})
 	}
@@ -234,8 +241,15 @@ func (r *Router) bindPortsLocked() {
 				ifcs = append(ifcs, ifc)
 			}
 		}
+		ms := r.macsecOnPortLocked(name)
+		for _, ifc := range ms {
+			ifc.SetLinkUp(rp.port.LinkUp())
+		}
 		rp.port.SetLinkHandler(func(up bool) {
 			for _, ifc := range ifcs {
+				ifc.SetLinkUp(up)
+			}
+			for _, ifc := range ms {
 				ifc.SetLinkUp(up)
 			}
 		})
@@ -357,6 +371,7 @@ func (r *Router) Close() error {
 		}
 	}
 	r.ports = nil
+	r.closeMACsecLocked()
 	if r.net != nil {
 		r.net.Close()
 	}

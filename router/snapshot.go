@@ -149,5 +149,6 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 		}
 		s.Routes = append(s.Routes, status.Route{To: rt.To.String(), Via: via, Dev: rt.Dev})
 	}
+	r.macsecSnapshotLocked(&s)
 	return s, r.nat, r.natMax
 }

@@ -75,6 +75,9 @@ type Endpoint struct {
 	dispatcher stack.NetworkDispatcher
 	mac        tcpip.LinkAddress
 	onClose    func()
+
+	// macsec is the SecY sitting on this interface, if any (macsec.go).
+	macsec atomic.Pointer[MACsecLink]
 }
 
 var _ stack.LinkEndpoint = (*Endpoint)(nil)
@@ -230,7 +233,7 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 		frame := (*buf)[:n]
 		copyPacket(frame, pkt)
 		if !pkt.NetworkPacketInfo.IsForwardedPacket {
-			fillL4Checksum(frame)
+			e.fillOriginated(frame)
 		}
 		if e.nat != nil && !e.natTransmit(e.nat, frame, len(pkt.LinkHeader().Slice()), pkt.NetworkPacketInfo.IsForwardedPacket) {
 			e.bufPool.Put(buf)

@@ -253,7 +253,7 @@ func (t *Trunk) HandleBatch(queue int, frames []hw.Frame) {
 		}
 		if ep != cur {
 			if cur != nil {
-				cur.handleFrames(frames[start:n])
+				cur.receive(frames[start:n])
 			}
 			cur, start = ep, n
 		}
@@ -261,7 +261,7 @@ func (t *Trunk) HandleBatch(queue int, frames []hw.Frame) {
 		n++
 	}
 	if cur != nil {
-		cur.handleFrames(frames[start:n])
+		cur.receive(frames[start:n])
 	}
 	if unknown > 0 {
 		t.vlanUnknown.Add(unknown)

@@ -3,7 +3,7 @@
 //	router run    -config /etc/gvrouter/config.yaml   run until SIGINT/SIGTERM; SIGHUP reloads
 //	router check  -config /etc/gvrouter/config.yaml   validate, touch nothing
 //	router reload -pidfile /run/gvrouter.pid         ask the running daemon to reload
-//	router lab    [-bench [-bench-modes abncdgmf]] [-keep] [-status-port N] [-topology veth|bcm47094]  the virtual lab in network namespaces
+//	router lab    [-bench [-bench-modes abncdgmf]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec]  the virtual lab in network namespaces
 //	router bridge -a IF -b IF                        our ports alone as an L2 bridge (bench)
 //	router version
 package main
@@ -42,7 +42,7 @@ commands:
   run     -config FILE [-pidfile FILE]   run the router until SIGINT/SIGTERM; SIGHUP reloads FILE
   check   -config FILE                   validate FILE without touching any interface
   reload  [-pidfile FILE]                make the running router re-read its config
-  lab     [-bench [-bench-modes abncdgmf]] [-keep] [-status-port N] [-topology veth|bcm47094]
+  lab     [-bench [-bench-modes abncdgmf]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec]
                                          build the virtual lab in network namespaces and test it
   bridge  -a IF -b IF                    bridge two ports at layer 2 with the port code alone
   version                                print the version
@@ -114,8 +114,8 @@ func cmdCheck(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s: ok (%d ports, %d interfaces, %d routes; nat: %d masquerade, %d snat, %d forwards; wan_input %s)\n",
-		*path, len(cfg.Ports), len(cfg.Interfaces), len(cfg.Routes),
+	fmt.Fprintf(out, "%s: ok (%d ports, %d interfaces, %d routes, %d macsec; nat: %d masquerade, %d snat, %d forwards; wan_input %s)\n",
+		*path, len(cfg.Ports), len(cfg.Interfaces), len(cfg.Routes), len(cfg.MACsec),
 		len(cfg.NAT.Masquerade), len(cfg.NAT.SNAT), len(cfg.NAT.Forwards), map[bool]string{true: "drop", false: "accept"}[cfg.Firewall.WANInputDrop()])
 	return nil
 }
@@ -281,7 +281,7 @@ func cmdLab(args []string) error {
 	runs := fs.Int("bench-runs", 5, "runs per figure (the median is printed)")
 	dbg := fs.Bool("debug", false, "debug logging")
 	modes := fs.String("bench-modes", "", "bench modes, any of abncdgmf: (a) router NAT, (b) kernel forwarding, (n) kernel nftables masquerade, (c) port bridge, (d) kernel bridge, (g) router per GRO mode, forwarded and local, (m) router RSS with 65,536 tracked flows, (f) SYN flood against a 10,000-flow table during an iperf3 flow; default abncd")
-	topo := fs.String("topology", lab.TopologyVeth, "lab layout: veth (two veth pairs; the bench's) | bcm47094 (emulated BCM53012 switch, router eth0 with VLANs 1 and 2)")
+	topo := fs.String("topology", lab.TopologyVeth, "lab layout: veth (two veth pairs; the bench's) | bcm47094 (emulated BCM53012 switch, router eth0 with VLANs 1 and 2) | macsec (two routers joined by a MACsec link, a host behind each)")
 	fs.Parse(args)
 	self, err := os.Executable()
 	if err != nil {

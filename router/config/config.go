@@ -61,6 +61,7 @@ type Config struct {
 	NAT        NAT         // conntrack and NAT (nat:); the zero NAT translates nothing
 	Firewall   Firewall    // wan interface defaults and exceptions (firewall:)
 	Status     Status      // the status page
+	MACsec     []MACsec    // SecYs on interfaces, each a NIC of its own (macsec.go)
 
 	src src
 }

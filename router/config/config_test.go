@@ -232,7 +232,7 @@ func TestParseErrors(t *testing.T) {
 		{"gro unknown", minimal + "    gro: maybe\n", []string{`name.yaml:8:10: interface "lan": unknown gro "maybe": want off, on or selective`}},
 		{"gro bool", minimal + "    gro: true\n", []string{`name.yaml:8:10: interface "lan": unknown gro "true": want off, on or selective`}},
 		{"gro list", minimal + "    gro: [on]\n", []string{`name.yaml:8:10: interface "lan": gro: want a string, got a list`}},
-		{"macsec", minimal + "macsec:\n  - name: ms1\n", []string{"name.yaml:8:1: macsec: not supported by this version"}},
+		{"macsec without on", minimal + "macsec:\n  - name: ms1\n", []string{`name.yaml:9:5: macsec "ms1": on is required`}},
 		{"hardware unknown", "hardware: bcm4709\n" + minimal,
 			[]string{`name.yaml:1:11: hardware: unknown hardware profile "bcm4709"; did you mean "bcm47094"?`}},
 		{"hardware unknown far", "hardware: raspberry\n" + minimal,

@@ -247,7 +247,7 @@ func (d *decoder) nat(c *Config, n *yaml.Node) {
 	}
 	if e, ok := m["hairpin"]; ok {
 		nt.src.set("hairpin", posOf(e.val))
-		if v, ok := d.onOff(e, "nat"); ok {
+		if v, ok := d.onOffWord(e, "nat"); ok {
 			nt.Hairpin = v
 		}
 	}
@@ -384,8 +384,8 @@ func parsePortRange(s string) (uint16, uint16, error) {
 	return a, b, nil
 }
 
-// onOff decodes on/off (or YAML true/false).
-func (d *decoder) onOff(e entry, what string) (string, bool) {
+// onOffWord decodes on/off (or YAML true/false) into the word "on" or "off".
+func (d *decoder) onOffWord(e entry, what string) (string, bool) {
 	v := e.val
 	if v.Kind == yaml.ScalarNode {
 		switch strings.ToLower(v.Value) {

@@ -15,8 +15,8 @@ import (
 // Keys of each mapping. unsupported lists keys of the design (DESIGN.md,
 // "Config shape") that this version rejects rather than ignores.
 var (
-	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "nat", "firewall", "status"}
-	topUnsupported        = []string{"macsec"}
+	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "nat", "firewall", "status", "macsec"}
+	topUnsupported        = []string{}
 	portKeys              = []string{"name", "queues", "mtu"}
 	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role", "vlan", "vlan_protocol", "pcp", "gro"}
 	interfaceUnsupported  = []string{}
@@ -180,6 +180,9 @@ func (d *decoder) config(c *Config, n *yaml.Node) {
 	}
 	if e, ok := m["status"]; ok && !isNull(e.val) && d.object(e.val, "status") {
 		d.status(&c.Status, e.val)
+	}
+	if e, ok := m["macsec"]; ok {
+		d.macsecList(c, e)
 	}
 }
 

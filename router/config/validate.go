@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -51,6 +52,7 @@ func (c *Config) validate(l *errorList) {
 	c.validateRoutes(l)
 	c.validateNAT(l)
 	c.validateStatus(l)
+	c.validateMACsec(l)
 }
 
 // hint returns "; did you mean X?" for a likely typo of one of known,
@@ -286,7 +288,7 @@ func (c *Config) validateRoutes(l *errorList) {
 		if !r.Via.IsValid() && r.Dev == "" && !r.src.bad["via"] && !r.src.bad["dev"] {
 			l.add(r.Pos, "%s: needs via or dev", what)
 		}
-		if r.Dev != "" && !r.src.bad["dev"] && c.Interface(r.Dev) == nil {
+		if r.Dev != "" && !r.src.bad["dev"] && c.Interface(r.Dev) == nil && c.MACsecByName(r.Dev) == nil {
 			l.add(r.src.at("dev", r.Pos), "%s: dev: unknown interface %q%s", what, r.Dev, hint(r.Dev, ifNames))
 		}
 		if !r.Via.IsValid() {
@@ -327,6 +329,11 @@ func (c *Config) reachable(a netip.Addr) bool {
 			if p.Contains(a) {
 				return true
 			}
+		}
+	}
+	for _, ms := range c.MACsec {
+		if slices.ContainsFunc(ms.Addresses, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			return true
 		}
 	}
 	return false

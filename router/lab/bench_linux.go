@@ -27,6 +27,9 @@ const (
 // prints the tables and the ratios. The router of the proofs, if running, serves
 // mode (a) and is stopped before the others.
 func (l *lab) bench(ctx context.Context, modes string) error {
+	if l.rtr2NS != "" {
+		return l.benchMACsec(ctx)
+	}
 	srv, err := startChild(l.log, "iperf3 server", l.wanNS, filepath.Join(l.dir, "iperf3-server.log"),
 		"iperf3", "-s", "-p", strconv.Itoa(benchPort))
 	if err != nil {

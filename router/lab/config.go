@@ -138,6 +138,9 @@ func prefixes(ps ...netip.Prefix) []string {
 // routerInterfaces returns the names of the router's LAN and WAN
 // interfaces in topology.
 func routerInterfaces(topology string) (lan, wan string) {
+	if topology == TopologyMACsec {
+		return "lan", msName
+	}
 	if topology == TopologyBCM47094 {
 		return cpuPort + ".1", cpuPort + ".2"
 	}
@@ -146,6 +149,9 @@ func routerInterfaces(topology string) (lan, wan string) {
 
 // routerPorts returns the router's ports in topology.
 func routerPorts(topology string) []string {
+	if topology == TopologyMACsec {
+		return []string{lanPort, msPort}
+	}
 	if topology == TopologyBCM47094 {
 		return []string{cpuPort}
 	}

@@ -47,6 +47,8 @@ type Options struct {
 	testHook func(l *lab) error
 	// conntrackMax, if not 0, is the router's conntrack table limit.
 	conntrackMax int
+	// routerArgs are extra arguments of `router run` (tests: "-debug").
+	routerArgs []string
 }
 
 const (

@@ -28,6 +28,10 @@ type lab struct {
 	rtrNS  string
 	wanNS  string
 	swNS   string // bcm47094: the switch's namespace; "" otherwise
+	rtr2NS string // macsec: router 2's namespace; "" otherwise
+	// router2 is router 2 of the MACsec lab; msOpt its SecY settings.
+	router2 *child
+	msOpt   macsecOptions
 
 	namespaces []string // created so far, removed by teardown
 	router     *child   // `router run`, nil when not running
@@ -68,6 +72,9 @@ func Run(ctx context.Context, opt Options) (err error) {
 		fmt.Fprintf(l.out, "lab %s: LAN host %s (%s, %s) — BCM53012 switch %s (%s VLAN %d, %s VLAN %d, %s tagged) — router %s (%s: %s.1, %s.2) — WAN host %s (%s, %s)\n",
 			l.prefix, l.lanNS, lanHost4, lanHost6, l.swNS, swLANPort, lanVID, swWANPort, wanVID, swCPUPort,
 			l.rtrNS, cpuPort, cpuPort, cpuPort, l.wanNS, wanHost4, wanHost6)
+	} else if l.rtr2NS != "" {
+		fmt.Fprintf(l.out, "lab %s: host A %s (%s, %s) — router 1 %s (%s, %s: %s %s) — MACsec link — router 2 %s (%s: %s %s, %s) — host B %s (%s, %s)\n",
+			l.prefix, l.lanNS, lanHost4, lanHost6, l.rtrNS, lanPort, msPort, msName, msRouter14, l.rtr2NS, msPort, msName, msRouter24, wanPort, l.wanNS, wanHost4, wanHost6)
 	} else {
 		fmt.Fprintf(l.out, "lab %s: LAN host %s (%s, %s) — router %s (%s, %s) — WAN host %s (%s, %s)\n",
 			l.prefix, l.lanNS, lanHost4, lanHost6, l.rtrNS, lanPort, wanPort, l.wanNS, wanHost4, wanHost6)
@@ -125,6 +132,9 @@ func newLab(opt Options, pid int) *lab {
 	if opt.Topology == TopologyBCM47094 {
 		l.swNS = l.prefix + "-sw"
 	}
+	if opt.Topology == TopologyMACsec {
+		l.rtr2NS = l.prefix + "-rt2"
+	}
 	return l
 }
 
@@ -155,12 +165,13 @@ func (l *lab) preflight() error {
 	}
 	switch l.opt.Topology {
 	case "", TopologyVeth:
+	case TopologyMACsec:
 	case TopologyBCM47094:
 		if l.opt.Bench {
 			errs = append(errs, fmt.Errorf("lab: the bench runs on topology %s only", TopologyVeth))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("lab: unknown topology %q (want %s or %s)", l.opt.Topology, TopologyVeth, TopologyBCM47094))
+		errs = append(errs, fmt.Errorf("lab: unknown topology %q (want %s, %s or %s)", l.opt.Topology, TopologyVeth, TopologyBCM47094, TopologyMACsec))
 	}
 	for _, m := range l.opt.BenchModes {
 		if !strings.ContainsRune("abncdgmf", m) {
@@ -173,7 +184,7 @@ func (l *lab) preflight() error {
 // startRouter writes the lab config and starts `router run` in the router
 // namespace, then waits until its status listener answers.
 func (l *lab) startRouter(ctx context.Context) error {
-	return l.startRouterWith(ctx, "")
+	return l.startRouterWith(ctx, "", l.opt.routerArgs...)
 }
 
 // startRouterWith is startRouter with gro as both interfaces' gro key
@@ -181,6 +192,9 @@ func (l *lab) startRouter(ctx context.Context) error {
 // sink at benchSinkAddr.
 func (l *lab) startRouterWith(ctx context.Context, gro string, args ...string) error {
 	cfg, err := routerConfig(l.prefix, routerStatusPort, l.opt.Topology, gro, l.opt.conntrackMax)
+	if l.rtr2NS != "" {
+		cfg, err = l.startMACsecPeer(ctx, args...)
+	}
 	if err != nil {
 		return err
 	}
@@ -274,6 +288,9 @@ func (l *lab) teardown() error {
 	l.proxy.close()
 	l.proxy = nil
 	if err := l.stopRouter(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := l.stopRouter2(); err != nil {
 		errs = append(errs, err)
 	}
 	for i := len(l.cleanups) - 1; i >= 0; i-- {

@@ -52,34 +52,11 @@ func (l *lab) prove(ctx context.Context) []proof {
 	kBefore, kErr := readKernelState(l.rtrNS)
 	before, sErr := l.routerCounters(ctx)
 
-	for _, p := range []struct {
-		name string
-		ns   string
-		to   netip.Addr
-	}{
-		{"ping LAN→WAN IPv4 (through masquerade)", l.lanNS, wanHost4.Addr()},
-		{"ping WAN→router WAN address IPv4", l.wanNS, wanRouter4.Addr()},
-		{"ping LAN→WAN IPv6", l.lanNS, wanHost6.Addr()},
-		{"ping WAN→LAN IPv6", l.wanNS, lanHost6.Addr()},
-	} {
-		d, err := ping(ctx, p.ns, p.to)
-		add(p.name, d, err)
+	if l.natLab() {
+		l.natLabProofs(ctx, add)
+	} else {
+		l.routedProofs(ctx, add)
 	}
-	// IPv4 WAN→LAN goes through the port forward (natProofs); IPv6 is
-	// not translated, and the firewall admits new inbound flows only to
-	// the allowed port.
-	for _, p := range []struct {
-		name            string
-		clientNS, srvNS string
-		srv             netip.AddrPort
-	}{
-		{"TCP LAN→WAN IPv6", l.lanNS, l.wanNS, netip.AddrPortFrom(wanHost6.Addr(), 0)},
-		{fmt.Sprintf("TCP WAN→LAN IPv6 (firewall allows port %d)", forwardPort), l.wanNS, l.lanNS, netip.AddrPortFrom(lanHost6.Addr(), forwardPort)},
-	} {
-		_, d, err := echoPeer(ctx, p.clientNS, p.srvNS, p.srv, netip.AddrPort{})
-		add(p.name, d, err)
-	}
-	l.natProofs(ctx, add)
 
 	url := "http://" + lanRouter4.Addr().String() + "/api/status"
 	body, err := httpGet(ctx, l.lanNS, url)
@@ -141,6 +118,78 @@ func (l *lab) prove(ctx context.Context) []proof {
 	}
 	add("no kernel addresses on "+strings.Join(ports, ", "), "", err)
 	return ps
+}
+
+// natLab reports whether the lab's router is the NAT appliance (the
+// one-router topologies); the MACsec lab joins two routed sites.
+func (l *lab) natLab() bool { return l.opt.Topology != TopologyMACsec }
+
+// natLabProofs are the reachability proofs of the NAT lab, then its NAT
+// proofs.
+func (l *lab) natLabProofs(ctx context.Context, add func(name, detail string, err error)) {
+	for _, p := range []struct {
+		name string
+		ns   string
+		to   netip.Addr
+	}{
+		{"ping LAN→WAN IPv4 (through masquerade)", l.lanNS, wanHost4.Addr()},
+		{"ping WAN→router WAN address IPv4", l.wanNS, wanRouter4.Addr()},
+		{"ping LAN→WAN IPv6", l.lanNS, wanHost6.Addr()},
+		{"ping WAN→LAN IPv6", l.wanNS, lanHost6.Addr()},
+	} {
+		d, err := ping(ctx, p.ns, p.to)
+		add(p.name, d, err)
+	}
+	// IPv4 WAN→LAN goes through the port forward (natProofs); IPv6 is
+	// not translated, and the firewall admits new inbound flows only to
+	// the allowed port.
+	for _, p := range []struct {
+		name            string
+		clientNS, srvNS string
+		srv             netip.AddrPort
+	}{
+		{"TCP LAN→WAN IPv6", l.lanNS, l.wanNS, netip.AddrPortFrom(wanHost6.Addr(), 0)},
+		{fmt.Sprintf("TCP WAN→LAN IPv6 (firewall allows port %d)", forwardPort), l.wanNS, l.lanNS, netip.AddrPortFrom(lanHost6.Addr(), forwardPort)},
+	} {
+		_, d, err := echoPeer(ctx, p.clientNS, p.srvNS, p.srv, netip.AddrPort{})
+		add(p.name, d, err)
+	}
+	l.natProofs(ctx, add)
+}
+
+// routedProofs are the reachability proofs of a lab without NAT: ping and
+// TCP both ways in both families.
+func (l *lab) routedProofs(ctx context.Context, add func(name, detail string, err error)) {
+	for _, p := range []struct {
+		name string
+		ns   string
+		to   netip.Addr
+	}{
+		{"ping LAN→WAN IPv4", l.lanNS, wanHost4.Addr()},
+		{"ping WAN→LAN IPv4", l.wanNS, lanHost4.Addr()},
+		{"ping LAN→WAN IPv6", l.lanNS, wanHost6.Addr()},
+		{"ping WAN→LAN IPv6", l.wanNS, lanHost6.Addr()},
+	} {
+		d, err := ping(ctx, p.ns, p.to)
+		add(p.name, d, err)
+	}
+	for _, p := range []struct {
+		name            string
+		clientNS, srvNS string
+		srv             netip.Addr
+	}{
+		{"TCP LAN→WAN IPv4", l.lanNS, l.wanNS, wanHost4.Addr()},
+		{"TCP WAN→LAN IPv4", l.wanNS, l.lanNS, lanHost4.Addr()},
+		{"TCP LAN→WAN IPv6", l.lanNS, l.wanNS, wanHost6.Addr()},
+		{"TCP WAN→LAN IPv6", l.wanNS, l.lanNS, lanHost6.Addr()},
+	} {
+		d, err := tcpEcho(ctx, p.clientNS, p.srvNS, p.srv)
+		add(p.name, d, err)
+	}
+	// Routed flows are tracked too (conntrack without NAT) and take the
+	// fast path; in the MACsec lab its egress is the SecY.
+	d, err := l.fastPathProof(ctx)
+	add("fast path: an assured flow's packets skip netstack", d, err)
 }
 
 // kernelSilent checks that the kernel forwarded nothing between two

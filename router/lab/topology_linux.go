@@ -57,6 +57,9 @@ func writeSysctl(path, value string, optional bool) error {
 // build creates the three namespaces, the two veth pairs, addresses and
 // routes of the hosts, and the router namespace's settings.
 func (l *lab) build(ctx context.Context) error {
+	if l.rtr2NS != "" {
+		return l.buildMACsec(ctx)
+	}
 	nss := []string{l.lanNS, l.rtrNS, l.wanNS}
 	if l.swNS != "" {
 		nss = append(nss, l.swNS)

@@ -97,7 +97,9 @@ type collector struct {
 	buildInfo *prometheus.Desc
 	// gro is the interfaces' GRO counters, labelled by event.
 	gro *prometheus.Desc
-	ct  conntrackDescs
+	// macsec is the SecYs' 802.1AE counters (macsec_metrics.go).
+	macsec macsecDescs
+	ct     conntrackDescs
 }
 
 // conntrackDescs describe the Conntrack section.
@@ -174,6 +176,7 @@ func newCollector(s *Server) *collector {
 		gro: prometheus.NewDesc("gvrouter_interface_gro_total",
 			"Receive coalescing events of the interface: coalesced, flushed, bypassed_forward, segmented, checksum_verified, checksum_bad.",
 			[]string{"interface", "event"}, nil),
+		macsec: newMACsecDescs(),
 		buildInfo: prometheus.NewDesc("gvrouter_build_info", "Always 1; labels give the running version and build.",
 			[]string{"version", "build"}, nil),
 		ct: newConntrackDescs(),
@@ -187,6 +190,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.uptime
 	ch <- c.buildInfo
 	ch <- c.gro
+	c.macsec.describe(ch)
 	c.ct.describe(ch)
 }
 
@@ -226,6 +230,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if snap.Conntrack != nil {
 		c.ct.collect(ch, snap.Conntrack)
 	}
+	c.macsec.collect(ch, snap.MACsec)
 }
 
 // promLogger adapts a *slog.Logger to promhttp.Logger.

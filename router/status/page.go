@@ -11,18 +11,20 @@ import (
 const pageRefresh = "2"
 
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
-	"bytes":    formatBytes,
-	"bits":     formatBits,
-	"pps":      formatPPS,
-	"count":    formatCount,
-	"uptime":   formatUptime,
-	"state":    stateClass,
-	"dropList": dropList,
-	"num":      func(n int) string { return formatCount(uint64(max(n, 0))) },
-	"percent":  func(r float64) string { return fmt.Sprintf("%.1f%%", r*100) },
-	"secs":     func(s float64) string { return formatUptime(max(s, 0)) },
-	"prev":     func(n int) int { return n - 1 },
-	"next":     func(n int) int { return n + 1 },
+	"bytes":       formatBytes,
+	"bits":        formatBits,
+	"pps":         formatPPS,
+	"count":       formatCount,
+	"uptime":      formatUptime,
+	"state":       stateClass,
+	"dropList":    dropList,
+	"counterList": counterList,
+	"onoff":       func(b bool) string { return map[bool]string{true: "on", false: "off"}[b] },
+	"num":         func(n int) string { return formatCount(uint64(max(n, 0))) },
+	"percent":     func(r float64) string { return fmt.Sprintf("%.1f%%", r*100) },
+	"secs":        func(s float64) string { return formatUptime(max(s, 0)) },
+	"prev":        func(n int) int { return n - 1 },
+	"next":        func(n int) int { return n + 1 },
 	"liveStates": func(l []FlowCount) []FlowCount {
 		var out []FlowCount // the metrics list every state; the page only those in use
 		for _, c := range l {
@@ -232,12 +234,45 @@ footer a { color: inherit; }
 </tbody>
 </table></div>
 {{- end}}
+{{- range .MACsec}}
+
+<h2>MACsec {{.Name}}</h2>
+<div class="wrap"><table class="narrow">
+<tbody>
+<tr><td>on</td><td class="mono">{{.On}}</td></tr>
+<tr><td>secy</td><td class="mono">sci {{.SCI}} cipher {{.Cipher}} encrypt {{onoff .Encrypt}} protect {{onoff .Protect}} send_sci {{onoff .SendSCI}} end_station {{onoff .EndStation}} scb {{onoff .SCB}} replay {{onoff .Replay}} window {{.Window}} validate {{.Validate}} encodingsa {{.EncodingSA}}</td></tr>
+<tr><td>TXSC</td><td class="mono">{{.SCI}}{{range .TXSA}}<br>{{.AN}}: PN {{.NextPN}}, state {{.State}}, key {{.KeyID}}{{end}}</td></tr>
+{{- range .RXSC}}
+<tr><td>RXSC</td><td class="mono">{{.SCI}}{{range .SA}}<br>{{.AN}}: PN {{.NextPN}}, state {{.State}}, key {{.KeyID}}{{end}}</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+<div class="wrap"><table class="narrow">
+<thead><tr><th>Scope</th><th>Counters</th></tr></thead>
+<tbody>
+<tr><td>secy</td><td class="drops-cell">{{template "counters" .Counters}}</td></tr>
+<tr><td>tx sc</td><td class="drops-cell">{{template "counters" .TXSC}}</td></tr>
+{{- range .TXSA}}
+<tr><td>tx sa {{.AN}}</td><td class="drops-cell">{{template "counters" .Counters}}</td></tr>
+{{- end}}
+{{- range $sc := .RXSC}}
+<tr><td>rx sc {{$sc.SCI}}</td><td class="drops-cell">{{template "counters" $sc.Counters}}</td></tr>
+{{- range $sc.SA}}
+<tr><td>rx sa {{.AN}}</td><td class="drops-cell">{{template "counters" .Counters}}</td></tr>
+{{- end}}
+{{- end}}
+</tbody>
+</table></div>
+{{- end}}
 </main>
 <footer>Read-only. Also as <a href="api/status">JSON</a>{{if .Conntrack}}, the <a href="api/conntrack">conntrack table as JSON</a>{{end}} and <a href="metrics">Prometheus metrics</a>. Rates are over the last sample interval; the page reloads every {{refresh}} s.</footer>
 </body>
 </html>
 {{define "counts" -}}
 {{range dropList .}}<div><span class="mono">{{.Reason}}</span> {{count .Count}}</div>{{else}}<span class="none">none</span>{{end}}
+{{- end}}
+{{define "counters" -}}
+{{range counterList .}}<div class="drops"><span class="mono">{{.Reason}}</span> {{count .Count}}</div>{{end}}
 {{- end}}
 {{define "drops" -}}
 {{range dropList .}}<div class="drops"><span class="mono">{{.Reason}}</span> {{count .Count}}</div>{{else}}<span class="none">none</span>{{end}}

@@ -37,6 +37,8 @@ type Snapshot struct {
 	// Routes is the routing table.
 	Routes []Route `json:"routes"`
 
+	// MACsec are the SecYs, each also listed in Interfaces.
+	MACsec []MACsec `json:"macsec,omitempty"`
 	// Conntrack is connection tracking, NAT and the fast path; nil when
 	// the router tracks no connections.
 	Conntrack *Conntrack `json:"conntrack,omitempty"`
@@ -44,9 +46,6 @@ type Snapshot struct {
 	// path: with the fast path working they stay flat while an
 	// offloaded flow runs.
 	Netstack *Netstack `json:"netstack,omitempty"`
-
-	// Later sections (MACsec) go here as optional fields with omitempty
-	// tags.
 }
 
 // Netstack is netstack's own IP counters (IPv4 and IPv6 together).

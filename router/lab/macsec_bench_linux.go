@@ -1,0 +1,108 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+)
+
+// macsecBenchVariant is one configuration of the MACsec lab's link.
+type macsecBenchVariant struct {
+	name string
+	opt  macsecOptions
+}
+
+// macsecBenchVariants are what `router lab -topology macsec -bench`
+// compares: the same two routers without MACsec, with integrity-only
+// MACsec and with encrypted MACsec (GCM-AES-128, Linux's default suite).
+var macsecBenchVariants = []macsecBenchVariant{
+	{"no MACsec", macsecOptions{off: true}},
+	{"MACsec integrity-only", macsecOptions{cipher: msCipher, encrypt: false}},
+	{"MACsec encrypted", macsecOptions{cipher: msCipher, encrypt: true}},
+}
+
+// benchMACsec runs iperf3 from host A to host B across the MACsec lab for
+// each variant (the routers restarted with it) and prints the table and
+// the ratios: (d) encrypted MACsec / no MACsec (goal >= 0.9, not
+// enforced) and (c) integrity-only / encrypted.
+func (l *lab) benchMACsec(ctx context.Context) error {
+	srv, err := startChild(l.log, "iperf3 server", l.wanNS, filepath.Join(l.dir, "iperf3-server.log"),
+		"iperf3", "-s", "-p", strconv.Itoa(benchPort))
+	if err != nil {
+		return err
+	}
+	l.cleanups = append(l.cleanups, func() { srv.stop() })
+	if err := waitListening(ctx, l.wanNS, benchPort, srv); err != nil {
+		return err
+	}
+	fmt.Fprintf(l.out, "bench: MACsec lab, iperf3 TCP -t %d -O %d, median of %d runs; the routers restart per variant\n",
+		l.opt.benchSeconds(), benchOmitSeconds, l.opt.benchRuns())
+	results := make([][]float64, len(macsecBenchVariants))
+	var errs []error
+	saved := l.msOpt
+	defer func() { l.msOpt = saved }()
+	for i, v := range macsecBenchVariants {
+		if ctx.Err() != nil {
+			break
+		}
+		l.proxy.close()
+		l.proxy = nil
+		if err := errors.Join(l.stopRouter(), l.stopRouter2()); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		l.msOpt = v.opt
+		if err := l.startRouter(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("lab: bench %s: %w", v.name, err))
+			continue
+		}
+		if _, err := ping(ctx, l.lanNS, wanHost4.Addr()); err != nil {
+			errs = append(errs, fmt.Errorf("lab: bench %s: no path before iperf3: %w", v.name, err))
+			continue
+		}
+		med := make([]float64, len(benchCases))
+		for j, c := range benchCases {
+			var runs []float64
+			for r := 0; r < l.opt.benchRuns() && ctx.Err() == nil; r++ {
+				bps, err := l.iperf(ctx, wanHost4.Addr(), c)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("lab: bench %s %s run %d: %w", v.name, c, r+1, err))
+					continue
+				}
+				runs = append(runs, bps)
+			}
+			med[j] = median(runs)
+			fmt.Fprintf(l.out, "  %-22s %-14s median %8.0f Mbit/s  runs %s\n", v.name, c, med[j]/1e6, mbps(runs))
+		}
+		results[i] = med
+	}
+	fmt.Fprintf(l.out, "\n%-24s", "Mbit/s (median)")
+	for _, c := range benchCases {
+		fmt.Fprintf(l.out, " %14s", c)
+	}
+	fmt.Fprintln(l.out)
+	for i, v := range macsecBenchVariants {
+		fmt.Fprintf(l.out, "%-24s", v.name)
+		for j := range benchCases {
+			s := "n/a"
+			if results[i] != nil && results[i][j] > 0 {
+				s = fmt.Sprintf("%.0f", results[i][j]/1e6)
+			}
+			fmt.Fprintf(l.out, " %14s", s)
+		}
+		fmt.Fprintln(l.out)
+	}
+	at := func(i, j int) float64 {
+		if results[i] == nil {
+			return 0
+		}
+		return results[i][j]
+	}
+	for j, c := range benchCases {
+		fmt.Fprintf(l.out, "ratio (d) MACsec encrypted / no MACsec %s: %s (goal >= 0.9)\n", c, ratio(at(2, j), at(0, j)))
+		fmt.Fprintf(l.out, "ratio (c) MACsec integrity-only / encrypted %s: %s\n", c, ratio(at(1, j), at(2, j)))
+	}
+	return errors.Join(errs...)
+}
