@@ -10,8 +10,10 @@ import (
 	"github.com/gvrouter/gvrouter/hw"
 )
 
-// callRecorder records the size of every WriteFrames call and the UDP
-// sequence numbers of forwarded test datagrams, in order.
+// callRecorder records the size of every WriteFrames call that carries
+// test datagrams and their UDP sequence numbers, in order. Calls with
+// only other frames (netstack's own ARP, NDP or MLD, sent by its timers
+// on other goroutines) are not the test's business.
 type callRecorder struct {
 	next  hw.FrameWriter
 	mu    sync.Mutex
@@ -23,11 +25,15 @@ type callRecorder struct {
 func (c *callRecorder) WriteFrames(frames [][]byte) (int, error) {
 	c.mu.Lock()
 	if c.on {
-		c.sizes = append(c.sizes, len(frames))
+		ours := false
 		for _, f := range frames {
 			if len(f) >= 14+20+8+4 && be16(f[12:]) == uint16(header.IPv4ProtocolNumber) && header.IPv4(f[14:]).Protocol() == protoUDP {
 				c.seqs = append(c.seqs, binary.BigEndian.Uint32(f[14+20+8:]))
+				ours = true
 			}
+		}
+		if ours {
+			c.sizes = append(c.sizes, len(frames))
 		}
 	}
 	c.mu.Unlock()
