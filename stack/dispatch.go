@@ -94,6 +94,7 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 	var (
 		gs                            *groState
 		enqueued, bypassed, ver, bads uint64
+		run                           fastRun
 	)
 	for i := range frames {
 		f := &frames[i]
@@ -103,9 +104,12 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 			}
 			// GROOn coalesces all TCP first, as Linux does before its
 			// flowtable; merged packets are too big for the fast path.
-			if (mode != GROOn || !isTCPFrame(f.Data)) && e.fastForward(f.Data, ingressPCP(f), nat) {
+			if (mode != GROOn || !isTCPFrame(f.Data)) && e.fastForward(f.Data, ingressPCP(f), nat, &run) {
 				continue
 			}
+		}
+		if run.n > 0 {
+			run.flush(true)
 		}
 		v := classify(f, mac, mtu, local, nat, in, inputDrop)
 		if v.stolen {
@@ -139,6 +143,9 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 			bypassed++
 		}
 		deliver(d, f.Data, &v, e.pins)
+	}
+	if run.n > 0 {
+		run.flush(false)
 	}
 	if gs != nil {
 		gs.g.Flush()

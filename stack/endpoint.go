@@ -325,7 +325,9 @@ func (e *Endpoint) sendPendingLocked(w *frameWriter) error {
 func (e *Endpoint) releasePendingLocked() {
 	b := &e.pending
 	for i, buf := range b.bufs {
-		e.bufPool.Put(buf)
+		if buf != nil { // nil: a fast-path frame sent from ring memory
+			e.bufPool.Put(buf)
+		}
 		b.bufs[i] = nil
 		b.frames[i] = nil
 	}

@@ -46,9 +46,9 @@ func (t egressTable) get(out natengine.Iface) *Endpoint {
 }
 
 // fastForward tries the fast path on frame, received on e with priority
-// pcp (-1: untagged). It reports whether the frame was taken (queued on
-// its egress endpoint, or dropped and counted there).
-func (e *Endpoint) fastForward(frame []byte, pcp int, nat *natengine.Engine) bool {
+// pcp (-1: untagged). It reports whether the frame was taken: added to run
+// for its egress endpoint, or dropped and counted.
+func (e *Endpoint) fastForward(frame []byte, pcp int, nat *natengine.Engine, run *fastRun) bool {
 	out, ok := nat.FastPath(frame, natIface(e.nicID))
 	if !ok {
 		return false
@@ -64,7 +64,7 @@ func (e *Endpoint) fastForward(frame []byte, pcp int, nat *natengine.Engine) boo
 		e.stats.drop(dropNoEgress)
 		return true
 	}
-	oe.queueFastFrame(frame[:header.EthernetMinimumSize+ipLength(frame)], pcp)
+	run.add(oe, frame[:header.EthernetMinimumSize+ipLength(frame)], pcp)
 	return true
 }
 
@@ -78,13 +78,71 @@ func ipLength(frame []byte) int {
 	return header.IPv6MinimumSize + int(binary.BigEndian.Uint16(ip[4:]))
 }
 
-// queueFastFrame copies a rewritten untagged frame into e's transmit batch,
-// inserting e's VLAN tags after the MAC addresses. A forwarded frame keeps
-// the priority it arrived with (pcp, 0..7) in every tag; pcp -1 (it came
-// untagged) takes e's own. Like WritePackets it sends at once unless a
-// receive batch is in progress.
+// fastRunLen is how many fast-path frames a receive run collects before
+// handing them to their egress endpoints.
+const fastRunLen = 32
+
+// fastRun collects the fast path's frames of one receive run, so that each
+// egress endpoint's transmit lock is taken once per run rather than once
+// per frame (two receive queues feeding one egress contend on it). It
+// lives on the receive goroutine's stack.
+type fastRun struct {
+	n      int
+	eps    [fastRunLen]*Endpoint
+	frames [fastRunLen][]byte
+	pcps   [fastRunLen]int8
+}
+
+func (r *fastRun) add(e *Endpoint, frame []byte, pcp int) {
+	if r.n == fastRunLen {
+		r.flush(false)
+	}
+	r.eps[r.n], r.frames[r.n], r.pcps[r.n] = e, frame, int8(pcp)
+	r.n++
+}
+
+// flush hands the collected frames to their endpoints, in order per
+// endpoint. The receive path calls it before anything of the run reaches
+// netstack, so a flow that leaves the fast path (FIN, a stale offload)
+// keeps its order, and then with now set: the frames leave at once
+// instead of at the batch's end, so established flows do not wait behind
+// the slow path's work on the rest of the batch (a SYN flood's hundreds
+// of new flows per batch would otherwise add milliseconds to their RTT).
+func (r *fastRun) flush(now bool) {
+	for i := 0; i < r.n; i++ {
+		e := r.eps[i]
+		if e == nil {
+			continue
+		}
+		e.txMu.Lock()
+		w := e.writer.Load()
+		for j := i; j < r.n; j++ {
+			if r.eps[j] == e {
+				e.appendFastLocked(w, r.frames[j], int(r.pcps[j]))
+				r.eps[j], r.frames[j] = nil, nil
+			}
+		}
+		if e.txDirty.Load() && (now || e.tx == nil || !e.tx.deferring()) {
+			e.sendPendingLocked(w)
+		}
+		e.txMu.Unlock()
+	}
+	r.n = 0
+}
+
+// queueFastFrame is one frame's fastRun: add and flush.
 func (e *Endpoint) queueFastFrame(frame []byte, pcp int) {
-	w := e.writer.Load()
+	var r fastRun
+	r.add(e, frame, pcp)
+	r.flush(false)
+}
+
+// appendFastLocked adds a rewritten untagged frame to e's transmit batch,
+// with e's VLAN tags after the MAC addresses. A forwarded frame keeps the
+// priority it arrived with (pcp, 0..7) in every tag; pcp -1 (it came
+// untagged) takes e's own. A full batch is sent at once. e.txMu must be
+// held; w is e's writer.
+func (e *Endpoint) appendFastLocked(w *frameWriter, frame []byte, pcp int) {
 	if w == nil || !e.up.Load() {
 		e.stats.drop(dropLinkDown)
 		return
@@ -96,26 +154,36 @@ func (e *Endpoint) queueFastFrame(frame []byte, pcp int) {
 		e.stats.drop(dropTxOversize)
 		return
 	}
-	e.txMu.Lock()
-	buf := e.getBuf(size)
-	out := (*buf)[:n]
-	copy(out, frame[:12])
-	copy(out[12:], v.tags[:v.n])
-	if pcp >= 0 && int(v.pcp) != pcp {
-		for off := 12 + 2; off < 12+v.n; off += vlanTagLength {
-			tci := binary.BigEndian.Uint16(out[off:])
-			binary.BigEndian.PutUint16(out[off:], tci&^pcpMask|uint16(pcp)<<13)
+	var (
+		buf *[]byte
+		out []byte
+	)
+	if v.n == 0 && e.tx != nil && e.tx.deferring() {
+		// Untagged egress inside a receive batch: send the frame from
+		// the receive ring itself, as hw.Bridge does. The batch's end
+		// (txBatcher.end, before the ring block goes back to the kernel)
+		// or an earlier flush sends it; nothing keeps it afterwards.
+		out = frame
+	} else {
+		buf = e.getBuf(size)
+		out = (*buf)[:n]
+		copy(out, frame[:12])
+		copy(out[12:], v.tags[:v.n])
+		if pcp >= 0 && int(v.pcp) != pcp {
+			for off := 12 + 2; off < 12+v.n; off += vlanTagLength {
+				tci := binary.BigEndian.Uint16(out[off:])
+				binary.BigEndian.PutUint16(out[off:], tci&^pcpMask|uint16(pcp)<<13)
+			}
 		}
+		copy(out[12+v.n:], frame[12:])
 	}
-	copy(out[12+v.n:], frame[12:])
 	b := &e.pending
 	b.frames = append(b.frames, out)
 	b.bufs = append(b.bufs, buf)
 	e.txDirty.Store(true)
-	if e.tx == nil || !e.tx.deferring() || len(b.frames) >= hw.TxBatchSize {
+	if len(b.frames) >= hw.TxBatchSize {
 		e.sendPendingLocked(w)
 	}
-	e.txMu.Unlock()
 }
 
 // completePartialInPlace completes the L4 checksum of a CHECKSUM_PARTIAL
