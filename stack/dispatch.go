@@ -96,6 +96,9 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 		enqueued, bypassed, ver, bads uint64
 		run                           fastRun
 	)
+	if nat != nil {
+		run.now = nat.Now()
+	}
 	for i := range frames {
 		f := &frames[i]
 		if nat != nil && fastCandidate(f, mac) {
@@ -146,6 +149,9 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 	}
 	if run.n > 0 {
 		run.flush(false)
+	}
+	if run.hits > 0 {
+		nat.AddFastPathHits(run.hits)
 	}
 	if gs != nil {
 		gs.g.Flush()

@@ -46,13 +46,15 @@ func (t egressTable) get(out natengine.Iface) *Endpoint {
 }
 
 // fastForward tries the fast path on frame, received on e with priority
-// pcp (-1: untagged). It reports whether the frame was taken: added to run
-// for its egress endpoint, or dropped and counted.
+// pcp (-1: untagged), at engine time run.now. It reports whether the frame
+// was taken: added to run for its egress endpoint (run.hits counts it), or
+// dropped and counted.
 func (e *Endpoint) fastForward(frame []byte, pcp int, nat *natengine.Engine, run *fastRun) bool {
-	out, ok := nat.FastPath(frame, natIface(e.nicID))
+	out, ok := nat.FastPathAt(frame, natIface(e.nicID), run.now)
 	if !ok {
 		return false
 	}
+	run.hits++
 	tab := e.egress.Load()
 	var oe *Endpoint
 	if tab != nil {
@@ -87,6 +89,11 @@ const fastRunLen = 32
 // per frame (two receive queues feeding one egress contend on it). It
 // lives on the receive goroutine's stack.
 type fastRun struct {
+	// now is the engine's clock, read once per run; hits counts the
+	// run's fast-path packets, added to the engine's counter once.
+	now  int64
+	hits uint64
+
 	n      int
 	eps    [fastRunLen]*Endpoint
 	frames [fastRunLen][]byte
