@@ -31,40 +31,14 @@ func newNATLab(t *testing.T, forwards []natengine.Forward) (*lab, *natengine.Eng
 // A delivers its frames to.
 func newNATLabWith(t testing.TB, forwards []natengine.Forward, wrapLAN func(hw.BatchHandler) hw.BatchHandler) (*lab, *natengine.Engine) {
 	t.Helper()
-	if _, fuzzing := t.(*testing.F); !fuzzing {
-		// The fuzzing engine's own goroutines outlive the cleanups.
-		goroutineLeakCheck(t)
-	}
-	a, err := stacktest.NewHost(stacktest.HostConfig{
-		MAC:       aMAC,
-		Addresses: []netip.Prefix{netip.MustParsePrefix("10.1.0.2/24"), netip.MustParsePrefix("fd00:1::2/64")},
-		Gateways:  []netip.Addr{lanIP4, lanIP6},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := stacktest.NewHost(stacktest.HostConfig{
-		MAC:       bMAC,
-		Addresses: []netip.Prefix{netip.MustParsePrefix("10.2.0.2/24"), netip.MustParsePrefix("fd00:2::2/64")},
-		Gateways:  []netip.Addr{wanIP4, netip.MustParseAddr("fd00:2::1")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &lab{a: a, b: b, tapA: &stacktest.Tap{Next: a}, tapB: &stacktest.Tap{Next: b}}
 	nat := natengine.New(natengine.Config{})
-	cfg := l.config()
-	cfg.NAT = nat
-	l.r, err = New(cfg, nil)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	l := newLabWith(t, nat, wrapLAN)
 	lanID, _ := l.r.NATIface("lan")
 	wanID, _ := l.r.NATIface("wan")
 	for i := range forwards {
 		forwards[i].In = wanID
 	}
-	err = nat.SetRules(natengine.Rules{
+	err := nat.SetRules(natengine.Rules{
 		Ifaces: []natengine.IfaceConfig{
 			{ID: lanID, Name: "lan", Addrs: []netip.Addr{lanIP4, lanIP6}, MTU: 1500},
 			{ID: wanID, Name: "wan", WAN: true, Masquerade: true, Addrs: []netip.Addr{wanIP4, netip.MustParseAddr("fd00:2::1")}, MTU: 1500},
@@ -75,17 +49,6 @@ func newNATLabWith(t testing.TB, forwards []natengine.Forward, wrapLAN func(hw.B
 	if err != nil {
 		t.Fatalf("SetRules: %v", err)
 	}
-	lanRx := hw.BatchHandler(l.r.Interface("lan").HandleBatch)
-	if wrapLAN != nil {
-		lanRx = wrapLAN(lanRx)
-	}
-	a.Start(lanRx)
-	b.Start(l.r.Interface("wan").HandleBatch)
-	t.Cleanup(func() {
-		a.Close()
-		b.Close()
-		l.r.Close()
-	})
 	return l, nat
 }
 

@@ -20,6 +20,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/stack/stacktest"
 )
 
@@ -72,9 +73,17 @@ func goroutineLeakCheck(t testing.TB) {
 	})
 }
 
-func newLab(t *testing.T) *lab {
+func newLab(t *testing.T) *lab { return newLabWith(t, nil, nil) }
+
+// newLabWith is newLab with a NAT engine (nil for none; the caller sets
+// its rules) and, if wrapLAN is not nil, a wrapper around the handler host
+// A delivers its frames to.
+func newLabWith(t testing.TB, nat *natengine.Engine, wrapLAN func(hw.BatchHandler) hw.BatchHandler) *lab {
 	t.Helper()
-	goroutineLeakCheck(t)
+	if _, fuzzing := t.(*testing.F); !fuzzing {
+		// The fuzzing engine's own goroutines outlive the cleanups.
+		goroutineLeakCheck(t)
+	}
 	a, err := stacktest.NewHost(stacktest.HostConfig{
 		MAC:       aMAC,
 		Addresses: []netip.Prefix{netip.MustParsePrefix("10.1.0.2/24"), netip.MustParsePrefix("fd00:1::2/64")},
@@ -92,11 +101,17 @@ func newLab(t *testing.T) *lab {
 		t.Fatal(err)
 	}
 	l := &lab{a: a, b: b, tapA: &stacktest.Tap{Next: a}, tapB: &stacktest.Tap{Next: b}}
-	l.r, err = New(l.config(), nil)
+	cfg := l.config()
+	cfg.NAT = nat
+	l.r, err = New(cfg, nil)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	a.Start(l.r.Interface("lan").HandleBatch)
+	lanRx := hw.BatchHandler(l.r.Interface("lan").HandleBatch)
+	if wrapLAN != nil {
+		lanRx = wrapLAN(lanRx)
+	}
+	a.Start(lanRx)
 	b.Start(l.r.Interface("wan").HandleBatch)
 	t.Cleanup(func() {
 		a.Close()

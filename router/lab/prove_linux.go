@@ -1,9 +1,7 @@
 package lab
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -249,57 +247,8 @@ func (l *lab) routerCounters(ctx context.Context) (map[string]ifCounters, error)
 // tcpEcho runs an echo server in srvNS on srv and a client in clientNS
 // that sends echoBytes of random data and checks it comes back intact.
 func tcpEcho(ctx context.Context, clientNS, srvNS string, srv netip.Addr) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, proofTimeout)
-	defer cancel()
-	ln, err := listenIn(srvNS, netip.AddrPortFrom(srv, 0).String())
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	srvErr := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			srvErr <- err
-			return
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(proofTimeout))
-		_, err = io.Copy(c, c)
-		c.(*net.TCPConn).CloseWrite()
-		srvErr <- err
-	}()
-	start := time.Now()
-	c, err := dialIn(ctx, clientNS, ln.Addr().String(), proofTimeout)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
-	want := make([]byte, echoBytes)
-	rand.Read(want)
-	wErr := make(chan error, 1)
-	go func() {
-		_, err := c.Write(want)
-		c.(*net.TCPConn).CloseWrite()
-		wErr <- err
-	}()
-	got, err := io.ReadAll(c)
-	if err != nil {
-		return "", fmt.Errorf("read echo: %w", err)
-	}
-	if err := <-wErr; err != nil {
-		return "", fmt.Errorf("write: %w", err)
-	}
-	if err := <-srvErr; err != nil {
-		return "", fmt.Errorf("echo server: %w", err)
-	}
-	if !bytes.Equal(got, want) {
-		return "", fmt.Errorf("echo returned %d bytes that differ from the %d sent", len(got), len(want))
-	}
-	return fmt.Sprintf("%d KiB echoed intact in %v", echoBytes>>10, time.Since(start).Round(time.Millisecond)), nil
+	_, d, err := echoPeer(ctx, clientNS, srvNS, netip.AddrPortFrom(srv, 0), netip.AddrPort{})
+	return d, err
 }
 
 // httpGet fetches url with a socket made in namespace ns ("" is the
