@@ -44,23 +44,7 @@ func (l *lab) buildMACsec(ctx context.Context) error {
 		{l.rtr2NS, "ip", "link", "set", msPort, "up"},
 		{l.rtr2NS, "ip", "link", "set", wanPort, "up"},
 	}
-	for _, h := range []struct {
-		ns       string
-		a4, a6   string
-		gw4, gw6 string
-	}{
-		{l.lanNS, lanHost4.String(), lanHost6.String(), lanRouter4.Addr().String(), lanRouter6.Addr().String()},
-		{l.wanNS, wanHost4.String(), wanHost6.String(), wanRouter4.Addr().String(), wanRouter6.Addr().String()},
-	} {
-		steps = append(steps,
-			[]string{h.ns, "ip", "link", "set", "lo", "up"},
-			[]string{h.ns, "ip", "addr", "add", h.a4, "dev", hostIf},
-			[]string{h.ns, "ip", "addr", "add", h.a6, "dev", hostIf, "nodad"},
-			[]string{h.ns, "ip", "link", "set", hostIf, "up"},
-			[]string{h.ns, "ip", "route", "add", "default", "via", h.gw4, "dev", hostIf},
-			[]string{h.ns, "ip", "-6", "route", "add", "default", "via", h.gw6, "dev", hostIf},
-		)
-	}
+	steps = append(steps, l.hostSteps()...)
 	for _, s := range steps {
 		if err := nsRun(ctx, s[0], s[1], s[2:]...); err != nil {
 			return err

@@ -107,23 +107,7 @@ func (l *lab) build(ctx context.Context) error {
 			{l.rtrNS, cpuPort}, {l.swNS, swLANPort}, {l.swNS, swWANPort}, {l.swNS, swCPUPort},
 		}
 	}
-	for _, h := range []struct {
-		ns       string
-		a4, a6   string
-		gw4, gw6 string
-	}{
-		{l.lanNS, lanHost4.String(), lanHost6.String(), lanRouter4.Addr().String(), lanRouter6.Addr().String()},
-		{l.wanNS, wanHost4.String(), wanHost6.String(), wanRouter4.Addr().String(), wanRouter6.Addr().String()},
-	} {
-		steps = append(steps,
-			[]string{h.ns, "ip", "link", "set", "lo", "up"},
-			[]string{h.ns, "ip", "addr", "add", h.a4, "dev", hostIf},
-			[]string{h.ns, "ip", "addr", "add", h.a6, "dev", hostIf, "nodad"},
-			[]string{h.ns, "ip", "link", "set", hostIf, "up"},
-			[]string{h.ns, "ip", "route", "add", "default", "via", h.gw4, "dev", hostIf},
-			[]string{h.ns, "ip", "-6", "route", "add", "default", "via", h.gw6, "dev", hostIf},
-		)
-	}
+	steps = append(steps, l.hostSteps()...)
 	for _, s := range steps {
 		if err := nsRun(ctx, s[0], s[1], s[2:]...); err != nil {
 			return err
@@ -181,4 +165,28 @@ func (l *lab) startSwitch() error {
 	})
 	l.log.Debug("lab: switch running", "ns", l.swNS)
 	return nil
+}
+
+// hostSteps are the `ip` commands (namespace first) that give the LAN and
+// WAN hosts their addresses and default routes via the router.
+func (l *lab) hostSteps() [][]string {
+	var steps [][]string
+	for _, h := range []struct {
+		ns       string
+		a4, a6   string
+		gw4, gw6 string
+	}{
+		{l.lanNS, lanHost4.String(), lanHost6.String(), lanRouter4.Addr().String(), lanRouter6.Addr().String()},
+		{l.wanNS, wanHost4.String(), wanHost6.String(), wanRouter4.Addr().String(), wanRouter6.Addr().String()},
+	} {
+		steps = append(steps,
+			[]string{h.ns, "ip", "link", "set", "lo", "up"},
+			[]string{h.ns, "ip", "addr", "add", h.a4, "dev", hostIf},
+			[]string{h.ns, "ip", "addr", "add", h.a6, "dev", hostIf, "nodad"},
+			[]string{h.ns, "ip", "link", "set", hostIf, "up"},
+			[]string{h.ns, "ip", "route", "add", "default", "via", h.gw4, "dev", hostIf},
+			[]string{h.ns, "ip", "-6", "route", "add", "default", "via", h.gw6, "dev", hostIf},
+		)
+	}
+	return steps
 }
