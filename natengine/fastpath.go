@@ -56,6 +56,9 @@ func (e *Engine) Offload(pkt []byte, out Iface, dst, src [6]byte) bool {
 	if !parse(pkt, &p, true) || p.Options || p.Frag || (p.Kind != KindTCP && p.Kind != KindUDP) {
 		return false
 	}
+	if p.Kind == KindTCP && (p.Len < p.L4Off+20 || pkt[p.L4Off+13]&(tcpSYN|tcpFIN|tcpRST) != 0) {
+		return false // a handshake or closing segment: never ESTABLISHED-and-staying, no lookup
+	}
 	b := pkt[:p.Len]
 	k := p.tuple(b).Invert()
 	r, ok := e.tab.lookup(&k)
@@ -112,6 +115,11 @@ func (e *Engine) Offload(pkt []byte, out Iface, dst, src [6]byte) bool {
 // InvalidateFastPath sends every flow back to the slow path until it is
 // offloaded again; call it on a route, neighbour or interface change.
 func (e *Engine) InvalidateFastPath() { e.gen.Add(1) }
+
+// FastPathGeneration is the fast path's generation, which
+// InvalidateFastPath advances: a forwarding decision cached outside the
+// engine (the stack's next-hop cache) is valid while it stays the same.
+func (e *Engine) FastPathGeneration() uint64 { return e.gen.Load() }
 
 // FastPath forwards frame, received on in, if its flow direction is
 // offloaded. frame is an untagged Ethernet frame (VLAN tags already removed
@@ -226,6 +234,9 @@ func (e *Engine) fastPathCounted(frame []byte, in Iface, now int64, count bool) 
 		}
 		if l4[13]&(tcpFIN|tcpRST) != 0 {
 			return e.slow(SlowFinRst)
+		}
+		if l4[13]&tcpSYN != 0 {
+			return e.slow(SlowSYN)
 		}
 	case ProtoUDP:
 	default:

@@ -202,6 +202,12 @@ func TestFastPathHandBack(t *testing.T) {
 		t.Fatal("miss after re-offload")
 	}
 	k = base()
+	k.flags = tcpSYN
+	try("SYN", eth(macRtrW, macGw, k.build()), wanIf, SlowSYN)
+	if e.Offload(k.build(), lanIf, macA, macRtrL) {
+		t.Fatal("Offload took a SYN")
+	}
+	k = base()
 	k.flags = tcpFIN | tcpACK
 	fin := eth(macRtrW, macGw, k.build())
 	try("FIN", fin, wanIf, SlowFinRst)

@@ -50,10 +50,11 @@ const (
 	SlowMTU                        // larger than the egress MTU: the slow path sends PTB / fragments
 	SlowFinRst                     // TCP FIN or RST: the flow leaves the fast path
 	SlowStale                      // route or neighbour changed, or the flow expired
+	SlowSYN                        // TCP SYN: a new connection (or a reused port) is conntrack's, without a table lookup here
 	numSlowReasons
 )
 
-var slowNames = [numSlowReasons]string{"miss", "not_ip", "options", "fragment", "ttl", "mtu", "fin_rst", "stale"}
+var slowNames = [numSlowReasons]string{"miss", "not_ip", "options", "fragment", "ttl", "mtu", "fin_rst", "stale", "syn"}
 
 // String returns the reason's metric label.
 func (r SlowReason) String() string {

@@ -101,7 +101,8 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 	}
 	for i := range frames {
 		f := &frames[i]
-		if nat != nil && fastCandidate(f, mac) {
+		cand := nat != nil && fastCandidate(f, mac)
+		if cand {
 			if f.CsumPartial && completePartialInPlace(f.Data) {
 				f.CsumPartial, f.CsumValid = false, true
 			}
@@ -111,13 +112,15 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 				continue
 			}
 		}
-		if run.n > 0 {
-			run.flush(true)
-		}
 		v := classify(f, mac, mtu, local, nat, in, inputDrop)
 		if v.stolen {
 			continue
 		}
+		if cand && !v.dropped && !v.forUs && !v.fixPartial && v.proto == header.IPv4ProtocolNumber &&
+			(mode != GROOn || !isTCPFrame(f.Data)) && e.forwardNew(f.Data, ingressPCP(f), nat, &run) {
+			continue
+		}
+		run.beforeSlow()
 		if !v.dropped {
 			groDecide(mode, f, &v)
 		}

@@ -45,6 +45,8 @@ type Endpoint struct {
 	// exists.
 	nat    *natengine.Engine
 	egress *atomic.Pointer[egressTable]
+	// hops is the router's next-hop cache (nexthop.go), nil without NAT.
+	hops *nextHopCache
 
 	stats counters
 

@@ -98,7 +98,27 @@ type fastRun struct {
 	eps    [fastRunLen]*Endpoint
 	frames [fastRunLen][]byte
 	pcps   [fastRunLen]int8
+
+	// waiting lists the endpoints holding this run's frames unsent (in
+	// their pending batch, deferred to the receive batch's end); slow
+	// counts the slow-path frames handled since the oldest of them.
+	waiting  [fastWaitingEndpoints]*Endpoint
+	nWaiting int
+	slow     int
 }
+
+// fastWaitingEndpoints bounds how many egress endpoints a run tracks as
+// holding unsent fast-path frames; a run that touches more sends at once.
+const fastWaitingEndpoints = 4
+
+// fastLatencySlowFrames is how many slow-path frames (each a netstack
+// forward of some microseconds: a SYN flood's new flows) a receive run
+// handles before the fast-path frames queued ahead of them are sent.
+// Sending before every slow-path frame cuts the established flows'
+// batches into pieces of a few frames (one sendmmsg each, and a receiver
+// that can no longer coalesce); never sending before the batch's end
+// would make them wait behind hundreds of new flows.
+const fastLatencySlowFrames = 16
 
 func (r *fastRun) add(e *Endpoint, frame []byte, pcp int) {
 	if r.n == fastRunLen {
@@ -109,12 +129,8 @@ func (r *fastRun) add(e *Endpoint, frame []byte, pcp int) {
 }
 
 // flush hands the collected frames to their endpoints, in order per
-// endpoint. The receive path calls it before anything of the run reaches
-// netstack, so a flow that leaves the fast path (FIN, a stale offload)
-// keeps its order, and then with now set: the frames leave at once
-// instead of at the batch's end, so established flows do not wait behind
-// the slow path's work on the rest of the batch (a SYN flood's hundreds
-// of new flows per batch would otherwise add milliseconds to their RTT).
+// endpoint: into their pending batch, which a receive batch's end sends
+// (or at once, with now set or outside a receive batch).
 func (r *fastRun) flush(now bool) {
 	for i := 0; i < r.n; i++ {
 		e := r.eps[i]
@@ -129,12 +145,63 @@ func (r *fastRun) flush(now bool) {
 				r.eps[j], r.frames[j] = nil, nil
 			}
 		}
-		if e.txDirty.Load() && (now || e.tx == nil || !e.tx.deferring()) {
-			e.sendPendingLocked(w)
+		if e.txDirty.Load() {
+			send := now || e.tx == nil || !e.tx.deferring()
+			if send || !r.wait(e) {
+				e.sendPendingLocked(w)
+			}
 		}
 		e.txMu.Unlock()
 	}
 	r.n = 0
+}
+
+// wait records that e holds unsent frames of the run; false if the list
+// is full (the caller then sends at once).
+func (r *fastRun) wait(e *Endpoint) bool {
+	for _, w := range r.waiting[:r.nWaiting] {
+		if w == e {
+			return true
+		}
+	}
+	if r.nWaiting == len(r.waiting) {
+		return false
+	}
+	r.waiting[r.nWaiting] = e
+	r.nWaiting++
+	return true
+}
+
+// beforeSlow runs before a frame of the run goes to the slow path. The
+// run's frames move into their egress batches first, so a flow that
+// leaves the fast path (FIN, a stale offload) keeps its order: netstack's
+// forward of this frame is appended after them. Every
+// fastLatencySlowFrames slow-path frames, the frames waiting in those
+// batches are sent, so established flows do not wait behind the slow
+// path's work on the rest of a batch (a SYN flood puts hundreds of new
+// flows in one).
+func (r *fastRun) beforeSlow() {
+	if r.n > 0 {
+		r.flush(false)
+	}
+	if r.nWaiting == 0 {
+		return
+	}
+	r.slow++
+	if r.slow >= fastLatencySlowFrames {
+		r.sendWaiting()
+	}
+}
+
+// sendWaiting sends the batches holding the run's unsent frames.
+func (r *fastRun) sendWaiting() {
+	for i, e := range r.waiting[:r.nWaiting] {
+		if e.txDirty.Load() {
+			e.flushTx()
+		}
+		r.waiting[i] = nil
+	}
+	r.nWaiting, r.slow = 0, 0
 }
 
 // queueFastFrame is one frame's fastRun: add and flush.
@@ -246,6 +313,9 @@ func (e *Endpoint) natTransmit(nat *natengine.Engine, frame []byte, ipOff int, f
 	}
 	if forwarded {
 		nat.Offload(frame[ipOff:], out, [6]byte(frame[:6]), [6]byte(frame[6:12]))
+		if e.hops != nil && et == uint16(header.IPv4ProtocolNumber) && len(frame) >= ipOff+header.IPv4MinimumSize {
+			e.hops.learn(frame[ipOff+16:ipOff+20], out, frame[:12], nat.FastPathGeneration())
+		}
 	}
 	return true
 }

@@ -47,6 +47,8 @@ type Router struct {
 	// egress maps NIC IDs to endpoints for the fast path; rebuilt under
 	// mu when interfaces come and go.
 	egress atomic.Pointer[egressTable]
+	// hops is the next-hop cache the endpoints share (nexthop.go).
+	hops nextHopCache
 
 	// mu protects ifaces, nextID, routes, table, closed and each
 	// Interface's addrs and removed.
@@ -217,6 +219,9 @@ func (r *Router) addLocked(c *InterfaceConfig, mtu uint32) (*Interface, error) {
 	ep.tx = &r.tx
 	ep.nat = r.nat
 	ep.egress = &r.egress
+	if r.nat != nil {
+		ep.hops = &r.hops
+	}
 	r.tx.add(ep)
 	if err := r.s.CreateNICWithOptions(r.nextID, ep, stack.NICOptions{Name: c.Name}); err != nil {
 		return nil, fmt.Errorf("stack: interface %s: CreateNIC(%d): %s", c.Name, r.nextID, err)

@@ -64,6 +64,10 @@ type InterfaceStats struct {
 	Drops map[string]uint64
 	// GRO is the interface's receive coalescing and checksum counters.
 	GRO GROStats
+	// NextHopForwarded counts packets received here that were forwarded
+	// without netstack before their flow reached the fast path: netstack
+	// had already chosen the next hop for their destination (nexthop.go).
+	NextHopForwarded uint64
 }
 
 // GROStats counts what selective GRO did on one interface.
@@ -101,6 +105,8 @@ type counters struct {
 	groSegmented atomic.Uint64
 	csumVerified atomic.Uint64
 	csumBad      atomic.Uint64
+
+	nextHopForwarded atomic.Uint64
 }
 
 func (c *counters) drop(r dropReason) { c.drops[r].Add(1) }
@@ -111,6 +117,7 @@ func (c *counters) fill(s *InterfaceStats) {
 	s.RxBytes = c.rxBytes.Load()
 	s.TxPackets = c.txPackets.Load()
 	s.TxBytes = c.txBytes.Load()
+	s.NextHopForwarded = c.nextHopForwarded.Load()
 	s.GRO = GROStats{
 		Coalesced:        c.groCoalesced.Load(),
 		Flushed:          c.groFlushed.Load(),

@@ -102,7 +102,7 @@ footer a { color: inherit; }
 <td class="mono">{{.MAC}}</td>
 <td class="mono">{{range $i, $a := .Addresses}}{{if $i}}<br>{{end}}{{$a}}{{else}}<span class="none">none</span>{{end}}</td>
 <td class="num">{{.MTU}}{{with .GROMode}}<br><span class="sub">gro {{.}}</span>{{end}}</td>
-<td class="num">{{bytes .RxBytes}}<br><span class="sub">{{count .RxPackets}} pkts</span>{{with .GRO}}<br><span class="sub" title="GRO: segments coalesced / packets flushed; forwarded TCP bypassed; merges segmented on egress; checksums verified / bad">gro {{count .Coalesced}}/{{count .Flushed}} fwd {{count .BypassedForward}} seg {{count .Segmented}} csum {{count .ChecksumVerified}}/{{count .ChecksumBad}}</span>{{end}}</td>
+<td class="num">{{bytes .RxBytes}}<br><span class="sub">{{count .RxPackets}} pkts</span>{{with .GRO}}<br><span class="sub" title="GRO: segments coalesced / packets flushed; forwarded TCP bypassed; merges segmented on egress; checksums verified / bad">gro {{count .Coalesced}}/{{count .Flushed}} fwd {{count .BypassedForward}} seg {{count .Segmented}} csum {{count .ChecksumVerified}}/{{count .ChecksumBad}}</span>{{end}}{{if .NextHopForwarded}}<br><span class="sub" title="first packets of flows forwarded without netstack (next hop known)">next-hop {{count .NextHopForwarded}}</span>{{end}}</td>
 <td class="num">{{bits .Rates.RxBitsPerSecond}}<br><span class="sub">{{pps .Rates.RxPacketsPerSecond}}</span></td>
 <td class="num">{{bytes .TxBytes}}<br><span class="sub">{{count .TxPackets}} pkts</span></td>
 <td class="num">{{bits .Rates.TxBitsPerSecond}}<br><span class="sub">{{pps .Rates.TxPacketsPerSecond}}</span></td>

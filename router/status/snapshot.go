@@ -90,6 +90,10 @@ type Interface struct {
 	// GRO is the interface's GRO and software checksum counters; nil
 	// when unknown.
 	GRO *GRO `json:"gro_counters,omitempty"`
+	// NextHopForwarded counts packets received here and forwarded without
+	// netstack before their flow reached the NAT fast path (the next hop
+	// of their destination was known).
+	NextHopForwarded uint64 `json:"next_hop_forwarded"`
 
 	// RxPackets counts packets received.
 	RxPackets uint64 `json:"rx_packets"`

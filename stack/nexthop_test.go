@@ -1,0 +1,92 @@
+package stack
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+)
+
+// TestNATNextHopNewFlows: once netstack has forwarded a packet to the WAN
+// host (and one back to the LAN host), the first packets of later flows
+// between them (handshakes, first data) are forwarded without netstack,
+// still masqueraded; after InvalidateFastPath netstack decides again.
+func TestNATNextHopNewFlows(t *testing.T) {
+	l, nat := newNATLab(t, nil)
+	peers := remoteServer(t, l.b, netip.AddrPortFrom(bIP4, 5003))
+	first := dial(t, l.a, netip.AddrPortFrom(bIP4, 5003))
+	exchange(t, first, 1<<10)
+	peer(t, peers)
+	first.Close()
+
+	lan, wan := l.r.Interface("lan"), l.r.Interface("wan")
+	nh0 := lan.Stats().NextHopForwarded + wan.Stats().NextHopForwarded
+	rx0 := l.r.Stack().Stats().IP.PacketsReceived.Value()
+	const flows = 20
+	for range flows {
+		c := dial(t, l.a, netip.AddrPortFrom(bIP4, 5003))
+		exchange(t, c, 1<<10)
+		if got := peer(t, peers); got.Addr() != wanIP4 {
+			t.Fatalf("WAN host saw %s, want the router's WAN address %s", got, wanIP4)
+		}
+		c.Close()
+	}
+	nh := lan.Stats().NextHopForwarded + wan.Stats().NextHopForwarded - nh0
+	rx := l.r.Stack().Stats().IP.PacketsReceived.Value() - rx0
+	t.Logf("%d flows: %d packets forwarded by next hop, %d into netstack", flows, nh, rx)
+	// Each flow's SYN, SYN-ACK, ACK and first data at least.
+	if nh < 3*flows {
+		t.Errorf("next hop forwarded %d packets of %d new flows, want >= %d", nh, flows, 3*flows)
+	}
+	if rx*2 > nh {
+		t.Errorf("netstack received %d packets while the next-hop cache forwarded %d", rx, nh)
+	}
+
+	nat.InvalidateFastPath()
+	rx0 = l.r.Stack().Stats().IP.PacketsReceived.Value()
+	c := dial(t, l.a, netip.AddrPortFrom(bIP4, 5003))
+	exchange(t, c, 1<<10)
+	c.Close()
+	peer(t, peers)
+	if rx := l.r.Stack().Stats().IP.PacketsReceived.Value() - rx0; rx == 0 {
+		t.Error("after InvalidateFastPath no packet went through netstack: stale next hops were used")
+	}
+}
+
+// TestDecrementTTL4 checks the incremental checksum update against a
+// full recomputation (RFC 1624) over random headers, TTL 2..255.
+func TestDecrementTTL4(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 10000 {
+		ip := make([]byte, 20)
+		for i := range ip {
+			ip[i] = byte(r.Uint32())
+		}
+		ip[0] = 0x45
+		ip[8] = byte(2 + r.IntN(254))
+		binary.BigEndian.PutUint16(ip[10:], 0)
+		binary.BigEndian.PutUint16(ip[10:], ^checksum.Checksum(ip, 0))
+		want := ip[8] - 1
+		decrementTTL4(ip)
+		if ip[8] != want {
+			t.Fatalf("TTL %d, want %d", ip[8], want)
+		}
+		if c := checksum.Checksum(ip, 0); c != 0xffff {
+			t.Fatalf("header %x: checksum does not verify after the update (sum %#x)", ip, c)
+		}
+	}
+}
+
+// TestPlainUnicast4 lists what the next-hop path leaves to netstack.
+func TestPlainUnicast4(t *testing.T) {
+	for a, want := range map[string]bool{
+		"10.0.0.1": true, "198.51.100.7": true, "0.1.2.3": false, "127.0.0.1": false,
+		"169.254.1.1": false, "224.0.0.1": false, "240.0.0.1": false, "255.255.255.255": false,
+	} {
+		if got := plainUnicast4(netip.MustParseAddr(a).AsSlice()); got != want {
+			t.Errorf("plainUnicast4(%s) = %v, want %v", a, got, want)
+		}
+	}
+}
