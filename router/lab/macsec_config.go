@@ -133,8 +133,11 @@ func macsecRouterConfig(prefix string, n, statusPort int, o macsecOptions) ([]by
 	dev4, dev6 := peer4.Addr().String(), peer6.Addr().String()
 	if o.off {
 		// The same routers without MACsec: the link subnet sits on the
-		// lower interface itself.
+		// lower interface itself, which then takes the SecY's place: not
+		// a WAN (a SecY never is, router/nat.go), so router 2 does not
+		// drop router 1's new connections as unsolicited inbound.
 		c.Interfaces[1].Addresses = prefixes(me4, me6)
+		c.Interfaces[1].Role = "lan"
 	} else {
 		sa := func(key string) []labMACsecSA {
 			s := labMACsecSA{AN: 0, PN: 1, KeyID: "01", KeyFile: key}

@@ -56,6 +56,15 @@ func TestMACsecRouterConfig(t *testing.T) {
 				if len(cfgs[0].MACsec)+len(cfgs[1].MACsec) != 0 {
 					t.Errorf("off: configs have SecYs")
 				}
+				// The plain link stands in for the SecY, which is never a
+				// WAN: as a WAN, router 2 would drop router 1's new flows.
+				for n, c := range cfgs {
+					for _, ifc := range c.Interfaces {
+						if ifc.Name == msLower && ifc.Role == config.RoleWAN {
+							t.Errorf("off: router %d's link interface %s has the WAN role", n+1, ifc.Name)
+						}
+					}
+				}
 				continue
 			}
 			r1, r2 := cfgs[0].MACsec[0], cfgs[1].MACsec[0]
