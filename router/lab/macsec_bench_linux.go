@@ -37,44 +37,54 @@ func (l *lab) benchMACsec(ctx context.Context) error {
 	if err := waitListening(ctx, l.wanNS, benchPort, srv); err != nil {
 		return err
 	}
-	fmt.Fprintf(l.out, "bench: MACsec lab, iperf3 TCP -t %d -O %d, median of %d runs; the routers restart per variant\n",
+	fmt.Fprintf(l.out, "bench: MACsec lab, iperf3 TCP -t %d -O %d, median of %d runs; each run restarts the routers in every variant in turn\n",
 		l.opt.benchSeconds(), benchOmitSeconds, l.opt.benchRuns())
-	results := make([][]float64, len(macsecBenchVariants))
+	// runs[i][j] are variant i's results for case j. The variants take
+	// turns within each run, so that the machine's drift over the bench
+	// (the two routers, both hosts and iperf3 share two cores) hits them
+	// alike rather than whichever ran last.
+	runs := make([][][]float64, len(macsecBenchVariants))
+	for i := range runs {
+		runs[i] = make([][]float64, len(benchCases))
+	}
 	var errs []error
 	saved := l.msOpt
 	defer func() { l.msOpt = saved }()
-	for i, v := range macsecBenchVariants {
-		if ctx.Err() != nil {
-			break
-		}
-		l.proxy.close()
-		l.proxy = nil
-		if err := errors.Join(l.stopRouter(), l.stopRouter2()); err != nil {
-			errs = append(errs, err)
-			break
-		}
-		l.msOpt = v.opt
-		if err := l.startRouter(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("lab: bench %s: %w", v.name, err))
-			continue
-		}
-		if _, err := ping(ctx, l.lanNS, wanHost4.Addr()); err != nil {
-			errs = append(errs, fmt.Errorf("lab: bench %s: no path before iperf3: %w", v.name, err))
-			continue
-		}
-		med := make([]float64, len(benchCases))
-		for j, c := range benchCases {
-			var runs []float64
-			for r := 0; r < l.opt.benchRuns() && ctx.Err() == nil; r++ {
+	for r := 0; r < l.opt.benchRuns() && ctx.Err() == nil; r++ {
+		for i, v := range macsecBenchVariants {
+			if ctx.Err() != nil {
+				break
+			}
+			l.proxy.close()
+			l.proxy = nil
+			if err := errors.Join(l.stopRouter(), l.stopRouter2()); err != nil {
+				return errors.Join(append(errs, err)...)
+			}
+			l.msOpt = v.opt
+			if err := l.startRouter(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("lab: bench %s: %w", v.name, err))
+				continue
+			}
+			if _, err := ping(ctx, l.lanNS, wanHost4.Addr()); err != nil {
+				errs = append(errs, fmt.Errorf("lab: bench %s: no path before iperf3: %w", v.name, err))
+				continue
+			}
+			for j, c := range benchCases {
 				bps, err := l.iperf(ctx, wanHost4.Addr(), c)
 				if err != nil {
 					errs = append(errs, fmt.Errorf("lab: bench %s %s run %d: %w", v.name, c, r+1, err))
 					continue
 				}
-				runs = append(runs, bps)
+				runs[i][j] = append(runs[i][j], bps)
 			}
-			med[j] = median(runs)
-			fmt.Fprintf(l.out, "  %-22s %-14s median %8.0f Mbit/s  runs %s\n", v.name, c, med[j]/1e6, mbps(runs))
+		}
+	}
+	results := make([][]float64, len(macsecBenchVariants))
+	for i, v := range macsecBenchVariants {
+		med := make([]float64, len(benchCases))
+		for j, c := range benchCases {
+			med[j] = median(runs[i][j])
+			fmt.Fprintf(l.out, "  %-22s %-14s median %8.0f Mbit/s  runs %s\n", v.name, c, med[j]/1e6, mbps(runs[i][j]))
 		}
 		results[i] = med
 	}
