@@ -52,6 +52,14 @@ type offload struct {
 // whether the direction was offloaded: only assured TCP (ESTABLISHED) and
 // UDP flows are. pkt is not modified or retained.
 func (e *Engine) Offload(pkt []byte, out Iface, dst, src [6]byte) bool {
+	return e.OffloadAt(pkt, out, dst, src, e.gen.Load())
+}
+
+// OffloadAt is Offload for a forwarding decision (out, dst, src) taken at
+// fast-path generation gen (FastPathGeneration): if the fast path was
+// invalidated since, the offload is stale from the start and the flow's
+// next packet takes the slow path again.
+func (e *Engine) OffloadAt(pkt []byte, out Iface, dst, src [6]byte, gen uint64) bool {
 	var p Parsed
 	if !parse(pkt, &p, true) || p.Options || p.Frag || (p.Kind != KindTCP && p.Kind != KindUDP) {
 		return false
@@ -86,7 +94,6 @@ func (e *Engine) Offload(pkt []byte, out Iface, dst, src [6]byte) bool {
 	if in == NoIface || ic == nil {
 		return false
 	}
-	gen := e.gen.Load()
 	if o := c.fp[dir].Load(); o != nil && o.gen == gen && o.in == in && o.out == out &&
 		[6]byte(o.eth[:6]) == dst && [6]byte(o.eth[6:]) == src && o.timeout == to {
 		return true // already offloaded as asked: no allocation per slow-path packet

@@ -117,7 +117,7 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 			continue
 		}
 		if cand && !v.dropped && !v.forUs && !v.fixPartial && v.proto == header.IPv4ProtocolNumber &&
-			(mode != GROOn || !isTCPFrame(f.Data)) && e.forwardNew(f.Data, ingressPCP(f), nat, &run) {
+			(mode != GROOn || !isTCPFrame(f.Data)) && e.forwardNew(f.Data, ingressPCP(f), nat, local, &run) {
 			continue
 		}
 		run.beforeSlow()
@@ -151,10 +151,13 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 		deliver(d, f.Data, &v, e.pins)
 	}
 	if run.n > 0 {
-		run.flush(false)
+		run.flush()
 	}
 	if run.hits > 0 {
 		nat.AddFastPathHits(run.hits)
+	}
+	if run.nextHop > 0 {
+		e.stats.nextHopForwarded.Add(run.nextHop)
 	}
 	if gs != nil {
 		gs.g.Flush()

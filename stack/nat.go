@@ -105,6 +105,10 @@ type fastRun struct {
 	waiting  [fastWaitingEndpoints]*Endpoint
 	nWaiting int
 	slow     int
+
+	// nextHop counts the run's frames forwarded by the next-hop cache,
+	// added to the ingress endpoint's counter once per run.
+	nextHop uint64
 }
 
 // fastWaitingEndpoints bounds how many egress endpoints a run tracks as
@@ -122,7 +126,7 @@ const fastLatencySlowFrames = 16
 
 func (r *fastRun) add(e *Endpoint, frame []byte, pcp int) {
 	if r.n == fastRunLen {
-		r.flush(false)
+		r.flush()
 	}
 	r.eps[r.n], r.frames[r.n], r.pcps[r.n] = e, frame, int8(pcp)
 	r.n++
@@ -130,8 +134,9 @@ func (r *fastRun) add(e *Endpoint, frame []byte, pcp int) {
 
 // flush hands the collected frames to their endpoints, in order per
 // endpoint: into their pending batch, which a receive batch's end sends
-// (or at once, with now set or outside a receive batch).
-func (r *fastRun) flush(now bool) {
+// (or at once outside a receive batch, or when the run tracks too many
+// endpoints to send them later).
+func (r *fastRun) flush() {
 	for i := 0; i < r.n; i++ {
 		e := r.eps[i]
 		if e == nil {
@@ -146,7 +151,7 @@ func (r *fastRun) flush(now bool) {
 			}
 		}
 		if e.txDirty.Load() {
-			send := now || e.tx == nil || !e.tx.deferring()
+			send := e.tx == nil || !e.tx.deferring()
 			if send || !r.wait(e) {
 				e.sendPendingLocked(w)
 			}
@@ -182,7 +187,7 @@ func (r *fastRun) wait(e *Endpoint) bool {
 // flows in one).
 func (r *fastRun) beforeSlow() {
 	if r.n > 0 {
-		r.flush(false)
+		r.flush()
 	}
 	if r.nWaiting == 0 {
 		return
@@ -208,7 +213,7 @@ func (r *fastRun) sendWaiting() {
 func (e *Endpoint) queueFastFrame(frame []byte, pcp int) {
 	var r fastRun
 	r.add(e, frame, pcp)
-	r.flush(false)
+	r.flush()
 }
 
 // appendFastLocked adds a rewritten untagged frame to e's transmit batch,
@@ -299,9 +304,18 @@ func completePartialInPlace(frame []byte) bool {
 }
 
 // natTransmit runs Postrouting on frame, which netstack is sending on e,
-// and hands forwarded packets' flows to the fast path. ipOff is the offset
-// of the IP header. It reports false when the engine dropped the packet.
+// and hands forwarded packets' flows to the fast path and their
+// destination's next hop to the next-hop cache. ipOff is the offset of
+// the IP header. It reports false when the engine dropped the packet.
 func (e *Endpoint) natTransmit(nat *natengine.Engine, frame []byte, ipOff int, forwarded bool) bool {
+	return e.natTransmitAt(nat, frame, ipOff, forwarded, nil)
+}
+
+// natTransmitAt is natTransmit; with hop set the frame follows that
+// cached decision instead of netstack's: the flow is offloaded at the
+// decision's generation and nothing is learned from it (learning would
+// re-date a decision the fast path may have invalidated meanwhile).
+func (e *Endpoint) natTransmitAt(nat *natengine.Engine, frame []byte, ipOff int, forwarded bool, hop *nextHop) bool {
 	et := binary.BigEndian.Uint16(frame[ipOff-2:])
 	if et != uint16(header.IPv4ProtocolNumber) && et != uint16(header.IPv6ProtocolNumber) {
 		return true
@@ -311,10 +325,15 @@ func (e *Endpoint) natTransmit(nat *natengine.Engine, frame []byte, ipOff int, f
 		e.stats.drop(dropNAT)
 		return false
 	}
-	if forwarded {
-		nat.Offload(frame[ipOff:], out, [6]byte(frame[:6]), [6]byte(frame[6:12]))
+	switch {
+	case !forwarded:
+	case hop != nil:
+		nat.OffloadAt(frame[ipOff:], out, [6]byte(frame[:6]), [6]byte(frame[6:12]), hop.gen)
+	default:
+		gen := nat.FastPathGeneration()
+		nat.OffloadAt(frame[ipOff:], out, [6]byte(frame[:6]), [6]byte(frame[6:12]), gen)
 		if e.hops != nil && et == uint16(header.IPv4ProtocolNumber) && len(frame) >= ipOff+header.IPv4MinimumSize {
-			e.hops.learn(frame[ipOff+16:ipOff+20], out, frame[:12], nat.FastPathGeneration())
+			e.hops.learn(frame[ipOff+16:ipOff+20], out, frame[:12], gen, nat.Now())
 		}
 	}
 	return true

@@ -3,6 +3,7 @@ package stack
 import (
 	"encoding/binary"
 	"sync/atomic"
+	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 
@@ -28,20 +29,34 @@ import (
 //
 // Entries carry the NAT engine's fast-path generation: a route, address,
 // link or neighbour change (which invalidates the fast path) invalidates
-// them too, and netstack decides again. IPv4 only: IPv6 first packets
-// (no NAT) still go through netstack.
+// them too, and netstack decides again. They also expire after
+// nextHopTTL: netstack learns the generation only when it writes a packet,
+// possibly after a change (a packet that waited for ARP), and only
+// netstack's own sends make it check that a neighbour is still reachable;
+// one netstack forward per destination per second keeps both honest.
+// IPv4 only: IPv6 first packets (no NAT) still go through netstack.
 
 // nextHopSlots is the size of the direct-mapped cache: destinations
 // whose slots collide replace each other, costing a netstack forward.
 const nextHopSlots = 1024
 
+// nextHopTTL is how long a decision is used after netstack last took it;
+// nextHopRefresh is how old it must be before netstack's next forward to
+// the destination replaces it (so learning allocates at most about once
+// per destination per refresh, not per packet).
+const (
+	nextHopTTL     = int64(time.Second)
+	nextHopRefresh = nextHopTTL / 2
+)
+
 // nextHop is one destination's forwarding decision. Immutable once
 // published.
 type nextHop struct {
-	dst [4]byte
-	out natengine.Iface
-	gen uint64
-	eth [12]byte // destination MAC, source MAC
+	dst     [4]byte
+	out     natengine.Iface
+	gen     uint64
+	learned int64    // NAT engine time of netstack's forward
+	eth     [12]byte // destination MAC, source MAC
 }
 
 // nextHopCache maps IPv4 destinations to the decision netstack made for
@@ -59,22 +74,25 @@ func nextHopSlot(dst []byte) uint32 {
 }
 
 // learn records that netstack sent a packet for dst out of out in a frame
-// whose first 12 octets are eth. It allocates only when the decision
-// differs from the slot's.
-func (c *nextHopCache) learn(dst []byte, out natengine.Iface, eth []byte, gen uint64) {
+// whose first 12 octets are eth, at generation gen and engine time now.
+// It allocates only when the decision differs from the slot's or is due
+// for a refresh.
+func (c *nextHopCache) learn(dst []byte, out natengine.Iface, eth []byte, gen uint64, now int64) {
 	s := &c.slots[nextHopSlot(dst)]
-	if h := s.Load(); h != nil && h.gen == gen && h.out == out && string(h.dst[:]) == string(dst) && string(h.eth[:]) == string(eth[:12]) {
+	if h := s.Load(); h != nil && h.gen == gen && h.out == out && string(h.dst[:]) == string(dst) &&
+		string(h.eth[:]) == string(eth[:12]) && now-h.learned < nextHopRefresh {
 		return
 	}
-	h := &nextHop{dst: [4]byte(dst), out: out, gen: gen}
+	h := &nextHop{dst: [4]byte(dst), out: out, gen: gen, learned: now}
 	copy(h.eth[:], eth)
 	s.Store(h)
 }
 
-// lookup returns dst's decision if it is from generation gen.
-func (c *nextHopCache) lookup(dst []byte, gen uint64) *nextHop {
+// lookup returns dst's decision if it is from generation gen and not
+// older than nextHopTTL at engine time now.
+func (c *nextHopCache) lookup(dst []byte, gen uint64, now int64) *nextHop {
 	h := c.slots[nextHopSlot(dst)].Load()
-	if h == nil || h.gen != gen || string(h.dst[:]) != string(dst) {
+	if h == nil || h.gen != gen || string(h.dst[:]) != string(dst) || now-h.learned > nextHopTTL || now < h.learned {
 		return nil
 	}
 	return h
@@ -96,9 +114,10 @@ func plainUnicast4(a []byte) bool {
 // forwardNew forwards frame (untagged Ethernet, IPv4, accepted by the NAT
 // engine's Prerouting and not for the router) without netstack if its
 // destination's next hop is cached and nothing about it needs netstack.
-// It reports whether the frame was taken: queued on run, or dropped and
-// counted.
-func (e *Endpoint) forwardNew(frame []byte, pcp int, nat *natengine.Engine, run *fastRun) bool {
+// local is the router's address set (which holds the directed broadcasts
+// too: netstack drops packets from those). It reports whether the frame
+// was taken: queued on run, or dropped and counted.
+func (e *Endpoint) forwardNew(frame []byte, pcp int, nat *natengine.Engine, local *localSet, run *fastRun) bool {
 	if e.hops == nil || binary.BigEndian.Uint16(frame[12:]) != uint16(header.IPv4ProtocolNumber) {
 		return false
 	}
@@ -109,10 +128,10 @@ func (e *Endpoint) forwardNew(frame []byte, pcp int, nat *natengine.Engine, run 
 	total := int(binary.BigEndian.Uint16(ip[2:]))
 	flags := binary.BigEndian.Uint16(ip[6:])
 	if total < header.IPv4MinimumSize || total > len(ip) || flags&0x3fff != 0 || ip[8] <= 1 || // fragment, TTL
-		!plainUnicast4(ip[12:16]) || !plainUnicast4(ip[16:20]) {
+		!plainUnicast4(ip[12:16]) || !plainUnicast4(ip[16:20]) || (local != nil && local.has4(ip[12:16])) {
 		return false
 	}
-	h := e.hops.lookup(ip[16:20], nat.FastPathGeneration())
+	h := e.hops.lookup(ip[16:20], nat.FastPathGeneration(), run.now)
 	if h == nil {
 		return false
 	}
@@ -121,16 +140,16 @@ func (e *Endpoint) forwardNew(frame []byte, pcp int, nat *natengine.Engine, run 
 		return false
 	}
 	oe := tab.get(h.out)
-	if oe == nil || total > int(oe.mtu.Load()) {
-		return false // gone, or netstack owes the sender a frag-needed
+	if oe == nil || !oe.up.Load() || total > int(oe.mtu.Load()) {
+		return false // gone or down, or netstack owes the sender a frag-needed
 	}
 	decrementTTL4(ip)
 	frame = frame[:header.EthernetMinimumSize+total]
 	copy(frame[:12], h.eth[:])
-	if !oe.natTransmit(nat, frame, header.EthernetMinimumSize, true) {
-		return true // dropped and counted by natTransmit
+	if !oe.natTransmitAt(nat, frame, header.EthernetMinimumSize, true, h) {
+		return true // dropped and counted by natTransmitAt
 	}
-	e.stats.nextHopForwarded.Add(1)
+	run.nextHop++
 	run.add(oe, frame, pcp)
 	return true
 }

@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+
+	"github.com/gvrouter/gvrouter/hw"
 )
 
 // TestNATNextHopNewFlows: once netstack has forwarded a packet to the WAN
@@ -88,5 +91,67 @@ func TestPlainUnicast4(t *testing.T) {
 		if got := plainUnicast4(netip.MustParseAddr(a).AsSlice()); got != want {
 			t.Errorf("plainUnicast4(%s) = %v, want %v", a, got, want)
 		}
+	}
+}
+
+// TestNextHopCacheValidity: a decision is used only at the generation it
+// was learned in, for nextHopTTL; learning again refreshes it only once it
+// is half that old (no allocation per netstack forward).
+func TestNextHopCacheValidity(t *testing.T) {
+	var c nextHopCache
+	dst := []byte{198, 51, 100, 7}
+	eth := []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	const t0 = int64(1e12)
+	c.learn(dst, 3, eth, 7, t0)
+	if h := c.lookup(dst, 7, t0+nextHopTTL/2); h == nil || h.out != 3 || string(h.eth[:]) != string(eth) {
+		t.Fatalf("lookup = %+v, want the decision just learned", h)
+	}
+	if h := c.lookup(dst, 8, t0); h != nil {
+		t.Error("a decision of generation 7 was used at generation 8")
+	}
+	if h := c.lookup(dst, 7, t0+nextHopTTL+1); h != nil {
+		t.Error("a decision older than nextHopTTL was used")
+	}
+	if h := c.lookup([]byte{198, 51, 100, 8}, 7, t0); h != nil {
+		t.Error("another destination's decision was used")
+	}
+	first := c.slots[nextHopSlot(dst)].Load()
+	c.learn(dst, 3, eth, 7, t0+nextHopRefresh-1)
+	if c.slots[nextHopSlot(dst)].Load() != first {
+		t.Error("an unchanged, fresh decision was replaced")
+	}
+	c.learn(dst, 3, eth, 7, t0+nextHopRefresh)
+	if h := c.lookup(dst, 7, t0+nextHopRefresh+nextHopTTL); h == nil {
+		t.Error("learning a due decision again did not refresh it")
+	}
+	c.learn(dst, 4, eth, 7, t0+nextHopRefresh)
+	if h := c.lookup(dst, 7, t0+nextHopRefresh); h == nil || h.out != 4 {
+		t.Errorf("a changed decision was not taken: %+v", h)
+	}
+}
+
+// TestNextHopLeavesOddSourcesToNetstack: with the WAN host's next hop
+// known, a datagram from a LAN host is forwarded by the next-hop path,
+// one from the LAN subnet's broadcast address is not (netstack drops
+// those as an invalid source).
+func TestNextHopLeavesOddSourcesToNetstack(t *testing.T) {
+	l, _ := newNATLab(t, nil)
+	remoteServer(t, l.b, netip.AddrPortFrom(bIP4, 5004))
+	c := dial(t, l.a, netip.AddrPortFrom(bIP4, 5004))
+	exchange(t, c, 1<<10)
+	c.Close()
+	lan := l.r.Interface("lan")
+	send := func(src netip.Addr, sport uint16) uint64 {
+		t.Helper()
+		nh0 := lan.Stats().NextHopForwarded
+		f := ethFrame(lanMAC, aMAC, header.IPv4ProtocolNumber, ipv4Packet(src, bIP4, 64, header.UDPProtocolNumber, udpDatagram(sport, 9, []byte("probe"))))
+		lan.HandleBatch(0, []hw.Frame{{Data: f, WireLen: len(f)}})
+		return lan.Stats().NextHopForwarded - nh0
+	}
+	if n := send(aIP4, 40001); n != 1 {
+		t.Fatalf("a LAN host's first datagram: %d forwarded by next hop, want 1", n)
+	}
+	if n := send(netip.MustParseAddr("10.1.0.255"), 40002); n != 0 {
+		t.Errorf("a datagram from the subnet broadcast address was forwarded by next hop (%d)", n)
 	}
 }

@@ -139,6 +139,11 @@ func (r *Router) Apply(cfg Config) error {
 	if r.closed {
 		return ErrClosed
 	}
+	if r.nat != nil {
+		// Also before the changes: fast-path and next-hop decisions
+		// must not be used while interfaces, addresses and routes move.
+		r.nat.InvalidateFastPath()
+	}
 	var errs []error
 	want := make(map[string]*InterfaceConfig, len(cfg.Interfaces))
 	for i := range cfg.Interfaces {
@@ -237,6 +242,9 @@ func (r *Router) removeLocked(ifc *Interface) error {
 	ifc.removed = true
 	ifc.addrs = nil
 	r.log.Debug("interface removed", "name", ifc.name, "nic", ifc.id)
+	// Out of the egress table before its last flush: a receive goroutine
+	// must not queue ring frames on an endpoint nothing flushes anymore.
+	r.refreshEgressLocked()
 	err := r.s.RemoveNIC(ifc.id)
 	r.tx.remove(ifc.ep)
 	if err != nil {

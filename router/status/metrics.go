@@ -97,6 +97,9 @@ type collector struct {
 	buildInfo *prometheus.Desc
 	// gro is the interfaces' GRO counters, labelled by event.
 	gro *prometheus.Desc
+	// nextHop counts packets forwarded without netstack before their
+	// flow reached the fast path, per ingress interface.
+	nextHop *prometheus.Desc
 	// macsec is the SecYs' 802.1AE counters (macsec_metrics.go).
 	macsec macsecDescs
 	ct     conntrackDescs
@@ -176,6 +179,9 @@ func newCollector(s *Server) *collector {
 		gro: prometheus.NewDesc("gvrouter_interface_gro_total",
 			"Receive coalescing events of the interface: coalesced, flushed, bypassed_forward, segmented, checksum_verified, checksum_bad.",
 			[]string{"interface", "event"}, nil),
+		nextHop: prometheus.NewDesc("gvrouter_interface_next_hop_forwarded_total",
+			"Packets received on the interface and forwarded without netstack before their flow reached the NAT fast path (the next hop of their destination was known).",
+			[]string{"interface"}, nil),
 		macsec: newMACsecDescs(),
 		buildInfo: prometheus.NewDesc("gvrouter_build_info", "Always 1; labels give the running version and build.",
 			[]string{"version", "build"}, nil),
@@ -190,6 +196,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.uptime
 	ch <- c.buildInfo
 	ch <- c.gro
+	ch <- c.nextHop
 	c.macsec.describe(ch)
 	c.ct.describe(ch)
 }
@@ -207,6 +214,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		seen[i.Name] = true
 		c.iface.collect(ch, entry{i.Name, i.State, i.RxPackets, i.RxBytes, i.TxPackets, i.TxBytes, i.Drops, i.Rates})
+		ch <- prometheus.MustNewConstMetric(c.nextHop, prometheus.CounterValue, float64(i.NextHopForwarded), i.Name)
 		if g := i.GRO; g != nil {
 			for _, ev := range []struct {
 				name string
