@@ -64,8 +64,14 @@ func (e *Endpoint) HandleBatch(queue int, frames []hw.Frame) {
 }
 
 // handleFrames is HandleBatch without the txBatcher bracket, which the
-// caller (HandleBatch or a Trunk) holds around the whole port batch.
-func (e *Endpoint) handleFrames(frames []hw.Frame) {
+// caller (HandleBatch or a Trunk) holds around the whole port batch. The
+// fast-path frames it queued are sent before it returns.
+func (e *Endpoint) handleFrames(frames []hw.Frame) { e.handleFramesInto(frames, nil) }
+
+// handleFramesInto is handleFrames; with ss set, the endpoints holding the
+// run's unsent fast-path frames go into ss instead, for the caller to send
+// once per port batch (a trunk's runs of frames per VLAN may be short).
+func (e *Endpoint) handleFramesInto(frames []hw.Frame, ss *sendSet) {
 	var bytes uint64
 	for i := range frames {
 		bytes += uint64(max(frames[i].WireLen, len(frames[i].Data)))
@@ -152,6 +158,11 @@ func (e *Endpoint) handleFrames(frames []hw.Frame) {
 	}
 	if run.n > 0 {
 		run.flush()
+	}
+	if ss != nil {
+		ss.take(&run)
+	} else {
+		run.sendWaiting()
 	}
 	if run.hits > 0 {
 		nat.AddFastPathHits(run.hits)

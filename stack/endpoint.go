@@ -69,7 +69,9 @@ type Endpoint struct {
 	// gsoBuf is where WritePackets flattens a packet it segments;
 	// protected by txMu.
 	gsoBuf []byte
-	// txDirty is set when pending may hold frames (see txBatcher).
+	// txDirty is set when pending may hold frames netstack wrote (see
+	// txBatcher); fast-path frames are sent by the receive run that
+	// queued them (fastRun.sendWaiting).
 	txDirty atomic.Bool
 
 	// mu protects dispatcher, mac and onClose.

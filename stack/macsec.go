@@ -266,13 +266,13 @@ func (l *MACsecLink) Dropped() uint64 { return l.noLower.Load() + l.noUpper.Load
 
 // receive is what a trunk calls for a run of frames of e: MACsec frames
 // go to e's SecY, if one sits on e, the rest to e's own delivery.
-func (e *Endpoint) receive(frames []hw.Frame) {
+func (e *Endpoint) receive(frames []hw.Frame, ss *sendSet) {
 	if l := e.macsec.Load(); l != nil {
 		if frames = l.divert(e, frames); len(frames) == 0 {
 			return
 		}
 	}
-	e.handleFrames(frames)
+	e.handleFramesInto(frames, ss)
 }
 
 // BindMACsec joins l to the interfaces lower (where the SecY sits) and

@@ -150,7 +150,7 @@ func (r *fastRun) flush() {
 				r.eps[j], r.frames[j] = nil, nil
 			}
 		}
-		if e.txDirty.Load() {
+		if len(e.pending.frames) > 0 {
 			send := e.tx == nil || !e.tx.deferring()
 			if send || !r.wait(e) {
 				e.sendPendingLocked(w)
@@ -198,12 +198,49 @@ func (r *fastRun) beforeSlow() {
 	}
 }
 
-// sendWaiting sends the batches holding the run's unsent frames.
+// sendSet collects the endpoints that hold unsent fast-path frames of a
+// port batch's runs, so a trunk sends each once at the batch's end.
+type sendSet struct {
+	eps [8]*Endpoint
+	n   int
+}
+
+// take moves run's waiting endpoints into s; one that does not fit is
+// sent at once.
+func (s *sendSet) take(run *fastRun) {
+next:
+	for i, e := range run.waiting[:run.nWaiting] {
+		run.waiting[i] = nil
+		for _, have := range s.eps[:s.n] {
+			if have == e {
+				continue next
+			}
+		}
+		if s.n == len(s.eps) {
+			e.flushTx()
+			continue
+		}
+		s.eps[s.n] = e
+		s.n++
+	}
+	run.nWaiting, run.slow = 0, 0
+}
+
+// send sends every collected endpoint's batch.
+func (s *sendSet) send() {
+	for i, e := range s.eps[:s.n] {
+		e.flushTx()
+		s.eps[i] = nil
+	}
+	s.n = 0
+}
+
+// sendWaiting sends the batches holding the run's unsent frames. The
+// receive path calls it at the end of every run (before the ring block
+// goes back to the kernel: the frames may be views of it).
 func (r *fastRun) sendWaiting() {
 	for i, e := range r.waiting[:r.nWaiting] {
-		if e.txDirty.Load() {
-			e.flushTx()
-		}
+		e.flushTx()
 		r.waiting[i] = nil
 	}
 	r.nWaiting, r.slow = 0, 0
@@ -214,6 +251,7 @@ func (e *Endpoint) queueFastFrame(frame []byte, pcp int) {
 	var r fastRun
 	r.add(e, frame, pcp)
 	r.flush()
+	r.sendWaiting()
 }
 
 // appendFastLocked adds a rewritten untagged frame to e's transmit batch,
@@ -259,7 +297,10 @@ func (e *Endpoint) appendFastLocked(w *frameWriter, frame []byte, pcp int) {
 	b := &e.pending
 	b.frames = append(b.frames, out)
 	b.bufs = append(b.bufs, buf)
-	e.txDirty.Store(true)
+	// No txDirty: the receive run that queued the frame sends it itself
+	// (fastRun.flush sends at once or records e for sendWaiting), so
+	// another goroutine's batch end does not take the send over while
+	// this run keeps queueing behind e's lock.
 	if len(b.frames) >= hw.TxBatchSize {
 		e.sendPendingLocked(w)
 	}

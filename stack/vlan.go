@@ -239,6 +239,7 @@ func (t *Trunk) HandleBatch(queue int, frames []hw.Frame) {
 		start   int
 		n       int
 		unknown uint64
+		ss      sendSet
 	)
 	for i := range frames {
 		f := frames[i]
@@ -253,7 +254,7 @@ func (t *Trunk) HandleBatch(queue int, frames []hw.Frame) {
 		}
 		if ep != cur {
 			if cur != nil {
-				cur.receive(frames[start:n])
+				cur.receive(frames[start:n], &ss)
 			}
 			cur, start = ep, n
 		}
@@ -261,8 +262,9 @@ func (t *Trunk) HandleBatch(queue int, frames []hw.Frame) {
 		n++
 	}
 	if cur != nil {
-		cur.receive(frames[start:n])
+		cur.receive(frames[start:n], &ss)
 	}
+	ss.send()
 	if unknown > 0 {
 		t.vlanUnknown.Add(unknown)
 	}
