@@ -99,21 +99,16 @@ type fastRun struct {
 	frames [fastRunLen][]byte
 	pcps   [fastRunLen]int8
 
-	// waiting lists the endpoints holding this run's frames unsent (in
-	// their pending batch, deferred to the receive batch's end); slow
-	// counts the slow-path frames handled since the oldest of them.
-	waiting  [fastWaitingEndpoints]*Endpoint
-	nWaiting int
-	slow     int
+	// waiting holds the endpoints with this run's frames unsent in their
+	// pending batch, which the run sends itself; slow counts the
+	// slow-path frames handled since the oldest of them.
+	waiting sendSet
+	slow    int
 
 	// nextHop counts the run's frames forwarded by the next-hop cache,
 	// added to the ingress endpoint's counter once per run.
 	nextHop uint64
 }
-
-// fastWaitingEndpoints bounds how many egress endpoints a run tracks as
-// holding unsent fast-path frames; a run that touches more sends at once.
-const fastWaitingEndpoints = 4
 
 // fastLatencySlowFrames is how many slow-path frames (each a netstack
 // forward of some microseconds: a SYN flood's new flows) a receive run
@@ -133,9 +128,9 @@ func (r *fastRun) add(e *Endpoint, frame []byte, pcp int) {
 }
 
 // flush hands the collected frames to their endpoints, in order per
-// endpoint: into their pending batch, which a receive batch's end sends
-// (or at once outside a receive batch, or when the run tracks too many
-// endpoints to send them later).
+// endpoint: into their pending batch, which the run sends later
+// (sendWaiting), or at once outside a receive batch or when the run
+// tracks too many endpoints.
 func (r *fastRun) flush() {
 	for i := 0; i < r.n; i++ {
 		e := r.eps[i]
@@ -152,29 +147,13 @@ func (r *fastRun) flush() {
 		}
 		if len(e.pending.frames) > 0 {
 			send := e.tx == nil || !e.tx.deferring()
-			if send || !r.wait(e) {
+			if send || !r.waiting.add(e) {
 				e.sendPendingLocked(w)
 			}
 		}
 		e.txMu.Unlock()
 	}
 	r.n = 0
-}
-
-// wait records that e holds unsent frames of the run; false if the list
-// is full (the caller then sends at once).
-func (r *fastRun) wait(e *Endpoint) bool {
-	for _, w := range r.waiting[:r.nWaiting] {
-		if w == e {
-			return true
-		}
-	}
-	if r.nWaiting == len(r.waiting) {
-		return false
-	}
-	r.waiting[r.nWaiting] = e
-	r.nWaiting++
-	return true
 }
 
 // beforeSlow runs before a frame of the run goes to the slow path. The
@@ -189,7 +168,7 @@ func (r *fastRun) beforeSlow() {
 	if r.n > 0 {
 		r.flush()
 	}
-	if r.nWaiting == 0 {
+	if r.waiting.n == 0 {
 		return
 	}
 	r.slow++
@@ -198,52 +177,55 @@ func (r *fastRun) beforeSlow() {
 	}
 }
 
-// sendSet collects the endpoints that hold unsent fast-path frames of a
-// port batch's runs, so a trunk sends each once at the batch's end.
+// sendSet is a small set of endpoints whose pending batches hold unsent
+// fast-path frames: a run's, or a trunk's over a port batch (sent once at
+// the batch's end).
 type sendSet struct {
 	eps [8]*Endpoint
 	n   int
 }
 
-// take moves run's waiting endpoints into s; one that does not fit is
-// sent at once.
-func (s *sendSet) take(run *fastRun) {
-next:
-	for i, e := range run.waiting[:run.nWaiting] {
-		run.waiting[i] = nil
-		for _, have := range s.eps[:s.n] {
-			if have == e {
-				continue next
-			}
+// add records e; false if the set is full (the caller then sends e's
+// batch at once).
+func (s *sendSet) add(e *Endpoint) bool {
+	for _, have := range s.eps[:s.n] {
+		if have == e {
+			return true
 		}
-		if s.n == len(s.eps) {
-			e.flushTx()
-			continue
-		}
-		s.eps[s.n] = e
-		s.n++
 	}
-	run.nWaiting, run.slow = 0, 0
+	if s.n == len(s.eps) {
+		return false
+	}
+	s.eps[s.n] = e
+	s.n++
+	return true
 }
 
-// send sends every collected endpoint's batch.
-func (s *sendSet) send() {
-	for i, e := range s.eps[:s.n] {
-		e.flushTx()
-		s.eps[i] = nil
+// take moves run's endpoints into s, sending those that do not fit.
+func (s *sendSet) take(run *fastRun) {
+	for _, e := range run.waiting.eps[:run.waiting.n] {
+		if !s.add(e) {
+			e.flushTx()
+		}
 	}
-	s.n = 0
+	run.waiting = sendSet{}
+	run.slow = 0
+}
+
+// send sends every endpoint's batch and empties s.
+func (s *sendSet) send() {
+	for _, e := range s.eps[:s.n] {
+		e.flushTx()
+	}
+	*s = sendSet{}
 }
 
 // sendWaiting sends the batches holding the run's unsent frames. The
 // receive path calls it at the end of every run (before the ring block
 // goes back to the kernel: the frames may be views of it).
 func (r *fastRun) sendWaiting() {
-	for i, e := range r.waiting[:r.nWaiting] {
-		e.flushTx()
-		r.waiting[i] = nil
-	}
-	r.nWaiting, r.slow = 0, 0
+	r.waiting.send()
+	r.slow = 0
 }
 
 // queueFastFrame is one frame's fastRun: add and flush.
