@@ -34,6 +34,7 @@ var benchModeNames = map[rune]string{
 	'g': "(g) router per GRO mode",
 	'm': "(m) conntrack memory",
 	'f': "(f) SYN flood",
+	'k': "(k) SYN flood against kernel nftables masquerade",
 }
 
 // benchOrder is the order the modes a–d and n run and print in.

@@ -23,7 +23,7 @@ const (
 	benchRetryPause = time.Second
 )
 
-// bench runs the selected bench modes, in the order a, b, c, d, g, and
+// bench runs the selected bench modes, in the order a, b, n, c, d, f, k, m, g, and
 // prints the tables and the ratios. The router of the proofs, if running, serves
 // mode (a) and is stopped before the others.
 func (l *lab) bench(ctx context.Context, modes string) error {
@@ -72,6 +72,11 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 	if strings.ContainsRune(modes, 'f') && ctx.Err() == nil {
 		if err := l.benchFlood(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("lab: bench %s: %w", benchModeNames['f'], err))
+		}
+	}
+	if strings.ContainsRune(modes, 'k') && ctx.Err() == nil {
+		if err := l.benchKernelFlood(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("lab: bench %s: %w", benchModeNames['k'], err))
 		}
 	}
 	if strings.ContainsRune(modes, 'm') && ctx.Err() == nil {

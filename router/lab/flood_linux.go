@@ -185,10 +185,10 @@ type iperfIntervals struct {
 type floodResult struct {
 	Sent         int
 	Took         time.Duration
-	Flows        []int // table sizes sampled once a second during the flood
-	EarlyDropped uint64
-	TableFull    uint64
-	RSS0, RSS1   int64     // router RSS before and after the flood
+	Flows        []int     // table sizes sampled once a second during the flood
+	EarlyDropped uint64    // early drops counted during the flood
+	TableFull    uint64    // table-full drops counted during the flood
+	RSS0, RSS1   int64     // router RSS before and after the flood; 0 for the kernel
 	PreMedian    float64   // bit/s, iperf3 1-s intervals before the flood (after 2 s of slow start)
 	During       []float64 // bit/s, iperf3 1-s intervals inside the flood
 }
@@ -196,9 +196,20 @@ type floodResult struct {
 func (r floodResult) rate() float64 { return float64(r.Sent) / r.Took.Seconds() }
 
 func (r floodResult) String() string {
-	return fmt.Sprintf("flood: %d SYNs in %v (%.0f/s); table samples %v (limit %d); early-dropped %d, table-full drops %d; RSS %.1f → %.1f MiB (+%.1f); iperf3 pre-flood median %.0f Mbit/s, during %v Mbit/s (lowest %.2f of the median)",
-		r.Sent, r.Took.Round(time.Millisecond), r.rate(), r.Flows, floodTableMax, r.EarlyDropped, r.TableFull,
-		float64(r.RSS0)/(1<<20), float64(r.RSS1)/(1<<20), float64(r.RSS1-r.RSS0)/(1<<20), r.PreMedian/1e6, mbps(r.During), r.lowest())
+	return fmt.Sprintf("flood: %s; table samples %v (limit %d); early-dropped %d, table-full drops %d; RSS %.1f → %.1f MiB (+%.1f); %s",
+		r.sentString(), r.Flows, floodTableMax, r.EarlyDropped, r.TableFull,
+		float64(r.RSS0)/(1<<20), float64(r.RSS1)/(1<<20), float64(r.RSS1-r.RSS0)/(1<<20), r.flowString())
+}
+
+// sentString describes the generator's work.
+func (r floodResult) sentString() string {
+	return fmt.Sprintf("%d SYNs in %v (%.0f/s)", r.Sent, r.Took.Round(time.Millisecond), r.rate())
+}
+
+// flowString describes the established iperf3 flow.
+func (r floodResult) flowString() string {
+	return fmt.Sprintf("iperf3 pre-flood median %.0f Mbit/s, during %v Mbit/s (lowest %.2f of the median)",
+		r.PreMedian/1e6, mbps(r.During), r.lowest())
 }
 
 // lowest is the smallest flood interval as a share of the pre-flood median.
@@ -213,18 +224,20 @@ func (r floodResult) lowest() float64 {
 // performance criterion (no 1-s interval below half the pre-flood
 // median); without it the flow need only keep moving.
 func (r floodResult) check(throughput bool) error {
+	errs := r.flowErrs(throughput)
+	errs = append(errs, r.tableErrs()...)
+	if r.RSS1-r.RSS0 > floodRSSBudget {
+		errs = append(errs, fmt.Sprintf("RSS grew by %.1f MiB, want <= 16", float64(r.RSS1-r.RSS0)/(1<<20)))
+	}
+	return floodErr(errs)
+}
+
+// flowErrs are the criteria on the generator and the established flow,
+// the part of check that applies to any forwarder.
+func (r floodResult) flowErrs(throughput bool) []string {
 	var errs []string
 	if r.rate() < floodMinRate {
 		errs = append(errs, fmt.Sprintf("generator reached %.0f SYN/s, want >= %d", r.rate(), floodMinRate))
-	}
-	if len(r.Flows) == 0 || slices.Max(r.Flows) > floodTableMax || r.Flows[len(r.Flows)-1] < floodTableMax*9/10 {
-		errs = append(errs, fmt.Sprintf("table sizes %v, want at the limit %d and never above", r.Flows, floodTableMax))
-	}
-	if r.EarlyDropped+r.TableFull == 0 {
-		errs = append(errs, "no early drop or table-full drop counted")
-	}
-	if r.RSS1-r.RSS0 > floodRSSBudget {
-		errs = append(errs, fmt.Sprintf("RSS grew by %.1f MiB, want <= 16", float64(r.RSS1-r.RSS0)/(1<<20)))
 	}
 	if len(r.During) < int(floodFor.Seconds())-2 {
 		errs = append(errs, fmt.Sprintf("iperf3 gave %d intervals inside the flood", len(r.During)))
@@ -237,15 +250,59 @@ func (r floodResult) check(throughput bool) error {
 			errs = append(errs, fmt.Sprintf("flood interval %d: %.0f Mbit/s < half the pre-flood median %.0f", i, v/1e6, r.PreMedian/1e6))
 		}
 	}
+	return errs
+}
+
+// tableErrs are the criteria on a table limited to floodTableMax.
+func (r floodResult) tableErrs() []string {
+	var errs []string
+	if len(r.Flows) == 0 || slices.Max(r.Flows) > floodTableMax || r.Flows[len(r.Flows)-1] < floodTableMax*9/10 {
+		errs = append(errs, fmt.Sprintf("table sizes %v, want at the limit %d and never above", r.Flows, floodTableMax))
+	}
+	if r.EarlyDropped+r.TableFull == 0 {
+		errs = append(errs, "no early drop or table-full drop counted")
+	}
+	return errs
+}
+
+func floodErr(errs []string) error {
 	if len(errs) > 0 {
 		return fmt.Errorf("flood: %s", strings.Join(errs, "; "))
 	}
 	return nil
 }
 
+// floodProbe reads, from whatever forwards the flood, what the flood
+// measures besides the iperf3 flow.
+type floodProbe struct {
+	// rss returns the forwarder's resident set size; nil for the kernel,
+	// whose memory is no one process's.
+	rss func() (int64, error)
+	// table returns the tracked flows and the early drops and table-full
+	// drops counted so far.
+	table func(ctx context.Context) (flows int, early, full uint64, err error)
+}
+
+// routerProbe reads the running router's RSS and status page.
+func (l *lab) routerProbe() floodProbe {
+	return floodProbe{
+		rss: l.routerRSS,
+		table: func(ctx context.Context) (int, uint64, uint64, error) {
+			v, err := l.natView(ctx)
+			return v.Flows, v.EarlyDropped, v.TableFull, err
+		},
+	}
+}
+
 // flood runs the flood against the running router (started with a
 // conntrack limit of floodTableMax) while an iperf3 flow crosses it.
 func (l *lab) flood(ctx context.Context) (floodResult, error) {
+	return l.floodThrough(ctx, l.routerProbe())
+}
+
+// floodThrough runs the flood LAN → WAN through whatever forwards it
+// (read by p) while an iperf3 flow crosses it.
+func (l *lab) floodThrough(ctx context.Context, p floodProbe) (floodResult, error) {
 	var res floodResult
 	undo, err := l.dropFlood(ctx)
 	if err != nil {
@@ -279,7 +336,13 @@ func (l *lab) flood(ctx context.Context) (floodResult, error) {
 	time.Sleep(floodLead)
 	// The size before the flood: with the iperf3 flow running, so the
 	// receive rings it cycles through are already resident.
-	if res.RSS0, err = l.routerRSS(); err != nil {
+	if p.rss != nil {
+		if res.RSS0, err = p.rss(); err != nil {
+			return res, err
+		}
+	}
+	_, early0, full0, err := p.table(ctx)
+	if err != nil {
 		return res, err
 	}
 	fctx, cancel := context.WithTimeout(ctx, floodFor)
@@ -289,8 +352,8 @@ func (l *lab) flood(ctx context.Context) (floodResult, error) {
 	go func() {
 		defer sampler.Done()
 		for fctx.Err() == nil {
-			if v, err := l.natView(ctx); err == nil {
-				res.Flows = append(res.Flows, v.Flows)
+			if flows, _, _, err := p.table(ctx); err == nil {
+				res.Flows = append(res.Flows, flows)
 			}
 			select {
 			case <-fctx.Done():
@@ -305,14 +368,16 @@ func (l *lab) flood(ctx context.Context) (floodResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if res.RSS1, err = l.routerRSS(); err != nil {
-		return res, err
+	if p.rss != nil {
+		if res.RSS1, err = p.rss(); err != nil {
+			return res, err
+		}
 	}
-	after, err := l.natView(ctx)
+	_, early1, full1, err := p.table(ctx)
 	if err != nil {
 		return res, err
 	}
-	res.EarlyDropped, res.TableFull = after.EarlyDropped, after.TableFull
+	res.EarlyDropped, res.TableFull = early1-early0, full1-full0
 	wg.Wait()
 	if iperfErr != nil {
 		return res, fmt.Errorf("iperf3: %v: %s", iperfErr, iperfOut)

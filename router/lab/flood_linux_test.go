@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -56,5 +57,63 @@ func TestNATSYNFlood(t *testing.T) {
 	}
 	if testing.Verbose() {
 		fmt.Print(out.String())
+	}
+}
+
+// TestBenchKernelFlood runs bench mode k: the flood of TestNATSYNFlood
+// against the router namespace's kernel doing nftables masquerade. The
+// flow must keep moving; its throughput is printed, not asserted. After
+// the mode the router namespace forwards nothing and tracks nothing, and
+// the WAN host no longer drops the flood's port.
+func TestBenchKernelFlood(t *testing.T) {
+	if testing.Short() && os.Getenv("CI") != "true" {
+		t.Skip("the flood takes a while")
+	}
+	requirePrivileged(t, "iperf3", "nft")
+	var out bytes.Buffer
+	opt := Options{
+		RouterBinary: buildRouter(t),
+		StatusPort:   freePort(t),
+		Log:          testLogger(t),
+		Stdout:       &out,
+		testHook: func(l *lab) error {
+			ctx := context.Background()
+			if err := l.benchKernelFlood(ctx); err != nil {
+				return err
+			}
+			k := l.kernelState()
+			if k.IPForward != "0" {
+				t.Errorf("ip_forward after (k) = %q, want 0", k.IPForward)
+			}
+			for _, ns := range []string{l.rtrNS, l.wanNS} {
+				if b, err := output(ctx, ns, "nft", "list", "tables"); err != nil || len(bytes.TrimSpace(b)) != 0 {
+					t.Errorf("nftables of %s after (k): %q (%v), want none", ns, b, err)
+				}
+			}
+			flows, _, _, err := l.kernelProbe().table(ctx)
+			if err != nil || flows != 0 {
+				t.Errorf("conntrack entries after (k) = %d (%v), want 0", flows, err)
+			}
+			return nil
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	err := Run(ctx, opt)
+	t.Logf("output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("Run() error: %v", err)
+	}
+	var line string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, "(k) kernel") {
+			line = l
+		}
+	}
+	if line == "" || !strings.Contains(line, "lowest") {
+		t.Errorf("output has no (k) result line")
+	}
+	if strings.Contains(out.String(), "stalled") {
+		t.Errorf("the established flow stalled during the flood")
 	}
 }

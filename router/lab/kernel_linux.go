@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -118,4 +119,31 @@ func ifAddrs(ctx context.Context, ns, dev string) ([]string, error) {
 		}
 	}
 	return addrs, nil
+}
+
+// ctStatSum returns the sum over CPUs of one column of
+// /proc/net/stat/nf_conntrack: a header line of names, then one line of
+// hexadecimal values per CPU.
+func ctStatSum(stat []byte, name string) (uint64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(stat))
+	if !sc.Scan() {
+		return 0, fmt.Errorf("nf_conntrack stat: empty")
+	}
+	col := slices.Index(strings.Fields(sc.Text()), name)
+	if col < 0 {
+		return 0, fmt.Errorf("nf_conntrack stat: no %s", name)
+	}
+	var sum uint64
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if col >= len(f) {
+			return 0, fmt.Errorf("nf_conntrack stat: short line %q", sc.Text())
+		}
+		v, err := strconv.ParseUint(f[col], 16, 64)
+		if err != nil {
+			return 0, fmt.Errorf("nf_conntrack stat: %s: %w", name, err)
+		}
+		sum += v
+	}
+	return sum, nil
 }

@@ -57,3 +57,44 @@ func TestKernelSilent(t *testing.T) {
 		}
 	}
 }
+
+// ctStatSample is /proc/net/stat/nf_conntrack of a 2-CPU kernel 6.18.
+const ctStatSample = `entries  clashres found new invalid ignore delete chainlength insert insert_failed drop early_drop icmp_error  expect_new expect_create expect_delete search_restart
+0000fc00  00000000 00000000 00000000 00000003 00000000 00000000 00000000 00000000 00000000 00000010 0000a000 00000000  00000000 00000000 00000000 00000000
+0000fc00  00000000 00000000 00000000 00000001 00000000 00000000 00000000 00000000 00000000 00000002 00000001 00000000  00000000 00000000 00000000 00000000
+`
+
+func TestCTStatSum(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		stat    string
+		col     string
+		want    uint64
+		wantErr bool
+	}{
+		{"early_drop", ctStatSample, "early_drop", 0xa001, false},
+		{"drop", ctStatSample, "drop", 0x12, false},
+		{"invalid", ctStatSample, "invalid", 4, false},
+		{"no column", ctStatSample, "clash_resolve", 0, true},
+		{"empty", "", "drop", 0, true},
+		{"short line", "entries drop\n0001\n", "drop", 0, true},
+		{"not hex", "entries drop\n0001 zz\n", "drop", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ctStatSum([]byte(tc.stat), tc.col)
+			if got != tc.want || (err != nil) != tc.wantErr {
+				t.Errorf("ctStatSum(%s) = %d, %v; want %d, error %v", tc.col, got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func FuzzCTStatSum(f *testing.F) {
+	f.Add([]byte(ctStatSample), "drop")
+	f.Add([]byte("entries drop\n0001\n"), "drop")
+	f.Fuzz(func(t *testing.T, stat []byte, col string) {
+		if v, err := ctStatSum(stat, col); err != nil && v != 0 {
+			t.Errorf("ctStatSum() = %d, %v; want 0 with an error", v, err)
+		}
+	})
+}

@@ -30,12 +30,13 @@ type Options struct {
 	// Topology is the lab's layout: TopologyVeth ("" too) or
 	// TopologyBCM47094. The bench needs TopologyVeth.
 	Topology string
-	// BenchModes selects bench modes by letter, any of "abncdgmf"; "" means
-	// "abncd". Modes b, n and d need no router binary. Mode g restarts the
-	// router once per GRO mode and measures forwarded and local TCP; mode
-	// m fills the conntrack table with a SYN flood and reports the
-	// router's RSS per flow; mode f floods a 10,000-flow table while an
-	// iperf3 flow runs.
+	// BenchModes selects bench modes by letter, any of "abncdgmfk"; ""
+	// means "abncd". Modes b, n, d and k need no router binary. Mode g
+	// restarts the router once per GRO mode and measures forwarded and
+	// local TCP; mode m fills the conntrack table with a SYN flood and
+	// reports the router's RSS per flow; mode f floods a 10,000-flow table
+	// while an iperf3 flow runs; mode k runs the flood of f against the
+	// kernel's nftables masquerade of mode n instead of the router.
 	BenchModes string
 	// Log receives progress; nil discards it.
 	Log *slog.Logger

@@ -147,7 +147,7 @@ func (l *lab) preflight() error {
 	tools := []string{"ip"}
 	if l.opt.Bench {
 		tools = append(tools, "iperf3")
-		if l.opt.BenchModes == "" || strings.ContainsAny(l.opt.BenchModes, "nmf") {
+		if l.opt.BenchModes == "" || strings.ContainsAny(l.opt.BenchModes, "nmfk") {
 			tools = append(tools, "nft")
 		}
 	}
@@ -174,8 +174,8 @@ func (l *lab) preflight() error {
 		errs = append(errs, fmt.Errorf("lab: unknown topology %q (want %s, %s or %s)", l.opt.Topology, TopologyVeth, TopologyBCM47094, TopologyMACsec))
 	}
 	for _, m := range l.opt.BenchModes {
-		if !strings.ContainsRune("abncdgmf", m) {
-			errs = append(errs, fmt.Errorf("lab: unknown bench mode %q (want any of abncdgmf)", m))
+		if !strings.ContainsRune("abncdgmfk", m) {
+			errs = append(errs, fmt.Errorf("lab: unknown bench mode %q (want any of abncdgmfk)", m))
 		}
 	}
 	return errors.Join(errs...)
