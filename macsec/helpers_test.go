@@ -3,6 +3,7 @@ package macsec
 import (
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -138,8 +139,25 @@ func (v *vector) sa(t testing.TB) SAConfig {
 
 // testConfig returns a Linux-default Config with the given suite,
 // encryption and handlers.
+// testWorkers is the Config.Workers of testConfig; bothModes sets it.
+var testWorkers = 0
+
+// bothModes runs f with the pipeline (runtime.NumCPU() workers, at least
+// 2) and inline (one worker, where callers do everything themselves):
+// the two paths must count and deliver alike.
+func bothModes(t *testing.T, f func(t *testing.T)) {
+	for _, w := range []int{max(2, runtime.NumCPU()), 1} {
+		t.Run(fmt.Sprintf("workers=%d", w), func(t *testing.T) {
+			testWorkers = w
+			defer func() { testWorkers = 0 }()
+			f(t)
+		})
+	}
+}
+
 func testConfig(cs CipherSuite, encrypt bool, tx, rx Handler) Config {
 	cfg := DefaultConfig(0x0200000000010001)
+	cfg.Workers = testWorkers
 	cfg.Cipher = cs
 	cfg.Encrypt = encrypt
 	cfg.TX, cfg.RX = tx, rx

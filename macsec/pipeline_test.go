@@ -24,8 +24,13 @@ type link struct {
 	pnErr  error
 }
 
+// newLink connects two SecYs with workers crypto workers each (or
+// testWorkers, under bothModes).
 func newLink(t *testing.T, cs CipherSuite, encrypt bool, workers int, hook func()) *link {
 	t.Helper()
+	if testWorkers != 0 {
+		workers = testWorkers
+	}
 	l := &link{lastPN: map[uint8]uint64{}}
 	txCfg := testConfig(cs, encrypt, func(frames [][]byte) {
 		l.checkPNs(frames)
@@ -167,7 +172,9 @@ func TestConcurrentProtect(t *testing.T) {
 
 // TestKeyRollover installs SA 1 and moves encoding_sa to it while frames
 // are in flight: no frame is lost, order is kept.
-func TestKeyRollover(t *testing.T) {
+func TestKeyRollover(t *testing.T) { bothModes(t, testKeyRollover) }
+
+func testKeyRollover(t *testing.T) {
 	goroutineLeakCheck(t)
 	for _, cs := range allSuites {
 		t.Run(cs.String(), func(t *testing.T) {
@@ -217,7 +224,9 @@ func TestKeyRollover(t *testing.T) {
 
 // TestAllocs checks that frames through TX (Protect and ProtectInPlace)
 // and RX allocate nothing, also under -race (the pools are our own).
-func TestAllocs(t *testing.T) {
+func TestAllocs(t *testing.T) { bothModes(t, testAllocs) }
+
+func testAllocs(t *testing.T) {
 	goroutineLeakCheck(t)
 	for _, cs := range allSuites {
 		for _, enc := range []bool{false, true} {
@@ -339,7 +348,9 @@ func TestFileStore(t *testing.T) {
 
 // TestPNPersistence checks that every PN sent is below a mark made
 // durable before it was used, and that a restarted SecY starts above it.
-func TestPNPersistence(t *testing.T) {
+func TestPNPersistence(t *testing.T) { bothModes(t, testPNPersistence) }
+
+func testPNPersistence(t *testing.T) {
 	goroutineLeakCheck(t)
 	fs, err := NewFileStore(t.TempDir())
 	if err != nil {
@@ -412,7 +423,9 @@ func TestPNPersistence(t *testing.T) {
 
 // TestPNReservationFailure: when the store fails mid-run, frames are
 // dropped and counted and no PN at or above the durable mark is sent.
-func TestPNReservationFailure(t *testing.T) {
+func TestPNReservationFailure(t *testing.T) { bothModes(t, testPNReservationFailure) }
+
+func testPNReservationFailure(t *testing.T) {
 	goroutineLeakCheck(t)
 	fs, err := NewFileStore(t.TempDir())
 	if err != nil {
@@ -448,7 +461,9 @@ func TestPNReservationFailure(t *testing.T) {
 	}
 }
 
-func TestPNExhaustion(t *testing.T) {
+func TestPNExhaustion(t *testing.T) { bothModes(t, testPNExhaustion) }
+
+func testPNExhaustion(t *testing.T) {
 	goroutineLeakCheck(t)
 	var out sink
 	s, err := New(testConfig(GCMAES128, false, out.handler, out.handler), nil)
@@ -470,7 +485,9 @@ func TestPNExhaustion(t *testing.T) {
 	}
 }
 
-func TestTooLongAndUntagged(t *testing.T) {
+func TestTooLongAndUntagged(t *testing.T) { bothModes(t, testTooLongAndUntagged) }
+
+func testTooLongAndUntagged(t *testing.T) {
 	goroutineLeakCheck(t)
 	var out sink
 	cfg := testConfig(GCMAES128, false, out.handler, out.handler)
@@ -508,7 +525,9 @@ func TestTooLongAndUntagged(t *testing.T) {
 // TestCloseWithReentrantHandler closes a SecY while its receive handler
 // sends replies through Protect of the same SecY (as netstack answering a
 // ping would): Close must not deadlock.
-func TestCloseWithReentrantHandler(t *testing.T) {
+func TestCloseWithReentrantHandler(t *testing.T) { bothModes(t, testCloseWithReentrantHandler) }
+
+func testCloseWithReentrantHandler(t *testing.T) {
 	goroutineLeakCheck(t)
 	cs := GCMAES128
 	var s *SecY
@@ -563,7 +582,9 @@ func TestCloseWithReentrantHandler(t *testing.T) {
 	}
 }
 
-func TestProtectInPlaceEdgeCases(t *testing.T) {
+func TestProtectInPlaceEdgeCases(t *testing.T) { bothModes(t, testProtectInPlaceEdgeCases) }
+
+func testProtectInPlaceEdgeCases(t *testing.T) {
 	goroutineLeakCheck(t)
 	var out sink
 	cfg := testConfig(GCMAES128, true, out.handler, out.handler)
@@ -602,7 +623,9 @@ func TestProtectInPlaceEdgeCases(t *testing.T) {
 
 // TestSCChurn adds and removes receive SCs while traffic flows: nothing
 // panics, nothing leaks, Close still returns.
-func TestSCChurn(t *testing.T) {
+func TestSCChurn(t *testing.T) { bothModes(t, testSCChurn) }
+
+func testSCChurn(t *testing.T) {
 	goroutineLeakCheck(t)
 	cs := GCMAES128
 	s, _ := rxHarness(t, cs, ValidateStrict, true, 0, 1)

@@ -69,7 +69,9 @@ func wrongKey(cs CipherSuite) Key {
 	return NewKey(b)
 }
 
-func TestVerifyWrongKey(t *testing.T) {
+func TestVerifyWrongKey(t *testing.T) { bothModes(t, testVerifyWrongKey) }
+
+func testVerifyWrongKey(t *testing.T) {
 	goroutineLeakCheck(t)
 	plain := testFrame(100, 1)
 	for _, cs := range allSuites {
@@ -111,7 +113,9 @@ func TestVerifyWrongKey(t *testing.T) {
 
 // TestReplayWindow feeds PN sequences and checks which frames are
 // delivered and how they are counted.
-func TestReplayWindow(t *testing.T) {
+func TestReplayWindow(t *testing.T) { bothModes(t, testReplayWindow) }
+
+func testReplayWindow(t *testing.T) {
 	goroutineLeakCheck(t)
 	tests := []struct {
 		name      string
@@ -155,7 +159,9 @@ func TestReplayWindow(t *testing.T) {
 }
 
 // TestXPNRecovery checks 64-bit PN recovery across the 2^32 boundary.
-func TestXPNRecovery(t *testing.T) {
+func TestXPNRecovery(t *testing.T) { bothModes(t, testXPNRecovery) }
+
+func testXPNRecovery(t *testing.T) {
 	goroutineLeakCheck(t)
 	cs := GCMAESXPN256
 	start := uint64(1)<<32 - 2
@@ -183,7 +189,9 @@ func TestXPNRecovery(t *testing.T) {
 	}
 }
 
-func TestVerifyNoSAAndUntagged(t *testing.T) {
+func TestVerifyNoSAAndUntagged(t *testing.T) { bothModes(t, testVerifyNoSAAndUntagged) }
+
+func testVerifyNoSAAndUntagged(t *testing.T) {
 	goroutineLeakCheck(t)
 	cs := GCMAES128
 	plain := testFrame(100, 1)
@@ -244,7 +252,9 @@ func TestVerifyNoSAAndUntagged(t *testing.T) {
 	}
 }
 
-func TestVerifyBadTag(t *testing.T) {
+func TestVerifyBadTag(t *testing.T) { bothModes(t, testVerifyBadTag) }
+
+func testVerifyBadTag(t *testing.T) {
 	goroutineLeakCheck(t)
 	cs := GCMAES128
 	good := sealFrame(t, cs, testKey(cs), 0, 1, false, testFrame(100, 1))
@@ -313,7 +323,9 @@ func TestParseFrameRoundTrip(t *testing.T) {
 	}
 }
 
-func TestSnapshot(t *testing.T) {
+func TestSnapshot(t *testing.T) { bothModes(t, testSnapshot) }
+
+func testSnapshot(t *testing.T) {
 	goroutineLeakCheck(t)
 	cs := GCMAES128
 	s, _ := rxHarness(t, cs, ValidateStrict, true, 0, 1)
@@ -339,7 +351,9 @@ func TestSnapshot(t *testing.T) {
 
 // TestInactiveRXSA switches an SA off: its frames are counted on the SA as
 // InPktsNotUsingSA (strict) or InPktsUnusedSA (delivered unverified).
-func TestInactiveRXSA(t *testing.T) {
+func TestInactiveRXSA(t *testing.T) { bothModes(t, testInactiveRXSA) }
+
+func testInactiveRXSA(t *testing.T) {
 	goroutineLeakCheck(t)
 	cs := GCMAES128
 	for _, mode := range []ValidateFrames{ValidateStrict, ValidateCheck} {

@@ -263,6 +263,18 @@ type SecY struct {
 	cfgMu sync.Mutex
 	rxSCs atomic.Pointer[map[SCI]*rxSC]
 
+	// inline is set with one worker: callers seal, open and deliver
+	// their frames themselves (protectInline, verifyInline) under
+	// txInlineMu and rxInlineMu, which keep delivery in PN and arrival
+	// order; the worker, transmit and receive SC goroutines are not
+	// started.
+	inline     bool
+	txInlineMu sync.Mutex
+	txInline   *container // protected by txInlineMu
+	txWorker   worker     // protected by txInlineMu
+	rxInlineMu sync.Mutex
+	rxWorker   worker // protected by rxInlineMu
+
 	work      chan *container // shared by all SCs; closed by Close
 	txOrdered chan *container // closed by Close
 	reserveCh chan *txSA      // closed by Close
@@ -277,7 +289,7 @@ const (
 	batchFrames = 32
 	// maxBatchFrames is the capacity of a container and the number of
 	// frames per container with a single worker, whose callers do the
-	// crypto themselves (see dispatch): splitting then buys no
+	// crypto themselves (protectInline, submitRX): splitting buys no
 	// parallelism, while each container costs a handoff to the
 	// sequential goroutine and back and, on a link, a separate Verify
 	// call of the receiver (BenchmarkRatioVsBare, GOMAXPROCS=1, 1514
@@ -323,6 +335,8 @@ func New(cfg Config, log *slog.Logger) (*SecY, error) {
 	s.batch = batchFrames
 	if cfg.Workers == 1 {
 		s.batch = maxBatchFrames
+		s.inline = true
+		s.txInline = &container{}
 	}
 	if cfg.ReplayProtect {
 		s.window = uint64(cfg.ReplayWindow)
@@ -343,12 +357,15 @@ func New(cfg Config, log *slog.Logger) (*SecY, error) {
 	}
 	m := map[SCI]*rxSC{}
 	s.rxSCs.Store(&m)
-	for i := range cfg.Workers {
+	if !s.inline {
+		for i := range cfg.Workers {
+			s.wg.Add(1)
+			go s.routineWorker(i)
+		}
 		s.wg.Add(1)
-		go s.routineWorker(i)
+		go s.routineTXSequential()
 	}
-	s.wg.Add(2)
-	go s.routineTXSequential()
+	s.wg.Add(1)
 	go s.routinePNReserve()
 	return s, nil
 }
@@ -627,8 +644,10 @@ func (s *SecY) AddRXSC(sci SCI) error {
 	}
 	sc := &rxSC{sci: sci, ordered: make(chan *container, orderedQueueLen)}
 	m[sci] = sc
-	s.wg.Add(1)
-	go s.routineRXSequential(sc)
+	if !s.inline {
+		s.wg.Add(1)
+		go s.routineRXSequential(sc)
+	}
 	s.rxSCs.Store(&m)
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // TestSingleWorkerInline covers Config.Workers = 1, where callers seal
-// and open their own containers (dispatch) of up to maxBatchFrames
+// open and deliver their own chunks (protectInline, submitRX) of up to maxBatchFrames
 // frames: with concurrent callers, random delays in the crypto and
 // batches larger than a container, PNs must strictly increase on the
 // wire, every frame must pass a receiver with replay window 0, each

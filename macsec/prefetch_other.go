@@ -1,0 +1,6 @@
+//go:build !amd64
+
+package macsec
+
+// prefetch does nothing where there is no assembly for it.
+func prefetch(p *byte) {}
