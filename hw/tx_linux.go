@@ -58,7 +58,16 @@ func (p *Port) WriteFrames(frames [][]byte) (int, error) {
 			}
 			b.iovs[i].SetLen(len(f))
 		}
-		r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(p.txFD), uintptr(unsafe.Pointer(&b.msgs[0])), uintptr(n), 0, 0, 0)
+		// A raw syscall, never blocking (MSG_DONTWAIT: a full socket
+		// buffer is a full NIC ring, counted as tx_nobufs): sendmmsg on a
+		// packet socket is CPU work, not a wait, and on a veth it also
+		// runs the peer's receive in our softirq, often for more than
+		// 20 µs. Announced to the Go scheduler (Syscall6), such a call
+		// lets sysmon take the P away and start another thread, and the
+		// sender must get a P back when it returns: under a SYN flood
+		// that churn (sysmon polling every 20 µs, futex wakeups) took
+		// ~14 % of the router's CPU.
+		r, _, errno := unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(p.txFD), uintptr(unsafe.Pointer(&b.msgs[0])), uintptr(n), unix.MSG_DONTWAIT, 0, 0)
 		if errno == 0 {
 			k := int(r)
 			for _, f := range frames[:k] {
