@@ -23,9 +23,10 @@ const (
 	// before handing it over. 1 ms measured best: lower raised the syscall
 	// and wakeup rate, higher added latency to light traffic.
 	RingRetireTimeout = 1 * time.Millisecond
-	// PollTimeout bounds how long a receive queue sleeps in poll(2) with
-	// no traffic, so ring statistics are sampled even on an idle port.
-	// Context cancellation wakes the queue at once through an eventfd.
+	// PollTimeout bounds how long a receive queue waits in the runtime's
+	// poller with no traffic, so ring statistics are sampled even on an
+	// idle port. Context cancellation and Close wake the queue at once
+	// (a past read deadline).
 	PollTimeout = 500 * time.Millisecond
 )
 

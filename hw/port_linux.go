@@ -283,14 +283,10 @@ func (p *Port) Run(ctx context.Context, h BatchHandler) error {
 	}
 	defer p.receiving.Store(false)
 
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return fmt.Errorf("hw: run %s: eventfd: %w", p.name, err)
-	}
-	defer unix.Close(efd)
+	var stopped atomic.Bool
 	wake := func() {
-		var one = [8]byte{1}
-		unix.Write(efd, one[:])
+		stopped.Store(true)
+		p.wakeQueues()
 	}
 	p.runMu.Lock()
 	p.runID++
@@ -313,7 +309,7 @@ func (p *Port) Run(ctx context.Context, h BatchHandler) error {
 	errs := make([]error, len(p.queues))
 	var wg sync.WaitGroup
 	for i, q := range p.queues {
-		wg.Go(func() { errs[i] = q.routineReceive(ctx, efd, h) })
+		wg.Go(func() { errs[i] = q.routineReceive(ctx, &stopped, h) })
 	}
 	wg.Wait()
 
