@@ -15,6 +15,12 @@ const (
 	// 4 MiB per queue absorbs ~2700 full-size frames of burst while the
 	// handler runs, and is small enough for a 512 MiB board with 2 queues.
 	RingBlocks = 16
+	// RingBacklogBlocks is how many full blocks waiting behind the one
+	// being handed over mark its frames Backlogged: a quarter of the
+	// ring, about 4 ms of frames at the 1 ms retire timeout, so a short
+	// burst does not count but a consumer losing ground is seen well
+	// before the ring is full.
+	RingBacklogBlocks = RingBlocks / 4
 	// RingFrameSize is the frame size hint TPACKET_V3 requires (frames are
 	// variable-length in V3; this only sizes frame_nr). 2 KiB covers a
 	// 1500-byte MTU frame plus its tpacket3_hdr.

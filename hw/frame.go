@@ -24,6 +24,11 @@ type Frame struct {
 	// only the pseudo-header sum (a local sender with TX offload, e.g. a veth
 	// peer); the payload itself is intact.
 	CsumPartial bool
+	// Backlogged reports that when this frame's ring block was handed
+	// over, at least RingBacklogBlocks more full blocks were waiting
+	// behind it: the port's consumer is falling behind, and the ring
+	// will soon drop frames of every flow alike unless it sheds work.
+	Backlogged bool
 }
 
 // BatchHandler receives one batch of frames from one receive queue. Frames

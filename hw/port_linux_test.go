@@ -591,3 +591,74 @@ func TestWriteFramesConcurrent(t *testing.T) {
 		t.Errorf("TxPackets + tx_nobufs = %d + %d, want %d", s.TxPackets, s.Drops[DropTxNoBufs], writers*batches*size)
 	}
 }
+
+// TestBacklogged: frames of a block handed over while RingBacklogBlocks
+// or more full blocks wait behind it are marked Backlogged; once the
+// consumer has caught up, frames are not.
+func TestBacklogged(t *testing.T) {
+	privileged(t)
+	n := newNetns(t)
+	vethPair(t, n, "p0", "p1")
+	p := openIn(t, n, Config{Name: "p1", KeepKernel: true})
+	release := make(chan struct{})
+	var once sync.Once
+	var mu sync.Mutex
+	var flags []bool // per batch after the stall: its frames' Backlogged
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		p.Run(ctx, func(_ int, frames []Frame) {
+			stalled := false
+			once.Do(func() { <-release; stalled = true })
+			if stalled {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, f := range frames[1:] {
+				if f.Backlogged != frames[0].Backlogged {
+					t.Errorf("frames of one batch differ in Backlogged")
+				}
+			}
+			flags = append(flags, frames[0].Backlogged)
+		})
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	peer := n.RawSocket(t, "p0")
+	f := netnstest.Frame(netnstest.Broadcast, []byte{2, 0, 0, 0, 0, 1}, "backlog")
+	// One frame per retire timeout: each fills a block of its own while
+	// the handler stalls on the first.
+	for range 2 * RingBacklogBlocks {
+		peer.Send(t, f)
+		time.Sleep(3 * RingRetireTimeout)
+	}
+	close(release)
+	waitFor := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			mu.Lock()
+			got := len(flags)
+			mu.Unlock()
+			if got >= n {
+				return
+			}
+		}
+		t.Fatalf("fewer than %d batches arrived", n)
+	}
+	waitFor(RingBacklogBlocks)
+	time.Sleep(10 * RingRetireTimeout) // the rest drains
+	mu.Lock()
+	drained := len(flags)
+	if !flags[0] {
+		t.Errorf("first batch after the stall (%d more blocks behind) not Backlogged; batches %v", 2*RingBacklogBlocks-2, flags)
+	}
+	mu.Unlock()
+	peer.Send(t, f)
+	waitFor(drained + 1)
+	mu.Lock()
+	defer mu.Unlock()
+	if flags[len(flags)-1] {
+		t.Errorf("a frame sent to an empty ring is Backlogged; batches %v", flags)
+	}
+	t.Logf("Backlogged per batch: %v", flags)
+}

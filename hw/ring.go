@@ -119,6 +119,7 @@ func parseBlock(block []byte, frames []Frame, maxLen int, drops *dropCounts) []F
 			f := &frames[len(frames)-1]
 			f.Data = block[start : start+int(snaplen) : start+int(snaplen)]
 			f.WireLen = int(wireLen)
+			f.Backlogged = false // routineReceive sets it
 			f.VLANValid = status&tpStatusVLANValid != 0
 			f.VLANTCI, f.VLANTPID = 0, 0
 			if f.VLANValid {

@@ -157,6 +157,20 @@ func (q *rxQueue) close() {
 	q.fd = -1
 }
 
+// backlog returns how many full blocks wait behind block q.blk.
+func (q *rxQueue) backlog() int {
+	n := 0
+	for i := 1; i < RingBlocks; i++ {
+		k := (q.blk + i) % RingBlocks
+		status := (*uint32)(unsafe.Pointer(&q.ring[k*RingBlockSize+bdBlockStatus]))
+		if atomic.LoadUint32(status)&tpStatusUser == 0 {
+			break
+		}
+		n++
+	}
+	return n
+}
+
 // wait parks the goroutine in the runtime's poller until the block at
 // status is the user's, stop is set, or PollTimeout passes (then it
 // returns os.ErrDeadlineExceeded, so that ring statistics are sampled
@@ -222,6 +236,11 @@ func (q *rxQueue) routineReceive(ctx context.Context, stop *atomic.Bool, h Batch
 			continue
 		}
 		frames := parseBlock(b, q.frames, p.maxLen, &drops)
+		if q.backlog() >= RingBacklogBlocks {
+			for i := range frames {
+				frames[i].Backlogged = true
+			}
+		}
 		// Count before the handler runs, so that what it sees is
 		// already in Stats.
 		if drops != (dropCounts{}) {
