@@ -231,3 +231,57 @@ func TestPortExhaustionRecovers(t *testing.T) {
 		t.Fatalf("after release got port %d, want 5000", p)
 	}
 }
+
+// TestPreroutingOverloadedShedsNewFlows: while a port falls behind, a
+// packet that would open a flow (TCP SYN, UDP, ICMP echo, a port
+// forward's first packet) is dropped and counted as "overload" without
+// touching the table, while every packet of a flow already tracked, in
+// both directions, is handled as usual.
+func TestPreroutingOverloadedShedsNewFlows(t *testing.T) {
+	e, _ := newTestEngine(t, 64, nil)
+	wanPort := establishTCP(t, e, hostA, 40000, remote, 80)
+	udpPort := outboundUDP(t, e, hostA, 5353, remote, 53)
+	before := e.Len()
+
+	news := [][]byte{
+		pk{src: hostB, dst: remote, proto: ProtoTCP, sport: 1234, dport: 443, flags: tcpSYN}.build(),
+		pk{src: hostB, dst: remote, proto: ProtoUDP, sport: 1234, dport: 53}.build(),
+		pk{src: hostB, dst: remote, proto: ProtoICMP, typ: 8, sport: 77}.build(),
+	}
+	for i, p := range news {
+		if v := e.PreroutingOverloaded(p, lanIf); v != Drop {
+			t.Fatalf("new flow %d under overload: %v, want Drop", i, v)
+		}
+	}
+	if got := e.Stats().Drop(DropOverload); got != uint64(len(news)) {
+		t.Fatalf("overload drops %d, want %d", got, len(news))
+	}
+	if e.Len() != before {
+		t.Fatalf("table holds %d flows, want %d: a shed packet was tracked", e.Len(), before)
+	}
+
+	// Packets of tracked flows pass, translated, in both directions.
+	out := pk{src: hostA, dst: remote, proto: ProtoTCP, sport: 40000, dport: 80, flags: tcpACK}.build()
+	if v := e.PreroutingOverloaded(out, lanIf); v != Accept {
+		t.Fatalf("established TCP out under overload: %v", v)
+	}
+	if v := e.Postrouting(out, wanIf); v != Accept {
+		t.Fatalf("established TCP out, postrouting: %v", v)
+	}
+	expectAddrs(t, out, ap(wanAddr, wanPort), ap(remote, 80))
+	in := pk{src: remote, dst: wanAddr, proto: ProtoTCP, sport: 80, dport: wanPort, flags: tcpACK}.build()
+	if v := e.PreroutingOverloaded(in, wanIf); v != Accept {
+		t.Fatalf("established TCP reply under overload: %v", v)
+	}
+	expectAddrs(t, in, ap(remote, 80), ap(hostA, 40000))
+	reply := pk{src: remote, dst: wanAddr, proto: ProtoUDP, sport: 53, dport: udpPort}.build()
+	if v := e.PreroutingOverloaded(reply, wanIf); v != Accept {
+		t.Fatalf("UDP reply under overload: %v", v)
+	}
+	expectAddrs(t, reply, ap(remote, 53), ap(hostA, 5353))
+
+	// Once the port has caught up the same new flow opens.
+	if v := fwd(t, e, news[0], lanIf, wanIf); v != Accept || e.Len() != before+1 {
+		t.Fatalf("new flow after the overload: %v, table %d, want Accept and %d", v, e.Len(), before+1)
+	}
+}

@@ -190,6 +190,23 @@ func (e *Engine) timeoutLocked(c *conn) int64 {
 // inbound mapping hits) and reverses NAT on replies and related ICMP errors.
 // pkt starts at the IP header; it is rewritten in place and not retained.
 func (e *Engine) Prerouting(pkt []byte, in Iface) Verdict {
+	return e.prerouting(pkt, in, false)
+}
+
+// PreroutingOverloaded is Prerouting for a packet that arrived while its
+// port's receive ring was falling behind: a packet that would open a new
+// flow is dropped (DropOverload) instead of tracked, so that under a
+// flood of new flows (SYNs from random ports) the router spends its CPU
+// on the flows it already carries, which Prerouting still handles as
+// usual. Opening a flow (early drop, NAT port, table insert, and
+// forwarding the packet) costs many times what dropping it does; the
+// ring falls behind when that work, with everything else, exceeds the
+// CPU, and then it drops frames of every flow alike.
+func (e *Engine) PreroutingOverloaded(pkt []byte, in Iface) Verdict {
+	return e.prerouting(pkt, in, true)
+}
+
+func (e *Engine) prerouting(pkt []byte, in Iface, overloaded bool) Verdict {
 	var p Parsed
 	if !parse(pkt, &p, true) {
 		return e.drop(DropMalformed)
@@ -223,6 +240,9 @@ func (e *Engine) Prerouting(pkt []byte, in Iface) Verdict {
 			if e.kill(r.c) {
 				e.stats.Expired.Add(1)
 			}
+		}
+		if overloaded {
+			return e.drop(DropOverload)
 		}
 		v, c = e.preNew(b, &p, t, in, s, now)
 	}

@@ -20,13 +20,14 @@ const (
 	DropClash                            // new flow's tuple collides with an existing flow
 	DropFragNoFlow                       // non-first fragment whose first fragment never came (or the hold queue is full)
 	DropUntranslatable                   // private-source IPv4 packet with no flow to translate it, leaving a NAT interface (e.g. GRE)
+	DropOverload                         // packet that would open a flow, arriving while its port's receive ring was falling behind (PreroutingOverloaded)
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
 	"malformed", "table_full", "no_port", "filtered", "unsolicited", "invalid_tcp",
 	"icmp_checksum", "icmp_no_conn", "icmp_bad", "icmpv6_policy", "clash", "frag_no_flow",
-	"untranslatable",
+	"untranslatable", "overload",
 }
 
 // String returns the reason's metric label.

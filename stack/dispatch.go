@@ -294,9 +294,17 @@ func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, nat 
 }
 
 // prerouting runs the NAT engine's Prerouting hook on ip and reports
-// whether the packet goes on; otherwise v says what became of it.
-func prerouting(nat *natengine.Engine, ip []byte, in natengine.Iface, v *verdict) bool {
-	switch nat.Prerouting(ip, in) {
+// whether the packet goes on; otherwise v says what became of it. Frames
+// the port marked Backlogged go to PreroutingOverloaded, which sheds new
+// flows (counted as the engine's "overload" drops).
+func prerouting(nat *natengine.Engine, f *hw.Frame, ip []byte, in natengine.Iface, v *verdict) bool {
+	var r natengine.Verdict
+	if f.Backlogged {
+		r = nat.PreroutingOverloaded(ip, in)
+	} else {
+		r = nat.Prerouting(ip, in)
+	}
+	switch r {
 	case natengine.Accept:
 		return true
 	case natengine.Stolen:
@@ -326,7 +334,7 @@ func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 		return
 	}
 	// NAT first: un-NAT of replies and DNAT decide who the packet is for.
-	if nat != nil && !prerouting(nat, ip, in, v) {
+	if nat != nil && !prerouting(nat, f, ip, in, v) {
 		return
 	}
 	forUs := local.has4(ip[16:20])
@@ -403,7 +411,7 @@ func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 		*v = dropped(dropMalformed)
 		return
 	}
-	if nat != nil && !prerouting(nat, ip, in, v) {
+	if nat != nil && !prerouting(nat, f, ip, in, v) {
 		return
 	}
 	forUs := local.has6(ip[24:40])

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -462,4 +463,43 @@ func TestFastPathOrderIntoSlowPath(t *testing.T) {
 	if !slices.Equal(ids, want) {
 		t.Fatalf("frames left as %v, want %v", ids, want)
 	}
+}
+
+// TestBackloggedFramesShedNewFlows: while the LAN port marks its frames
+// Backlogged (its ring falling behind), a new connection from the LAN
+// host is shed (the engine's "overload" drop, the interface's "nat"
+// drop) and an established one keeps flowing; once the port catches up,
+// new connections open again.
+func TestBackloggedFramesShedNewFlows(t *testing.T) {
+	var backlogged atomic.Bool
+	l, nat := newNATLabWith(t, nil, func(h hw.BatchHandler) hw.BatchHandler {
+		return func(q int, frames []hw.Frame) {
+			if backlogged.Load() {
+				for i := range frames {
+					frames[i].Backlogged = true
+				}
+			}
+			h(q, frames)
+		}
+	})
+	remoteServer(t, l.b, netip.AddrPortFrom(bIP4, 5003))
+	c := dial(t, l.a, netip.AddrPortFrom(bIP4, 5003))
+	exchange(t, c, 64<<10)
+
+	backlogged.Store(true)
+	exchange(t, c, 1<<20) // the established flow is not shed
+	ctx := ctxTimeout(t, 300*time.Millisecond)
+	if nc, err := gonet.DialContextTCP(ctx, l.a.Stack, tcpip.FullAddress{Addr: tcpip.AddrFromSlice(bIP4.AsSlice()), Port: 5003}, ipv4.ProtocolNumber); err == nil {
+		nc.Close()
+		t.Fatal("a new connection opened while the LAN port was backlogged")
+	}
+	if n := nat.Stats().Drop(natengine.DropOverload); n == 0 {
+		t.Error("no overload drop counted")
+	}
+	if n := l.r.Interface("lan").Stats().Drops["nat"]; n == 0 {
+		t.Error(`lan interface shows no "nat" drop`)
+	}
+
+	backlogged.Store(false)
+	exchange(t, dial(t, l.a, netip.AddrPortFrom(bIP4, 5003)), 64<<10)
 }
