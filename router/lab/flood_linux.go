@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -177,6 +178,7 @@ type iperfIntervals struct {
 		Sum struct {
 			Start         float64 `json:"start"`
 			BitsPerSecond float64 `json:"bits_per_second"`
+			Retransmits   int     `json:"retransmits"`
 		} `json:"sum"`
 	} `json:"intervals"`
 }
@@ -191,6 +193,11 @@ type floodResult struct {
 	RSS0, RSS1   int64     // router RSS before and after the flood; 0 for the kernel
 	PreMedian    float64   // bit/s, iperf3 1-s intervals before the flood (after 2 s of slow start)
 	During       []float64 // bit/s, iperf3 1-s intervals inside the flood
+	Retrans      []int     // the iperf3 sender's retransmits in those intervals
+	// Drops are the router's drops during the flood by reason: its
+	// ports' (all summed) and "nat_overload", the new flows its NAT
+	// engine shed while a receive ring fell behind; nil for the kernel.
+	Drops map[string]uint64
 }
 
 func (r floodResult) rate() float64 { return float64(r.Sent) / r.Took.Seconds() }
@@ -206,10 +213,15 @@ func (r floodResult) sentString() string {
 	return fmt.Sprintf("%d SYNs in %v (%.0f/s)", r.Sent, r.Took.Round(time.Millisecond), r.rate())
 }
 
-// flowString describes the established iperf3 flow.
+// flowString describes the established iperf3 flow and, for the router,
+// what its ports dropped meanwhile.
 func (r floodResult) flowString() string {
-	return fmt.Sprintf("iperf3 pre-flood median %.0f Mbit/s, during %v Mbit/s (lowest %.2f of the median)",
-		r.PreMedian/1e6, mbps(r.During), r.lowest())
+	s := fmt.Sprintf("iperf3 pre-flood median %.0f Mbit/s, during %v Mbit/s (lowest %.2f of the median), retransmits %v",
+		r.PreMedian/1e6, mbps(r.During), r.lowest(), r.Retrans)
+	if r.Drops != nil {
+		s += fmt.Sprintf("; router drops during the flood %v", r.Drops)
+	}
+	return s
 }
 
 // lowest is the smallest flood interval as a share of the pre-flood median.
@@ -281,6 +293,9 @@ type floodProbe struct {
 	// table returns the tracked flows and the early drops and table-full
 	// drops counted so far.
 	table func(ctx context.Context) (flows int, early, full uint64, err error)
+	// drops returns the forwarder's drops so far by reason (see
+	// floodResult.Drops); nil for the kernel.
+	drops func(ctx context.Context) (map[string]uint64, error)
 }
 
 // routerProbe reads the running router's RSS and status page.
@@ -290,6 +305,15 @@ func (l *lab) routerProbe() floodProbe {
 		table: func(ctx context.Context) (int, uint64, uint64, error) {
 			v, err := l.natView(ctx)
 			return v.Flows, v.EarlyDropped, v.TableFull, err
+		},
+		drops: func(ctx context.Context) (map[string]uint64, error) {
+			v, err := l.natView(ctx)
+			if err != nil {
+				return nil, err
+			}
+			d := maps.Clone(v.PortDrops)
+			d["nat_overload"] = v.Overload
+			return d, nil
 		},
 	}
 }
@@ -345,6 +369,12 @@ func (l *lab) floodThrough(ctx context.Context, p floodProbe) (floodResult, erro
 	if err != nil {
 		return res, err
 	}
+	var drops0 map[string]uint64
+	if p.drops != nil {
+		if drops0, err = p.drops(ctx); err != nil {
+			return res, err
+		}
+	}
 	fctx, cancel := context.WithTimeout(ctx, floodFor)
 	defer cancel()
 	var sampler sync.WaitGroup
@@ -378,6 +408,18 @@ func (l *lab) floodThrough(ctx context.Context, p floodProbe) (floodResult, erro
 		return res, err
 	}
 	res.EarlyDropped, res.TableFull = early1-early0, full1-full0
+	if p.drops != nil {
+		drops1, err := p.drops(ctx)
+		if err != nil {
+			return res, err
+		}
+		res.Drops = map[string]uint64{}
+		for k, v := range drops1 {
+			if d := v - drops0[k]; d != 0 {
+				res.Drops[k] = d
+			}
+		}
+	}
 	wg.Wait()
 	if iperfErr != nil {
 		return res, fmt.Errorf("iperf3: %v: %s", iperfErr, iperfOut)
@@ -395,6 +437,7 @@ func (l *lab) floodThrough(ctx context.Context, p floodProbe) (floodResult, erro
 			pre = append(pre, iv.Sum.BitsPerSecond)
 		case s >= floodStart+0.5 && s+1 <= floodStart+floodFor.Seconds():
 			res.During = append(res.During, iv.Sum.BitsPerSecond)
+			res.Retrans = append(res.Retrans, iv.Sum.Retransmits)
 		}
 	}
 	res.PreMedian = median(pre)

@@ -417,6 +417,8 @@ type natView struct {
 	Flows        int
 	EarlyDropped uint64
 	TableFull    uint64
+	PortDrops    map[string]uint64 // all ports' drops by reason, summed
+	Overload     uint64            // new flows shed while a receive ring fell behind
 }
 
 // natView reads the router's current NAT counters.
@@ -433,5 +435,12 @@ func (l *lab) natView(ctx context.Context) (natView, error) {
 		return natView{}, errors.New("lab: status JSON has no conntrack section")
 	}
 	c := s.Conntrack
-	return natView{Flows: c.Flows, EarlyDropped: c.Events["early_dropped"], TableFull: c.Drops[natengine.DropTableFull.String()]}, nil
+	v := natView{Flows: c.Flows, EarlyDropped: c.Events["early_dropped"], TableFull: c.Drops[natengine.DropTableFull.String()],
+		Overload: c.Drops[natengine.DropOverload.String()], PortDrops: map[string]uint64{}}
+	for _, p := range s.Ports {
+		for k, n := range p.Drops {
+			v.PortDrops[k] += n
+		}
+	}
+	return v, nil
 }
