@@ -23,9 +23,10 @@ const (
 	benchRetryPause = time.Second
 )
 
-// bench runs the selected bench modes, in the order a, b, n, c, d, f, k, m, g, and
-// prints the tables and the ratios. The router of the proofs, if running, serves
-// mode (a) and is stopped before the others.
+// bench runs the selected bench modes, a, b, n, c and d taking turns run by
+// run, then f, k, m and g, and prints the tables and the ratios. The router
+// of the proofs, if running, serves the first run of mode (a); it is
+// stopped before the other modes and started again for each run of (a).
 func (l *lab) bench(ctx context.Context, modes string) error {
 	if l.rtr2NS != "" {
 		return l.benchMACsec(ctx)
@@ -39,31 +40,34 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 	if err := waitListening(ctx, l.wanNS, benchPort, srv); err != nil {
 		return err
 	}
-	fmt.Fprintf(l.out, "bench: iperf3 TCP -t %d -O %d, median of %d runs; offloads tso/gso/gro/tx off on all lab veths\n",
+	fmt.Fprintf(l.out, "bench: iperf3 TCP -t %d -O %d, median of %d runs, the modes taking turns run by run; offloads tso/gso/gro/tx off on all lab veths\n",
 		l.opt.benchSeconds(), benchOmitSeconds, l.opt.benchRuns())
-	results := map[rune][]float64{} // mode → median bit/s per benchCase
-	kBefore := l.kernelState()
+	// The modes take turns run by run (a b n c d, a b n c d, ...), so that
+	// the machine's drift over minutes, often larger than the differences
+	// between the modes, hits them alike and the ratios of one run hold
+	// (mode by mode, one (a) -P 1 WAN→LAN median once came out 30 % below
+	// every other measurement of the same code).
+	runs := map[rune][][]float64{} // mode → benchCase → bit/s of each run
 	var errs []error
+	for r := 0; r < l.opt.benchRuns() && ctx.Err() == nil; r++ {
+		for _, m := range benchOrder {
+			if !strings.ContainsRune(modes, m) || ctx.Err() != nil {
+				continue
+			}
+			if err := l.benchRound(ctx, m, runs); err != nil {
+				errs = append(errs, fmt.Errorf("lab: bench %s run %d: %w", benchModeNames[m], r+1, err))
+			}
+		}
+	}
+	results := map[rune][]float64{} // mode → median bit/s per benchCase
 	for _, m := range benchOrder {
-		if !strings.ContainsRune(modes, m) {
+		if runs[m] == nil {
 			continue
 		}
-		to, undo, err := l.benchSetup(ctx, m)
-		if err == nil {
-			results[m], err = l.benchMode(ctx, m, to)
-		}
-		if err == nil && m == 'a' {
-			// Figure (a) counts only if the router did all the forwarding.
-			err = kernelSilent(kBefore, l.kernelState())
-		}
-		if undo != nil {
-			undo()
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("lab: bench %s: %w", benchModeNames[m], err))
-			if ctx.Err() != nil {
-				break
-			}
+		results[m] = make([]float64, len(benchCases))
+		for i, c := range benchCases {
+			results[m][i] = median(runs[m][i])
+			fmt.Fprintf(l.out, "  %-22s %-14s median %8.0f Mbit/s  runs %s\n", benchModeNames[m], c, results[m][i]/1e6, mbps(runs[m][i]))
 		}
 	}
 	if strings.ContainsAny(modes, benchOrder) {
@@ -207,31 +211,55 @@ func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(
 	return to, undo, nil
 }
 
-// benchMode runs every bench case opt.BenchRuns times against to and
-// returns the median bit/s of each case.
-func (l *lab) benchMode(ctx context.Context, m rune, to netip.Addr) ([]float64, error) {
-	med := make([]float64, len(benchCases))
+// benchRound sets up bench mode m (starting the router for (a) if an
+// earlier mode stopped it), runs every bench case once, appends the
+// figures to runs[m] and undoes the mode. A figure of (a) counts only if
+// the kernel forwarded nothing meanwhile.
+func (l *lab) benchRound(ctx context.Context, m rune, runs map[rune][][]float64) error {
+	if m == 'a' && l.router == nil {
+		if err := l.startRouter(ctx); err != nil {
+			return err
+		}
+	}
+	kBefore := l.kernelState()
+	to, undo, err := l.benchSetup(ctx, m)
+	if undo != nil {
+		defer undo()
+	}
+	if err != nil {
+		return err
+	}
+	got := make([]float64, len(benchCases))
 	var errs []error
 	for i, c := range benchCases {
-		var runs []float64
-		for r := 0; r < l.opt.benchRuns() && ctx.Err() == nil; r++ {
-			bps, err := l.iperf(ctx, to, c)
-			if err != nil && ctx.Err() == nil {
-				time.Sleep(benchRetryPause)
-				bps, err = l.iperf(ctx, to, c)
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s run %d: %w", c, r+1, err))
-				continue
-			}
-			runs = append(runs, bps)
+		bps, err := l.iperf(ctx, to, c)
+		if err != nil && ctx.Err() == nil {
+			time.Sleep(benchRetryPause)
+			bps, err = l.iperf(ctx, to, c)
 		}
-		med[i] = median(runs)
-		l.log.Debug("lab: bench", "mode", benchModeNames[m], "case", c.String(),
-			"median_mbps", fmt.Sprintf("%.0f", med[i]/1e6), "runs_mbps", mbps(runs))
-		fmt.Fprintf(l.out, "  %-22s %-14s median %8.0f Mbit/s  runs %s\n", benchModeNames[m], c, med[i]/1e6, mbps(runs))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c, err))
+			got[i] = -1
+			continue
+		}
+		got[i] = bps
+		l.log.Debug("lab: bench", "mode", benchModeNames[m], "case", c.String(), "mbps", fmt.Sprintf("%.0f", bps/1e6))
 	}
-	return med, errors.Join(errs...)
+	if m == 'a' {
+		// Figure (a) counts only if the router did all the forwarding.
+		if err := kernelSilent(kBefore, l.kernelState()); err != nil {
+			return err
+		}
+	}
+	if runs[m] == nil {
+		runs[m] = make([][]float64, len(benchCases))
+	}
+	for i, bps := range got {
+		if bps >= 0 {
+			runs[m][i] = append(runs[m][i], bps)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // iperf runs one iperf3 client in the LAN host namespace.
