@@ -31,13 +31,12 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 	if l.rtr2NS != "" {
 		return l.benchMACsec(ctx)
 	}
-	srv, err := startChild(l.log, "iperf3 server", l.wanNS, filepath.Join(l.dir, "iperf3-server.log"),
-		"iperf3", "-s", "-p", strconv.Itoa(benchPort))
-	if err != nil {
-		return err
-	}
-	l.cleanups = append(l.cleanups, func() { srv.stop() })
-	if err := waitListening(ctx, l.wanNS, benchPort, srv); err != nil {
+	l.cleanups = append(l.cleanups, func() {
+		if l.benchSrv != nil {
+			l.benchSrv.stop()
+		}
+	})
+	if err := l.startBenchServer(ctx); err != nil {
 		return err
 	}
 	fmt.Fprintf(l.out, "bench: iperf3 TCP -t %d -O %d, median of %d runs, the modes taking turns run by run; offloads tso/gso/gro/tx off on all lab veths\n",
@@ -211,11 +210,32 @@ func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(
 	return to, undo, nil
 }
 
+// startBenchServer (re)starts the WAN host's iperf3 server. A server can
+// stay "busy running a test" for minutes when the router was stopped
+// before the closing exchange of the last test reached it, so every
+// bench round starts a fresh one.
+func (l *lab) startBenchServer(ctx context.Context) error {
+	if l.benchSrv != nil {
+		l.benchSrv.stop()
+		l.benchSrv = nil
+	}
+	srv, err := startChild(l.log, "iperf3 server", l.wanNS, filepath.Join(l.dir, "iperf3-server.log"),
+		"iperf3", "-s", "-p", strconv.Itoa(benchPort))
+	if err != nil {
+		return err
+	}
+	l.benchSrv = srv
+	return waitListening(ctx, l.wanNS, benchPort, srv)
+}
+
 // benchRound sets up bench mode m (starting the router for (a) if an
 // earlier mode stopped it), runs every bench case once, appends the
 // figures to runs[m] and undoes the mode. A figure of (a) counts only if
 // the kernel forwarded nothing meanwhile.
 func (l *lab) benchRound(ctx context.Context, m rune, runs map[rune][][]float64) error {
+	if err := l.startBenchServer(ctx); err != nil {
+		return err
+	}
 	if m == 'a' && l.router == nil {
 		if err := l.startRouter(ctx); err != nil {
 			return err

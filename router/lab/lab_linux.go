@@ -36,6 +36,7 @@ type lab struct {
 	namespaces []string // created so far, removed by teardown
 	router     *child   // `router run`, nil when not running
 	proxy      *proxy   // status page at 127.0.0.1:PORT, nil when not running
+	benchSrv   *child   // the NAT bench modes' iperf3 server (startBenchServer)
 	cleanups   []func() // undo steps of bench modes, run by teardown (last first)
 }
 
