@@ -144,9 +144,15 @@ func (p *pending) wait(s *SecY) {
 
 func getContainer() *container { return containerPool.get() }
 
-// putContainer clears pointers (so the pool keeps no SA or SC alive) and
-// returns c to the pool. Frame storage is kept.
+// putContainer empties c and returns it to the pool.
 func putContainer(c *container) {
+	c.reset()
+	containerPool.put(c)
+}
+
+// reset empties c, clearing its pointers so that an idle container keeps
+// no SA, SC or caller's frame alive. Frame storage is kept.
+func (c *container) reset() {
 	for i := range c.n {
 		c.s[i].txsa, c.s[i].rxsa = nil, nil
 		c.s[i].src, c.s[i].buf = nil, nil
@@ -154,7 +160,6 @@ func putContainer(c *container) {
 	}
 	c.sc = nil
 	c.n = 0
-	containerPool.put(c)
 }
 
 // grow returns sl.store resized to n bytes, reallocating only if its

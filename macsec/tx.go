@@ -166,10 +166,7 @@ func (s *SecY) protectInline(frames [][]byte, inPlace bool) {
 		}
 		s.workerCnt[len(s.workerCnt)-1].v.Add(uint64(c.n))
 		s.deliverTX(c)
-		for i := range c.n {
-			c.s[i].txsa, c.s[i].src, c.s[i].buf, c.out[i] = nil, nil, nil, nil
-		}
-		c.n = 0
+		c.reset()
 	}
 	addNZ(&s.stats.OutPktsRunt, runt)
 	addNZ(&s.stats.OutPktsTooLong, tooLong)
