@@ -3,6 +3,7 @@ package macsec
 import (
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 )
 
 // slot is one frame in a container. buf keeps its storage across uses.
@@ -12,29 +13,36 @@ type slot struct {
 	store   []byte // tx: pooled storage, kept across uses
 	txsa    *txSA
 	rxsa    *rxSA
+	rxsc    *rxSC
 	sci     SCI
 	pn      uint64
 	dataOff int  // offset of the Secure Data
 	dataLen int  // Secure Data length
 	enc     bool // E=1 (rx: C=1)
 	skip    bool // rx: no crypto (validateFrames Disabled, C=0)
+	pass    bool // rx: no crypto, delivered as buf (untagged or no SA)
 	ok      bool // rx: ICV verified
 }
 
-// container is the unit of work of the pipeline: up to SecY.batch frames
-// of one SC, in arrival order. Its producer locks mu before it queues the
-// container on the SC's ordered channel and on the work channel; the
-// worker unlocks it when every frame has its verdict; the SC's sequential
-// goroutine locks it, in queue order, consumes it and signals done; the
-// producer, waiting on done, returns it to the pool.
+// container is one chunk of up to maxBatchFrames frames of a Protect or
+// Verify call whose crypto the caller shares with the helper goroutines
+// (see run). Its frames are numbered (tx) or classified
+// (rx) by the caller before any helper sees it; helpers and the caller
+// then claim runs of claimFrames slots with next and count finished ones
+// in finished; the participant that finishes the last slot tells the
+// caller through fin unless it is the caller. refs counts the caller and
+// the helpers it woke: the last one to let go returns the container to
+// the pool, so a helper that wakes after the work is done still finds
+// the container it was given.
 type container struct {
-	mu   sync.Mutex
-	tx   bool
-	sc   *rxSC // rx only
-	n    int
-	done chan struct{} // capacity 1; sent to once per use
-	s    [maxBatchFrames]slot
-	out  [maxBatchFrames][]byte
+	tx       bool
+	n        int
+	next     atomic.Int32  // next slot to claim
+	finished atomic.Int32  // slots sealed or opened
+	refs     atomic.Int32  // participants still holding the container
+	fin      chan struct{} // capacity 1; a helper finished the last slot
+	s        [maxBatchFrames]slot
+	out      [maxBatchFrames][]byte
 }
 
 // freeList is a bounded pool. Unlike sync.Pool it never drops items at
@@ -70,96 +78,274 @@ func (l *freeList[T]) put(it *T) {
 }
 
 // maxFreeContainers bounds the idle containers kept (with their TX frame
-// storage, grown only in the slots used: at most 128 x 32 x 1536 octets
-// for standard frames with several workers, 128 x 128 x 1536 with one).
-const maxFreeContainers = 128
+// storage, grown only in the slots used: at most 64 x 128 x 1536 octets
+// for standard frames).
+const maxFreeContainers = 64
 
 var containerPool = freeList[container]{
 	max: maxFreeContainers,
-	new: func() *container { return &container{done: make(chan struct{}, 1)} },
+	new: func() *container { return &container{fin: make(chan struct{}, 1)} },
 }
 
-// maxPending is how many containers one Protect or Verify call keeps in
-// flight before it waits for the oldest.
-const maxPending = 16
-
-// pending is a producer's list of queued containers, oldest first.
-type pending struct {
-	c [maxPending]*container
-	n int
-	w *worker // scratch for crypto done by the caller; from workerPool
+// getContainer returns an empty container held by its caller alone.
+func getContainer() *container {
+	c := containerPool.get()
+	c.refs.Store(1)
+	return c
 }
 
-// worker returns the caller's crypto scratch, taking it from the pool on
-// first use (wait returns it).
-func (p *pending) worker() *worker {
-	if p.w == nil {
-		p.w = workerPool.get()
+// release lets go of c; the last holder empties it and returns it to the
+// pool.
+func (c *container) release() {
+	if c.refs.Add(-1) == 0 {
+		c.reset()
+		containerPool.put(c)
 	}
-	return p.w
-}
-
-// add records c, first waiting for the oldest container if the list is
-// full.
-func (p *pending) add(s *SecY, c *container) {
-	if p.n == maxPending {
-		p.waitOldest(s)
-	}
-	p.c[p.n] = c
-	p.n++
-}
-
-// waitOldest waits until the oldest container was consumed and returns it
-// to the pool. While it waits, the caller does crypto work from the work
-// channel itself (like a worker) instead of idling: that saves a wakeup
-// and a goroutine switch per container and keeps a core busy while
-// sleeping workers wake up. Order is unaffected: only the SC's sequential
-// goroutine delivers. closeMu is held shared, so s.work is open.
-func (p *pending) waitOldest(s *SecY) {
-	c := p.c[0]
-	for done := false; !done; {
-		select {
-		case <-c.done:
-			done = true
-		case wc := <-s.work:
-			s.process(p.worker(), wc, len(s.workerCnt)-1)
-		}
-	}
-	putContainer(c)
-	copy(p.c[:], p.c[1:p.n])
-	p.n--
-	p.c[p.n] = nil
-}
-
-// wait waits until every recorded container was consumed.
-func (p *pending) wait(s *SecY) {
-	for p.n > 0 {
-		p.waitOldest(s)
-	}
-	if p.w != nil {
-		workerPool.put(p.w)
-		p.w = nil
-	}
-}
-
-func getContainer() *container { return containerPool.get() }
-
-// putContainer empties c and returns it to the pool.
-func putContainer(c *container) {
-	c.reset()
-	containerPool.put(c)
 }
 
 // reset empties c, clearing its pointers so that an idle container keeps
 // no SA, SC or caller's frame alive. Frame storage is kept.
 func (c *container) reset() {
 	for i := range c.n {
-		c.s[i].txsa, c.s[i].rxsa = nil, nil
+		c.s[i].txsa, c.s[i].rxsa, c.s[i].rxsc = nil, nil, nil
 		c.s[i].src, c.s[i].buf = nil, nil
 		c.out[i] = nil
 	}
-	c.sc = nil
 	c.n = 0
+	c.tx = false
+	c.next.Store(0)
+	c.finished.Store(0)
+}
+
+// claimFrames is how many slots a participant claims at a time: a few,
+// so that the shared counters are touched once per several microseconds
+// of crypto, and few enough that the last claims leave little imbalance.
+const claimFrames = 8
+
+// maxInflight is how many containers (of up to maxBatchFrames frames)
+// one call numbers and posts before it delivers the oldest: enough that
+// a helper, once awake, finds work queued behind the chunk it joined
+// (waking a goroutine on an idle core takes tens of microseconds on a
+// VM, the time of dozens of frames), few enough to bound the memory and
+// the latency of a call.
+const maxInflight = 16
+
+// inflight is one call's containers in flight, oldest first, with their
+// tickets, and whether the caller itself finished each one's last frame
+// (then no helper sends on its fin).
+type inflight struct {
+	c      [maxInflight]*container
+	ticket [maxInflight]uint64
+	last   [maxInflight]bool
+	n      int
+}
+
+// post records c with its ticket and offers it to as many helpers as can
+// usefully join (at most Config.Workers - 1: the caller is the other
+// one). Helpers then work on it while the caller fills the next
+// container or works on earlier ones.
+func (s *SecY) post(f *inflight, c *container, ticket uint64) {
+	n := int32(c.n)
+	nothing := c.next.Load() >= n // see noCrypto
+	f.c[f.n], f.ticket[f.n], f.last[f.n] = c, ticket, nothing
+	f.n++
+	if nothing {
+		return
+	}
+	if want := min(int32(s.cfg.Workers-1), (n-1)/claimFrames); want > 0 {
+		c.refs.Add(want)
+		for range want {
+			select {
+			case s.work <- c:
+			default: // the queue is full: fewer join
+				c.refs.Add(-1)
+			}
+		}
+	}
+}
+
+// run seals or opens the containers of f together with the helpers and
+// delivers them, oldest first, each when its crypto is done and its
+// ticket's turn came; then f is empty. The caller claims runs of frames
+// from the oldest container on, so it never waits for a helper to wake
+// up before its first frame is done, and a caller whose helpers are busy
+// does all the work itself. Having claimed all it could, it drains the
+// work channel: its own posts that no helper took yet (so stale posts
+// never pile up ahead of fresh ones, each holding a container) and other
+// callers' containers, which it helps with like a helper would.
+func (s *SecY) run(f *inflight) {
+	w := workerPool.get() // not a container's: they are released as they go
+	defer workerPool.put(w)
+	var done int32
+	head := 0
+	for i := range f.n {
+		d, l := s.claimAll(w, f.c[i])
+		done += d
+		f.last[i] = f.last[i] || l
+		for head <= i && s.ready(f, head) {
+			s.deliverHead(f, head)
+			head++
+		}
+	}
+	for drained := false; !drained; {
+		select {
+		case o := <-s.work:
+			d, l := s.claimAll(w, o)
+			done += d
+			if i := f.index(o); i >= 0 {
+				f.last[i] = f.last[i] || l
+			} else if l {
+				o.fin <- struct{}{}
+			}
+			o.release()
+		default:
+			drained = true
+		}
+	}
+	s.workerCnt[len(s.workerCnt)-1].v.Add(uint64(done))
+	for ; head < f.n; head++ {
+		s.deliverHead(f, head)
+	}
+	f.n = 0
+}
+
+// index returns the position of c in f, or -1.
+func (f *inflight) index(c *container) int {
+	for i := range f.n {
+		if f.c[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// ready reports whether container i of f could be delivered now without
+// waiting: its crypto is done and its ticket is being served.
+func (s *SecY) ready(f *inflight, i int) bool {
+	c := f.c[i]
+	return c.finished.Load() == int32(c.n) && s.turn(c).ready(f.ticket[i])
+}
+
+// turn returns the turnstile of c's direction.
+func (s *SecY) turn(c *container) *turnstile {
+	if c.tx {
+		return &s.txTurn
+	}
+	return &s.rxTurn
+}
+
+// deliverHead waits until container i of f is sealed or opened and its
+// turn came, delivers it and lets go of it.
+func (s *SecY) deliverHead(f *inflight, i int) {
+	c := f.c[i]
+	if !f.last[i] {
+		<-c.fin
+	}
+	t := s.turn(c)
+	t.wait(f.ticket[i])
+	if c.tx {
+		s.deliverTX(c)
+	} else {
+		s.deliverRX(c)
+	}
+	t.done()
+	c.release()
+	f.c[i] = nil
+}
+
+// noCrypto marks the filled container c as needing no crypto (received
+// frames that are all delivered without it): nothing to claim, and no
+// helper is offered it.
+func (c *container) noCrypto() {
+	c.next.Store(int32(c.n))
+	c.finished.Store(int32(c.n))
+}
+
+// claimAll claims runs of slots of c until none is left and seals or
+// opens them with scratch w. It returns how many frames it did and
+// whether it finished the container's last frame. Received frames that
+// need no crypto are not counted.
+func (s *SecY) claimAll(w *worker, c *container) (done int32, last bool) {
+	n := int32(c.n)
+	for {
+		i := c.next.Add(claimFrames) - claimFrames
+		if i >= n {
+			return done, last
+		}
+		if s.cfg.workerHook != nil {
+			s.cfg.workerHook()
+		}
+		end := min(i+claimFrames, n)
+		if c.tx {
+			for j := i; j < end; j++ {
+				w.sealSlot(&c.s[j])
+			}
+			done += end - i
+		} else {
+			for j := i; j < end; j++ {
+				if w.openSlot(&c.s[j]) {
+					done++
+				}
+			}
+		}
+		if c.finished.Add(end-i) == n {
+			last = true
+		}
+	}
+}
+
+// routineHelper joins callers' containers from the work channel.
+// Owner: SecY; stop: s.work closed by Close (after all callers left).
+func (s *SecY) routineHelper(id int) {
+	defer s.wg.Done()
+	s.log.Debug("routineHelper started", "worker", id)
+	defer s.log.Debug("routineHelper stopped", "worker", id)
+	w := new(worker)
+	for c := range s.work {
+		done, last := s.claimAll(w, c)
+		if done > 0 {
+			s.workerCnt[id].v.Add(uint64(done))
+		}
+		if last {
+			c.fin <- struct{}{}
+		}
+		c.release()
+	}
+}
+
+// turnstile lets concurrent callers deliver in the order they took
+// tickets while their crypto overlaps: a ticket lock whose holder hands
+// its frames on.
+type turnstile struct {
+	issued  atomic.Uint64
+	mu      sync.Mutex
+	cond    sync.Cond     // on mu
+	serving atomic.Uint64 // written under mu
+}
+
+// take returns the next ticket. Every ticket must be served: wait, then
+// done.
+func (t *turnstile) take() uint64 { return t.issued.Add(1) - 1 }
+
+func (t *turnstile) init() { t.cond.L = &t.mu }
+
+// ready reports whether ticket is being served.
+func (t *turnstile) ready(ticket uint64) bool { return t.serving.Load() == ticket }
+
+// wait returns, holding the turnstile, once every earlier ticket was
+// served.
+func (t *turnstile) wait(ticket uint64) {
+	t.mu.Lock()
+	for t.serving.Load() != ticket {
+		t.cond.Wait()
+	}
+}
+
+// done serves the next ticket.
+func (t *turnstile) done() {
+	t.serving.Add(1)
+	t.cond.Broadcast()
+	t.mu.Unlock()
 }
 
 // grow returns sl.store resized to n bytes, reallocating only if its
@@ -193,6 +379,9 @@ type worker struct {
 	iv [12]byte
 }
 
+// workerPool holds the crypto scratch of callers (helpers have their own).
+var workerPool = freeList[worker]{max: 64, new: func() *worker { return new(worker) }}
+
 // prefetchFrame starts loading the cache line that holds frame b's
 // header, so that it arrives while the current frame's crypto runs:
 // frames of a batch are far enough apart that each header is otherwise a
@@ -202,42 +391,6 @@ type worker struct {
 func prefetchFrame(b []byte) {
 	if len(b) > 0 {
 		prefetch(&b[0])
-	}
-}
-
-var workerPool = freeList[worker]{max: 64, new: func() *worker { return new(worker) }}
-
-// routineWorker seals and opens containers from the shared work channel.
-// Owner: SecY; stop: s.work closed by Close (after all producers left).
-func (s *SecY) routineWorker(id int) {
-	defer s.wg.Done()
-	s.log.Debug("routineWorker started", "worker", id)
-	defer s.log.Debug("routineWorker stopped", "worker", id)
-	w := new(worker)
-	for c := range s.work {
-		s.process(w, c, id)
-	}
-}
-
-// process seals or opens container c, counts its frames for worker id
-// and unlocks it.
-func (s *SecY) process(w *worker, c *container, id int) {
-	if s.cfg.workerHook != nil {
-		s.cfg.workerHook()
-	}
-	if c.tx {
-		w.seal(c)
-	} else {
-		w.open(c)
-	}
-	s.workerCnt[id].v.Add(uint64(c.n))
-	c.mu.Unlock()
-}
-
-// seal protects every frame of a tx container (see sealSlot).
-func (w *worker) seal(c *container) {
-	for i := range c.n {
-		w.sealSlot(&c.s[i])
 	}
 }
 
@@ -265,19 +418,12 @@ func (w *worker) sealSlot(sl *slot) {
 	}
 }
 
-// open verifies (and decrypts) every frame of an rx container in place
-// and records the verdict in each slot.
-func (w *worker) open(c *container) {
-	for i := range c.n {
-		w.openSlot(&c.s[i])
-	}
-}
-
 // openSlot verifies (and decrypts) one received frame in place and
-// records the verdict in sl.ok.
-func (w *worker) openSlot(sl *slot) {
-	if sl.skip {
-		return
+// records the verdict in sl.ok. It reports false for a frame that needs
+// no crypto.
+func (w *worker) openSlot(sl *slot) bool {
+	if sl.skip || sl.pass {
+		return false
 	}
 	sa := sl.rxsa
 	iv := nonce(&w.iv, sa.xpn, sl.sci, sl.pn, sa.ssci, &sa.salt)
@@ -290,4 +436,5 @@ func (w *worker) openSlot(sl *slot) {
 		_, err = sa.aead.Open(nil, iv, b[end:end+ICVLen], b[:end])
 	}
 	sl.ok = err == nil
+	return true
 }

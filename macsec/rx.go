@@ -1,42 +1,30 @@
 package macsec
 
-// Receive pipeline. Stages and locking (compare wireguard-go
+// Receive path. Each Verify call takes its frames, in chunks of up to
+// maxBatchFrames, through these steps (compare wireguard-go
 // device/receive.go):
 //
-//  1. Verify (any goroutine, shared closeMu) parses each frame's SecTAG
-//     (802.1AE 9.12), looks up the receive SC by SCI in the immutable SC
-//     table and the SA by AN, recovers the 64-bit PN (XPN) from the SA's
-//     published nextPN and pre-checks replay against its lowestPN. Frames that need no crypto
-//     (untagged, or no SA, when validateFrames allows) are stripped in
-//     place and delivered directly; bad ones are dropped and counted.
-//  2. Frames for crypto are grouped by SC into containers of up to
-//     s.batch frames in arrival order; slots point at the caller's
-//     frames (no copy). Each container is locked, queued on its SC's
-//     ordered channel, then on the shared work channel (both sends block:
-//     back-pressure).
-//  3. A worker (routineWorker) verifies/decrypts every frame in place,
-//     stores a verdict per frame and unlocks the container.
-//  4. The SC's routineRXSequential locks containers in queue order, runs
-//     the replay check and updates nextPN/lowestPN (only after ICV
-//     success, only here, so in order), counts, strips SecTAG and ICV in
-//     place, hands the frames to Config.RX in order and signals the
-//     container's done channel.
-//  5. Verify waits for the done signal of each of its containers (the
-//     frames are the caller's memory, valid only for the call), then
-//     returns them to the pool. It keeps at most maxPending containers in
-//     flight.
+//  1. Classify (any goroutine, shared closeMu): parse each frame's SecTAG
+//     (802.1AE 9.12), look up the receive SC by SCI in the immutable SC
+//     table and the SA by AN, recover the 64-bit PN (XPN) from the SA's
+//     published nextPN and pre-check replay against its lowestPN. Bad
+//     frames are dropped and counted; frames that need no crypto
+//     (untagged, or no SA, when validateFrames allows) keep their place in
+//     the chunk, stripped in place. The chunk takes a ticket of rxTurn.
+//  2. Open (run): the caller and up to Workers-1 helper goroutines
+//     claim runs of slots and verify/decrypt them in place, each storing
+//     its verdict in the slot.
+//  3. Judge and deliver: when every earlier ticket was served, the caller
+//     runs the replay check and updates nextPN/lowestPN in arrival order
+//     (only after ICV success, and only here, so in order), counts, strips
+//     SecTAG and ICV in place and hands the accepted frames to Config.RX.
 //
-// With one worker (Config.Workers = 1) stages 3 and 4 run in the caller,
-// for each container as soon as it is full, under rxInlineMu (submitRX).
+// With one worker (Config.Workers = 1) the caller takes each frame
+// through all steps at once under rxInlineMu (verifyInline).
 //
-// An rxSA's nextPN is owned by its SC's sequential goroutine; producers
-// only read the atomically published copies (lowestPN, stats.NextPN).
-
-// openC is a container being filled for one SC inside Verify.
-type openC struct {
-	sc *rxSC
-	c  *container
-}
+// An rxSA's nextPN is only touched by the holder of rxTurn (rxInlineMu);
+// classification only reads the atomically published copies (lowestPN,
+// stats.NextPN).
 
 // rxFront is Verify's first stage for one call: the SC table, a cache of
 // the last lookup, the parse scratch and the frames it drops or passes
@@ -129,6 +117,7 @@ func (s *SecY) fillRX(sl *slot, f []byte, p *Parsed, sa *rxSA, pn uint64) {
 	sl.dataLen = p.DataLen
 	sl.enc = changed
 	sl.skip = !changed && s.cfg.Validate == ValidateDisabled
+	sl.pass = false
 	sl.ok = false
 }
 
@@ -158,63 +147,55 @@ func (s *SecY) Verify(frames [][]byte) {
 	fr := rxFront{tbl: *s.rxSCs.Load(), strict: s.cfg.Validate == ValidateStrict}
 	if s.inline {
 		s.verifyInline(frames, &fr)
-		return
-	}
-	var open [4]openC
-	var pend pending
-	k := 0 // frames[:k] are delivered directly
-	for _, f := range frames {
-		kind, out, sc, sa, pn := s.classify(&fr, f)
-		if kind == rxDrop {
-			continue
-		}
-		if kind == rxDirect {
-			frames[k] = out
-			k++
-			continue
-		}
-		var oc *openC
-		for i := range open {
-			if open[i].sc == sc {
-				oc = &open[i]
-				break
-			}
-		}
-		if oc == nil {
-			for i := range open {
-				if open[i].sc == nil {
-					oc = &open[i]
-					break
-				}
-			}
-			if oc == nil {
-				s.submitRX(open[0].c, &pend)
-				copy(open[:], open[1:])
-				oc = &open[len(open)-1]
-			}
-			oc.sc = sc
-			oc.c = getContainer()
-			oc.c.tx = false
-			oc.c.sc = sc
-		}
-		c := oc.c
-		s.fillRX(&c.s[c.n], f, &fr.p, sa, pn)
-		c.n++
-		if c.n == s.batch {
-			s.submitRX(c, &pend)
-			*oc = openC{}
-		}
-	}
-	for i := range open {
-		if open[i].c != nil {
-			s.submitRX(open[i].c, &pend)
-		}
+	} else {
+		s.verifyChunks(frames, &fr)
 	}
 	fr.count(s)
-	if k > 0 {
-		s.cfg.RX(frames[:k])
+}
+
+// verifyChunks is Verify with helpers, chunk by chunk (see the steps
+// above).
+func (s *SecY) verifyChunks(frames [][]byte, fr *rxFront) {
+	var f inflight
+	for len(frames) > 0 {
+		chunk := frames[:min(len(frames), maxBatchFrames)]
+		frames = frames[len(chunk):]
+		c := getContainer()
+		crypto := 0
+		for i, f := range chunk {
+			if i+1 < len(chunk) {
+				prefetchFrame(chunk[i+1])
+			}
+			kind, out, sc, sa, pn := s.classify(fr, f)
+			sl := &c.s[c.n]
+			switch kind {
+			case rxDrop:
+				continue
+			case rxDirect:
+				sl.buf, sl.pass = out, true
+			default:
+				s.fillRX(sl, f, &fr.p, sa, pn)
+				sl.rxsc = sc
+				crypto++
+			}
+			c.n++
+		}
+		if c.n == 0 {
+			c.release()
+			continue
+		}
+		ticket := s.rxTurn.take()
+		if crypto == 0 {
+			c.noCrypto()
+		}
+		s.post(&f, c, ticket)
+		if f.n == maxInflight {
+			s.run(&f)
+		}
 	}
-	pend.wait(s)
+	if f.n > 0 {
+		s.run(&f)
+	}
 }
 
 // verifyInline is Verify with one worker: under rxInlineMu, so that
@@ -263,20 +244,9 @@ func (s *SecY) verifyInline(frames [][]byte, fr *rxFront) {
 	t.flush(s, cur)
 	sl = slot{}
 	s.workerCnt[len(s.workerCnt)-1].v.Add(opened)
-	fr.count(s)
 	if k > 0 {
 		s.cfg.RX(frames[:k])
 	}
-}
-
-// submitRX locks the filled container c, queues it for its SC's
-// sequential goroutine and for the workers and records it in p. closeMu
-// is held shared.
-func (s *SecY) submitRX(c *container, p *pending) {
-	c.mu.Lock()
-	c.sc.ordered <- c
-	s.work <- c
-	p.add(s, c)
 }
 
 // strip removes the SecTAG and ICV of a frame in place (the MAC addresses
@@ -300,36 +270,32 @@ func recoverPN(low uint32, nextPN uint64) uint64 {
 	return pn
 }
 
-// routineRXSequential consumes sc's containers in order: replay check,
-// counters, delivery. Owner: SecY; stop: sc.ordered closed by Close or
-// RemoveRXSC.
-func (s *SecY) routineRXSequential(sc *rxSC) {
-	defer s.wg.Done()
-	s.log.Debug("routineRXSequential started", "sci", sc.sci.String())
-	defer s.log.Debug("routineRXSequential stopped", "sci", sc.sci.String())
-	for c := range sc.ordered {
-		c.mu.Lock()
-		s.deliverRX(sc, c)
-		c.mu.Unlock()
-		c.done <- struct{}{}
-	}
-}
-
-// deliverRX runs the replay check of sc's opened container c in order,
-// updates nextPN, counts, strips and hands the accepted frames to
-// Config.RX. Only sc's sequential goroutine calls it.
-func (s *SecY) deliverRX(sc *rxSC, c *container) {
+// deliverRX judges the opened frames of c in arrival order (replay
+// check, nextPN), counts, strips and hands the accepted frames, with
+// those that needed no crypto, to Config.RX. The caller holds rxTurn.
+func (s *SecY) deliverRX(c *container) {
 	var t rxTally
 	var acc saAcc
+	var cur *rxSC
 	k := 0
 	for i := range c.n {
-		if out, ok := s.judge(&c.s[i], &acc, &t); ok {
+		sl := &c.s[i]
+		if sl.pass {
+			c.out[k] = sl.buf
+			k++
+			continue
+		}
+		if sl.rxsc != cur {
+			t.flush(s, cur)
+			cur = sl.rxsc
+		}
+		if out, ok := s.judge(sl, &acc, &t); ok {
 			c.out[k] = out
 			k++
 		}
 	}
 	acc.flush(s.window)
-	t.flush(s, sc)
+	t.flush(s, cur)
 	if k > 0 {
 		s.cfg.RX(c.out[:k])
 	}
@@ -363,7 +329,7 @@ func (t *rxTally) flush(s *SecY, sc *rxSC) {
 // judge applies the replay check and validateFrames to an opened slot, in
 // order (802.1AE 10.6.5): it advances the SA's nextPN after ICV success,
 // counts into t and acc, and returns the stripped frame (DA SA Secure
-// Data) if it is to be delivered. Only the SC's sequencer calls it.
+// Data) if it is to be delivered. The caller holds rxTurn (rxInlineMu).
 func (s *SecY) judge(sl *slot, acc *saAcc, t *rxTally) ([]byte, bool) {
 	sa := sl.rxsa
 	if sa != acc.sa {

@@ -88,7 +88,9 @@ type Config struct {
 	// frames longer than LowerMTU+14 are dropped (OutPktsTooLong).
 	// 0 means 1500.
 	LowerMTU int
-	// Workers is the number of crypto workers; 0 means runtime.NumCPU().
+	// Workers is how many cores one Protect or Verify call may use for
+	// its crypto: the caller and up to Workers-1 helper goroutines (1: the
+	// caller alone, no helpers); 0 means runtime.NumCPU().
 	Workers int
 	// PNStore persists transmit PN high-water marks; nil keeps no state
 	// (PNs then restart from the configured value after a restart).
@@ -96,19 +98,20 @@ type Config struct {
 	// PNBlock is how many PNs are reserved per PNStore write, e.g. 1<<20;
 	// 0 means 1<<16.
 	PNBlock uint64
-	// TX receives protected frames, in the order Protect got them. It is
-	// called from one goroutine at a time, except that with Protect off it
-	// is called directly from Protect's caller.
+	// TX receives protected frames, in PN order, from Protect's caller,
+	// one call at a time (with Protect off: directly, concurrently if
+	// Protect is called concurrently). It must not call Protect of the
+	// same SecY.
 	TX Handler
-	// RX receives verified frames with SecTAG and ICV removed: the frames
-	// of one receive SC in the order Verify got them, from that SC's
-	// goroutine; frames delivered without crypto (untagged or unknown SA,
-	// when validateFrames allows) are delivered directly from Verify's
-	// caller. Calls for different SCs may run concurrently.
+	// RX receives verified frames with SecTAG and ICV removed, each SC's
+	// in the order Verify got them, with frames delivered without crypto
+	// (untagged or unknown SA, when validateFrames allows) in their place,
+	// from Verify's caller, one call at a time. It must not call Verify
+	// of the same SecY (Protect is fine: a reply sent from the handler).
 	RX Handler
 
-	// workerHook, if set, runs in a worker before each container (tests
-	// use it to delay workers at random).
+	// workerHook, if set, runs before each run of frames a worker or
+	// caller claims (tests use it to delay the crypto at random).
 	workerHook func()
 }
 
@@ -206,14 +209,11 @@ type rxSA struct {
 	stats    RXSAStats
 }
 
-// rxSC is a receive secure channel. Its sequential goroutine
-// (routineRXSequential) is the only reader of ordered and exits when
-// ordered is closed.
+// rxSC is a receive secure channel.
 type rxSC struct {
-	sci     SCI
-	sas     [4]atomic.Pointer[rxSA]
-	ordered chan *container
-	stats   RXSCStats
+	sci   SCI
+	sas   [4]atomic.Pointer[rxSA]
+	stats RXSCStats
 }
 
 // paddedCounter keeps per-worker counters on separate cache lines.
@@ -237,8 +237,7 @@ type SecY struct {
 	pnBlock   uint64
 	stats     SecYStats
 	txStats   TXSCStats
-	workerCnt []paddedCounter
-	batch     int // frames per container: batchFrames, or maxBatchFrames with one worker
+	workerCnt []paddedCounter // helpers by id, then callers
 
 	// closeMu is held shared by Protect and Verify while they push work
 	// and wait for it (see enter), and exclusively to close channels
@@ -253,8 +252,8 @@ type SecY struct {
 	lastLog atomic.Int64 // unix ns of the last rate-limited log message
 
 	// txMu protects txSAs, encodingSA and each txSA's nextPN and
-	// exhausted; it is held while PNs are assigned and the container is
-	// queued on txOrdered, so PN order equals queue order.
+	// exhausted; it is held while PNs are assigned and a txTurn ticket is
+	// taken, so ticket order is PN order.
 	txMu       sync.Mutex
 	txSAs      [4]*txSA
 	encodingSA uint8
@@ -266,8 +265,7 @@ type SecY struct {
 	// inline is set with one worker: callers seal, open and deliver
 	// their frames themselves (protectInline, verifyInline) under
 	// txInlineMu and rxInlineMu, which keep delivery in PN and arrival
-	// order; the worker, transmit and receive SC goroutines are not
-	// started.
+	// order; no helper goroutine is started.
 	inline     bool
 	txInlineMu sync.Mutex
 	txInline   *container // protected by txInlineMu
@@ -275,36 +273,30 @@ type SecY struct {
 	rxInlineMu sync.Mutex
 	rxWorker   worker // protected by rxInlineMu
 
-	work      chan *container // shared by all SCs; closed by Close
-	txOrdered chan *container // closed by Close
+	// With helpers, callers deliver their chunks in ticket order.
+	txTurn, rxTurn turnstile
+
+	work      chan *container // callers' chunks for helpers; closed by Close
 	reserveCh chan *txSA      // closed by Close
 	wg        sync.WaitGroup  // all goroutines
 }
 
 // Pipeline sizes.
 const (
-	// batchFrames is the number of frames per container when there are
-	// several workers: large batches of one SC are split so that all
-	// workers get some.
-	batchFrames = 32
-	// maxBatchFrames is the capacity of a container and the number of
-	// frames per container with a single worker, whose callers do the
-	// crypto themselves (protectInline, submitRX): splitting buys no
-	// parallelism, while each container costs a handoff to the
-	// sequential goroutine and back and, on a link, a separate Verify
-	// call of the receiver (BenchmarkRatioVsBare, GOMAXPROCS=1, 1514
-	// octets: ours / bare 1.19 -> 1.14 integrity, 1.12 -> 1.09 encrypted
-	// going from 32 to 128).
+	// maxBatchFrames is the capacity of a container: Protect and Verify
+	// work in chunks of up to this many frames. Larger chunks spread the
+	// cost of waking helpers and of each Config.TX or Config.RX call over
+	// more frames (BenchmarkRatioVsBare, GOMAXPROCS=1, 1514 octets: ours /
+	// bare 1.19 -> 1.14 integrity, 1.12 -> 1.09 encrypted going from 32
+	// to 128 frames per container).
 	maxBatchFrames = 128
-	// orderedQueueLen bounds the containers in flight per SC.
-	orderedQueueLen = 16
-	// workQueueLen bounds the containers waiting for a worker.
+	// workQueueLen bounds the chunks waiting for a helper; a caller that
+	// finds it full does the work itself.
 	workQueueLen = 64
 )
 
 // New returns a running SecY with no SAs. log may be nil. It starts the
-// crypto workers, the transmit SC's sequential goroutine and the PN
-// reservation goroutine; Close stops them.
+// crypto helpers and the PN reservation goroutine; Close stops them.
 func New(cfg Config, log *slog.Logger) (*SecY, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
@@ -327,14 +319,13 @@ func New(cfg Config, log *slog.Logger) (*SecY, error) {
 		maxFrame:  cfg.LowerMTU + 14,
 		xpn:       cfg.Cipher.XPN(),
 		pnBlock:   cfg.PNBlock,
-		workerCnt: make([]paddedCounter, cfg.Workers+1),
+		workerCnt: make([]paddedCounter, cfg.Workers),
 		work:      make(chan *container, workQueueLen),
-		txOrdered: make(chan *container, orderedQueueLen),
 		reserveCh: make(chan *txSA, 4),
 	}
-	s.batch = batchFrames
+	s.txTurn.init()
+	s.rxTurn.init()
 	if cfg.Workers == 1 {
-		s.batch = maxBatchFrames
 		s.inline = true
 		s.txInline = &container{}
 	}
@@ -358,12 +349,10 @@ func New(cfg Config, log *slog.Logger) (*SecY, error) {
 	m := map[SCI]*rxSC{}
 	s.rxSCs.Store(&m)
 	if !s.inline {
-		for i := range cfg.Workers {
+		for i := range cfg.Workers - 1 { // the caller is the other worker
 			s.wg.Add(1)
-			go s.routineWorker(i)
+			go s.routineHelper(i)
 		}
-		s.wg.Add(1)
-		go s.routineTXSequential()
 	}
 	s.wg.Add(1)
 	go s.routinePNReserve()
@@ -381,10 +370,6 @@ func (s *SecY) Close() error {
 		return nil
 	}
 	s.closed = true
-	close(s.txOrdered)
-	for _, sc := range *s.rxSCs.Load() {
-		close(sc.ordered)
-	}
 	close(s.work)
 	close(s.reserveCh)
 	s.closeMu.Unlock()
@@ -463,9 +448,9 @@ func (s *SecY) RXSAStats(sci SCI, an uint8) *RXSAStats {
 	return &sa.stats
 }
 
-// WorkerFrames returns how many frames each crypto worker has processed;
-// the last element (index Config.Workers) counts frames that Protect and
-// Verify callers processed themselves while waiting for their frames.
+// WorkerFrames returns how many frames each crypto worker has processed:
+// the Config.Workers-1 helper goroutines, then (last element) Protect
+// and Verify callers, who do their share of their own frames.
 func (s *SecY) WorkerFrames() []uint64 {
 	out := make([]uint64, len(s.workerCnt))
 	for i := range s.workerCnt {
@@ -625,7 +610,7 @@ func (s *SecY) nextPNLocked(sa *txSA) (uint64, bool) {
 	return pn, true
 }
 
-// AddRXSC adds a receive SC for sci and starts its sequential goroutine.
+// AddRXSC adds a receive SC for sci.
 func (s *SecY) AddRXSC(sci SCI) error {
 	s.cfgMu.Lock()
 	defer s.cfgMu.Unlock()
@@ -642,12 +627,7 @@ func (s *SecY) AddRXSC(sci SCI) error {
 	for k, v := range old {
 		m[k] = v
 	}
-	sc := &rxSC{sci: sci, ordered: make(chan *container, orderedQueueLen)}
-	m[sci] = sc
-	if !s.inline {
-		s.wg.Add(1)
-		go s.routineRXSequential(sc)
-	}
+	m[sci] = &rxSC{sci: sci}
 	s.rxSCs.Store(&m)
 	return nil
 }
@@ -675,7 +655,6 @@ func (s *SecY) RemoveRXSC(sci SCI) error {
 		}
 	}
 	s.rxSCs.Store(&m)
-	close(sc.ordered)
 	return nil
 }
 

@@ -1,34 +1,32 @@
 package macsec
 
-// Transmit pipeline. Stages and locking (compare wireguard-go
-// device/send.go):
+// Transmit path. Each Protect call takes its frames, in chunks of up to
+// maxBatchFrames, through these steps (compare wireguard-go
+// device/send.go, which keeps order the same way but queues every batch
+// to separate goroutines):
 //
-//  1. Protect (any goroutine, shared closeMu) puts up to s.batch
-//     frames into a pooled container: each slot points at the caller's
-//     frame and gets pooled storage for the protected frame, in which
-//     Protect writes only the MAC addresses. Runts and frames that would
-//     exceed the lower MTU are dropped.
-//  2. Under txMu it takes the encoding SA, assigns consecutive PNs (one
-//     SA per frame, stored in the slot, so a key rollover while frames are
-//     in flight is safe), writes each SecTAG, locks the container and
-//     queues it on txOrdered, all before releasing txMu: the order of
-//     txOrdered is PN order. PNs are never assigned concurrently. It then
-//     queues the container on the shared work channel. Both sends block
-//     when full: that is the back-pressure.
-//  3. A worker (routineWorker) seals every frame (GCM: AAD = DA..SecTAG
-//     and the Secure Data encrypted from the caller's frame into the
-//     storage, or, integrity only, the frame copied and AAD = all of it)
-//     and unlocks the container.
-//  4. routineTXSequential takes containers from txOrdered, locks each (so
-//     it waits for the oldest), counts, hands the frames to Config.TX in
-//     order and signals the container's done channel.
-//  5. Protect waits for the done signal of each of its containers (so the
-//     caller's frames need only live for the call) and returns them to
-//     the pool. It keeps at most maxPending containers in flight.
+//  1. Fill (any goroutine, shared closeMu): a pooled container gets a slot
+//     per frame pointing at the caller's frame, with storage for the
+//     protected frame (ProtectInPlace: the caller's buffer) holding the
+//     MAC addresses. Runts and frames that would exceed the lower MTU are
+//     dropped and counted.
+//  2. Number, under txMu: the encoding SA, consecutive PNs (the SA is
+//     stored per slot, so a key rollover while frames are in flight is
+//     safe), the SecTAGs, and a ticket of txTurn, so that ticket order is
+//     PN order. PNs are never assigned concurrently.
+//  3. Seal (run): the caller and up to Workers-1 helper goroutines
+//     claim runs of slots and seal them (GCM: AAD = DA..SecTAG and the
+//     Secure Data encrypted from the caller's frame into the storage, or,
+//     integrity only, the frame copied and AAD = all of it). The caller
+//     starts at once and helpers join as they wake.
+//  4. Deliver: when every earlier ticket was served, the caller counts and
+//     hands the chunk to Config.TX, so chunks of concurrent callers leave
+//     in PN order while their crypto overlaps.
 //
-// With one worker (Config.Workers = 1) there is no pipeline: the caller
-// fills, numbers, seals and delivers each chunk itself under txInlineMu
-// (protectInline).
+// Protect returns once its frames were handed on, so the caller's frames
+// need only live for the call. With one worker (Config.Workers = 1)
+// there are no helpers and no containers: the caller fills, numbers and
+// seals frame by frame under txInlineMu (protectInline).
 
 // Protect protects frames (each starting at the destination MAC address,
 // no FCS) and hands them to Config.TX in the same order, from the
@@ -96,15 +94,33 @@ func (s *SecY) protect(frames [][]byte, inPlace bool) {
 		s.protectInline(frames, inPlace)
 		return
 	}
-	var p pending
+	var f inflight
 	for len(frames) > 0 {
-		k := min(len(frames), s.batch)
-		if c := s.protectChunk(frames[:k], inPlace, &p); c != nil {
-			p.add(s, c)
+		chunk := frames[:min(len(frames), maxBatchFrames)]
+		frames = frames[len(chunk):]
+		c := getContainer()
+		s.fillTX(c, chunk, inPlace)
+		if c.n > 0 {
+			s.txMu.Lock()
+			s.numberTXLocked(c)
+			var ticket uint64
+			if c.n > 0 {
+				ticket = s.txTurn.take() // under txMu: ticket order is PN order
+			}
+			s.txMu.Unlock()
+			if c.n > 0 {
+				s.post(&f, c, ticket)
+				if f.n == maxInflight {
+					s.run(&f)
+				}
+				continue
+			}
 		}
-		frames = frames[k:]
+		c.release()
 	}
-	p.wait(s)
+	if f.n > 0 {
+		s.run(&f)
+	}
 }
 
 // protectInline is protect with one worker: the caller takes each frame
@@ -123,7 +139,7 @@ func (s *SecY) protectInline(frames [][]byte, inPlace bool) {
 	w := &s.txWorker
 	var runt, tooLong, noSA uint64
 	for len(frames) > 0 {
-		chunk := frames[:min(len(frames), s.batch)]
+		chunk := frames[:min(len(frames), maxBatchFrames)]
 		frames = frames[len(chunk):]
 		s.txMu.Lock()
 		sa := s.txSAs[s.encodingSA]
@@ -171,29 +187,6 @@ func (s *SecY) protectInline(frames [][]byte, inPlace bool) {
 	addNZ(&s.stats.OutPktsRunt, runt)
 	addNZ(&s.stats.OutPktsTooLong, tooLong)
 	addNZ(&s.stats.OutPktsNoActiveSA, noSA)
-}
-
-// protectChunk queues up to s.batch frames and returns their
-// container, or nil if none was queued.
-func (s *SecY) protectChunk(frames [][]byte, inPlace bool, p *pending) *container {
-	c := getContainer()
-	s.fillTX(c, frames, inPlace)
-	if c.n == 0 {
-		putContainer(c)
-		return nil
-	}
-	s.txMu.Lock()
-	s.numberTXLocked(c)
-	if c.n == 0 {
-		s.txMu.Unlock()
-		putContainer(c)
-		return nil
-	}
-	c.mu.Lock()
-	s.txOrdered <- c
-	s.txMu.Unlock()
-	s.work <- c
-	return c
 }
 
 // fillTX puts frames into the empty container c (see fillTXSlot).
@@ -284,20 +277,6 @@ func (s *SecY) numberTXSlot(sl *slot, sa *txSA, pn uint64, f *SecTAGFields) {
 		f.SL = uint8(sl.dataLen)
 	}
 	SecTAG(sl.buf[addrsLen:]).Encode(f)
-}
-
-// routineTXSequential delivers sealed containers in PN order. Owner: SecY;
-// stop: txOrdered closed by Close.
-func (s *SecY) routineTXSequential() {
-	defer s.wg.Done()
-	s.log.Debug("routineTXSequential started")
-	defer s.log.Debug("routineTXSequential stopped")
-	for c := range s.txOrdered {
-		c.mu.Lock()
-		s.deliverTX(c)
-		c.mu.Unlock()
-		c.done <- struct{}{}
-	}
 }
 
 // deliverTX counts the sealed frames of c and hands them to Config.TX.
