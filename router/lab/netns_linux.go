@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,25 +40,53 @@ var prefixRE = regexp.MustCompile(`^` + prefixHead + `([0-9]+)$`)
 // runPrefix is the prefix of this process's lab run.
 func runPrefix(pid int) string { return prefixHead + strconv.Itoa(pid) }
 
-// procStartTime returns the start time of process pid in clock ticks since
-// boot (field 22 of /proc/PID/stat), which tells a live owner from a later
-// process that got the same PID.
-func procStartTime(pid int) (uint64, error) {
+// procStatFields returns the fields of /proc/PID/stat from field 3
+// (state) on: f[i] is field i+3.
+func procStatFields(pid int) ([]string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	// The command name (field 2) is in parentheses and may hold spaces.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no comm field", pid)
+		return nil, fmt.Errorf("/proc/%d/stat: no comm field", pid)
 	}
 	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); field 22 is f[19].
 	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+		return nil, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	return f, nil
+}
+
+// procStartTime returns the start time of process pid in clock ticks since
+// boot (field 22 of /proc/PID/stat), which tells a live owner from a later
+// process that got the same PID.
+func procStartTime(pid int) (uint64, error) {
+	f, err := procStatFields(pid)
+	if err != nil {
+		return 0, err
 	}
 	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// userHZ is the unit of the times in /proc/PID/stat (USER_HZ, 100 on
+// every Linux architecture the router runs on).
+const userHZ = 100
+
+// procCPU returns the CPU time process pid has used, user and system
+// (fields 14 and 15 of /proc/PID/stat), all threads.
+func procCPU(pid int) (time.Duration, error) {
+	f, err := procStatFields(pid)
+	if err != nil {
+		return 0, err
+	}
+	u, err1 := strconv.ParseUint(f[11], 10, 64)
+	k, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return time.Duration(u+k) * time.Second / userHZ, nil
 }
 
 // ownerAlive reports whether the run with owner pid still has its owner.
