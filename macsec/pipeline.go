@@ -40,6 +40,7 @@ type container struct {
 	next     atomic.Int32  // next slot to claim
 	finished atomic.Int32  // slots sealed or opened
 	refs     atomic.Int32  // participants still holding the container
+	postedAt int64         // nanotime when offered to helpers
 	fin      chan struct{} // capacity 1; a helper finished the last slot
 	s        [maxBatchFrames]slot
 	out      [maxBatchFrames][]byte
@@ -138,6 +139,7 @@ type inflight struct {
 	ticket [maxInflight]uint64
 	last   [maxInflight]bool
 	n      int
+	help   bool // offer the containers to helpers (helpPolicy.worth)
 }
 
 // post records c with its ticket and offers it to as many helpers as can
@@ -149,10 +151,11 @@ func (s *SecY) post(f *inflight, c *container, ticket uint64) {
 	nothing := c.next.Load() >= n // see noCrypto
 	f.c[f.n], f.ticket[f.n], f.last[f.n] = c, ticket, nothing
 	f.n++
-	if nothing {
+	if nothing || !f.help {
 		return
 	}
 	if want := min(int32(s.cfg.Workers-1), (n-1)/claimFrames); want > 0 {
+		c.postedAt = nanotime()
 		c.refs.Add(want)
 		for range want {
 			select {
@@ -301,7 +304,21 @@ func (s *SecY) routineHelper(id int) {
 	s.log.Debug("routineHelper started", "worker", id)
 	defer s.log.Debug("routineHelper stopped", "worker", id)
 	w := new(worker)
-	for c := range s.work {
+	for {
+		var c *container
+		ok, parked := true, false
+		select {
+		case c, ok = <-s.work:
+		default:
+			parked = true
+			c, ok = <-s.work
+		}
+		if !ok {
+			return
+		}
+		if parked {
+			s.help.woke(c.postedAt)
+		}
 		done, last := s.claimAll(w, c)
 		if done > 0 {
 			s.workerCnt[id].v.Add(uint64(done))

@@ -42,11 +42,11 @@ func newBenchPipe(b *testing.B, size int, enc bool, workers int, inPlace bool) *
 	p := &benchPipe{inPlace: inPlace}
 	cs := GCMAES128
 	txCfg := testConfig(cs, enc, func(frames [][]byte) { p.rx.Verify(frames) }, func([][]byte) {})
-	txCfg.Workers, txCfg.LowerMTU = workers, 9100
+	txCfg.Workers, txCfg.LowerMTU, txCfg.AlwaysParallel = workers, 9100, false
 	rxCfg := testConfig(cs, false, func([][]byte) {}, func(frames [][]byte) { p.n += uint64(len(frames)) })
 	rxCfg.SCI = peerSCI
 	rxCfg.ReplayProtect = true // window 0: any reordering shows as InPktsLate
-	rxCfg.Workers, rxCfg.LowerMTU = workers, 9100
+	rxCfg.Workers, rxCfg.LowerMTU, rxCfg.AlwaysParallel = workers, 9100, false
 	var err error
 	if p.rx, err = New(rxCfg, nil); err != nil {
 		b.Fatal(err)
@@ -268,7 +268,7 @@ func newTXOnly(b *testing.B, size int, enc bool, workers int) *txOnly { // uses 
 			t.last = pn
 		}
 	}, func([][]byte) {})
-	cfg.Workers, cfg.LowerMTU = workers, 9100
+	cfg.Workers, cfg.LowerMTU, cfg.AlwaysParallel = workers, 9100, false
 	var err error
 	if t.s, err = New(cfg, nil); err != nil {
 		b.Fatal(err)
@@ -304,7 +304,7 @@ func newRXOnly(b *testing.B, size int, enc bool, workers int) *rxOnly {
 	r := &rxOnly{key: testKey(GCMAES128), enc: enc, pn: 1}
 	cfg := testConfig(GCMAES128, false, func([][]byte) {}, func(frames [][]byte) { r.n += uint64(len(frames)) })
 	cfg.ReplayProtect = true
-	cfg.Workers, cfg.LowerMTU = workers, 9100
+	cfg.Workers, cfg.LowerMTU, cfg.AlwaysParallel = workers, 9100, false
 	var err error
 	if r.s, err = New(cfg, nil); err != nil {
 		b.Fatal(err)

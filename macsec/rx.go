@@ -156,7 +156,7 @@ func (s *SecY) Verify(frames [][]byte) {
 // verifyChunks is Verify with helpers, chunk by chunk (see the steps
 // above).
 func (s *SecY) verifyChunks(frames [][]byte, fr *rxFront) {
-	var f inflight
+	f := inflight{help: s.help.worth(octets(frames))}
 	for len(frames) > 0 {
 		chunk := frames[:min(len(frames), maxBatchFrames)]
 		frames = frames[len(chunk):]

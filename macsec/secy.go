@@ -92,6 +92,10 @@ type Config struct {
 	// its crypto: the caller and up to Workers-1 helper goroutines (1: the
 	// caller alone, no helpers); 0 means runtime.NumCPU().
 	Workers int
+	// AlwaysParallel offers every chunk big enough to share to the
+	// helpers. Otherwise a call wakes helpers only when its crypto
+	// outweighs the measured cost of waking them (see help.go).
+	AlwaysParallel bool
 	// PNStore persists transmit PN high-water marks; nil keeps no state
 	// (PNs then restart from the configured value after a restart).
 	PNStore PNStore
@@ -276,6 +280,7 @@ type SecY struct {
 	// With helpers, callers deliver their chunks in ticket order.
 	txTurn, rxTurn turnstile
 
+	help      helpPolicy
 	work      chan *container // callers' chunks for helpers; closed by Close
 	reserveCh chan *txSA      // closed by Close
 	wg        sync.WaitGroup  // all goroutines
@@ -349,6 +354,8 @@ func New(cfg Config, log *slog.Logger) (*SecY, error) {
 	m := map[SCI]*rxSC{}
 	s.rxSCs.Store(&m)
 	if !s.inline {
+		s.help.always = cfg.AlwaysParallel
+		s.help.nsPerKiB = calibrateCrypto(cfg.Cipher, cfg.Encrypt)
 		for i := range cfg.Workers - 1 { // the caller is the other worker
 			s.wg.Add(1)
 			go s.routineHelper(i)

@@ -94,7 +94,7 @@ func (s *SecY) protect(frames [][]byte, inPlace bool) {
 		s.protectInline(frames, inPlace)
 		return
 	}
-	var f inflight
+	f := inflight{help: s.help.worth(octets(frames))}
 	for len(frames) > 0 {
 		chunk := frames[:min(len(frames), maxBatchFrames)]
 		frames = frames[len(chunk):]
@@ -311,4 +311,13 @@ func (s *SecY) countTXSAs(c *container) {
 	} else {
 		sa.stats.OutPktsProtected.Add(uint64(c.n))
 	}
+}
+
+// octets returns the total length of frames.
+func octets(frames [][]byte) int {
+	n := 0
+	for _, f := range frames {
+		n += len(f)
+	}
+	return n
 }

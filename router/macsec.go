@@ -68,20 +68,21 @@ func (r *Router) newSecY(ms *config.MACsec, mac net.HardwareAddr, lowerMTU int) 
 		return nil, fmt.Errorf("macsec %s: %w", ms.Name, err)
 	}
 	mc := macsec.Config{
-		SCI:           sci,
-		Cipher:        ms.CipherSuite(),
-		Encrypt:       ms.Encrypt,
-		Protect:       ms.Protect,
-		SendSCI:       ms.SendSCI,
-		EndStation:    ms.EndStation,
-		SCB:           ms.SCB,
-		ReplayProtect: ms.Replay,
-		ReplayWindow:  ms.Window,
-		Validate:      ms.ValidateFrames(),
-		LowerMTU:      lowerMTU,
-		PNStore:       store,
-		TX:            rs.link.Transmit,
-		RX:            rs.link.Receive,
+		SCI:            sci,
+		Cipher:         ms.CipherSuite(),
+		Encrypt:        ms.Encrypt,
+		Protect:        ms.Protect,
+		SendSCI:        ms.SendSCI,
+		EndStation:     ms.EndStation,
+		SCB:            ms.SCB,
+		ReplayProtect:  ms.Replay,
+		ReplayWindow:   ms.Window,
+		Validate:       ms.ValidateFrames(),
+		LowerMTU:       lowerMTU,
+		PNStore:        store,
+		AlwaysParallel: ms.AlwaysParallel(),
+		TX:             rs.link.Transmit,
+		RX:             rs.link.Receive,
 	}
 	rs.secy, err = macsec.New(mc, r.log.With("component", "macsec", "name", ms.Name))
 	if err != nil {

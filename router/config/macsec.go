@@ -47,7 +47,12 @@ type MACsec struct {
 	// PNStore is the directory where transmit PN high-water marks are
 	// kept, e.g. "/var/lib/gvrouter/macsec"; "" = DefaultPNStore.
 	PNStore string
-	Pos     Pos // where the SecY is defined
+	// Parallel is "auto" (the default when "") or "always": whether a
+	// Protect or Verify call shares its crypto with helper goroutines
+	// only when that outweighs waking them (auto) or for every batch
+	// worth splitting (always; see macsec.Config.AlwaysParallel).
+	Parallel string
+	Pos      Pos // where the SecY is defined
 
 	src src
 }
@@ -92,11 +97,12 @@ const MaxKeyFileMode = 0o600
 
 var (
 	macsecKeys = []string{"name", "on", "sci", "cipher", "encrypt", "protect", "send_sci", "end_station", "scb",
-		"replay", "window", "validate", "encoding_sa", "tx", "rx", "addresses", "mtu", "pn_store"}
+		"replay", "window", "validate", "encoding_sa", "tx", "rx", "addresses", "mtu", "pn_store", "parallel"}
 	macsecSAKeys   = []string{"an", "pn", "key_id", "key_file", "key", "ssci", "salt"}
 	macsecRXSCKeys = []string{"sci", "sa"}
 	cipherNames    = []string{"gcm-aes-128", "gcm-aes-256", "gcm-aes-xpn-128", "gcm-aes-xpn-256"}
 	validateNames  = []string{"strict", "check", "disabled"}
+	parallelNames  = []string{"auto", "always"}
 )
 
 // MACsecByName returns the SecY named name, or nil.
@@ -154,6 +160,7 @@ func (d *decoder) macsec(n *yaml.Node) MACsec {
 	d.intKey(m, "encoding_sa", what, &ms.src, &ms.EncodingSA)
 	d.intKey(m, "mtu", what, &ms.src, &ms.MTU)
 	d.strKey(m, "pn_store", what, &ms.src, &ms.PNStore)
+	d.strKey(m, "parallel", what, &ms.src, &ms.Parallel)
 	if e, ok := m["addresses"]; ok {
 		items, _ := d.list(e, what)
 		for _, it := range items {
@@ -413,6 +420,9 @@ func (c *Config) validateMACsec(l *errorList) {
 		if ms.Validate != "" && !ms.src.bad["validate"] && !contains(validateNames, ms.Validate) {
 			l.add(ms.src.at("validate", ms.Pos), "%s: unknown validate %q%s", what, ms.Validate, hint(ms.Validate, validateNames))
 		}
+		if ms.Parallel != "" && !ms.src.bad["parallel"] && !contains(parallelNames, ms.Parallel) {
+			l.add(ms.src.at("parallel", ms.Pos), "%s: unknown parallel %q%s", what, ms.Parallel, hint(ms.Parallel, parallelNames))
+		}
 		if ms.SendSCI && (ms.EndStation || ms.SCB) && !ms.src.bad["send_sci"] {
 			l.add(ms.src.at("send_sci", ms.Pos), "%s: send_sci on cannot be combined with end_station or scb; set send_sci: off", what)
 		}
@@ -501,8 +511,11 @@ func (m *MACsec) SameSecY(n *MACsec) bool {
 		m.Encrypt == n.Encrypt && m.Protect == n.Protect && m.SendSCI == n.SendSCI &&
 		m.EndStation == n.EndStation && m.SCB == n.SCB && m.Replay == n.Replay && m.Window == n.Window &&
 		m.ValidateFrames() == n.ValidateFrames() && slices.Equal(m.Addresses, n.Addresses) && m.MTU == n.MTU &&
-		m.PNStore == n.PNStore
+		m.PNStore == n.PNStore && m.AlwaysParallel() == n.AlwaysParallel()
 }
+
+// AlwaysParallel reports whether parallel is "always".
+func (m *MACsec) AlwaysParallel() bool { return m.Parallel == "always" }
 
 // Equal reports whether a and b are the same SA with the same key.
 func (a MACsecSA) Equal(b MACsecSA) bool {

@@ -122,6 +122,9 @@ func TestParseMACsecErrors(t *testing.T) {
 		{"unknown cipher", `macsec:
   - {name: ms1, on: wan, cipher: gcm-aes-129}
 `, []string{`unknown cipher "gcm-aes-129"`}},
+		{"unknown parallel", `macsec:
+  - {name: ms1, on: wan, parallel: allways}
+`, []string{`unknown parallel "allways"`, `did you mean "always"`}},
 		{"on/off", `macsec:
   - {name: ms1, on: wan, encrypt: maybe}
 `, []string{`encrypt: want on or off, got "maybe"`}},

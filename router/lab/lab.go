@@ -46,6 +46,9 @@ type Options struct {
 	// testHook, if set, runs after the proofs while the lab is up; an
 	// error from it fails Run. Tests use it to check the lab from outside.
 	testHook func(l *lab) error
+	// macsecParallel, if set, is the MACsec lab SecYs' parallel setting
+	// (tests of ordered parallel crypto set "always").
+	macsecParallel string
 	// conntrackMax, if not 0, is the router's conntrack table limit.
 	conntrackMax int
 	// routerArgs are extra arguments of `router run` (tests: "-debug").

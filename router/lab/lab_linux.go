@@ -123,6 +123,7 @@ func Run(ctx context.Context, opt Options) (err error) {
 // newLab returns the state of the run of process pid.
 func newLab(opt Options, pid int) *lab {
 	l := &lab{opt: opt, log: opt.Log, out: opt.Stdout, prefix: runPrefix(pid)}
+	l.msOpt.parallel = opt.macsecParallel
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}

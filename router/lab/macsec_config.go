@@ -50,6 +50,8 @@ type macsecOptions struct {
 	// 1 gets transmit SA 1 with it and encoding_sa 1, router 2 receive SA
 	// 1 (a key rollover, as MKA would do it).
 	rekeyFile string
+	// parallel is the SecYs' parallel setting ("" = auto).
+	parallel string
 }
 
 type labMACsecSA struct {
@@ -80,6 +82,7 @@ type labMACsec struct {
 	RX         []labMACsecRX `yaml:"rx"`
 	Addresses  []string      `yaml:"addresses"`
 	PNStore    string        `yaml:"pn_store"`
+	Parallel   string        `yaml:"parallel,omitempty"`
 }
 
 type msRoute struct {
@@ -182,6 +185,7 @@ func macsecRouterConfig(prefix string, n, statusPort int, o macsecOptions) ([]by
 			RX:         []labMACsecRX{{SCI: fmt.Sprintf("%016x", peerSCI), SA: rxSA}},
 			Addresses:  prefixes(me4, me6),
 			PNStore:    store,
+			Parallel:   o.parallel,
 		}}
 	}
 	c.Routes = []msRoute{{To: far4.String(), Via: dev4}, {To: far6.String(), Via: dev6}}

@@ -393,10 +393,11 @@ const pnOrderFrames = 100_000
 // crypto workers of each router are busy, captures at least
 // pnOrderFrames frames on the link and checks offline that PNs strictly
 // increase per SA; the receiving routers, with replay window 0, count no
-// InPktsLate. A worker counts as busy with at least 5% of the frames: the
-// caller starts on its frames at once and the helper joins batches big
-// enough to share when it wakes, which on a 2-vCPU VM takes 100-170 us
-// (the lab's batches are small), so the helper's share here is 10-14%.
+// InPktsLate. The SecYs run with parallel: always. A worker counts as
+// busy with at least 5% of the frames: the caller starts on its frames at
+// once and the helper joins batches big enough to share when it wakes,
+// which on a 2-vCPU VM takes 100-170 us (the lab's batches are small), so
+// the helper's share here is 7-14%.
 func TestMACsecPNOrder(t *testing.T) {
 	requirePrivileged(t, "iperf3")
 	bin := buildRouter(t)
@@ -405,6 +406,11 @@ func TestMACsecPNOrder(t *testing.T) {
 		StatusPort:   freePort(t),
 		Topology:     TopologyMACsec,
 		Log:          testLogger(t),
+		// Share every batch worth splitting with the helpers: left to
+		// itself the router would not wake them for the lab's small
+		// batches on a VM (macsec/help.go), and this test is about order
+		// under parallel crypto.
+		macsecParallel: "always",
 		testHook: func(l *lab) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()

@@ -1,0 +1,71 @@
+package macsec
+
+import (
+	"testing"
+)
+
+// TestHelpPolicy checks when a call wakes helpers without AlwaysParallel:
+// while no wakeup was measured (every call), when wakeups are far
+// costlier than the call's crypto (only every probeEvery-th call, which
+// measures the wakeup again) and when the call's crypto outweighs them.
+func TestHelpPolicy(t *testing.T) {
+	cfg := testConfig(GCMAES128, true, func([][]byte) {}, func([][]byte) {})
+	cfg.Workers, cfg.AlwaysParallel = 2, false
+	s, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.InstallTXSA(SAConfig{AN: 0, Key: testKey(GCMAES128)}); err != nil {
+		t.Fatal(err)
+	}
+	if s.help.nsPerKiB <= 1 {
+		t.Fatalf("calibrated crypto cost %d ns/KiB", s.help.nsPerKiB)
+	}
+	frames := make([][]byte, 64)
+	for i := range frames {
+		frames[i] = testFrame(1400, uint32(i))
+	}
+	helped := func(calls int) (yes int) {
+		for range calls {
+			if s.help.worth(octets(frames)) {
+				yes++
+			}
+		}
+		return yes
+	}
+	if got := helped(10); got != 10 {
+		t.Errorf("no wakeup measured yet: %d of 10 calls offered to helpers, want 10", got)
+	}
+	s.help.wakeNs.Store(1 << 40) // wakeups far costlier than any call
+	s.help.skipped.Store(0)
+	if got := helped(4 * probeEvery); got != 4 {
+		t.Errorf("costly wakeups: %d of %d calls offered to helpers, want 4 (probes)", got, 4*probeEvery)
+	}
+	s.help.wakeNs.Store(1) // free wakeups
+	if got := helped(10); got != 10 {
+		t.Errorf("cheap wakeups: %d of 10 calls offered to helpers, want 10", got)
+	}
+
+	// The real path: with costly wakeups the caller seals everything
+	// (probes aside), and a probe's wakeup updates the measurement.
+	s.help.wakeNs.Store(1 << 40)
+	s.help.skipped.Store(1) // no probe among the next calls
+	before := s.WorkerFrames()
+	for range probeEvery - 2 {
+		s.Protect(frames)
+	}
+	after := s.WorkerFrames()
+	if after[0] != before[0] {
+		t.Errorf("helper sealed %d frames while wakeups cost more than the crypto", after[0]-before[0])
+	}
+	for range 4 * probeEvery {
+		s.Protect(frames)
+		if s.help.wakeNs.Load() != 1<<40 {
+			break
+		}
+	}
+	if w := s.help.wakeNs.Load(); w == 1<<40 {
+		t.Errorf("no probe measured a wakeup in %d calls", 4*probeEvery)
+	}
+}
