@@ -19,7 +19,7 @@ import (
 
 // probeEvery is how often a call that would not wake helpers does, to
 // measure the wakeup again.
-const probeEvery = 64
+const probeEvery = 16
 
 // helpPolicy decides whether a call's crypto is shared with helpers.
 type helpPolicy struct {
@@ -46,10 +46,14 @@ func (h *helpPolicy) worth(octets int) bool {
 
 // woke records the wakeup of a helper that was parked when a container
 // was posted at postedAt.
+// A sample counts at most twice the average: a wakeup that took
+// milliseconds (the host descheduled the vCPU) would otherwise lift the
+// average so far that calls stop waking helpers, and only probes, one
+// call in probeEvery, could bring it down again.
 func (h *helpPolicy) woke(postedAt int64) {
 	lat := nanotime() - postedAt
 	if old := h.wakeNs.Load(); old != 0 {
-		lat = old + (lat-old)/8
+		lat = old + (min(lat, 2*old)-old)/8
 	}
 	h.wakeNs.Store(max(lat, 1))
 }
