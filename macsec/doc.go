@@ -30,42 +30,45 @@
 // SL exactly for Secure Data shorter than 48 octets; the receiver uses SL
 // to find the ICV and ignores any padding after it.
 //
-// # Pipeline
+// # Ordered parallel crypto
 //
-// [SecY.Protect] and [SecY.Verify] run an ordered parallel pipeline
-// modelled on wireguard-go's device/send.go and device/receive.go (stage
-// and locking comments at the top of tx.go and rx.go). Frames are grouped
-// per SC into locked containers of up to 32 frames, queued in order on
-// the SC's ordered channel and then on a work channel shared by
-// runtime.NumCPU() workers. Workers seal or open every frame of a
-// container with the SA's AEAD (shared, stateless) and unlock it. Each SC
-// has one sequential goroutine that locks containers in queue order, so
-// frames leave in the order they entered: on transmit PNs are assigned
-// under one lock together with the push to the ordered channel, so PNs on
-// the wire strictly increase per SA (a peer with replay window 0 accepts
-// everything); on receive the replay check and the nextPN update happen
-// there, after ICV verification, in order.
+// [SecY.Protect] and [SecY.Verify] keep order the way wireguard-go's
+// device/send.go and device/receive.go do (numbering under one lock, the
+// crypto in parallel, delivery in order; steps at the top of tx.go and
+// rx.go), but without queueing every batch to other goroutines. A call
+// works in chunks of up to 128 frames: it numbers them (transmit: PNs and
+// SecTAGs under the transmit lock, which also hands out a delivery
+// ticket, so ticket order is PN order) or classifies them (receive:
+// SecTAG, SC, SA, PN recovery, replay pre-check), offers the chunk to the
+// Config.Workers-1 helper goroutines and claims runs of frames itself
+// while helpers claim the rest. The caller starts at once and helpers
+// join as they wake; up to 16 chunks are in flight. The caller delivers
+// each chunk, in ticket order, once its crypto is done: PNs on the wire
+// strictly increase per SA (a peer with replay window 0 accepts
+// everything), and on receive the replay check and the nextPN update
+// happen there, after ICV verification, in order.
 //
-// With a single worker ([Config].Workers = 1) there is no pipeline: one
-// worker adds no parallelism over the caller, only handoffs. The caller
-// numbers, seals and delivers its frames (up to 128 per chunk) under one
-// transmit lock, and opens, checks and delivers them under one receive
-// lock, so order holds across concurrent callers; no goroutine, channel
-// or pool is involved (BenchmarkRatioVsBare).
+// Waking a helper costs a wakeup of an idle core, which on a VM can take
+// longer than a port's batch of crypto; by default a call wakes helpers
+// only when its crypto outweighs the measured wakeup (help.go), and
+// [Config].AlwaysParallel shares every batch worth splitting.
+//
+// With a single worker ([Config].Workers = 1) the caller numbers, seals
+// and delivers its frames frame by frame under one transmit lock, and
+// opens, checks and delivers them under one receive lock: no goroutine,
+// channel or pool is involved (BenchmarkRatioVsBare).
 //
 // Protect and Verify return only when all their frames were handed to
 // the callbacks ([Config.TX], [Config.RX]) or dropped, so the caller's
 // frames (ring memory, say) need only live for the call and nothing is
 // copied that need not be: Verify verifies, decrypts and strips in place;
 // Protect encrypts straight from the caller's frame into pooled storage
-// (integrity-only frames are copied once, on a worker);
+// (integrity-only frames are copied once, by whoever seals them);
 // [SecY.ProtectInPlace] builds the protected frame inside the caller's
-// buffer, given [Headroom] and [Tailroom], with no copy at all. While a
-// caller waits it runs crypto work from the work channel itself, so a
-// waiting caller never idles a core. Containers, frame storage and worker
-// scratch are pooled; the steady state allocates nothing per frame.
-// Concurrent callers each keep up to 16 containers in flight. A callback
-// must not wait for the Protect or Verify call that feeds it.
+// buffer, given [Headroom] and [Tailroom], with no copy at all.
+// Containers, frame storage and scratch are pooled; the steady state
+// allocates nothing per frame. The callbacks run on the calling goroutine
+// and must not call the same SecY's Protect (TX) or Verify (RX).
 //
 // # Counters
 //
