@@ -108,40 +108,14 @@ func (l *lab) benchMACsec(ctx context.Context) error {
 		}
 		results[i] = med
 	}
-	fmt.Fprintf(l.out, "\n%-24s", "Mbit/s (median)")
-	for _, c := range benchCases {
-		fmt.Fprintf(l.out, " %14s", c)
-	}
-	fmt.Fprintln(l.out)
-	for i, v := range macsecBenchVariants {
-		fmt.Fprintf(l.out, "%-24s", v.name)
-		for j := range benchCases {
-			s := "n/a"
-			if results[i] != nil && results[i][j] > 0 {
-				s = fmt.Sprintf("%.0f", results[i][j]/1e6)
-			}
-			fmt.Fprintf(l.out, " %14s", s)
-		}
-		fmt.Fprintln(l.out)
-	}
+	l.printVariantTable("Mbit/s (median)", results, 1e6)
 	at := func(i, j int) float64 {
 		if results[i] == nil {
 			return 0
 		}
 		return results[i][j]
 	}
-	fmt.Fprintf(l.out, "\n%-24s", "routers' CPU ms/Gbit")
-	for _, c := range benchCases {
-		fmt.Fprintf(l.out, " %14s", c)
-	}
-	fmt.Fprintln(l.out)
-	for i, v := range macsecBenchVariants {
-		fmt.Fprintf(l.out, "%-24s", v.name)
-		for j := range benchCases {
-			fmt.Fprintf(l.out, " %14.0f", cpuMed[i][j])
-		}
-		fmt.Fprintln(l.out)
-	}
+	l.printVariantTable("routers' CPU ms/Gbit", cpuMed, 1)
 	for j, c := range benchCases {
 		fmt.Fprintf(l.out, "ratio (d) MACsec encrypted / no MACsec %s: %s (goal >= 0.9)\n", c, ratio(at(2, j), at(0, j)))
 		fmt.Fprintf(l.out, "ratio (c) MACsec integrity-only / encrypted %s: %s; routers' CPU per Gbit, encrypted / integrity-only: %s\n",
@@ -173,4 +147,25 @@ func wholes(xs []float64) string {
 		s[i] = strconv.FormatFloat(x, 'f', 0, 64)
 	}
 	return "[" + strings.Join(s, " ") + "]"
+}
+
+// printVariantTable prints a table with a row per MACsec bench variant
+// and a column per bench case: vals[i][j] / unit, rounded, or n/a.
+func (l *lab) printVariantTable(title string, vals [][]float64, unit float64) {
+	fmt.Fprintf(l.out, "\n%-24s", title)
+	for _, c := range benchCases {
+		fmt.Fprintf(l.out, " %14s", c)
+	}
+	fmt.Fprintln(l.out)
+	for i, v := range macsecBenchVariants {
+		fmt.Fprintf(l.out, "%-24s", v.name)
+		for j := range benchCases {
+			s := "n/a"
+			if vals[i] != nil && vals[i][j] > 0 {
+				s = fmt.Sprintf("%.0f", vals[i][j]/unit)
+			}
+			fmt.Fprintf(l.out, " %14s", s)
+		}
+		fmt.Fprintln(l.out)
+	}
 }
