@@ -6,8 +6,9 @@ import (
 
 // TestHelpPolicy checks when a call wakes helpers without AlwaysParallel:
 // while no wakeup was measured (every call), when wakeups are far
-// costlier than the call's crypto (only every probeEvery-th call, which
-// measures the wakeup again) and when the call's crypto outweighs them.
+// costlier than the call's crypto (only a probe, which measures the
+// wakeup again, at most once per probeInterval) and when the call's crypto
+// outweighs them.
 func TestHelpPolicy(t *testing.T) {
 	cfg := testConfig(GCMAES128, true, func([][]byte) {}, func([][]byte) {})
 	cfg.Workers, cfg.AlwaysParallel = 2, false
@@ -39,8 +40,13 @@ func TestHelpPolicy(t *testing.T) {
 	}
 	s.help.wakeNs.Store(1 << 40) // wakeups far costlier than any call
 	s.help.skipped.Store(0)
-	if got := helped(4 * probeEvery); got != 4 {
-		t.Errorf("costly wakeups: %d of %d calls offered to helpers, want 4 (probes)", got, 4*probeEvery)
+	s.help.probed.Store(nanotime() - int64(probeInterval))
+	if got := helped(4 * probeEvery); got != 1 {
+		t.Errorf("costly wakeups: %d of %d calls offered to helpers, want 1 (a probe; the next one only after %v)", got, 4*probeEvery, probeInterval)
+	}
+	s.help.probed.Store(nanotime() - int64(probeInterval))
+	if got := helped(probeEvery); got != 1 {
+		t.Errorf("costly wakeups, %v after the last probe: %d of %d calls offered to helpers, want 1", probeInterval, got, probeEvery)
 	}
 	s.help.wakeNs.Store(1) // free wakeups
 	if got := helped(10); got != 10 {
@@ -50,15 +56,16 @@ func TestHelpPolicy(t *testing.T) {
 	// The real path: with costly wakeups the caller seals everything
 	// (probes aside), and a probe's wakeup updates the measurement.
 	s.help.wakeNs.Store(1 << 40)
-	s.help.skipped.Store(1) // no probe among the next calls
+	s.help.probed.Store(nanotime()) // no probe among the next calls
 	before := s.WorkerFrames()
-	for range probeEvery - 2 {
+	for range 4 * probeEvery {
 		s.Protect(frames)
 	}
 	after := s.WorkerFrames()
 	if after[0] != before[0] {
 		t.Errorf("helper sealed %d frames while wakeups cost more than the crypto", after[0]-before[0])
 	}
+	s.help.probed.Store(nanotime() - int64(probeInterval))
 	for range 4 * probeEvery {
 		s.Protect(frames)
 		if s.help.wakeNs.Load() != 1<<40 {
