@@ -56,11 +56,10 @@ func (h *helpPolicy) worth(octets int) bool {
 }
 
 // woke records the wakeup of a helper that was parked when a container
-// was posted at postedAt.
-// A sample counts at most twice the average: a wakeup that took
-// milliseconds (the host descheduled the vCPU) would otherwise lift the
-// average so far that calls stop waking helpers, and only probes, one
-// call in probeEvery, could bring it down again.
+// was posted at postedAt. A sample counts at most twice the average: a
+// wakeup that took milliseconds (the host descheduled the vCPU) would
+// otherwise lift the average so far that calls stop waking helpers, and
+// only the rare probes could bring it down again.
 func (h *helpPolicy) woke(postedAt int64) {
 	lat := nanotime() - postedAt
 	if old := h.wakeNs.Load(); old != 0 {

@@ -193,14 +193,14 @@ func (s *SecY) run(f *inflight) {
 	for drained := false; !drained; {
 		select {
 		case o := <-s.work:
-			d, l := s.claimAll(w, o)
-			done += d
-			if i := f.index(o); i >= 0 {
+			if i := f.index(o); i >= 0 { // an own post no helper took
+				d, l := s.claimAll(w, o)
+				done += d
 				f.last[i] = f.last[i] || l
-			} else if l {
-				o.fin <- struct{}{}
+				o.release()
+			} else {
+				done += s.join(w, o)
 			}
-			o.release()
 		default:
 			drained = true
 		}
@@ -319,15 +319,22 @@ func (s *SecY) routineHelper(id int) {
 		if parked {
 			s.help.woke(c.postedAt)
 		}
-		done, last := s.claimAll(w, c)
-		if done > 0 {
+		if done := s.join(w, c); done > 0 {
 			s.workerCnt[id].v.Add(uint64(done))
 		}
-		if last {
-			c.fin <- struct{}{}
-		}
-		c.release()
 	}
+}
+
+// join claims what is left of another goroutine's container c, tells
+// its caller if it finished the last frame, lets go of c and returns how
+// many frames it did.
+func (s *SecY) join(w *worker, c *container) int32 {
+	done, last := s.claimAll(w, c)
+	if last {
+		c.fin <- struct{}{}
+	}
+	c.release()
+	return done
 }
 
 // turnstile lets concurrent callers deliver in the order they took

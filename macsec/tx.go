@@ -100,23 +100,15 @@ func (s *SecY) protect(frames [][]byte, inPlace bool) {
 		frames = frames[len(chunk):]
 		c := getContainer()
 		s.fillTX(c, chunk, inPlace)
-		if c.n > 0 {
-			s.txMu.Lock()
-			s.numberTXLocked(c)
-			var ticket uint64
-			if c.n > 0 {
-				ticket = s.txTurn.take() // under txMu: ticket order is PN order
-			}
-			s.txMu.Unlock()
-			if c.n > 0 {
-				s.post(&f, c, ticket)
-				if f.n == maxInflight {
-					s.run(&f)
-				}
-				continue
-			}
+		ticket, ok := s.numberTX(c)
+		if !ok {
+			c.release()
+			continue
 		}
-		c.release()
+		s.post(&f, c, ticket)
+		if f.n == maxInflight {
+			s.run(&f)
+		}
 	}
 	if f.n > 0 {
 		s.run(&f)
@@ -235,6 +227,22 @@ func (s *SecY) fillTXSlot(sl *slot, f []byte, inPlace bool, runt, tooLong *uint6
 	sl.sci = s.cfg.SCI
 	sl.enc = s.cfg.Encrypt
 	return true
+}
+
+// numberTX numbers the filled container c (numberTXLocked) and takes its
+// delivery ticket under txMu, so that ticket order is PN order. It
+// reports false if no frame of c is left to send.
+func (s *SecY) numberTX(c *container) (uint64, bool) {
+	if c.n == 0 {
+		return 0, false
+	}
+	s.txMu.Lock()
+	defer s.txMu.Unlock()
+	s.numberTXLocked(c)
+	if c.n == 0 {
+		return 0, false
+	}
+	return s.txTurn.take(), true
 }
 
 // numberTXLocked gives the frames of c consecutive PNs of the encoding SA

@@ -339,10 +339,13 @@ func (l *lab) printBench(results map[rune][]float64, modes string) {
 	}
 }
 
-func mbps(xs []float64) string {
+func mbps(xs []float64) string { return rounded(xs, 1e6) }
+
+// rounded formats xs / unit rounded, as "[a b c]".
+func rounded(xs []float64, unit float64) string {
 	s := make([]string, len(xs))
 	for i, x := range xs {
-		s[i] = fmt.Sprintf("%.0f", x/1e6)
+		s[i] = fmt.Sprintf("%.0f", x/unit)
 	}
 	return "[" + strings.Join(s, " ") + "]"
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -104,7 +102,7 @@ func (l *lab) benchMACsec(ctx context.Context) error {
 			med[j] = median(runs[i][j])
 			cpuMed[i][j] = median(cpuRuns[i][j])
 			fmt.Fprintf(l.out, "  %-22s %-14s median %8.0f Mbit/s  runs %s; routers' CPU ms/Gbit median %.0f runs %s\n",
-				v.name, c, med[j]/1e6, mbps(runs[i][j]), cpuMed[i][j], wholes(cpuRuns[i][j]))
+				v.name, c, med[j]/1e6, mbps(runs[i][j]), cpuMed[i][j], rounded(cpuRuns[i][j], 1))
 		}
 		results[i] = med
 	}
@@ -138,15 +136,6 @@ func (l *lab) routersCPU() (time.Duration, error) {
 		sum += d
 	}
 	return sum, nil
-}
-
-// wholes formats xs rounded, as "[a b c]".
-func wholes(xs []float64) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = strconv.FormatFloat(x, 'f', 0, 64)
-	}
-	return "[" + strings.Join(s, " ") + "]"
 }
 
 // printVariantTable prints a table with a row per MACsec bench variant
