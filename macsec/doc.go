@@ -36,9 +36,9 @@
 // device/send.go and device/receive.go do (numbering under one lock, the
 // crypto in parallel, delivery in order; steps at the top of tx.go and
 // rx.go), but without queueing every batch to other goroutines. A call
-// works in chunks of up to 128 frames: it numbers them (transmit: PNs and
-// SecTAGs under the transmit lock, which also hands out a delivery
-// ticket, so ticket order is PN order) or classifies them (receive:
+// works in chunks of up to 128 frames: it numbers them (transmit: PNs
+// under the transmit lock, which also hands out a delivery ticket, so
+// ticket order is PN order; whoever seals a frame writes its SecTAG) or classifies them (receive:
 // SecTAG, SC, SA, PN recovery, replay pre-check), offers the chunk to the
 // Config.Workers-1 helper goroutines and claims runs of frames itself
 // while helpers claim the rest. The caller starts at once and helpers
@@ -51,7 +51,9 @@
 // Waking a helper costs a wakeup of an idle core, which on a VM can take
 // longer than a port's batch of crypto; by default a call wakes helpers
 // only when its crypto outweighs the measured wakeup (help.go), and
-// [Config].AlwaysParallel shares every batch worth splitting.
+// [Config].AlwaysParallel shares every batch worth splitting. A helper
+// that joined such a call polls for the next one for as long as a wakeup
+// takes before it parks, so that under load calls find it awake.
 //
 // With a single worker ([Config].Workers = 1) the caller numbers, seals
 // and delivers its frames frame by frame under one transmit lock, and

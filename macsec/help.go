@@ -27,6 +27,18 @@ const (
 	probeInterval = 100 * time.Millisecond
 )
 
+// A helper that joined a call worth waking it for does not park at once:
+// it polls for more work (yielding its core to any other goroutine) for as
+// long as a wakeup would take, at most maxSpin. Under load, when calls
+// follow each other closely, the next call finds it awake; an idle SecY
+// pays at most one wakeup's worth of polling per such call. While a
+// helper polls, a call whose crypto takes at least 2 x hotPickupNs (about
+// 50 standard frames) is offered to it even if a wakeup would not pay.
+const (
+	maxSpin     = 200 * time.Microsecond
+	hotPickupNs = 5_000
+)
+
 // helpPolicy decides whether a call's crypto is shared with helpers.
 type helpPolicy struct {
 	always   bool         // Config.AlwaysParallel
@@ -34,6 +46,7 @@ type helpPolicy struct {
 	wakeNs   atomic.Int64 // moving average of a parked helper's wakeup; 0 until measured
 	skipped  atomic.Uint32
 	probed   atomic.Int64 // nanotime of the last probe
+	spinning atomic.Int32 // helpers polling for work (spinForWork)
 }
 
 // epoch is the origin of monotonic timestamps (nanotime).
@@ -43,16 +56,28 @@ var epoch = time.Now()
 func nanotime() int64 { return int64(time.Since(epoch)) }
 
 // worth reports whether a call with octets octets of frames should offer
-// them to helpers.
-func (h *helpPolicy) worth(octets int) bool {
-	if h.always || int64(octets)*h.nsPerKiB/1024 >= 2*h.wakeNs.Load() {
-		return true
+// them to helpers (help), and whether it is worth a wakeup on its own, so
+// that helpers joining it poll for the next call afterwards (spin).
+func (h *helpPolicy) worth(octets int) (help, spin bool) {
+	crypto := int64(octets) * h.nsPerKiB / 1024
+	if crypto >= 2*h.wakeNs.Load() {
+		return true, true
+	}
+	if h.always || crypto >= 2*hotPickupNs && h.spinning.Load() > 0 {
+		return true, false
 	}
 	if h.skipped.Add(1)%probeEvery != 0 {
-		return false
+		return false, false
 	}
 	now, last := nanotime(), h.probed.Load()
-	return now-last >= int64(probeInterval) && h.probed.CompareAndSwap(last, now)
+	return now-last >= int64(probeInterval) && h.probed.CompareAndSwap(last, now), false
+}
+
+// spinTime is how long a helper polls for work after joining a call worth
+// a wakeup: as long as the wakeup it saves, so that polling in vain costs
+// at most what parking would have cost the next call.
+func (h *helpPolicy) spinTime() int64 {
+	return min(h.wakeNs.Load(), int64(maxSpin))
 }
 
 // woke records the wakeup of a helper that was parked when a container

@@ -2,6 +2,7 @@ package macsec
 
 import (
 	"testing"
+	"time"
 )
 
 // TestHelpPolicy checks when a call wakes helpers without AlwaysParallel:
@@ -29,7 +30,7 @@ func TestHelpPolicy(t *testing.T) {
 	}
 	helped := func(calls int) (yes int) {
 		for range calls {
-			if s.help.worth(octets(frames)) {
+			if help, _ := s.help.worth(octets(frames)); help {
 				yes++
 			}
 		}
@@ -48,9 +49,24 @@ func TestHelpPolicy(t *testing.T) {
 	if got := helped(probeEvery); got != 1 {
 		t.Errorf("costly wakeups, %v after the last probe: %d of %d calls offered to helpers, want 1", probeInterval, got, probeEvery)
 	}
+	s.help.probed.Store(1 << 62)
+	if help, spin := s.help.worth(octets(frames)); help || spin {
+		t.Errorf("costly wakeups: worth (help, spin) = %v, %v, want false, false", help, spin)
+	}
+	s.help.spinning.Store(1) // a helper polls: a large call is offered to it, a tiny one is not
+	if help, spin := s.help.worth(1 << 20); !help || spin {
+		t.Errorf("costly wakeups, a helper polling, 1 MiB call: worth (help, spin) = %v, %v, want true, false", help, spin)
+	}
+	if help, _ := s.help.worth(64); help {
+		t.Errorf("costly wakeups, a helper polling, 64-octet call: offered to helpers")
+	}
+	s.help.spinning.Store(0)
 	s.help.wakeNs.Store(1) // free wakeups
 	if got := helped(10); got != 10 {
 		t.Errorf("cheap wakeups: %d of 10 calls offered to helpers, want 10", got)
+	}
+	if _, spin := s.help.worth(octets(frames)); !spin {
+		t.Errorf("cheap wakeups: helpers would not poll after the call")
 	}
 
 	// The real path: with costly wakeups the caller seals everything
@@ -74,5 +90,47 @@ func TestHelpPolicy(t *testing.T) {
 	}
 	if w := s.help.wakeNs.Load(); w == 1<<40 {
 		t.Errorf("no probe measured a wakeup in %d calls", 4*probeEvery)
+	}
+}
+
+// TestHelperSpins checks that a helper that joined a call worth a wakeup
+// polls for the next one for a while, and then parks again.
+func TestHelperSpins(t *testing.T) {
+	cfg := testConfig(GCMAES128, true, func([][]byte) {}, func([][]byte) {})
+	cfg.Workers, cfg.AlwaysParallel = 2, false
+	s, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.InstallTXSA(SAConfig{AN: 0, Key: testKey(GCMAES128)}); err != nil {
+		t.Fatal(err)
+	}
+	frames := make([][]byte, 64)
+	for i := range frames {
+		frames[i] = testFrame(1400, uint32(i))
+	}
+	s.help.nsPerKiB = 1 << 40 // every call is worth a wakeup
+	seen := false
+	for range 100 {
+		s.help.wakeNs.Store(int64(maxSpin)) // poll as long as allowed
+		s.Protect(frames)
+		deadline := time.Now().Add(time.Second)
+		for !seen && time.Now().Before(deadline) {
+			seen = s.help.spinning.Load() > 0
+		}
+		if seen {
+			break
+		}
+	}
+	if !seen {
+		t.Fatal("no helper polled for work after 100 calls worth a wakeup")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.help.spinning.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := s.help.spinning.Load(); n != 0 {
+		t.Errorf("%d helpers still polling 5 s after the last call", n)
 	}
 }

@@ -2,6 +2,7 @@ package macsec
 
 import (
 	"encoding/binary"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -16,12 +17,13 @@ type slot struct {
 	rxsc    *rxSC
 	sci     SCI
 	pn      uint64
-	dataOff int  // offset of the Secure Data
-	dataLen int  // Secure Data length
-	enc     bool // E=1 (rx: C=1)
-	skip    bool // rx: no crypto (validateFrames Disabled, C=0)
-	pass    bool // rx: no crypto, delivered as buf (untagged or no SA)
-	ok      bool // rx: ICV verified
+	dataOff int   // offset of the Secure Data
+	dataLen int   // Secure Data length
+	tci     uint8 // tx: TCI bits, AN excluded
+	enc     bool  // E=1 (rx: C=1)
+	skip    bool  // rx: no crypto (validateFrames Disabled, C=0)
+	pass    bool  // rx: no crypto, delivered as buf (untagged or no SA)
+	ok      bool  // rx: ICV verified
 }
 
 // container is one chunk of up to maxBatchFrames frames of a Protect or
@@ -41,6 +43,7 @@ type container struct {
 	finished atomic.Int32  // slots sealed or opened
 	refs     atomic.Int32  // participants still holding the container
 	postedAt int64         // nanotime when offered to helpers
+	spin     bool          // its call was worth a wakeup: helpers poll for more afterwards
 	fin      chan struct{} // capacity 1; a helper finished the last slot
 	s        [maxBatchFrames]slot
 	out      [maxBatchFrames][]byte
@@ -113,7 +116,7 @@ func (c *container) reset() {
 		c.out[i] = nil
 	}
 	c.n = 0
-	c.tx = false
+	c.tx, c.spin = false, false
 	c.next.Store(0)
 	c.finished.Store(0)
 }
@@ -140,6 +143,7 @@ type inflight struct {
 	last   [maxInflight]bool
 	n      int
 	help   bool // offer the containers to helpers (helpPolicy.worth)
+	spin   bool // helpers that join poll for the next call afterwards
 }
 
 // post records c with its ticket and offers it to as many helpers as can
@@ -155,7 +159,7 @@ func (s *SecY) post(f *inflight, c *container, ticket uint64) {
 		return
 	}
 	if want := min(int32(s.cfg.Workers-1), (n-1)/claimFrames); want > 0 {
-		c.postedAt = nanotime()
+		c.postedAt, c.spin = nanotime(), f.spin
 		c.refs.Add(want)
 		for range want {
 			select {
@@ -304,14 +308,20 @@ func (s *SecY) routineHelper(id int) {
 	s.log.Debug("routineHelper started", "worker", id)
 	defer s.log.Debug("routineHelper stopped", "worker", id)
 	w := new(worker)
+	var spin int64 // how long to poll before parking
 	for {
 		var c *container
 		ok, parked := true, false
 		select {
 		case c, ok = <-s.work:
 		default:
-			parked = true
-			c, ok = <-s.work
+			if spin > 0 {
+				c, ok = s.spinForWork(spin)
+			}
+			if c == nil && ok {
+				parked = true
+				c, ok = <-s.work
+			}
 		}
 		if !ok {
 			return
@@ -319,10 +329,31 @@ func (s *SecY) routineHelper(id int) {
 		if parked {
 			s.help.woke(c.postedAt)
 		}
+		spin = 0
+		if c.spin {
+			spin = s.help.spinTime()
+		}
 		if done := s.join(w, c); done > 0 {
 			s.workerCnt[id].v.Add(uint64(done))
 		}
 	}
+}
+
+// spinForWork polls the work channel for d nanoseconds, yielding the
+// core between polls, and returns the first container posted (ok false:
+// the channel was closed) or nil.
+func (s *SecY) spinForWork(d int64) (c *container, ok bool) {
+	s.help.spinning.Add(1)
+	defer s.help.spinning.Add(-1)
+	for end := nanotime() + d; nanotime() < end; {
+		select {
+		case c, ok = <-s.work:
+			return c, ok
+		default:
+		}
+		runtime.Gosched()
+	}
+	return nil, true
 }
 
 // join claims what is left of another goroutine's container c, tells
@@ -418,17 +449,29 @@ func prefetchFrame(b []byte) {
 	}
 }
 
-// sealSlot protects one frame. sl.buf holds DA SA SecTAG, with room for
-// the Secure Data and ICV; sl.src is the caller's frame (Protect) or nil
-// when buf already holds the Secure Data (ProtectInPlace). Encryption
+// sealSlot protects one frame: it writes the MAC addresses and the SecTAG
+// into sl.buf, which has room for the Secure Data and ICV after them, and
+// seals. sl.src is the caller's frame (Protect) or nil when buf already
+// holds the Secure Data, preceded by the MAC addresses where the SecTAG
+// goes (ProtectInPlace: they move into the headroom first). Encryption
 // reads the plaintext straight from src (no separate copy);
 // integrity-only copies it first, here on the worker so that the copy is
 // spread over the cores and GHASH reads it from cache.
 func (w *worker) sealSlot(sl *slot) {
 	sa := sl.txsa
-	iv := nonce(&w.iv, sa.xpn, sl.sci, sl.pn, sa.ssci, &sa.salt)
 	b := sl.buf
 	end := sl.dataOff + sl.dataLen
+	if sl.src == nil {
+		copy(b[:addrsLen], b[sl.dataOff-addrsLen:sl.dataOff])
+	} else {
+		copy(b[:addrsLen], sl.src[:addrsLen])
+	}
+	f := SecTAGFields{TCI: sl.tci, AN: sa.an, PN: uint32(sl.pn), SCI: sl.sci}
+	if sl.dataLen < ShortLenLimit {
+		f.SL = uint8(sl.dataLen)
+	}
+	SecTAG(b[addrsLen:]).Encode(&f)
+	iv := nonce(&w.iv, sa.xpn, sl.sci, sl.pn, sa.ssci, &sa.salt)
 	switch {
 	case sl.src == nil && sl.enc: // ProtectInPlace
 		sa.aead.Seal(b[sl.dataOff:sl.dataOff], iv, b[sl.dataOff:end], b[:sl.dataOff])

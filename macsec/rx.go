@@ -156,7 +156,8 @@ func (s *SecY) Verify(frames [][]byte) {
 // verifyChunks is Verify with helpers, chunk by chunk (see the steps
 // above).
 func (s *SecY) verifyChunks(frames [][]byte, fr *rxFront) {
-	f := inflight{help: s.help.worth(octets(frames))}
+	var f inflight
+	f.help, f.spin = s.help.worth(octets(frames))
 	for len(frames) > 0 {
 		chunk := frames[:min(len(frames), maxBatchFrames)]
 		frames = frames[len(chunk):]

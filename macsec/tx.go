@@ -7,15 +7,17 @@ package macsec
 //
 //  1. Fill (any goroutine, shared closeMu): a pooled container gets a slot
 //     per frame pointing at the caller's frame, with storage for the
-//     protected frame (ProtectInPlace: the caller's buffer) holding the
-//     MAC addresses. Runts and frames that would exceed the lower MTU are
-//     dropped and counted.
+//     protected frame (ProtectInPlace: the caller's buffer). Runts and
+//     frames that would exceed the lower MTU are dropped and counted.
+//     Only slice headers are read: the frames themselves are first
+//     touched in step 3, spread over the cores.
 //  2. Number, under txMu: the encoding SA, consecutive PNs (the SA is
 //     stored per slot, so a key rollover while frames are in flight is
-//     safe), the SecTAGs, and a ticket of txTurn, so that ticket order is
-//     PN order. PNs are never assigned concurrently.
+//     safe), and a ticket of txTurn, so that ticket order is PN order.
+//     PNs are never assigned concurrently.
 //  3. Seal (run): the caller and up to Workers-1 helper goroutines
-//     claim runs of slots and seal them (GCM: AAD = DA..SecTAG and the
+//     claim runs of slots, write their MAC addresses and SecTAGs and
+//     seal them (GCM: AAD = DA..SecTAG and the
 //     Secure Data encrypted from the caller's frame into the storage, or,
 //     integrity only, the frame copied and AAD = all of it). The caller
 //     starts at once and helpers join as they wake.
@@ -94,7 +96,8 @@ func (s *SecY) protect(frames [][]byte, inPlace bool) {
 		s.protectInline(frames, inPlace)
 		return
 	}
-	f := inflight{help: s.help.worth(octets(frames))}
+	var f inflight
+	f.help, f.spin = s.help.worth(octets(frames))
 	for len(frames) > 0 {
 		chunk := frames[:min(len(frames), maxBatchFrames)]
 		frames = frames[len(chunk):]
@@ -135,11 +138,7 @@ func (s *SecY) protectInline(frames [][]byte, inPlace bool) {
 		frames = frames[len(chunk):]
 		s.txMu.Lock()
 		sa := s.txSAs[s.encodingSA]
-		var f SecTAGFields
 		stopped := false
-		if sa != nil {
-			f = SecTAGFields{TCI: s.tci, AN: sa.an, SCI: s.cfg.SCI}
-		}
 		for i, fr := range chunk {
 			if i+1 < len(chunk) {
 				prefetchFrame(chunk[i+1])
@@ -150,7 +149,7 @@ func (s *SecY) protectInline(frames [][]byte, inPlace bool) {
 			}
 			if sa != nil && !stopped {
 				if pn, ok := s.nextPNLocked(sa); ok {
-					s.numberTXSlot(sl, sa, pn, &f)
+					numberTXSlot(sl, sa, pn)
 					w.sealSlot(sl)
 					c.n++
 					continue
@@ -194,8 +193,11 @@ func (s *SecY) fillTX(c *container, frames [][]byte, inPlace bool) {
 	addNZ(&s.stats.OutPktsTooLong, tooLong)
 }
 
-// fillTXSlot sets up sl for frame f: the protected frame's buffer with
-// the MAC addresses in place. It reports false, counting the frame in
+// fillTXSlot sets up sl for frame f: where the protected frame is built
+// and where its parts come from. It reads only f's slice header, not the
+// frame: the caller runs it for every frame, serially, and a frame's
+// first touch is a cache miss best taken by whoever seals it
+// (sealSlot). It reports false, counting the frame in
 // runt or tooLong, for runts and frames that would exceed the lower MTU.
 func (s *SecY) fillTXSlot(sl *slot, f []byte, inPlace bool, runt, tooLong *uint64) bool {
 	tl := s.tagLen
@@ -215,16 +217,15 @@ func (s *SecY) fillTXSlot(sl *slot, f []byte, inPlace bool, runt, tooLong *uint6
 	}
 	if inPlace {
 		sl.buf = f[Headroom-tl : len(f)+Tailroom]
-		copy(sl.buf[:addrsLen], f[Headroom:Headroom+addrsLen])
 		sl.src = nil
 	} else {
 		sl.buf = sl.grow(total)
-		copy(sl.buf[:addrsLen], f[:addrsLen])
 		sl.src = f
 	}
 	sl.dataOff = addrsLen + tl
 	sl.dataLen = dataLen
 	sl.sci = s.cfg.SCI
+	sl.tci = s.tci
 	sl.enc = s.cfg.Encrypt
 	return true
 }
@@ -252,13 +253,12 @@ func (s *SecY) numberTXLocked(c *container) {
 	sa := s.txSAs[s.encodingSA]
 	n := 0
 	if sa != nil {
-		f := SecTAGFields{TCI: s.tci, AN: sa.an, SCI: s.cfg.SCI}
 		for ; n < c.n; n++ {
 			pn, ok := s.nextPNLocked(sa)
 			if !ok {
 				break
 			}
-			s.numberTXSlot(&c.s[n], sa, pn, &f)
+			numberTXSlot(&c.s[n], sa, pn)
 		}
 		sa.stats.NextPN.Store(sa.nextPN)
 		if n < c.n && sa.exhausted {
@@ -274,17 +274,10 @@ func (s *SecY) numberTXLocked(c *container) {
 	}
 }
 
-// numberTXSlot gives sl PN pn of sa and writes its SecTAG from f (TCI,
-// AN and SCI set by the caller).
-func (s *SecY) numberTXSlot(sl *slot, sa *txSA, pn uint64, f *SecTAGFields) {
+// numberTXSlot gives sl PN pn of sa. The SecTAG is written by sealSlot.
+func numberTXSlot(sl *slot, sa *txSA, pn uint64) {
 	sl.txsa = sa
 	sl.pn = pn
-	f.PN = uint32(pn)
-	f.SL = 0
-	if sl.dataLen < ShortLenLimit {
-		f.SL = uint8(sl.dataLen)
-	}
-	SecTAG(sl.buf[addrsLen:]).Encode(f)
 }
 
 // deliverTX counts the sealed frames of c and hands them to Config.TX.
