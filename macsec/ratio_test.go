@@ -192,6 +192,10 @@ func interleave(b *testing.B, a, c func() cost) (ta, tc cost) {
 // and so on: each variant sees calls back to back, as from a loaded port,
 // while slow drifts of the machine still hit both alike.
 func interleaveRuns(b *testing.B, runs int, a, c func() cost) (ta, tc cost) {
+	// Collect the setup's garbage now: a collection still marking during
+	// the timed calls would take one of the cores (GOMAXPROCS/4 of them
+	// are the collector's while it runs) from the variant using all.
+	runtime.GC()
 	for range 8 { // warm up
 		a()
 		c()
