@@ -5,22 +5,30 @@ import (
 	"time"
 )
 
-// TestHelpPolicy checks when a call wakes helpers without AlwaysParallel:
-// while no wakeup was measured (every call), when wakeups are far
-// costlier than the call's crypto (only a probe, which measures the
-// wakeup again, at most once per probeInterval) and when the call's crypto
-// outweighs them.
-func TestHelpPolicy(t *testing.T) {
+// newAutoSecY returns a SecY with one helper, parallel: auto and a TX SA,
+// closed when t ends.
+func newAutoSecY(t *testing.T) *SecY {
+	t.Helper()
 	cfg := testConfig(GCMAES128, true, func([][]byte) {}, func([][]byte) {})
 	cfg.Workers, cfg.AlwaysParallel = 2, false
 	s, err := New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
 	if err := s.InstallTXSA(SAConfig{AN: 0, Key: testKey(GCMAES128)}); err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// TestHelpPolicy checks when a call wakes helpers without AlwaysParallel:
+// while no wakeup was measured (every call), when wakeups are far
+// costlier than the call's crypto (only a probe, which measures the
+// wakeup again, at most once per probeInterval) and when the call's crypto
+// outweighs them.
+func TestHelpPolicy(t *testing.T) {
+	s := newAutoSecY(t)
 	if s.help.nsPerKiB <= 1 {
 		t.Fatalf("calibrated crypto cost %d ns/KiB", s.help.nsPerKiB)
 	}
@@ -96,16 +104,7 @@ func TestHelpPolicy(t *testing.T) {
 // TestHelperSpins checks that a helper that joined a call worth a wakeup
 // polls for the next one for a while, and then parks again.
 func TestHelperSpins(t *testing.T) {
-	cfg := testConfig(GCMAES128, true, func([][]byte) {}, func([][]byte) {})
-	cfg.Workers, cfg.AlwaysParallel = 2, false
-	s, err := New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.InstallTXSA(SAConfig{AN: 0, Key: testKey(GCMAES128)}); err != nil {
-		t.Fatal(err)
-	}
+	s := newAutoSecY(t)
 	frames := make([][]byte, 64)
 	for i := range frames {
 		frames[i] = testFrame(1400, uint32(i))

@@ -1,7 +1,6 @@
 package macsec
 
 import (
-	"bytes"
 	"crypto/cipher"
 	"fmt"
 	"os"
@@ -310,6 +309,7 @@ type rxOnly struct {
 	pn       uint64
 	key      Key
 	aead     cipher.AEAD
+	iv       [12]byte
 	enc      bool
 	n        uint64
 }
@@ -335,11 +335,6 @@ func newRXOnly(b *testing.B, size int, enc bool, workers int) *rxOnly {
 	for i := range ratioBatch {
 		r.pristine = append(r.pristine, testFrame(size-Overhead, uint32(i)))
 	}
-	check := make([]byte, size) // seal must build exactly what sealFrame builds
-	r.seal(check, r.pristine[0])
-	if want := sealFrame(b, GCMAES128, r.key, 0, r.pn, enc, r.pristine[0]); !bytes.Equal(check, want) {
-		b.Fatalf("rxOnly.seal built\n%x\nsealFrame\n%x", check, want)
-	}
 	for range workerRuns * ratioBatch {
 		r.frames = append(r.frames, make([]byte, size))
 	}
@@ -347,30 +342,12 @@ func newRXOnly(b *testing.B, size int, enc bool, workers int) *rxOnly {
 	return r
 }
 
-// seal builds in f what sealFrame would return for plain at PN r.pn,
-// without allocating: garbage made between the timed calls would make
-// the collector compete with them for the cores.
+// seal builds in f (exactly the protected frame's length) what
+// sealFrame would return for plain at PN r.pn, without allocating:
+// garbage made between the timed calls would make the collector compete
+// with them for the cores.
 func (r *rxOnly) seal(f, plain []byte) {
-	const hdr = 12 + SecTAGSCILen
-	data := plain[12:]
-	copy(f, plain[:12])
-	fl := SecTAGFields{TCI: TCISCIPresent, PN: uint32(r.pn), SCI: peerSCI}
-	if r.enc {
-		fl.TCI |= TCIEncrypted | TCIChanged
-	}
-	if len(data) < ShortLenLimit {
-		fl.SL = uint8(len(data))
-	}
-	SecTAG(f[12:]).Encode(&fl)
-	var ivb [12]byte
-	salt := testSalt
-	iv := nonce(&ivb, false, peerSCI, r.pn, testSSCI, &salt)
-	if r.enc {
-		r.aead.Seal(f[hdr:hdr], iv, data, f[:hdr])
-		return
-	}
-	copy(f[hdr:], data)
-	r.aead.Seal(f[hdr+len(data):hdr+len(data)], iv, nil, f[:hdr+len(data)])
+	sealInto(f[:0], r.aead, false, &r.iv, 0, r.pn, r.enc, plain)
 }
 
 // run times Verify on the next batch of ratioBatch frames. Every

@@ -2,6 +2,7 @@ package macsec
 
 import (
 	"bytes"
+	"crypto/cipher"
 	"encoding/binary"
 	"fmt"
 	"testing"
@@ -17,9 +18,18 @@ func sealFrame(t testing.TB, cs CipherSuite, key Key, an uint8, pn uint64, encry
 	if err != nil {
 		t.Fatal(err)
 	}
+	var iv [12]byte
+	dst := make([]byte, 0, SecTAGSCILen+len(plain)+ICVLen)
+	return sealInto(dst, aead, cs.XPN(), &iv, an, pn, encrypt, plain)
+}
+
+// sealInto is sealFrame into dst's memory (length 0, capacity for the
+// protected frame) with a ready AEAD and scratch for the IV; it allocates
+// nothing.
+func sealInto(dst []byte, aead cipher.AEAD, xpn bool, iv *[12]byte, an uint8, pn uint64, encrypt bool, plain []byte) []byte {
 	data := plain[12:]
-	f := make([]byte, 12+SecTAGSCILen, 12+SecTAGSCILen+len(data)+ICVLen)
-	copy(f, plain[:12])
+	f := append(dst[:0], plain[:12]...)
+	f = f[:12+SecTAGSCILen]
 	fl := SecTAGFields{TCI: TCISCIPresent, AN: an, PN: uint32(pn), SCI: peerSCI}
 	if encrypt {
 		fl.TCI |= TCIEncrypted | TCIChanged
@@ -28,14 +38,13 @@ func sealFrame(t testing.TB, cs CipherSuite, key Key, an uint8, pn uint64, encry
 		fl.SL = uint8(len(data))
 	}
 	SecTAG(f[12:]).Encode(&fl)
-	var ivb [12]byte
 	salt := testSalt
-	iv := nonce(&ivb, cs.XPN(), peerSCI, pn, testSSCI, &salt)
+	nv := nonce(iv, xpn, peerSCI, pn, testSSCI, &salt)
 	if encrypt {
-		return aead.Seal(f, iv, data, f)
+		return aead.Seal(f, nv, data, f)
 	}
 	f = append(f, data...)
-	return aead.Seal(f, iv, nil, f)
+	return aead.Seal(f, nv, nil, f)
 }
 
 var testSalt = [12]byte{0xe6, 0x30, 0xe8, 0x1a, 0x48, 0xde, 0x86, 0xa2, 0x1c, 0x66, 0xfa, 0x6d}
