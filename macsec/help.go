@@ -32,8 +32,8 @@ const (
 // long as a wakeup would take, at most maxSpin. Under load, when calls
 // follow each other closely, the next call finds it awake; an idle SecY
 // pays at most one wakeup's worth of polling per such call. While a
-// helper polls, a call whose crypto takes at least 2 x hotPickupNs (about
-// 50 standard frames) is offered to it even if a wakeup would not pay.
+// helper polls, a call whose crypto takes at least 2 x hotPickupNs (a few
+// dozen standard frames) is offered to it even if a wakeup would not pay.
 const (
 	maxSpin     = 200 * time.Microsecond
 	hotPickupNs = 5_000

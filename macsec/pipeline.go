@@ -272,15 +272,24 @@ const finSpin = 50 * time.Microsecond
 // wait itself for an idle core to wake up and take it (100-170 us here)
 // before it could join the next call.
 func awaitFin(c *container) {
-	for end := nanotime() + int64(finSpin); nanotime() < end; {
+	if _, _, got := pollRecv(c.fin, int64(finSpin)); !got {
+		<-c.fin
+	}
+}
+
+// pollRecv receives from ch, polling for up to d nanoseconds and yielding
+// the core between polls; got reports whether anything (or the close,
+// ok false) came in time.
+func pollRecv[T any](ch <-chan T, d int64) (v T, ok, got bool) {
+	for end := nanotime() + d; nanotime() < end; {
 		select {
-		case <-c.fin:
-			return
+		case v, ok = <-ch:
+			return v, ok, true
 		default:
 		}
 		runtime.Gosched()
 	}
-	<-c.fin
+	return v, true, false
 }
 
 // noCrypto marks the filled container c as needing no crypto (received
@@ -368,15 +377,8 @@ func (s *SecY) routineHelper(id int) {
 func (s *SecY) spinForWork(d int64) (c *container, ok bool) {
 	s.help.spinning.Add(1)
 	defer s.help.spinning.Add(-1)
-	for end := nanotime() + d; nanotime() < end; {
-		select {
-		case c, ok = <-s.work:
-			return c, ok
-		default:
-		}
-		runtime.Gosched()
-	}
-	return nil, true
+	c, ok, _ = pollRecv(s.work, d)
+	return c, ok
 }
 
 // join claims what is left of another goroutine's container c, tells

@@ -153,8 +153,6 @@ func (s *SecY) Verify(frames [][]byte) {
 	fr.count(s)
 }
 
-// verifyChunks is Verify with helpers, chunk by chunk (see the steps
-// above).
 // classifyAhead is how many frames ahead verifyChunks prefetches headers:
 // classifying a frame takes tens of nanoseconds, a miss to memory more
 // than a hundred, so one frame ahead would leave most of each miss to
@@ -162,6 +160,8 @@ func (s *SecY) Verify(frames [][]byte) {
 // prefetches one ahead).
 const classifyAhead = 4
 
+// verifyChunks is Verify with helpers, chunk by chunk (see the steps
+// above).
 func (s *SecY) verifyChunks(frames [][]byte, fr *rxFront) {
 	var f inflight
 	f.help, f.spin = s.help.worth(octets(frames))
