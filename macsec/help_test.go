@@ -42,6 +42,7 @@ func TestHelpPolicy(t *testing.T) {
 	}
 	helped := func(calls int) (yes int) {
 		for range calls {
+			s.help.load.Store(0) // each call alone, not a burst (TestHelpPolicyLoad)
 			if help, _ := s.help.worth(octets(frames)); help {
 				yes++
 			}
@@ -62,13 +63,16 @@ func TestHelpPolicy(t *testing.T) {
 		t.Errorf("costly wakeups, %v after the last probe: %d of %d calls offered to helpers, want 1", probeInterval, got, probeEvery)
 	}
 	s.help.probed.Store(1 << 62)
+	s.help.load.Store(0)
 	if help, spin := s.help.worth(octets(frames)); help || spin {
 		t.Errorf("costly wakeups: worth (help, spin) = %v, %v, want false, false", help, spin)
 	}
 	s.help.spinning.Store(1) // a helper polls: a large call is offered to it, a tiny one is not
-	if help, spin := s.help.worth(1 << 20); !help || spin {
-		t.Errorf("costly wakeups, a helper polling, 1 MiB call: worth (help, spin) = %v, %v, want true, false", help, spin)
+	s.help.load.Store(0)
+	if help, spin := s.help.worth(1 << 18); !help || spin {
+		t.Errorf("costly wakeups, a helper polling, 256 KiB call: worth (help, spin) = %v, %v, want true, false", help, spin)
 	}
+	s.help.load.Store(0)
 	if help, _ := s.help.worth(64); help {
 		t.Errorf("costly wakeups, a helper polling, 64-octet call: offered to helpers")
 	}
@@ -77,16 +81,20 @@ func TestHelpPolicy(t *testing.T) {
 	if got := helped(10); got != 10 {
 		t.Errorf("cheap wakeups: %d of 10 calls offered to helpers, want 10", got)
 	}
+	s.help.load.Store(0)
 	if _, spin := s.help.worth(octets(frames)); !spin {
 		t.Errorf("cheap wakeups: helpers would not poll after the call")
 	}
 
 	// The real path: with costly wakeups the caller seals everything
-	// (probes aside), and a probe's wakeup updates the measurement.
+	// (probes aside), and a probe's wakeup updates the measurement. The
+	// calls are spaced out (loadWindow apart) so that they are no load.
+	spaced := func() { time.Sleep(time.Duration(loadWindow)) }
 	s.help.wakeNs.Store(1 << 40)
 	s.help.probed.Store(1 << 62) // no probe among the next calls, however slow they are (qemu)
 	before := s.WorkerFrames()
 	for range 4 * probeEvery {
+		spaced()
 		s.Protect(frames)
 	}
 	after := s.WorkerFrames()
@@ -95,6 +103,7 @@ func TestHelpPolicy(t *testing.T) {
 	}
 	s.help.probed.Store(nanotime() - int64(probeInterval))
 	for range 4 * probeEvery {
+		spaced()
 		s.Protect(frames)
 		if s.help.wakeNs.Load() != 1<<40 {
 			break
@@ -102,6 +111,43 @@ func TestHelpPolicy(t *testing.T) {
 	}
 	if w := s.help.wakeNs.Load(); w == 1<<40 {
 		t.Errorf("no probe measured a wakeup in %d calls", 4*probeEvery)
+	}
+}
+
+// TestHelpPolicyLoad checks that calls too small to be worth a wakeup
+// alone are offered to helpers (who then poll for more) once they follow
+// each other closely enough to keep half a core busy with crypto, and no
+// longer once the load has decayed.
+func TestHelpPolicyLoad(t *testing.T) {
+	s := newAutoSecY(t)
+	s.help.nsPerKiB = 1000
+	s.help.wakeNs.Store(1 << 40) // no call is worth a wakeup alone
+	s.help.probed.Store(1 << 62) // and no probe
+	const call = 100 << 10       // 100 us of crypto
+	s.help.load.Store(0)
+	if help, spin := s.help.worth(call); help || spin {
+		t.Errorf("one call alone: worth (help, spin) = %v, %v, want false, false", help, spin)
+	}
+	// Calls arriving faster than a core could seal them: the load passes
+	// half a core within loadWindow.
+	n := 1
+	for ; n < 100; n++ {
+		if help, spin := s.help.worth(call); help {
+			if !spin {
+				t.Errorf("loaded: helpers would not poll after the call")
+			}
+			break
+		}
+	}
+	// The fifth call brings the load to 500 us, less what decayed
+	// meanwhile (the calls take no time here): the fifth or sixth is
+	// offered, or the seventh on a slow machine.
+	if n < 4 || n > 6 {
+		t.Errorf("calls of 100 us of crypto back to back: call %d was the first offered to helpers, want the 5th to 7th", n+1)
+	}
+	time.Sleep(3 * time.Duration(loadWindow)) // the load decays
+	if help, _ := s.help.worth(call); help {
+		t.Errorf("a call %v after the burst was offered to helpers", 3*time.Duration(loadWindow))
 	}
 }
 
