@@ -195,7 +195,7 @@ func interleaveRuns(b *testing.B, runs int, a, c func() cost) (ta, tc cost) {
 	// the timed calls would take one of the cores (GOMAXPROCS/4 of them
 	// are the collector's while it runs) from the variant using all.
 	runtime.GC()
-	for range 8 { // warm up
+	for range (8 + runs - 1) / runs * runs { // warm up: whole runs (rxOnly seals a run at a time)
 		a()
 		c()
 	}
@@ -303,7 +303,7 @@ func (t *txOnly) run() cost { return measure(func() { t.s.ProtectInPlace(t.frame
 type rxOnly struct {
 	s        *SecY
 	pristine [][]byte
-	frames   [][]byte // workerRuns batches, sealed together
+	frames   [][]byte // workerRuns() batches, sealed together
 	next     int      // the next batch to verify
 	in       [][]byte // the batch handed to Verify, which may rewrite it
 	pn       uint64
@@ -335,7 +335,7 @@ func newRXOnly(b *testing.B, size int, enc bool, workers int) *rxOnly {
 	for i := range ratioBatch {
 		r.pristine = append(r.pristine, testFrame(size-Overhead, uint32(i)))
 	}
-	for range workerRuns * ratioBatch {
+	for range workerRuns() * ratioBatch {
 		r.frames = append(r.frames, make([]byte, size))
 	}
 	r.in = make([][]byte, ratioBatch)
@@ -351,7 +351,7 @@ func (r *rxOnly) seal(f, plain []byte) {
 }
 
 // run times Verify on the next batch of ratioBatch frames. Every
-// workerRuns calls it first seals the next workerRuns batches (untimed),
+// workerRuns() calls it first seals the next workerRuns() batches (untimed),
 // so that the calls of one run of interleaveRuns follow each other
 // closely, as on a loaded port.
 func (r *rxOnly) run(b *testing.B) cost {
@@ -362,7 +362,7 @@ func (r *rxOnly) run(b *testing.B) cost {
 		}
 	}
 	copy(r.in, r.frames[r.next*ratioBatch:])
-	r.next = (r.next + 1) % workerRuns
+	r.next = (r.next + 1) % workerRuns()
 	return measure(func() { r.s.Verify(r.in) })
 }
 
@@ -387,11 +387,17 @@ func BenchmarkRatioWorkers(b *testing.B) {
 	}
 }
 
-// workerRuns is how many calls in a row each variant of
-// BenchmarkRatioWorkers makes: a SecY under load sees calls back to back,
-// so its helpers are mostly awake; the first call of each run starts
-// with them parked.
-const workerRuns = 8
+// workerRunFrames is how many frames each variant of
+// BenchmarkRatioWorkers takes in a row, in calls of ratioBatch frames: a
+// SecY under load sees calls back to back, so its helpers are mostly
+// awake; the first call of each run starts with them parked. A run is the
+// same stretch of load whatever the call size (8 calls of 2,048 frames,
+// 128 of 128): counted in calls, 8 calls of 128 frames (0.4 ms) were over
+// before a parked helper had woken up.
+const workerRunFrames = 16384
+
+// workerRuns is how many calls in a row each variant makes.
+func workerRuns() int { return max(1, workerRunFrames/ratioBatch) }
 
 func benchRatioWorkers(b *testing.B) {
 	for _, size := range benchSizes {
@@ -424,7 +430,7 @@ func benchRatioWorkers(b *testing.B) {
 				one := newTXOnly(b, size, enc, 1)
 				all := newTXOnly(b, size, enc, runtime.NumCPU())
 				b.ReportAllocs()
-				t1, tn := interleaveRuns(b, workerRuns, one.run, all.run)
+				t1, tn := interleaveRuns(b, workerRuns(), one.run, all.run)
 				b.StopTimer()
 				one.s.Close()
 				all.s.Close()
@@ -436,7 +442,7 @@ func benchRatioWorkers(b *testing.B) {
 			b.Run(fmt.Sprintf("rx/%d/%s", size, modeName(enc)), func(b *testing.B) {
 				one := newRXOnly(b, size, enc, 1)
 				all := newRXOnly(b, size, enc, runtime.NumCPU())
-				t1, tn := interleaveRuns(b, workerRuns, func() cost { return one.run(b) }, func() cost { return all.run(b) })
+				t1, tn := interleaveRuns(b, workerRuns(), func() cost { return one.run(b) }, func() cost { return all.run(b) })
 				b.StopTimer()
 				one.s.Close()
 				all.s.Close()
