@@ -14,8 +14,9 @@ import (
 // (routers' CPU per gigabit 1,340-1,720 ms with helpers, 1,040-1,270
 // ms without). So a call offers its chunks to helpers only when its
 // crypto would take at least twice as long as the latest measured
-// wakeups; now and then a call that would not offers them anyway, so that
-// the measurement follows the machine.
+// wakeups, or when the SecY is under sustained load (below); now and then
+// a call that would not offers them anyway, so that the measurement
+// follows the machine.
 
 // A call that would not wake helpers does anyway, to measure the wakeup
 // again, if it is a probeEvery-th such call and probeInterval has passed
