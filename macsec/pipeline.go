@@ -24,7 +24,6 @@ type slot struct {
 	enc     bool  // E=1 (rx: C=1)
 	skip    bool  // rx: no crypto (validateFrames Disabled, C=0)
 	pass    bool  // rx: no crypto, delivered as buf (untagged or no SA)
-	ok      bool  // rx: ICV verified
 }
 
 // container is one chunk of up to maxBatchFrames frames of a Protect or
@@ -48,6 +47,11 @@ type container struct {
 	fin      chan struct{} // capacity 1; a helper finished the last slot
 	s        [maxBatchFrames]slot
 	out      [maxBatchFrames][]byte
+	// ok holds the rx verdicts (ICV verified), apart from the slots: the
+	// caller judges a container's frames after helpers opened them, and
+	// reading each verdict from its slot pulled every slot's cache line
+	// back from the helper's core.
+	ok [maxBatchFrames]bool
 }
 
 // freeList is a bounded pool. Unlike sync.Pool it never drops items at
@@ -322,7 +326,9 @@ func (s *SecY) claimAll(w *worker, c *container) (done int32, last bool) {
 			done += end - i
 		} else {
 			for j := i; j < end; j++ {
-				if w.openSlot(&c.s[j]) {
+				opened, ok := w.openSlot(&c.s[j])
+				c.ok[j] = ok
+				if opened {
 					done++
 				}
 			}
@@ -511,22 +517,29 @@ func (w *worker) sealSlot(sl *slot) {
 }
 
 // openSlot verifies (and decrypts) one received frame in place and
-// records the verdict in sl.ok. It reports false for a frame that needs
-// no crypto.
-func (w *worker) openSlot(sl *slot) bool {
-	if sl.skip || sl.pass {
-		return false
+// reports the verdict (ok); opened is false for a frame that needs no
+// crypto. It also moves the MAC addresses up against the Secure Data,
+// where judge cuts the frame it delivers: here, while the header is in
+// this core's cache, rather than in judge, whose write had to take the
+// line back from the helper's core.
+func (w *worker) openSlot(sl *slot) (opened, ok bool) {
+	if sl.pass {
+		return false, false
 	}
-	sa := sl.rxsa
-	iv := nonce(&w.iv, sa.xpn, sl.sci, sl.pn, sa.ssci, &sa.salt)
-	b := sl.buf
-	end := sl.dataOff + sl.dataLen
-	var err error
-	if sl.enc {
-		_, err = sa.aead.Open(b[sl.dataOff:sl.dataOff], iv, b[sl.dataOff:end+ICVLen], b[:sl.dataOff])
-	} else {
-		_, err = sa.aead.Open(nil, iv, b[end:end+ICVLen], b[:end])
+	if !sl.skip {
+		sa := sl.rxsa
+		iv := nonce(&w.iv, sa.xpn, sl.sci, sl.pn, sa.ssci, &sa.salt)
+		b := sl.buf
+		end := sl.dataOff + sl.dataLen
+		var err error
+		if sl.enc {
+			_, err = sa.aead.Open(b[sl.dataOff:sl.dataOff], iv, b[sl.dataOff:end+ICVLen], b[:sl.dataOff])
+		} else {
+			_, err = sa.aead.Open(nil, iv, b[end:end+ICVLen], b[:end])
+		}
+		opened, ok = true, err == nil
 	}
-	sl.ok = err == nil
-	return true
+	tl := sl.dataOff - addrsLen
+	copy(sl.buf[tl:tl+addrsLen], sl.buf[:addrsLen])
+	return opened, ok
 }

@@ -16,8 +16,10 @@ package macsec
 //     its verdict in the slot.
 //  3. Judge and deliver: when every earlier ticket was served, the caller
 //     runs the replay check and updates nextPN/lowestPN in arrival order
-//     (only after ICV success, and only here, so in order), counts, strips
-//     SecTAG and ICV in place and hands the accepted frames to Config.RX.
+//     (only after ICV success, and only here, so in order), counts, cuts
+//     SecTAG and ICV off (the worker that opened a frame already moved its
+//     MAC addresses up against the Secure Data) and hands the accepted
+//     frames to Config.RX.
 //
 // With one worker (Config.Workers = 1) the caller takes each frame
 // through all steps at once under rxInlineMu (verifyInline).
@@ -118,7 +120,6 @@ func (s *SecY) fillRX(sl *slot, f []byte, p *Parsed, sa *rxSA, pn uint64) {
 	sl.enc = changed
 	sl.skip = !changed && s.cfg.Validate == ValidateDisabled
 	sl.pass = false
-	sl.ok = false
 }
 
 // count adds the call's drops and direct deliveries to the SecY counters.
@@ -241,10 +242,10 @@ func (s *SecY) verifyInline(frames [][]byte, fr *rxFront) {
 				cur = sc
 			}
 			s.fillRX(&sl, f, &fr.p, sa, pn)
-			s.rxWorker.openSlot(&sl)
+			_, ok := s.rxWorker.openSlot(&sl)
 			opened++
-			var ok bool
-			if out, ok = s.judge(&sl, &acc, &t); !ok {
+			var keep bool
+			if out, keep = s.judge(&sl, ok, &acc, &t); !keep {
 				continue
 			}
 		}
@@ -282,7 +283,7 @@ func recoverPN(low uint32, nextPN uint64) uint64 {
 }
 
 // deliverRX judges the opened frames of c in arrival order (replay
-// check, nextPN), counts, strips and hands the accepted frames, with
+// check, nextPN), counts, cuts SecTAG and ICV off and hands the accepted frames, with
 // those that needed no crypto, to Config.RX. The caller holds rxTurn.
 func (s *SecY) deliverRX(c *container) {
 	var t rxTally
@@ -300,7 +301,7 @@ func (s *SecY) deliverRX(c *container) {
 			t.flush(s, cur)
 			cur = sl.rxsc
 		}
-		if out, ok := s.judge(sl, &acc, &t); ok {
+		if out, ok := s.judge(sl, c.ok[i], &acc, &t); ok {
 			c.out[k] = out
 			k++
 		}
@@ -341,7 +342,7 @@ func (t *rxTally) flush(s *SecY, sc *rxSC) {
 // order (802.1AE 10.6.5): it advances the SA's nextPN after ICV success,
 // counts into t and acc, and returns the stripped frame (DA SA Secure
 // Data) if it is to be delivered. The caller holds rxTurn (rxInlineMu).
-func (s *SecY) judge(sl *slot, acc *saAcc, t *rxTally) ([]byte, bool) {
+func (s *SecY) judge(sl *slot, ok bool, acc *saAcc, t *rxTally) ([]byte, bool) {
 	sa := sl.rxsa
 	if sa != acc.sa {
 		acc.flush(s.window)
@@ -366,11 +367,11 @@ func (s *SecY) judge(sl *slot, acc *saAcc, t *rxTally) ([]byte, bool) {
 		} else {
 			t.unchecked++
 		}
-	case !sl.ok && (sl.enc || s.cfg.Validate == ValidateStrict):
+	case !ok && (sl.enc || s.cfg.Validate == ValidateStrict):
 		t.notValid++
 		acc.notValid++
 		return nil, false
-	case !sl.ok:
+	case !ok:
 		t.invalid++
 		acc.invalid++
 	case sl.pn < lowestPN:
@@ -383,10 +384,7 @@ func (s *SecY) judge(sl *slot, acc *saAcc, t *rxTally) ([]byte, bool) {
 			acc.advanced = true
 		}
 	}
-	b := sl.buf
-	tl := sl.dataOff - addrsLen
-	copy(b[tl:tl+addrsLen], b[:addrsLen])
-	return b[tl : sl.dataOff+sl.dataLen], true
+	return sl.buf[sl.dataOff-addrsLen : sl.dataOff+sl.dataLen], true // openSlot moved the addresses
 }
 
 // saAcc accumulates one receive SA's counters over a run of frames of a
