@@ -12,8 +12,9 @@ package macsec
 //     (untagged, or no SA, when validateFrames allows) keep their place in
 //     the chunk, stripped in place. The chunk takes a ticket of rxTurn.
 //  2. Open (run): the caller and up to Workers-1 helper goroutines
-//     claim runs of slots and verify/decrypt them in place, each storing
-//     its verdict in the slot.
+//     claim runs of slots and verify/decrypt them in place, storing each
+//     verdict in the container's ok array and moving each frame's MAC
+//     addresses up against its Secure Data.
 //  3. Judge and deliver: when every earlier ticket was served, the caller
 //     runs the replay check and updates nextPN/lowestPN in arrival order
 //     (only after ICV success, and only here, so in order), counts, cuts
@@ -283,8 +284,9 @@ func recoverPN(low uint32, nextPN uint64) uint64 {
 }
 
 // deliverRX judges the opened frames of c in arrival order (replay
-// check, nextPN), counts, cuts SecTAG and ICV off and hands the accepted frames, with
-// those that needed no crypto, to Config.RX. The caller holds rxTurn.
+// check, nextPN), counts, cuts SecTAG and ICV off and hands the accepted
+// frames, with those that needed no crypto, to Config.RX. The caller
+// holds rxTurn.
 func (s *SecY) deliverRX(c *container) {
 	var t rxTally
 	var acc saAcc
