@@ -245,10 +245,10 @@ func (s *SecY) verifyInline(frames [][]byte, fr *rxFront) {
 			s.fillRX(&sl, f, &fr.p, sa, pn)
 			_, ok := s.rxWorker.openSlot(&sl)
 			opened++
-			var keep bool
-			if out, keep = s.judge(&sl, ok, &acc, &t); !keep {
+			if !acc.accept(&sl, ok, &t) && !s.judge(&sl, ok, &acc, &t) {
 				continue
 			}
+			out = sl.delivered()
 		}
 		frames[k] = out
 		k++
@@ -303,8 +303,8 @@ func (s *SecY) deliverRX(c *container) {
 			t.flush(s, cur)
 			cur = sl.rxsc
 		}
-		if out, ok := s.judge(sl, c.ok[i], &acc, &t); ok {
-			c.out[k] = out
+		if ok := c.ok[i]; acc.accept(sl, ok, &t) || s.judge(sl, ok, &acc, &t) {
+			c.out[k] = sl.delivered()
 			k++
 		}
 	}
@@ -340,20 +340,45 @@ func (t *rxTally) flush(s *SecY, sc *rxSC) {
 	*t = rxTally{}
 }
 
+// delivered returns the opened frame stripped (DA SA Secure Data):
+// openSlot moved the addresses up against the Secure Data.
+func (sl *slot) delivered() []byte {
+	return sl.buf[sl.dataOff-addrsLen : sl.dataOff+sl.dataLen]
+}
+
+// accept is judge's common case, small enough to be inlined into the
+// loops that judge every frame: an ICV-verified frame of the SA judged
+// just before, at or above its nextPN, is counted and advances nextPN.
+// For any other frame it changes nothing and reports false.
+func (a *saAcc) accept(sl *slot, ok bool, t *rxTally) bool {
+	if sl.rxsa != a.sa || !ok || sl.skip || sl.pn < a.nextPN {
+		return false
+	}
+	a.nextPN, a.advanced = sl.pn+1, true
+	a.ok++
+	t.ok++
+	if sl.enc {
+		t.octD += uint64(sl.dataLen)
+	} else {
+		t.octV += uint64(sl.dataLen)
+	}
+	return true
+}
+
 // judge applies the replay check and validateFrames to an opened slot, in
 // order (802.1AE 10.6.5): it advances the SA's nextPN after ICV success,
-// counts into t and acc, and returns the stripped frame (DA SA Secure
-// Data) if it is to be delivered. The caller holds rxTurn (rxInlineMu).
-func (s *SecY) judge(sl *slot, ok bool, acc *saAcc, t *rxTally) ([]byte, bool) {
+// counts into t and acc, and reports whether the frame is to be
+// delivered (sl.delivered). The caller holds rxTurn (rxInlineMu).
+func (s *SecY) judge(sl *slot, ok bool, acc *saAcc, t *rxTally) bool {
 	sa := sl.rxsa
 	if sa != acc.sa {
 		acc.flush(s.window)
-		acc.sa = sa
+		acc.sa, acc.nextPN = sa, sa.nextPN
 	}
-	lowestPN := lowest(sa.nextPN, s.window)
+	lowestPN := lowest(acc.nextPN, s.window)
 	if s.cfg.ReplayProtect && sl.pn < lowestPN {
 		t.late++
-		return nil, false
+		return false
 	}
 	if !sl.skip {
 		if sl.enc {
@@ -372,7 +397,7 @@ func (s *SecY) judge(sl *slot, ok bool, acc *saAcc, t *rxTally) ([]byte, bool) {
 	case !ok && (sl.enc || s.cfg.Validate == ValidateStrict):
 		t.notValid++
 		acc.notValid++
-		return nil, false
+		return false
 	case !ok:
 		t.invalid++
 		acc.invalid++
@@ -381,20 +406,25 @@ func (s *SecY) judge(sl *slot, ok bool, acc *saAcc, t *rxTally) ([]byte, bool) {
 	default:
 		t.ok++
 		acc.ok++
-		if sl.pn >= sa.nextPN {
-			sa.nextPN = sl.pn + 1
+		if sl.pn >= acc.nextPN {
+			acc.nextPN = sl.pn + 1
 			acc.advanced = true
 		}
 	}
-	return sl.buf[sl.dataOff-addrsLen : sl.dataOff+sl.dataLen], true // openSlot moved the addresses
+	return true
 }
 
 // saAcc accumulates one receive SA's counters over a run of frames of a
-// container, so that atomics are touched once per run, not per frame.
+// container, so that atomics are touched once per run, not per frame. It
+// also advances a copy of the SA's nextPN, stored back by flush: the
+// SA's first cache line, which nextPN shares with the key and salt every
+// opening worker reads, is then written once per run instead of once
+// per frame.
 type saAcc struct {
 	sa                    *rxSA
 	ok, invalid, notValid uint64
-	advanced              bool // sa.nextPN moved: publish it
+	nextPN                uint64 // sa.nextPN as judged so far
+	advanced              bool   // nextPN moved: store and publish it
 }
 
 // flush adds the accumulated counts to the SA, publishes its nextPN and
@@ -407,8 +437,9 @@ func (a *saAcc) flush(window uint64) {
 	addNZ(&a.sa.stats.InPktsInvalid, a.invalid)
 	addNZ(&a.sa.stats.InPktsNotValid, a.notValid)
 	if a.advanced {
-		a.sa.lowestPN.Store(lowest(a.sa.nextPN, window))
-		a.sa.stats.NextPN.Store(a.sa.nextPN)
+		a.sa.nextPN = a.nextPN
+		a.sa.lowestPN.Store(lowest(a.nextPN, window))
+		a.sa.stats.NextPN.Store(a.nextPN)
 	}
 	*a = saAcc{}
 }

@@ -198,9 +198,10 @@ type txSA struct {
 	reserving  atomic.Bool
 }
 
-// rxSA is a receive SA. nextPN is owned by its SC's sequential goroutine,
-// which publishes lowestPN for the producers' PN recovery and replay
-// pre-check.
+// rxSA is a receive SA. nextPN is only touched by the holder of rxTurn
+// (rxInlineMu), the judge, which stores it once per run of frames
+// (saAcc.flush) and publishes lowestPN and stats.NextPN for the PN
+// recovery and replay pre-check of frames still being classified.
 type rxSA struct {
 	an       uint8
 	aead     cipher.AEAD
