@@ -484,10 +484,12 @@ func benchRatioWorkers(b *testing.B) {
 				t1, tn, f1, fn := interleaveRuns(b, workerRuns(), func() cost {
 					return one.runWith(func(frames [][]byte, pn uint64) { one.openBare(frames, pn, &iv) })
 				}, func() cost {
-					return all.runWith(func(frames [][]byte, pn uint64) {
+					c := all.runWith(func(frames [][]byte, pn uint64) {
 						in, pn0 = frames, pn
 						pool.run(len(frames))
 					})
+					pool.ran()
+					return c
 				})
 				report(b, "1goroutine", t1, fmt.Sprintf("%dgoroutines", runtime.NumCPU()), tn, "speedup", div, false)
 				reportSteady(b, t1, f1, tn, fn)
@@ -581,6 +583,7 @@ type spinPool struct {
 	gen    atomic.Uint64       // bumped per call
 	done   atomic.Int32        // helpers finished with the current call
 	active atomic.Bool         // helpers poll (else park on wake)
+	calls  int                 // calls run, to park the helpers after a run's last
 	wake   chan struct{}
 	stop   atomic.Bool
 	wg     sync.WaitGroup
@@ -632,15 +635,20 @@ func (p *spinPool) run(n int) {
 	}
 }
 
-// runs returns a timed call of n frames for interleaveRuns: helpers poll
-// through workerRuns() calls in a row and park after the last.
+// ran counts a call of interleaveRuns: helpers poll through workerRuns()
+// calls in a row and park after the last, so that they do not spin
+// while the one-goroutine variant runs.
+func (p *spinPool) ran() {
+	if p.calls++; p.calls%workerRuns() == 0 {
+		p.active.Store(false)
+	}
+}
+
+// runs returns a timed call of n frames for interleaveRuns (see ran).
 func (p *spinPool) runs(n int) func() cost {
-	calls := 0
 	return func() cost {
 		c := measure(func() { p.run(n) })
-		if calls++; calls%workerRuns() == 0 {
-			p.active.Store(false)
-		}
+		p.ran()
 		return c
 	}
 }
