@@ -183,6 +183,14 @@ type txSA struct {
 	ssci  uint32
 	salt  [12]byte
 	maxPN uint64
+
+	// The fields above are read for every frame by every sealing worker;
+	// those below are written for every frame (nextPN) or chunk (stats)
+	// by the caller that numbers them. The padding keeps them off the
+	// cache lines of the fields above, so that numbering one chunk does
+	// not take those lines from the workers sealing the chunk before.
+	_ [64]byte
+
 	stats TXSAStats
 
 	// nextPN and exhausted are protected by SecY.txMu.
