@@ -212,6 +212,7 @@ func interleaveRuns(b *testing.B, runs int, a, c func() cost) (ta, tc, fa, fc co
 				fa.add(d)
 			}
 		}
+		settle(runs)
 		for i := range runs {
 			d := c()
 			tc.add(d)
@@ -219,8 +220,22 @@ func interleaveRuns(b *testing.B, runs int, a, c func() cost) (ta, tc, fa, fc co
 				fc.add(d)
 			}
 		}
+		settle(runs)
 	}
 	return ta, tc, fa, fc
+}
+
+// settle pauses between the runs of interleaveRuns (runs > 1) for longer
+// than a helper polls for work after a call (maxSpin), so that one
+// variant's helpers are parked before the other variant's run starts:
+// otherwise they polled on a core through its first call, and the
+// kernel, which brings other threads' CPU time up to date only at its
+// ticks, credited their last milliseconds to that variant's calls (the
+// one-worker TX variant read 1.17-1.27 cores of process CPU).
+func settle(runs int) {
+	if runs > 1 {
+		time.Sleep(2 * maxSpin)
+	}
 }
 
 // report prints wall ns/frame of both variants and the ratio f(a, c) of
