@@ -44,13 +44,17 @@ const (
 // be worth a wakeup alone: a helper that joined polls for the next call,
 // so a burst of calls pays for one wakeup, and one core could not keep up
 // anyway. The load is the calibrated crypto of recent calls, decaying
-// linearly over loadWindow; at loadHelp or more (half a core busy with
-// crypto) calls are offered to helpers. On this VM a wakeup sometimes
-// measured 0.4-0.9 ms for a while, above half of a 2,048-frame call's
-// crypto, and calls back to back then ran on one core.
+// linearly over loadWindow; at loadHelp or more (a quarter of a core busy
+// with crypto) calls are offered to helpers. On this VM a wakeup
+// sometimes measured 0.4-0.9 ms for a while, above half of a 2,048-frame
+// call's crypto, and calls back to back then ran on one core. The
+// calibrated cost is the bare seal's, about half of what a received
+// integrity-only frame costs the SecY in all (parse, judge, delivery): at
+// half a core, calls of 128 standard frames back to back sat at the
+// threshold and were helped in some runs and not in others.
 const (
 	loadWindow = int64(time.Millisecond)
-	loadHelp   = loadWindow / 2
+	loadHelp   = loadWindow / 4
 )
 
 // helpPolicy decides whether a call's crypto is shared with helpers.
