@@ -203,24 +203,20 @@ func interleaveRuns(b *testing.B, runs int, a, c func() cost) (ta, tc, fa, fc co
 		a()
 		c()
 	}
+	run := func(f func() cost, total, first *cost) {
+		for i := range runs {
+			d := f()
+			total.add(d)
+			if i == 0 {
+				first.add(d)
+			}
+		}
+		settle(runs)
+	}
 	b.ResetTimer()
 	for r := 0; r*ratioBatch < b.N; r += runs {
-		for i := range runs {
-			d := a()
-			ta.add(d)
-			if i == 0 {
-				fa.add(d)
-			}
-		}
-		settle(runs)
-		for i := range runs {
-			d := c()
-			tc.add(d)
-			if i == 0 {
-				fc.add(d)
-			}
-		}
-		settle(runs)
+		run(a, &ta, &fa)
+		run(c, &tc, &fc)
 	}
 	return ta, tc, fa, fc
 }
