@@ -30,9 +30,10 @@ type slot struct {
 // Verify call whose crypto the caller shares with the helper goroutines
 // (see run). Its frames are numbered (tx) or classified
 // (rx) by the caller before any helper sees it; helpers and the caller
-// then claim runs of claimFrames slots with next and count finished ones
-// in finished; the participant that finishes the last slot tells the
-// caller through fin unless it is the caller. refs counts the caller and
+// then claim runs of slots with next (see claim) and each adds the
+// slots it did to finished when none is left; the participant that
+// finishes the last slot tells the caller through fin unless it is the
+// caller. refs counts the caller and
 // the helpers it woke: the last one to let go returns the container to
 // the pool, so a helper that wakes after the work is done still finds
 // the container it was given.
@@ -126,9 +127,10 @@ func (c *container) reset() {
 	c.finished.Store(0)
 }
 
-// claimFrames is how many slots a participant claims at a time: a few,
-// so that the shared counters are touched once per several microseconds
-// of crypto, and few enough that the last claims leave little imbalance.
+// claimFrames is the fewest slots a participant claims at a time (see
+// claim): a few, so that the shared counter is touched once per several
+// microseconds of crypto, and few enough that the last claims leave
+// little imbalance.
 const claimFrames = 8
 
 // maxInflight is how many containers (of up to maxBatchFrames frames)
@@ -307,18 +309,20 @@ func (c *container) noCrypto() {
 // claimAll claims runs of slots of c until none is left and seals or
 // opens them with scratch w. It returns how many frames it did and
 // whether it finished the container's last frame. Received frames that
-// need no crypto are not counted.
+// need no crypto are not counted. It adds the slots it did to
+// c.finished once, when nothing is left to claim, rather than per claim:
+// every shared write is a cache line taken from the other core.
 func (s *SecY) claimAll(w *worker, c *container) (done int32, last bool) {
 	n := int32(c.n)
+	var did int32
 	for {
-		i := c.next.Add(claimFrames) - claimFrames
+		i, end := c.claim(n)
 		if i >= n {
-			return done, last
+			break
 		}
 		if s.cfg.workerHook != nil {
 			s.cfg.workerHook()
 		}
-		end := min(i+claimFrames, n)
 		if c.tx {
 			for j := i; j < end; j++ {
 				w.sealSlot(&c.s[j])
@@ -333,10 +337,20 @@ func (s *SecY) claimAll(w *worker, c *container) (done int32, last bool) {
 				}
 			}
 		}
-		if c.finished.Add(end-i) == n {
-			last = true
-		}
+		did += end - i
 	}
+	return done, did > 0 && c.finished.Add(did) == n
+}
+
+// claim takes the next run of c's n slots, [i, end), with i >= n when
+// none is left. Runs are guided: a quarter of what is left, at least
+// claimFrames, so that two participants touch the shared counter a few
+// times per container while the last runs stay short (the one that
+// finishes early waits at most one short run for the other).
+func (c *container) claim(n int32) (i, end int32) {
+	size := max(claimFrames, (n-c.next.Load())/4)
+	end = c.next.Add(size)
+	return end - size, min(end, n)
 }
 
 // routineHelper joins callers' containers from the work channel.

@@ -667,3 +667,47 @@ func testSCChurn(t *testing.T) {
 		t.Error("AddRXSC after Close succeeded")
 	}
 }
+
+// TestClaimGuided checks that concurrent claims cover every slot of a
+// container exactly once, that runs shrink towards the end (never below
+// claimFrames but for the last), and that a container of maxBatchFrames
+// takes far fewer claims than runs of claimFrames would.
+func TestClaimGuided(t *testing.T) {
+	for _, n := range []int32{1, 7, 8, 9, 64, 100, maxBatchFrames} {
+		var c container
+		var owner [maxBatchFrames]atomic.Int32
+		var claims atomic.Int32
+		var wg sync.WaitGroup
+		for g := range int32(3) {
+			wg.Go(func() {
+				for {
+					i, end := c.claim(n)
+					if i >= n {
+						return
+					}
+					claims.Add(1)
+					if end-i < min(claimFrames, n-i) {
+						t.Errorf("n=%d: run [%d,%d) shorter than claimFrames before the end", n, i, end)
+					}
+					for j := i; j < end; j++ {
+						if !owner[j].CompareAndSwap(0, g+1) {
+							t.Errorf("n=%d: slot %d claimed twice", n, j)
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for j := range n {
+			if owner[j].Load() == 0 {
+				t.Errorf("n=%d: slot %d never claimed", n, j)
+			}
+		}
+		// Runs of claimFrames would take 16; a quarter of what is left
+		// takes 9 (32, 24, 18, 13, 10, 8, 8, 8, 7), fewer when a stale
+		// read of next makes a run longer.
+		if n == maxBatchFrames && claims.Load() > 9 {
+			t.Errorf("n=%d: %d claims, want at most 9", n, claims.Load())
+		}
+	}
+}
