@@ -30,7 +30,7 @@ type slot struct {
 // Verify call whose crypto the caller shares with the helper goroutines
 // (see run). Its frames are numbered (tx) or classified
 // (rx) by the caller before any helper sees it; helpers and the caller
-// then claim runs of slots with next (see claim) and each adds the
+// then claim runs of slots with ends (see claim) and each adds the
 // slots it did to finished when none is left; the participant that
 // finishes the last slot tells the caller through fin unless it is the
 // caller. refs counts the caller and
@@ -40,7 +40,7 @@ type slot struct {
 type container struct {
 	tx       bool
 	n        int
-	next     atomic.Int32  // next slot to claim
+	ends     atomic.Uint64 // slots left to claim: [low 32 bits, high 32 bits)
 	finished atomic.Int32  // slots sealed or opened
 	refs     atomic.Int32  // participants still holding the container
 	postedAt int64         // nanotime when offered to helpers
@@ -123,7 +123,7 @@ func (c *container) reset() {
 	}
 	c.n = 0
 	c.tx, c.spin = false, false
-	c.next.Store(0)
+	c.ends.Store(0)
 	c.finished.Store(0)
 }
 
@@ -159,10 +159,14 @@ type inflight struct {
 // container or works on earlier ones.
 func (s *SecY) post(f *inflight, c *container, ticket uint64) {
 	n := int32(c.n)
-	nothing := c.next.Load() >= n // see noCrypto
+	nothing := c.finished.Load() == n // see noCrypto
 	f.c[f.n], f.ticket[f.n], f.last[f.n] = c, ticket, nothing
 	f.n++
-	if nothing || !f.help {
+	if nothing {
+		return
+	}
+	c.ends.Store(uint64(n) << 32)
+	if !f.help {
 		return
 	}
 	if want := min(int32(s.cfg.Workers-1), (n-1)/claimFrames); want > 0 {
@@ -193,7 +197,7 @@ func (s *SecY) run(f *inflight) {
 	var done int32
 	head := 0
 	for i := range f.n {
-		d, l := s.claimAll(w, f.c[i])
+		d, l := s.claimAll(w, f.c[i], false)
 		done += d
 		f.last[i] = f.last[i] || l
 		for head <= i && s.ready(f, head) {
@@ -205,7 +209,7 @@ func (s *SecY) run(f *inflight) {
 		select {
 		case o := <-s.work:
 			if i := f.index(o); i >= 0 { // an own post no helper took
-				d, l := s.claimAll(w, o)
+				d, l := s.claimAll(w, o, false)
 				done += d
 				f.last[i] = f.last[i] || l
 				o.release()
@@ -302,7 +306,6 @@ func pollRecv[T any](ch <-chan T, d int64) (v T, ok, got bool) {
 // frames that are all delivered without it): nothing to claim, and no
 // helper is offered it.
 func (c *container) noCrypto() {
-	c.next.Store(int32(c.n))
 	c.finished.Store(int32(c.n))
 }
 
@@ -312,12 +315,12 @@ func (c *container) noCrypto() {
 // need no crypto are not counted. It adds the slots it did to
 // c.finished once, when nothing is left to claim, rather than per claim:
 // every shared write is a cache line taken from the other core.
-func (s *SecY) claimAll(w *worker, c *container) (done int32, last bool) {
+func (s *SecY) claimAll(w *worker, c *container, back bool) (done int32, last bool) {
 	n := int32(c.n)
 	var did int32
 	for {
-		i, end := c.claim(n)
-		if i >= n {
+		i, end := c.claim(back)
+		if i == end {
 			break
 		}
 		if s.cfg.workerHook != nil {
@@ -342,15 +345,32 @@ func (s *SecY) claimAll(w *worker, c *container) (done int32, last bool) {
 	return done, did > 0 && c.finished.Add(did) == n
 }
 
-// claim takes the next run of c's n slots, [i, end), with i >= n when
-// none is left. Runs are guided: a quarter of what is left, at least
-// claimFrames, so that two participants touch the shared counter a few
+// claim takes a run of c's slots, [i, end), from the front of what is
+// left (the caller) or from its back (helpers); i == end when none is
+// left. Runs are guided: a quarter of what is left, at least
+// claimFrames, so that the participants touch the shared word a few
 // times per container while the last runs stay short (the one that
-// finishes early waits at most one short run for the other).
-func (c *container) claim(n int32) (i, end int32) {
-	size := max(claimFrames, (n-c.next.Load())/4)
-	end = c.next.Add(size)
-	return end - size, min(end, n)
+// finishes early waits at most one short run for the other). Taking
+// from both ends gives the caller and a helper each a contiguous share
+// of the container when both are there from the start, as a static
+// split would, so each core reads slots and frames in order (prefetched)
+// and, for frames it saw before, from its own cache.
+func (c *container) claim(back bool) (i, end int32) {
+	for {
+		v := c.ends.Load()
+		lo, hi := int32(uint32(v)), int32(v>>32)
+		if lo >= hi {
+			return 0, 0
+		}
+		size := min(hi-lo, max(claimFrames, (hi-lo)/4))
+		if back {
+			if c.ends.CompareAndSwap(v, uint64(hi-size)<<32|uint64(lo)) {
+				return hi - size, hi
+			}
+		} else if c.ends.CompareAndSwap(v, uint64(hi)<<32|uint64(lo+size)) {
+			return lo, lo + size
+		}
+	}
 }
 
 // routineHelper joins callers' containers from the work channel.
@@ -405,7 +425,7 @@ func (s *SecY) spinForWork(d int64) (c *container, ok bool) {
 // its caller if it finished the last frame, lets go of c and returns how
 // many frames it did.
 func (s *SecY) join(w *worker, c *container) int32 {
-	done, last := s.claimAll(w, c)
+	done, last := s.claimAll(w, c, true)
 	if last {
 		c.fin <- struct{}{}
 	}

@@ -668,46 +668,58 @@ func testSCChurn(t *testing.T) {
 	}
 }
 
-// TestClaimGuided checks that concurrent claims cover every slot of a
-// container exactly once, that runs shrink towards the end (never below
-// claimFrames but for the last), and that a container of maxBatchFrames
-// takes far fewer claims than runs of claimFrames would.
+// TestClaimGuided checks that concurrent claims from both ends cover
+// every slot of a container exactly once, that at most one run (the
+// last) is shorter than claimFrames, and that a container of
+// maxBatchFrames takes far fewer claims than runs of claimFrames would.
 func TestClaimGuided(t *testing.T) {
 	for _, n := range []int32{1, 7, 8, 9, 64, 100, maxBatchFrames} {
 		var c container
-		var owner [maxBatchFrames]atomic.Int32
-		var claims atomic.Int32
+		c.n = int(n)
+		c.ends.Store(uint64(n) << 32)
+		var runs [3][][2]int32
 		var wg sync.WaitGroup
-		for g := range int32(3) {
+		for g := range 3 {
 			wg.Go(func() {
 				for {
-					i, end := c.claim(n)
-					if i >= n {
+					i, end := c.claim(g > 0)
+					if i == end {
 						return
 					}
-					claims.Add(1)
-					if end-i < min(claimFrames, n-i) {
-						t.Errorf("n=%d: run [%d,%d) shorter than claimFrames before the end", n, i, end)
-					}
-					for j := i; j < end; j++ {
-						if !owner[j].CompareAndSwap(0, g+1) {
-							t.Errorf("n=%d: slot %d claimed twice", n, j)
-						}
-					}
+					runs[g] = append(runs[g], [2]int32{i, end})
 				}
 			})
 		}
 		wg.Wait()
-		for j := range n {
-			if owner[j].Load() == 0 {
-				t.Errorf("n=%d: slot %d never claimed", n, j)
+		var owner [maxBatchFrames]int
+		claims, short := 0, 0
+		for g := range runs {
+			for _, r := range runs[g] {
+				claims++
+				if r[0] < 0 || r[1] > n || r[0] > r[1] {
+					t.Fatalf("n=%d: run %v out of range", n, r)
+				}
+				if r[1]-r[0] < min(claimFrames, n) {
+					short++
+				}
+				for j := r[0]; j < r[1]; j++ {
+					owner[j]++
+				}
 			}
 		}
+		for j := range n {
+			if owner[j] != 1 {
+				t.Errorf("n=%d: slot %d claimed %d times", n, j, owner[j])
+			}
+		}
+		if short > 1 {
+			t.Errorf("n=%d: %d runs shorter than %d, want at most the last", n, short, claimFrames)
+		}
 		// Runs of claimFrames would take 16; a quarter of what is left
-		// takes 9 (32, 24, 18, 13, 10, 8, 8, 8, 7), fewer when a stale
-		// read of next makes a run longer.
-		if n == maxBatchFrames && claims.Load() > 9 {
-			t.Errorf("n=%d: %d claims, want at most 9", n, claims.Load())
+		// takes 9 (32, 24, 18, 13, 10, 8, 8, 8, 7) whatever the order
+		// of the claims.
+		if n == maxBatchFrames && claims > 9 {
+			t.Errorf("n=%d: %d claims, want at most 9", n, claims)
 		}
 	}
 }
