@@ -33,10 +33,9 @@ type slot struct {
 // then claim runs of slots with ends (see claim) and each adds the
 // slots it did to finished when none is left; the participant that
 // finishes the last slot tells the caller through fin unless it is the
-// caller. refs counts the caller and
-// the helpers it woke: the last one to let go returns the container to
-// the pool, so a helper that wakes after the work is done still finds
-// the container it was given.
+// caller. refs counts the caller and the helpers it woke: the last one
+// to let go returns the container to the pool, so a helper that wakes
+// after the work is done still finds the container it was given.
 type container struct {
 	tx       bool
 	n        int
