@@ -4,3 +4,6 @@ package macsec
 
 // prefetch does nothing where there is no assembly for it.
 func prefetch(p *byte) {}
+
+// prefetchWrite does nothing where there is no assembly for it.
+func prefetchWrite(p *byte) {}
