@@ -87,12 +87,36 @@ type Endpoint struct {
 var _ stack.LinkEndpoint = (*Endpoint)(nil)
 
 // frameWriter boxes a hw.FrameWriter so it can sit in an atomic.Pointer.
-type frameWriter struct{ hw.FrameWriter }
+// If the writer is an inPlaceWriter, the endpoint builds every frame with
+// head octets of room before it and tail after it and hands them over
+// with that room (sendPendingLocked).
+type frameWriter struct {
+	hw.FrameWriter
+	inPlace    inPlaceWriter
+	head, tail int
+}
 
-// txBatch is the frames waiting in one endpoint.
+// inPlaceWriter is a FrameWriter that rather takes frames with room
+// around them, which it uses to rewrite them in place (MACsecLink: the
+// SecY's SecTAG and ICV).
+type inPlaceWriter interface {
+	hw.FrameWriter
+	// FrameRoom returns how many octets each frame needs before it (head)
+	// and after it, within its buffer's capacity (tail).
+	FrameRoom() (head, tail int)
+	// WriteFramesInPlace is WriteFrames on buffers that each hold head
+	// octets of scratch and then the frame, with tail octets of capacity
+	// after it. The buffers are the caller's again when it returns.
+	WriteFramesInPlace(bufs [][]byte) (int, error)
+}
+
+// txBatch is the frames waiting in one endpoint. With an in-place writer
+// every frame in a buffer starts head octets into it, and views holds
+// the buffers cut to head + frame for the writer.
 type txBatch struct {
 	frames [][]byte
-	bufs   []*[]byte
+	bufs   []*[]byte // nil for a frame sent from ring memory
+	views  [][]byte
 }
 
 // newEndpoint returns an endpoint that is up and not attached.
@@ -113,7 +137,12 @@ func (e *Endpoint) setWriter(w hw.FrameWriter) {
 		e.writer.Store(nil)
 		return
 	}
-	e.writer.Store(&frameWriter{w})
+	fw := &frameWriter{FrameWriter: w}
+	if ip, ok := w.(inPlaceWriter); ok {
+		fw.inPlace = ip
+		fw.head, fw.tail = ip.FrameRoom()
+	}
+	e.writer.Store(fw)
 }
 
 // MTU implements stack.LinkEndpoint. It is the L3 MTU.
@@ -226,15 +255,15 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 	for _, pkt := range pkts.AsSlice() {
 		n := pkt.Size()
 		if pkt.GSOOptions.Type != stack.GSONone && pkt.NetworkPacketInfo.IsForwardedPacket {
-			e.segmentLocked(pkt, size)
+			e.segmentLocked(w, pkt, size)
 			continue
 		}
 		if n > size {
 			e.stats.drop(dropTxOversize)
 			continue
 		}
-		buf := e.getBuf(size)
-		frame := (*buf)[:n]
+		buf := e.getBuf(w.head + size + w.tail)
+		frame := (*buf)[w.head : w.head+n]
 		copyPacket(frame, pkt)
 		if !pkt.NetworkPacketInfo.IsForwardedPacket {
 			e.fillOriginated(frame)
@@ -262,8 +291,9 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 }
 
 // segmentLocked splits a forwarded merged packet (GROOn, see gro.go) into
-// frames that fit the MTU and appends them to pending. e.txMu must be held.
-func (e *Endpoint) segmentLocked(pkt *stack.PacketBuffer, size int) {
+// frames that fit the MTU and appends them to pending, built for writer
+// w. e.txMu must be held.
+func (e *Endpoint) segmentLocked(w *frameWriter, pkt *stack.PacketBuffer, size int) {
 	n := pkt.Size()
 	if cap(e.gsoBuf) < n {
 		e.gsoBuf = make([]byte, max(n, gsoBufSize))
@@ -281,9 +311,9 @@ func (e *Endpoint) segmentLocked(pkt *stack.PacketBuffer, size int) {
 	e.stats.groSegmented.Add(1)
 	b := &e.pending
 	for i := range seg.count() {
-		buf := e.getBuf(size)
-		m := seg.segment(i, *buf)
-		b.frames = append(b.frames, (*buf)[:m])
+		buf := e.getBuf(w.head + size + w.tail)
+		m := seg.segment(i, (*buf)[w.head:])
+		b.frames = append(b.frames, (*buf)[w.head:w.head+m])
 		b.bufs = append(b.bufs, buf)
 	}
 }
@@ -309,7 +339,11 @@ func (e *Endpoint) sendPendingLocked(w *frameWriter) error {
 		n   int
 		err error
 	)
-	if len(b.frames) > 0 {
+	switch {
+	case len(b.frames) == 0:
+	case w.inPlace != nil && b.cutViews(w.head):
+		n, err = w.inPlace.WriteFramesInPlace(b.views)
+	default:
 		n, err = w.WriteFrames(b.frames)
 	}
 	var bytes uint64
@@ -325,6 +359,25 @@ func (e *Endpoint) sendPendingLocked(w *frameWriter) error {
 	return err
 }
 
+// cutViews sets views to the pending frames with the head octets of
+// room in front of each and reports whether every frame has that room:
+// not one sent from ring memory (appendFastLocked), nor one built before
+// the writer changed; then the batch goes through WriteFrames.
+func (b *txBatch) cutViews(head int) bool {
+	v := b.views[:0]
+	for i, f := range b.frames {
+		buf := b.bufs[i]
+		if buf == nil || len(f) == 0 || cap(*buf) <= head || &(*buf)[:cap(*buf)][head] != &f[0] {
+			clear(v)
+			b.views = v[:0]
+			return false
+		}
+		v = append(v, (*buf)[:head+len(f)])
+	}
+	b.views = v
+	return true
+}
+
 // releasePendingLocked returns the pending buffers to the pool.
 func (e *Endpoint) releasePendingLocked() {
 	b := &e.pending
@@ -335,8 +388,10 @@ func (e *Endpoint) releasePendingLocked() {
 		b.bufs[i] = nil
 		b.frames[i] = nil
 	}
+	clear(b.views)
 	b.frames = b.frames[:0]
 	b.bufs = b.bufs[:0]
+	b.views = b.views[:0]
 	e.txDirty.Store(false)
 }
 

@@ -22,8 +22,12 @@ import (
 //     stay with the lower interface (Linux's uncontrolled port); the SecY
 //     sees them too, to count them and, unless validate is strict, to
 //     deliver them on its own interface as well, as Linux does.
-//   - transmit: the upper endpoint's FrameWriter is the MACsecLink, whose
-//     WriteFrames calls SecY.Protect; the protected frames come back through
+//   - transmit: the upper endpoint's FrameWriter is the MACsecLink. The
+//     endpoint builds its frames with room for the SecTAG before them and
+//     the ICV after them (FrameRoom), and WriteFramesInPlace has the SecY
+//     protect them where they are (SecY.ProtectInPlace); a batch with a
+//     frame sent from ring memory goes through WriteFrames and
+//     SecY.Protect instead. The protected frames come back through
 //     Transmit, which pushes the lower interface's VLAN tags after the MAC
 //     addresses and hands them to the lower interface's FrameWriter.
 //
@@ -42,6 +46,11 @@ type SecY interface {
 	// Protect protects frames and hands them to the TX handler
 	// (MACsecLink.Transmit) in order.
 	Protect(frames [][]byte)
+	// ProtectInPlace is Protect on frames built with room around them:
+	// each element holds macsecHeadroom octets of scratch, then the
+	// frame, with macsecTailroom octets of capacity after it. The
+	// protected frame is built in that buffer, with no copy.
+	ProtectInPlace(bufs [][]byte)
 	// Verify verifies frames in place and hands the accepted ones, SecTAG
 	// and ICV removed, to the RX handler (MACsecLink.Receive). Frames
 	// without a SecTAG are counted and, unless validateFrames is strict,
@@ -101,6 +110,25 @@ func (l *MACsecLink) SetSecY(s SecY) {
 		return
 	}
 	l.secy.Store(&secyBox{s})
+}
+
+// FrameRoom implements inPlaceWriter: the upper endpoint builds its
+// frames with room for the SecTAG before them and the ICV after them, so
+// that the SecY protects them where they are instead of copying each one
+// into a frame of its own (integrity-only frames were otherwise copied
+// once more than encrypted ones).
+func (l *MACsecLink) FrameRoom() (head, tail int) { return macsecHeadroom, macsecTailroom }
+
+// WriteFramesInPlace implements inPlaceWriter: it protects bufs in place
+// (SecY.ProtectInPlace), which hands them to Transmit. It does not keep
+// them.
+func (l *MACsecLink) WriteFramesInPlace(bufs [][]byte) (int, error) {
+	b := l.secy.Load()
+	if b == nil {
+		return 0, errNoSecY
+	}
+	b.ProtectInPlace(bufs)
+	return len(bufs), nil
 }
 
 // errNoSecY is returned by WriteFrames while the link has no SecY.
@@ -165,6 +193,14 @@ func (l *MACsecLink) Transmit(frames [][]byte) {
 	clear(out)
 	l.txFrames = out[:0]
 }
+
+// macsecHeadroom and macsecTailroom are the room SecY.ProtectInPlace
+// needs around a frame (macsec.Headroom, macsec.Tailroom): the SecTAG
+// with SCI before the Secure Data, the ICV after it.
+const (
+	macsecHeadroom = 16
+	macsecTailroom = 16
+)
 
 // macsecOverhead is the most a SecY adds to a frame: a SecTAG with SCI
 // (16 octets, EtherType included) and a 16-octet ICV (IEEE 802.1AE

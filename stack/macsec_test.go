@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"gvisor.dev/gvisor/pkg/buffer"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+
 	"github.com/gvrouter/gvrouter/hw"
 	"github.com/gvrouter/gvrouter/macsec"
 	"github.com/gvrouter/gvrouter/stack/stacktest"
@@ -224,6 +227,7 @@ func TestMACsecUncontrolledPort(t *testing.T) {
 type fakeSecY struct{ verify func([][]byte) }
 
 func (fakeSecY) Protect([][]byte)         {}
+func (fakeSecY) ProtectInPlace([][]byte)  {}
 func (f fakeSecY) Verify(frames [][]byte) { f.verify(frames) }
 
 // TestMACsecDivertAllocs checks that the receive split allocates nothing.
@@ -274,5 +278,106 @@ func TestMACsecLinkAllocs(t *testing.T) {
 	}
 	if got := lower.stats.txPackets.Load(); got != 1002*64 { // one call, then AllocsPerRun's warm-up and 1000 runs
 		t.Errorf("lower tx_packets = %d, want %d", got, 1002*64)
+	}
+}
+
+// TestMACsecRoom checks that the room the endpoint leaves around frames
+// for a MACsecLink is what macsec.SecY.ProtectInPlace needs.
+func TestMACsecRoom(t *testing.T) {
+	head, tail := NewMACsecLink().FrameRoom()
+	if head != macsec.Headroom || tail != macsec.Tailroom {
+		t.Fatalf("FrameRoom %d, %d; macsec needs %d, %d", head, tail, macsec.Headroom, macsec.Tailroom)
+	}
+}
+
+// roomWriter is an inPlaceWriter that keeps copies of what it is given.
+type roomWriter struct {
+	plain   int      // frames given to WriteFrames
+	inPlace [][]byte // buffers given to WriteFramesInPlace, cloned
+	tails   []int    // capacity after each of them
+}
+
+func (w *roomWriter) WriteFrames(f [][]byte) (int, error) { w.plain += len(f); return len(f), nil }
+func (w *roomWriter) FrameRoom() (head, tail int)         { return macsecHeadroom, macsecTailroom }
+func (w *roomWriter) WriteFramesInPlace(bufs [][]byte) (int, error) {
+	for _, b := range bufs {
+		w.inPlace = append(w.inPlace, bytes.Clone(b))
+		w.tails = append(w.tails, cap(b)-len(b))
+	}
+	return len(bufs), nil
+}
+
+// TestEndpointInPlaceWriter checks that an endpoint whose writer wants
+// room around frames (ms1's MACsecLink) builds each frame after head
+// octets of its buffer with tail octets to spare, hands the buffers over
+// that way and counts the frames' own length.
+func TestEndpointInPlaceWriter(t *testing.T) {
+	w := new(roomWriter)
+	local := new(atomic.Pointer[localSet])
+	local.Store(newLocalSet(nil, nil))
+	e := newEndpoint(routerMAC, 1500, w, local)
+	var frames [][]byte
+	for _, n := range []int{60, 1514} {
+		f := ethFrame(hostMAC, routerMAC, 0x88b5, bytes.Repeat([]byte{byte(n)}, n-14))
+		frames = append(frames, f)
+		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(f)})
+		pkt.NetworkPacketInfo.IsForwardedPacket = true
+		var pkts stack.PacketBufferList
+		pkts.PushBack(pkt)
+		if _, err := e.WritePackets(pkts); err != nil {
+			t.Fatal(err)
+		}
+		pkt.DecRef()
+	}
+	if w.plain != 0 || len(w.inPlace) != len(frames) {
+		t.Fatalf("WriteFrames got %d frames, WriteFramesInPlace %d; want 0 and %d", w.plain, len(w.inPlace), len(frames))
+	}
+	var octets uint64
+	for i, f := range frames {
+		if b := w.inPlace[i]; len(b) != macsecHeadroom+len(f) || !bytes.Equal(b[macsecHeadroom:], f) || w.tails[i] < macsecTailroom {
+			t.Errorf("frame %d: buffer of %d octets with %d to spare; want the %d-octet frame after %d octets of room, %d to spare", i, len(b), w.tails[i], len(f), macsecHeadroom, macsecTailroom)
+		}
+		octets += uint64(len(f))
+	}
+	if s := e.stats.txPackets.Load(); s != uint64(len(frames)) || e.stats.txBytes.Load() != octets {
+		t.Errorf("counted %d frames, %d octets; want %d, %d", s, e.stats.txBytes.Load(), len(frames), octets)
+	}
+}
+
+// TestTxBatchCutViews checks that a batch goes to an in-place writer only
+// when every frame has its room: a frame from ring memory (no buffer) or
+// one built at the start of its buffer sends the batch through
+// WriteFrames instead.
+func TestTxBatchCutViews(t *testing.T) {
+	const head = macsecHeadroom
+	roomy := func() (*[]byte, []byte) {
+		buf := make([]byte, 100)
+		return &buf, buf[head : head+60]
+	}
+	for _, tc := range []struct {
+		name string
+		odd  func() (*[]byte, []byte) // the second frame
+		want bool
+	}{
+		{"all with room", roomy, true},
+		{"ring frame", func() (*[]byte, []byte) { return nil, make([]byte, 60) }, false},
+		{"built without room", func() (*[]byte, []byte) { buf := make([]byte, 100); return &buf, buf[:60] }, false},
+	} {
+		var b txBatch
+		for _, mk := range []func() (*[]byte, []byte){roomy, tc.odd, roomy} {
+			buf, f := mk()
+			b.bufs, b.frames = append(b.bufs, buf), append(b.frames, f)
+		}
+		if got := b.cutViews(head); got != tc.want {
+			t.Errorf("%s: cutViews = %v, want %v", tc.name, got, tc.want)
+		} else if got {
+			for i, v := range b.views {
+				if len(v) != head+len(b.frames[i]) || &v[head] != &b.frames[i][0] {
+					t.Errorf("%s: view %d is not its frame with %d octets of room", tc.name, i, head)
+				}
+			}
+		} else if len(b.views) != 0 {
+			t.Errorf("%s: %d views left after refusing", tc.name, len(b.views))
+		}
 	}
 }

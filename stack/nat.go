@@ -261,11 +261,15 @@ func (e *Endpoint) appendFastLocked(w *frameWriter, frame []byte, pcp int) {
 		// Untagged egress inside a receive batch: send the frame from
 		// the receive ring itself, as hw.Bridge does. The batch's end
 		// (txBatcher.end, before the ring block goes back to the kernel)
-		// or an earlier flush sends it; nothing keeps it afterwards.
+		// or an earlier flush sends it; nothing keeps it afterwards. It
+		// has no room around it, so an in-place writer (MACsec) gets
+		// this batch through WriteFrames and builds each protected
+		// frame in its own storage, which costs no more than copying
+		// the frame into a buffer with room first.
 		out = frame
 	} else {
-		buf = e.getBuf(size)
-		out = (*buf)[:n]
+		buf = e.getBuf(w.head + size + w.tail)
+		out = (*buf)[w.head : w.head+n]
 		copy(out, frame[:12])
 		copy(out[12:], v.tags[:v.n])
 		if pcp >= 0 && int(v.pcp) != pcp {
