@@ -42,7 +42,9 @@ type container struct {
 	ends     atomic.Uint64 // slots left to claim: [low 32 bits, high 32 bits)
 	finished atomic.Int32  // slots sealed or opened
 	refs     atomic.Int32  // participants still holding the container
-	postedAt int64         // nanotime when offered to helpers
+	postedAt int64         // nanotime when offered to helpers; 0 if not
+	firstAt  atomic.Int64  // traceOn: nanotime of a helper's first claim
+	callerAt int64         // traceOn: nanotime the caller was done claiming
 	spin     bool          // its call was worth a wakeup: helpers poll for more afterwards
 	fin      chan struct{} // capacity 1; a helper finished the last slot
 	s        [maxBatchFrames]slot
@@ -124,6 +126,8 @@ func (c *container) reset() {
 	c.tx, c.spin = false, false
 	c.ends.Store(0)
 	c.finished.Store(0)
+	c.postedAt, c.callerAt = 0, 0
+	c.firstAt.Store(0)
 }
 
 // claimFrames is the fewest slots a participant claims at a time (see
@@ -197,6 +201,9 @@ func (s *SecY) run(f *inflight) {
 	head := 0
 	for i := range f.n {
 		d, l := s.claimAll(w, f.c[i], false)
+		if traceOn {
+			f.c[i].callerAt = nanotime()
+		}
 		done += d
 		f.last[i] = f.last[i] || l
 		for head <= i && s.ready(f, head) {
@@ -209,6 +216,9 @@ func (s *SecY) run(f *inflight) {
 		case o := <-s.work:
 			if i := f.index(o); i >= 0 { // an own post no helper took
 				d, l := s.claimAll(w, o, false)
+				if traceOn {
+					o.callerAt = nanotime()
+				}
 				done += d
 				f.last[i] = f.last[i] || l
 				o.release()
@@ -258,6 +268,10 @@ func (s *SecY) deliverHead(f *inflight, i int) {
 	if !f.last[i] {
 		awaitFin(c)
 	}
+	var t0 int64
+	if traceOn {
+		t0 = nanotime()
+	}
 	t := s.turn(c)
 	t.wait(f.ticket[i])
 	if c.tx {
@@ -266,8 +280,33 @@ func (s *SecY) deliverHead(f *inflight, i int) {
 		s.deliverRX(c)
 	}
 	t.done()
+	if traceOn && c.postedAt != 0 {
+		c.trace(t0, nanotime())
+	}
 	c.release()
 	f.c[i] = nil
+}
+
+// trace adds an offered container's timeline (traceOn): its last slot
+// was done at doneAt, its delivery ended at delivered.
+func (c *container) trace(doneAt, delivered int64) {
+	tl := &timeline
+	tl.containers.Add(1)
+	if fa := c.firstAt.Load(); fa != 0 {
+		tl.joined.Add(1)
+		tl.pickupNs.Add(fa - c.postedAt)
+	}
+	if c.callerAt != 0 {
+		tl.callerNs.Add(c.callerAt - c.postedAt)
+		tl.finNs.Add(max(0, doneAt-c.callerAt))
+	}
+	tl.delvNs.Add(delivered - doneAt)
+}
+
+// traceCall adds a call with helpers that started at start (traceOn).
+func traceCall(start int64) {
+	timeline.calls.Add(1)
+	timeline.callNs.Add(nanotime() - start)
 }
 
 // finSpin bounds how long a caller polls for a helper to finish the last
@@ -329,10 +368,27 @@ func (c *container) noCrypto() {
 func (s *SecY) claimAll(w *worker, c *container, back bool) (done int32, last bool) {
 	n := int32(c.n)
 	var did int32
+	who := 0 // timeline index: caller
+	if back {
+		who = 1
+	}
 	for {
+		var t0 int64
+		if traceOn {
+			t0 = nanotime()
+		}
 		i, end := c.claim(back)
+		if traceOn {
+			t1 := nanotime()
+			timeline.claims[who].Add(1)
+			timeline.claimNs[who].Add(t1 - t0)
+			t0 = t1
+		}
 		if i == end {
 			break
+		}
+		if traceOn && back {
+			c.firstAt.CompareAndSwap(0, t0)
 		}
 		if s.cfg.workerHook != nil {
 			s.cfg.workerHook()
@@ -355,6 +411,10 @@ func (s *SecY) claimAll(w *worker, c *container, back bool) (done int32, last bo
 			}
 		}
 		did += end - i
+		if traceOn {
+			timeline.frames[who].Add(int64(end - i))
+			timeline.workNs[who].Add(nanotime() - t0)
+		}
 	}
 	return done, did > 0 && c.finished.Add(did) == n
 }

@@ -167,6 +167,11 @@ const classifyAhead = 4
 func (s *SecY) verifyChunks(frames [][]byte, fr *rxFront) {
 	var f inflight
 	f.help, f.spin = s.help.worth(octets(frames))
+	var start int64 // traceOn
+	if traceOn && f.help {
+		start = nanotime()
+		defer traceCall(start)
+	}
 	for len(frames) > 0 {
 		chunk := frames[:min(len(frames), maxBatchFrames)]
 		frames = frames[len(chunk):]
@@ -200,6 +205,10 @@ func (s *SecY) verifyChunks(frames [][]byte, fr *rxFront) {
 		ticket := s.rxTurn.take()
 		if crypto == 0 {
 			c.noCrypto()
+		}
+		if traceOn && start != 0 {
+			timeline.fillNs.Add(nanotime() - start)
+			start = 0
 		}
 		s.post(&f, c, ticket)
 		if f.n == maxInflight {

@@ -98,6 +98,11 @@ func (s *SecY) protect(frames [][]byte, inPlace bool) {
 	}
 	var f inflight
 	f.help, f.spin = s.help.worth(octets(frames))
+	var start int64 // traceOn
+	if traceOn && f.help {
+		start = nanotime()
+		defer traceCall(start)
+	}
 	for len(frames) > 0 {
 		chunk := frames[:min(len(frames), maxBatchFrames)]
 		frames = frames[len(chunk):]
@@ -107,6 +112,10 @@ func (s *SecY) protect(frames [][]byte, inPlace bool) {
 		if !ok {
 			c.release()
 			continue
+		}
+		if traceOn && start != 0 {
+			timeline.fillNs.Add(nanotime() - start)
+			start = 0
 		}
 		s.post(&f, c, ticket)
 		if f.n == maxInflight {
