@@ -35,3 +35,9 @@ func prefetchWrite(p *byte) {
 		prefetch(p)
 	}
 }
+
+// prefetchSpan prefetches (PREFETCHT0) every cache line of the n
+// octets at p, in one call rather than one per line.
+//
+//go:noescape
+func prefetchSpan(p *byte, n int)

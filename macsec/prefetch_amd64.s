@@ -20,3 +20,19 @@ TEXT ·cpuid(SB), NOSPLIT, $0-16
 	MOVL AX, eax+8(FP)
 	MOVL CX, ecx+12(FP)
 	RET
+
+// func prefetchSpan(p *byte, n int)
+TEXT ·prefetchSpan(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), AX
+	MOVQ n+8(FP), CX
+	TESTQ CX, CX
+	JLE done
+	LEAQ (AX)(CX*1), DX
+loop:
+	PREFETCHT0 (AX)
+	ADDQ $64, AX
+	CMPQ AX, DX
+	JB loop
+done:
+	RET
+

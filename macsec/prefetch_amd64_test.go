@@ -33,3 +33,23 @@ func TestHasPrefetchW(t *testing.T) {
 	buf := make([]byte, 64)
 	prefetchWrite(&buf[0]) // must not fault either way
 }
+
+// TestPrefetchSpan runs prefetchSpan over spans of every shape, the last
+// reaching past its slice (a received slot's ICV, a guard page): a
+// prefetch never faults, and nothing may be written.
+func TestPrefetchSpan(t *testing.T) {
+	b := make([]byte, 9000)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	for _, n := range []int{-1, 0, 1, 63, 64, 65, 1514, 9000, 9000 + ICVLen} {
+		prefetchSpan(&b[0], n)
+		prefetchWhole(b[:max(0, min(n, len(b)))], ICVLen)
+	}
+	prefetchWhole(nil, ICVLen)
+	for i := range b {
+		if b[i] != byte(i) {
+			t.Fatalf("octet %d changed", i)
+		}
+	}
+}

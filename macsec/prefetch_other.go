@@ -7,3 +7,6 @@ func prefetch(p *byte) {}
 
 // prefetchWrite does nothing where there is no assembly for it.
 func prefetchWrite(p *byte) {}
+
+// prefetchSpan does nothing where there is no assembly for it.
+func prefetchSpan(p *byte, n int) {}

@@ -240,7 +240,7 @@ func (s *SecY) verifyInline(frames [][]byte, fr *rxFront) {
 	k := 0
 	for i, f := range frames {
 		if i+1 < len(frames) {
-			prefetchFrame(frames[i+1])
+			prefetchWhole(frames[i+1], 0)
 		}
 		kind, out, sc, sa, pn := s.classify(fr, f)
 		if kind == rxDrop {
