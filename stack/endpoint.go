@@ -341,7 +341,7 @@ func (e *Endpoint) sendPendingLocked(w *frameWriter) error {
 	)
 	switch {
 	case len(b.frames) == 0:
-	case w.inPlace != nil && b.cutViews(w.head):
+	case w.inPlace != nil && b.cutViews(w.head, w.tail):
 		n, err = w.inPlace.WriteFramesInPlace(b.views)
 	default:
 		n, err = w.WriteFrames(b.frames)
@@ -360,14 +360,15 @@ func (e *Endpoint) sendPendingLocked(w *frameWriter) error {
 }
 
 // cutViews sets views to the pending frames with the head octets of
-// room in front of each and reports whether every frame has that room:
-// not one sent from ring memory (appendFastLocked), nor one built before
-// the writer changed; then the batch goes through WriteFrames.
-func (b *txBatch) cutViews(head int) bool {
+// room in front of each and reports whether every frame has that room
+// and tail octets of capacity after it: not one sent from ring memory
+// (appendFastLocked), nor one built before the writer changed; then the
+// batch goes through WriteFrames.
+func (b *txBatch) cutViews(head, tail int) bool {
 	v := b.views[:0]
 	for i, f := range b.frames {
 		buf := b.bufs[i]
-		if buf == nil || len(f) == 0 || cap(*buf) <= head || &(*buf)[:cap(*buf)][head] != &f[0] {
+		if buf == nil || len(f) == 0 || cap(*buf) < head+len(f)+tail || &(*buf)[:cap(*buf)][head] != &f[0] {
 			clear(v)
 			b.views = v[:0]
 			return false

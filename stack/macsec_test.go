@@ -345,9 +345,9 @@ func TestEndpointInPlaceWriter(t *testing.T) {
 }
 
 // TestTxBatchCutViews checks that a batch goes to an in-place writer only
-// when every frame has its room: a frame from ring memory (no buffer) or
-// one built at the start of its buffer sends the batch through
-// WriteFrames instead.
+// when every frame has its room: a frame from ring memory (no buffer),
+// one built at the start of its buffer or one without tailroom sends the
+// batch through WriteFrames instead.
 func TestTxBatchCutViews(t *testing.T) {
 	const head = macsecHeadroom
 	roomy := func() (*[]byte, []byte) {
@@ -362,13 +362,14 @@ func TestTxBatchCutViews(t *testing.T) {
 		{"all with room", roomy, true},
 		{"ring frame", func() (*[]byte, []byte) { return nil, make([]byte, 60) }, false},
 		{"built without room", func() (*[]byte, []byte) { buf := make([]byte, 100); return &buf, buf[:60] }, false},
+		{"no tailroom", func() (*[]byte, []byte) { buf := make([]byte, head+60); return &buf, buf[head:] }, false},
 	} {
 		var b txBatch
 		for _, mk := range []func() (*[]byte, []byte){roomy, tc.odd, roomy} {
 			buf, f := mk()
 			b.bufs, b.frames = append(b.bufs, buf), append(b.frames, f)
 		}
-		if got := b.cutViews(head); got != tc.want {
+		if got := b.cutViews(head, macsecTailroom); got != tc.want {
 			t.Errorf("%s: cutViews = %v, want %v", tc.name, got, tc.want)
 		} else if got {
 			for i, v := range b.views {
