@@ -609,10 +609,10 @@ func prefetchWhole(b []byte, after int) {
 	}
 }
 
-// prefetchSlots starts loading slots [i, end) of c, which a helper
-// claimed: the caller filled them on its own core, and each slot read on
-// the helper's was otherwise a miss before its frame could even be
-// located.
+// prefetchSlots starts loading slots [i, end) of c, a run just claimed.
+// The caller filled them on its own core, so for a helper each slot was
+// otherwise a miss before its frame could even be located; for the
+// caller the lines are usually still in cache and the prefetch is cheap.
 func (c *container) prefetchSlots(i, end int32) {
 	prefetchSpan((*byte)(unsafe.Pointer(&c.s[i])), int(end-i)*int(unsafe.Sizeof(slot{})))
 }

@@ -131,7 +131,8 @@ func (l *MACsecLink) WriteFramesInPlace(bufs [][]byte) (int, error) {
 	return len(bufs), nil
 }
 
-// errNoSecY is returned by WriteFrames while the link has no SecY.
+// errNoSecY is returned by WriteFrames and WriteFramesInPlace while the
+// link has no SecY.
 var errNoSecY = errors.New("stack: macsec link has no SecY")
 
 // WriteFrames implements hw.FrameWriter for the upper interface: it
