@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -300,11 +301,17 @@ func BenchmarkRatioVsBare(b *testing.B) {
 type txOnly struct {
 	s      *SecY
 	frames [][]byte
-	last   uint32
-	bad    bool
+	// pristine, if set, is written over frames before every call, in the
+	// timed part: the router's netstack writes each frame fresh into the
+	// link endpoint's buffer on the calling core, so a helper reads lines
+	// the caller just wrote, and the caller then rewrites lines a helper
+	// read. Without it each buffer keeps the frame sealed the call before.
+	pristine [][]byte
+	last     uint32
+	bad      bool
 }
 
-func newTXOnly(b *testing.B, size int, enc bool, workers int) *txOnly { // uses ProtectInPlace
+func newTXOnly(b *testing.B, size int, enc bool, workers int, fresh bool) *txOnly { // uses ProtectInPlace
 	t := &txOnly{}
 	cfg := testConfig(GCMAES128, enc, func(frames [][]byte) {
 		for _, f := range frames {
@@ -324,11 +331,22 @@ func newTXOnly(b *testing.B, size int, enc bool, workers int) *txOnly { // uses 
 	t.frames = make([][]byte, ratioBatch)
 	for i := range t.frames {
 		t.frames[i] = headroomFrame(size-Overhead, uint32(i), true)
+		if fresh {
+			t.pristine = append(t.pristine, slices.Clone(t.frames[i]))
+		}
 	}
 	return t
 }
 
-func (t *txOnly) run() cost { return measure(func() { t.s.ProtectInPlace(t.frames) }) }
+func (t *txOnly) run() cost {
+	return measure(func() {
+		for i, p := range t.pristine {
+			t.frames[i] = t.frames[i][:len(p)]
+			copy(t.frames[i], p)
+		}
+		t.s.ProtectInPlace(t.frames)
+	})
+}
 
 // rxOnly is a receiving SecY (replay window 0) fed the same 128
 // protected frames with increasing PNs every round; the frames are
@@ -434,8 +452,12 @@ func (r *rxOnly) openBare(frames [][]byte, pn0 uint64, iv *[12]byte) {
 // delivers them); MACSEC_BENCH_BATCH picks one size instead. The SecYs
 // decide themselves whether to wake their helpers (parallel: auto). Order
 // is checked: PNs leaving TX must strictly increase, and RX runs with
-// replay window 0 (any reordering would be InPktsLate). Run with -cpu
-// $(nproc). Target: speedup >= 1.6 on 2 cores.
+// replay window 0 (any reordering would be InPktsLate). tx seals the
+// same buffers call after call, so a frame's lines stay wherever they
+// were sealed last; tx-fresh writes every frame anew on the caller first,
+// as the router's netstack does, so that what moving frames between
+// cores costs is counted. Run with -cpu $(nproc). Target: speedup >= 1.6
+// on 2 cores.
 func BenchmarkRatioWorkers(b *testing.B) {
 	calls := []int{128, 2048}
 	if os.Getenv("MACSEC_BENCH_BATCH") != "" {
@@ -472,25 +494,34 @@ func benchRatioWorkers(b *testing.B) {
 			// of the tx and rx speedups below. bare-tx seals the same
 			// frames as tx and reads each one's PN on the caller after
 			// the call, as tx's Config.TX does; bare-rx opens frames
-			// sealed like rx's.
-			b.Run(fmt.Sprintf("bare-tx/%d/%s", size, modeName(enc)), func(b *testing.B) {
-				seal, consume := newBareSeal(b, size, enc, ratioBatch)
-				pool := newSpinPool(runtime.NumCPU(), func(_, lo, hi int) { seal(lo, hi) })
-				defer pool.close()
-				t1, tn, f1, fn := interleaveRuns(b, workerRuns(), timed(func() {
-					seal(0, ratioBatch)
-					consume()
-				}), func() cost {
-					c := measure(func() {
-						pool.run(ratioBatch)
+			// sealed like rx's. The -fresh variants write every frame
+			// anew on the caller before each call (the copy is timed in
+			// both), as the router's netstack does.
+			for _, fresh := range []bool{false, true} {
+				b.Run(fmt.Sprintf("bare-%s/%d/%s", txName(fresh), size, modeName(enc)), func(b *testing.B) {
+					seal, consume, refill := newBareSeal(b, size, enc, ratioBatch)
+					if !fresh {
+						refill = func() {}
+					}
+					pool := newSpinPool(runtime.NumCPU(), func(_, lo, hi int) { seal(lo, hi) })
+					defer pool.close()
+					t1, tn, f1, fn := interleaveRuns(b, workerRuns(), timed(func() {
+						refill()
+						seal(0, ratioBatch)
 						consume()
+					}), func() cost {
+						c := measure(func() {
+							refill()
+							pool.run(ratioBatch)
+							consume()
+						})
+						pool.ran()
+						return c
 					})
-					pool.ran()
-					return c
+					report(b, "1goroutine", t1, fmt.Sprintf("%dgoroutines", runtime.NumCPU()), tn, "speedup", div, false)
+					reportSteady(b, t1, f1, tn, fn)
 				})
-				report(b, "1goroutine", t1, fmt.Sprintf("%dgoroutines", runtime.NumCPU()), tn, "speedup", div, false)
-				reportSteady(b, t1, f1, tn, fn)
-			})
+			}
 			b.Run(fmt.Sprintf("bare-rx/%d/%s", size, modeName(enc)), func(b *testing.B) {
 				one := newRXOnly(b, size, enc, 1)
 				all := newRXOnly(b, size, enc, 1)
@@ -517,20 +548,22 @@ func benchRatioWorkers(b *testing.B) {
 				report(b, "1goroutine", t1, fmt.Sprintf("%dgoroutines", runtime.NumCPU()), tn, "speedup", div, false)
 				reportSteady(b, t1, f1, tn, fn)
 			})
-			b.Run(fmt.Sprintf("tx/%d/%s", size, modeName(enc)), func(b *testing.B) {
-				one := newTXOnly(b, size, enc, 1)
-				all := newTXOnly(b, size, enc, runtime.NumCPU())
-				b.ReportAllocs()
-				t1, tn, f1, fn := interleaveRuns(b, workerRuns(), one.run, all.run)
-				b.StopTimer()
-				one.s.Close()
-				all.s.Close()
-				if one.bad || all.bad {
-					b.Fatal("PNs out of order")
-				}
-				report(b, "1worker", t1, fmt.Sprintf("%dworkers", runtime.NumCPU()), tn, "speedup", div, false)
-				reportSteady(b, t1, f1, tn, fn)
-			})
+			for _, fresh := range []bool{false, true} {
+				b.Run(fmt.Sprintf("%s/%d/%s", txName(fresh), size, modeName(enc)), func(b *testing.B) {
+					one := newTXOnly(b, size, enc, 1, fresh)
+					all := newTXOnly(b, size, enc, runtime.NumCPU(), fresh)
+					b.ReportAllocs()
+					t1, tn, f1, fn := interleaveRuns(b, workerRuns(), one.run, all.run)
+					b.StopTimer()
+					one.s.Close()
+					all.s.Close()
+					if one.bad || all.bad {
+						b.Fatal("PNs out of order")
+					}
+					report(b, "1worker", t1, fmt.Sprintf("%dworkers", runtime.NumCPU()), tn, "speedup", div, false)
+					reportSteady(b, t1, f1, tn, fn)
+				})
+			}
 			b.Run(fmt.Sprintf("rx/%d/%s", size, modeName(enc)), func(b *testing.B) {
 				one := newRXOnly(b, size, enc, 1)
 				all := newRXOnly(b, size, enc, runtime.NumCPU())
@@ -573,13 +606,14 @@ func BenchmarkRatioIntegrityVsEncrypt(b *testing.B) {
 // one that reads each frame's PN field on the calling goroutine, as tx's
 // Config.TX does (a port's transmit reads the whole frame): a frame
 // sealed on the other core then crosses to the caller, in the ceiling
-// as in tx.
-func newBareSeal(b *testing.B, size int, enc bool, n int) (seal func(lo, hi int), consume func()) {
+// as in tx; and one that writes every frame anew on the calling
+// goroutine, for the ceiling of tx-fresh.
+func newBareSeal(b *testing.B, size int, enc bool, n int) (seal func(lo, hi int), consume, refill func()) {
 	aead, err := newAEAD(GCMAES128, testKey(GCMAES128))
 	if err != nil {
 		b.Fatal(err)
 	}
-	frames := make([][]byte, n)
+	frames, pristine := make([][]byte, n), make([]byte, size)
 	for i := range frames {
 		frames[i] = make([]byte, size)
 	}
@@ -601,7 +635,22 @@ func newBareSeal(b *testing.B, size int, enc bool, n int) (seal func(lo, hi int)
 			bareSink += SecTAG(f[addrsLen:]).PN()
 		}
 	}
-	return seal, consume
+	refill = func() {
+		for _, f := range frames {
+			copy(f, pristine)
+		}
+	}
+	return seal, consume, refill
+}
+
+// txName names the transmit variants of BenchmarkRatioWorkers: tx seals
+// the same buffers call after call, tx-fresh writes every frame anew
+// first, as the router's netstack does (see txOnly.pristine).
+func txName(fresh bool) string {
+	if fresh {
+		return "tx-fresh"
+	}
+	return "tx"
 }
 
 // bareSink keeps the consumer's reads from being optimized away.
