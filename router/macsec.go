@@ -81,6 +81,7 @@ func (r *Router) newSecY(ms *config.MACsec, mac net.HardwareAddr, lowerMTU int) 
 		LowerMTU:       lowerMTU,
 		PNStore:        store,
 		AlwaysParallel: ms.AlwaysParallel(),
+		Workers:        ms.Workers(),
 		TX:             rs.link.Transmit,
 		RX:             rs.link.Receive,
 	}

@@ -47,10 +47,12 @@ type MACsec struct {
 	// PNStore is the directory where transmit PN high-water marks are
 	// kept, e.g. "/var/lib/gvrouter/macsec"; "" = DefaultPNStore.
 	PNStore string
-	// Parallel is "auto" (the default when "") or "always": whether a
-	// Protect or Verify call shares its crypto with helper goroutines
-	// only when that outweighs waking them (auto) or for every batch
-	// worth splitting (always; see macsec.Config.AlwaysParallel).
+	// Parallel is "auto" (the default when ""), "always" or "off":
+	// whether a Protect or Verify call shares its crypto with helper
+	// goroutines only when that outweighs waking them (auto), for every
+	// batch worth splitting (always; see macsec.Config.AlwaysParallel),
+	// or never (off: all crypto on the calling goroutine, for machines
+	// where handing a frame to another core costs more than its crypto).
 	Parallel string
 	Pos      Pos // where the SecY is defined
 
@@ -102,7 +104,7 @@ var (
 	macsecRXSCKeys = []string{"sci", "sa"}
 	cipherNames    = []string{"gcm-aes-128", "gcm-aes-256", "gcm-aes-xpn-128", "gcm-aes-xpn-256"}
 	validateNames  = []string{"strict", "check", "disabled"}
-	parallelNames  = []string{"auto", "always"}
+	parallelNames  = []string{"auto", "always", "off"}
 )
 
 // MACsecByName returns the SecY named name, or nil.
@@ -511,11 +513,20 @@ func (m *MACsec) SameSecY(n *MACsec) bool {
 		m.Encrypt == n.Encrypt && m.Protect == n.Protect && m.SendSCI == n.SendSCI &&
 		m.EndStation == n.EndStation && m.SCB == n.SCB && m.Replay == n.Replay && m.Window == n.Window &&
 		m.ValidateFrames() == n.ValidateFrames() && slices.Equal(m.Addresses, n.Addresses) && m.MTU == n.MTU &&
-		m.PNStore == n.PNStore && m.AlwaysParallel() == n.AlwaysParallel()
+		m.PNStore == n.PNStore && m.AlwaysParallel() == n.AlwaysParallel() && m.Workers() == n.Workers()
 }
 
 // AlwaysParallel reports whether parallel is "always".
 func (m *MACsec) AlwaysParallel() bool { return m.Parallel == "always" }
+
+// Workers is macsec.Config.Workers for the parallel setting: 1 for
+// "off" (the caller alone), else 0 (one per core).
+func (m *MACsec) Workers() int {
+	if m.Parallel == "off" {
+		return 1
+	}
+	return 0
+}
 
 // Equal reports whether a and b are the same SA with the same key.
 func (a MACsecSA) Equal(b MACsecSA) bool {

@@ -171,3 +171,35 @@ macsec:
 		t.Errorf("Parse() rejects mtu 1468 on a 1500 link: %v", err)
 	}
 }
+
+// TestParseMACsecParallel checks the three parallel settings and that
+// changing one makes a reload rebuild the SecY (SameSecY false).
+func TestParseMACsecParallel(t *testing.T) {
+	parse := func(p string) MACsec {
+		t.Helper()
+		in := macsecBase + "macsec:\n  - {name: ms1, on: wan"
+		if p != "" {
+			in += ", parallel: " + p
+		}
+		c, err := Parse("name.yaml", []byte(in+"}\n"))
+		if err != nil {
+			t.Fatalf("parallel %q: %v", p, err)
+		}
+		return c.MACsec[0]
+	}
+	def, auto, always, off := parse(""), parse("auto"), parse("always"), parse("off")
+	for _, tt := range []struct {
+		name    string
+		ms      MACsec
+		always  bool
+		workers int
+	}{{"default", def, false, 0}, {"auto", auto, false, 0}, {"always", always, true, 0}, {"off", off, false, 1}} {
+		if tt.ms.AlwaysParallel() != tt.always || tt.ms.Workers() != tt.workers {
+			t.Errorf("%s: AlwaysParallel %v Workers %d, want %v %d", tt.name, tt.ms.AlwaysParallel(), tt.ms.Workers(), tt.always, tt.workers)
+		}
+	}
+	if !def.SameSecY(&auto) || def.SameSecY(&off) || auto.SameSecY(&always) || off.SameSecY(&always) {
+		t.Errorf("SameSecY: default~auto %v, default~off %v, auto~always %v, off~always %v; want true false false false",
+			def.SameSecY(&auto), def.SameSecY(&off), auto.SameSecY(&always), off.SameSecY(&always))
+	}
+}
