@@ -10,7 +10,11 @@
 // threads, and the frames per second one process sealing 1514-byte
 // frames reaches alone and two such processes reach together (each with
 // GOMAXPROCS=1): their ratio is the speedup two vCPUs give with nothing
-// shared at all.
+// shared at all. Then what handing frames between the vCPUs costs, the
+// price of sharing one stream's crypto: one thread writes 128 frames of
+// 1514 bytes, the other reads every line of them, round after round (the
+// writer then rewrites lines the reader holds), against one thread
+// doing both.
 package main
 
 import (
@@ -42,6 +46,66 @@ func main() {
 		two := children(2, e, *d)
 		fmt.Printf("1514-byte seal, encrypt=%v: one process %.0f frames/s, two %.0f: %.2fx\n", e, one, two, two/one)
 	}
+	lw, lr := handoff(false)
+	rw, rr := handoff(true)
+	fmt.Printf("1514-byte frame handoff, ns per frame: write %.0f, read %.0f on one thread; write %.0f, read %.0f on the other thread\n", lw, lr, rw, rr)
+}
+
+// handoff returns the ns per frame of writing 128 frames of 1514 bytes
+// and of then reading one word of every cache line of them, averaged
+// over many rounds; with remote, the reads run on a second locked thread
+// between the writer's rounds.
+func handoff(remote bool) (write, read float64) {
+	runtime.GOMAXPROCS(2)
+	const size, nFrames, rounds = 1514, 128, 20000
+	frames := make([][]byte, nFrames)
+	for i := range frames {
+		frames[i] = make([]byte, size)
+	}
+	src := make([]byte, size)
+	var sink uint64
+	readAll := func() time.Duration {
+		t0 := time.Now()
+		for _, f := range frames {
+			for i := 0; i < size; i += 64 {
+				sink += uint64(f[i])
+			}
+		}
+		return time.Since(t0)
+	}
+	var round, done atomic.Int64
+	var readNs atomic.Int64
+	if remote {
+		go func() {
+			runtime.LockOSThread()
+			for r := int64(1); r <= rounds; r++ {
+				for round.Load() != r {
+				}
+				readNs.Add(int64(readAll()))
+				done.Store(r)
+			}
+		}()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var writeNs int64
+	for r := int64(1); r <= rounds; r++ {
+		t0 := time.Now()
+		for _, f := range frames {
+			copy(f, src)
+		}
+		writeNs += int64(time.Since(t0))
+		if remote {
+			round.Store(r)
+			for done.Load() != r {
+			}
+		} else {
+			readNs.Add(int64(readAll()))
+		}
+	}
+	_ = sink
+	per := float64(rounds * nFrames)
+	return float64(writeNs) / per, float64(readNs.Load()) / per
 }
 
 // pingPong returns the mean round trip of a value bounced between two
