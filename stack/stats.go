@@ -23,6 +23,8 @@ const (
 	dropNAT                                  // the NAT engine refused the packet (its own counters say why)
 	dropNoEgress                             // fast-path packet whose egress interface was just removed
 	dropFirewallInput                        // new connection to the router refused by the interface's input policy
+	dropHeaderChain                          // IPv6 header chain over 1280 bytes on a packet to be forwarded (RFC 7112 section 5; Parameter Problem sent)
+	dropEgressMTU                            // forward refused: egress MTU below the family's minimum (68 IPv4, 1280 IPv6)
 	numDropReasons
 )
 
@@ -43,6 +45,8 @@ var dropReasonNames = [numDropReasons]string{
 	dropNAT:                "nat",
 	dropNoEgress:           "no_egress",
 	dropFirewallInput:      "firewall_input",
+	dropHeaderChain:        "ipv6_header_chain",
+	dropEgressMTU:          "egress_mtu_below_minimum",
 }
 
 func (r dropReason) String() string { return dropReasonNames[r] }
