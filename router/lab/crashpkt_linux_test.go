@@ -34,7 +34,7 @@ const crashScapy = `
 import json, socket, sys, time
 from scapy.all import (AsyncSniffer, Ether, ICMPv6DestUnreach, ICMPv6ParamProblem,
                        ICMPv6TimeExceeded, get_if_hwaddr,
-                       IP, IPOption_NOP, IPOption_RR, IPOption_LSRR,
+                       ICMP, IP, IPOption_NOP, IPOption_RR, IPOption_LSRR,
                        IPOption_SSRR, IPOption_Timestamp, IPOption_Router_Alert,
                        IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment,
                        IPv6ExtHdrHopByHop, IPv6ExtHdrRouting, Jumbo, PadN, Raw,
@@ -136,6 +136,13 @@ if mode == "lan":
     go("ipv4 router alert", IP(src=src4, dst=dst4, options=[IPOption_Router_Alert()]) / UDP(sport=41106, dport=9))
     rawopts("ipv4 option length 0", src4, dst4, b"\x07\x00\x00\x00", 41107)
     rawopts("ipv4 option length past header", src4, dst4, b"\x07\x27\x04\x00", 41108)
+    # The ping of death: an echo to the router whose fragments end past 65535.
+    echo = bytes(ICMP(type=8, id=0x77) / Raw(b"z" * 65512))
+    for off in range(0, len(echo), 1480):
+        more = off + 1480 < len(echo)
+        send(IP(src=src4, dst=sys.argv[6], id=0x7777, flags="MF" if more else 0, frag=off // 8, proto=1) /
+             Raw(echo[off:off + 1480]), iface="eth0")
+    sent.append("ping of death to the router")
     # The flow the WAN side answers with a long chain.
     go("udp flow to the wan host", IPv6(src=src6, dst=dst6) / UDP(sport=45000, dport=46000) / Raw(b"hello"))
 elif mode == "wan":
@@ -208,7 +215,7 @@ func TestLabOnePacketCrash(t *testing.T) {
 			return r, nil
 		}
 		lanRes, err := run(l.lanNS, "lan", lanHost6.Addr().String(), wanHost6.Addr().String(),
-			lanHost4.Addr().String(), wanHost4.Addr().String())
+			lanHost4.Addr().String(), wanHost4.Addr().String(), lanRouter4.Addr().String())
 		if err != nil {
 			return err
 		}
@@ -254,18 +261,21 @@ func TestLabOnePacketCrash(t *testing.T) {
 			return err
 		}
 		// LAN: the eight long chains but the one with hop limit 1, which
-		// netstack answers with Time Exceeded before it forwards. WAN: the
-		// SYN, the reply and the long ICMPv6 error.
+		// netstack answers with Time Exceeded before it forwards, and one
+		// that its own extension header check refuses first (counted as
+		// netstack_ipv6_extension_header_problem). WAN: the SYN, the reply
+		// and the long ICMPv6 error.
+		// The ping of death's last fragment and the two source routes.
 		for _, w := range []struct {
-			iface string
-			min   uint64
-		}{{"lan", 6}, {"wan", 3}} {
-			got := after[w.iface]["ipv6_header_chain"] - before[w.iface]["ipv6_header_chain"]
-			t.Logf("%s: ipv6_header_chain +%d; drops now %v", w.iface, got, after[w.iface])
+			iface, reason string
+			min           uint64
+		}{{"lan", "ipv6_header_chain", 6}, {"wan", "ipv6_header_chain", 3}, {"lan", "ipv4_fragment_too_big", 1}, {"lan", "ipv4_source_route", 2}} {
+			got := after[w.iface][w.reason] - before[w.iface][w.reason]
 			if got < w.min {
-				errs = append(errs, fmt.Sprintf("%s: ipv6_header_chain rose by %d, want at least %d", w.iface, got, w.min))
+				errs = append(errs, fmt.Sprintf("%s: %s rose by %d, want at least %d", w.iface, w.reason, got, w.min))
 			}
 		}
+		t.Logf("drops now: lan %v; wan %v", after["lan"], after["wan"])
 		if len(errs) > 0 {
 			return fmt.Errorf("%s", strings.Join(errs, "; "))
 		}
