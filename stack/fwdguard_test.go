@@ -9,6 +9,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
 	"github.com/gvrouter/gvrouter/hw"
 	"github.com/gvrouter/gvrouter/stack/stacktest"
@@ -133,6 +134,9 @@ func TestForwardHeaderChainTooLong(t *testing.T) {
 		}, 156), udp)},
 		{"long chain then a first fragment", nhDestOpts, [][]byte{optionsHeader(nhFragment, 1248), fragmentHeader(protoUDP, 0, true, 7), udp}},
 		{"long chain then no next header", nhDestOpts, [][]byte{optionsHeader(nhNoNext, 1256)}},
+		// parse.IPv6 counts everything after No Next Header as header, so
+		// a plain packet with 1248 bytes after it is a 1288-byte chain.
+		{"no next header and 1248 bytes", nhNoNext, [][]byte{bytes.Repeat(marker[:8], 156)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -184,6 +188,13 @@ func TestForwardHeaderChainTooLong(t *testing.T) {
 	ping(t, l.a, bIP6)
 	ping(t, l.b, aIP6)
 
+	// To ::1 from the wire: netstack drops it as an invalid destination
+	// (with AllowExternalLoopbackTraffic, which the router never sets,
+	// its FindRoute error would panic the forward path too).
+	loop := chainPacket(aIP6, netip.IPv6Loopback(), protoUDP, udp)
+	l.inject(ethFrame(lanMAC, aMAC, header.IPv6ProtocolNumber, loop))
+	ping(t, l.a, bIP6)
+
 	// The limit itself is forwarded: a chain of exactly 1280 bytes.
 	marker = []byte("chain-at-limit!!")
 	pkt := chainPacket(aIP6, bIP6, nhDestOpts, optionsHeader(protoUDP, 1240), udpDatagram(4000, 53, marker))
@@ -206,7 +217,8 @@ func repeat(part func(last bool) []byte, n int) [][]byte {
 }
 
 // chainLen is the header chain's length as gVisor's parse.IPv6 counts
-// it: up to the upper-layer header or a Fragment header.
+// it: up to the upper-layer header or a Fragment header, or all of it
+// after No Next Header.
 func chainLen(ip []byte) int {
 	nh, off := ip[6], header.IPv6MinimumSize
 	for {
@@ -215,8 +227,23 @@ func chainLen(ip []byte) int {
 			nh, off = ip[off], off+(int(ip[off+1])+1)*8
 		case nhFragment:
 			return off + 8
+		case nhNoNext:
+			return len(ip) // all of the rest
 		default:
 			return off
+		}
+	}
+}
+
+// TestEndpointClaimsTXChecksumOffload guards a latent panic: without
+// CapabilityTXChecksumOffload netstack's forward path recomputes transport
+// checksums through PacketBuffer.GetHeaders, which panics on forwarded
+// ICMP other than echo (packet_buffer.go, pinned version).
+func TestEndpointClaimsTXChecksumOffload(t *testing.T) {
+	l := newLab(t)
+	for _, name := range []string{"lan", "wan"} {
+		if l.r.Interface(name).ep.Capabilities()&stack.CapabilityTXChecksumOffload == 0 {
+			t.Errorf("%s: endpoint does not claim TX checksum offload", name)
 		}
 	}
 }
