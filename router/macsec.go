@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"slices"
 
 	"github.com/gvrouter/gvrouter/macsec"
@@ -61,7 +62,7 @@ func (r *Router) newSecY(ms *config.MACsec, mac net.HardwareAddr, lowerMTU int) 
 	}
 	dir := ms.PNStore
 	if dir == "" {
-		dir = config.DefaultPNStore
+		dir = filepath.Join(r.stateDir, "macsec")
 	}
 	store, err := macsec.NewFileStore(dir)
 	if err != nil {
