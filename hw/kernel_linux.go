@@ -407,7 +407,10 @@ func (k *kernelState) removeTCDrop() error {
 // does not exist.
 func tcGone(err error) bool {
 	s := err.Error()
-	return strings.Contains(s, "Cannot find") || strings.Contains(s, "not found") || strings.Contains(s, "No such file")
+	// A missing clsact qdisc is "Invalid handle", a missing filter
+	// "Cannot find specified filter chain" or "... not found".
+	return strings.Contains(s, "Invalid handle") || strings.Contains(s, "Cannot find") || strings.Contains(s, "not found") ||
+		strings.Contains(s, "No such file")
 }
 
 // tc runs the tc binary in the calling thread's network namespace.

@@ -114,6 +114,10 @@ func TestTakeoverCrash(t *testing.T) {
 				t.Fatalf("no record while open: %v", err)
 			}
 			crash(t, p)
+			rec, err := os.ReadFile(takeover.Dir(dir) + "/p1.json")
+			if err != nil {
+				t.Fatal(err)
+			}
 			if got := state(); got != silenced {
 				t.Fatalf("state after the crash:\n%s\nwant it left silenced:\n%s", got, silenced)
 			}
@@ -144,7 +148,18 @@ func TestTakeoverCrash(t *testing.T) {
 			if _, err := os.Stat(takeover.Dir(dir) + "/p1.json"); !os.IsNotExist(err) {
 				t.Errorf("record after the clean stop: stat error %v, want it removed", err)
 			}
-			var err error
+			// Restoring is idempotent: the same record again (a crash
+			// after the restore, before the record was removed) is harmless.
+			if err := os.WriteFile(takeover.Dir(dir)+"/p1.json", rec, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			n.Do(t, func() { err = Restore(dir, "p1", nil) })
+			if err != nil {
+				t.Errorf("second Restore of the same record: %v", err)
+			}
+			if got := state(); got != before {
+				t.Errorf("state after restoring twice:\n%s\nwant:\n%s", got, before)
+			}
 			n.Do(t, func() { err = Restore(dir, "p1", nil) })
 			if err == nil || !strings.Contains(err.Error(), ErrNoRecord.Error()) {
 				t.Errorf("Restore with no record = %v, want ErrNoRecord", err)

@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/gvrouter/gvrouter/hw"
 	"github.com/gvrouter/gvrouter/router/config"
@@ -20,7 +21,7 @@ func LockStateDir(dir string) (*statedir.Lock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state_dir: %w", err)
 	}
-	return statedir.TryLock(dir+"/"+StateLockName, "state directory "+dir)
+	return statedir.TryLock(filepath.Join(dir, StateLockName), "state directory "+dir)
 }
 
 // lock takes the state directory's lock and every port's, before the
