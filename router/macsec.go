@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -62,7 +63,7 @@ func (r *Router) newSecY(ms *config.MACsec, mac net.HardwareAddr, lowerMTU int) 
 	}
 	dir := ms.PNStore
 	if dir == "" {
-		dir = filepath.Join(r.stateDir, "macsec")
+		dir = filepath.Join(cmp.Or(r.stateDir, config.DefaultStateDir), "macsec")
 	}
 	store, err := macsec.NewFileStore(dir)
 	if err != nil {
