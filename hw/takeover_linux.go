@@ -117,6 +117,13 @@ func Restore(stateDir, ifname string, log *slog.Logger) error {
 		}
 		log.Warn("state record is about an earlier boot or another interface: nothing to restore; discarded",
 			"record_boot", rec.BootID, "record_ifindex", rec.Ifindex, "since", rec.Since)
+		if rec.BootID == boot {
+			// The interface was recreated; tables named after the old
+			// one may remain.
+			for _, t := range rec.NFTables {
+				nftDeleteTable(t)
+			}
+		}
 		return store.Remove(ifname)
 	}
 	k := &kernelState{ifname: ifname, ifindex: ifindex, log: log, now: time.Now, store: store, rec: rec}

@@ -202,6 +202,41 @@ func TestTakeoverCorruptRecord(t *testing.T) {
 		t.Errorf("state directory holds %v, want only the set-aside record", m)
 	}
 
+	// A record of an earlier boot: the kernel forgot what it lists, so it
+	// is discarded and the port as it is now is what Close restores.
+	stale := &takeover.Record{Port: "p1", BootID: "an-earlier-boot", Ifindex: 1, DisableIPv6: "1",
+		NFTables: []takeover.NFTable{{Family: "netdev", Name: "gvrouter_hw_1"}}}
+	if err := s.Save(stale); err != nil {
+		t.Fatal(err)
+	}
+	logs.Reset()
+	n.Do(t, func() { p, err = Open(Config{Name: "p1", StateDir: dir}, slog.New(slog.NewTextHandler(&logs, nil))) })
+	if err != nil {
+		t.Fatalf("Open with a stale record = %v", err)
+	}
+	if !strings.Contains(logs.String(), "another boot") {
+		t.Errorf("log does not report the stale record:\n%s", logs.String())
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got := state(); got != before {
+		t.Errorf("state after Close over a stale record:\n%s\nwant:\n%s", got, before)
+	}
+	if err := s.Save(stale); err != nil {
+		t.Fatal(err)
+	}
+	n.Do(t, func() { err = Restore(dir, "p1", nil) })
+	if err != nil {
+		t.Errorf("Restore of a stale record = %v, want it discarded", err)
+	}
+	if r, err := s.Load("p1"); r != nil || err != nil {
+		t.Errorf("record after restoring a stale one = %v, %v; want none", r, err)
+	}
+	if got := state(); got != before {
+		t.Errorf("state after Restore of a stale record:\n%s\nwant it untouched:\n%s", got, before)
+	}
+
 	if err := os.WriteFile(s.Path("p1"), []byte(`{"version": 9, "port": "p1"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
