@@ -90,7 +90,7 @@ type Address struct {
 	// from addr_gen_mode) rather than someone configuring it: disabling
 	// IPv6 removed it, enabling IPv6 makes the kernel generate it again,
 	// and a restore adds it only if the kernel did not (addr_gen_mode
-	// "random", say, gives a new one).
+	// changed to "none" meanwhile, say).
 	Generated bool `json:"generated,omitempty"`
 }
 
