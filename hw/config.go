@@ -25,6 +25,12 @@ type Config struct {
 	// kernel MTU to MTU + 4*ExtraTags when it is below that, and Close
 	// restores it. Not done with KeepKernel.
 	ExtraTags int
+	// StateDir is the router's state directory, e.g. "/var/lib/gvrouter":
+	// Open writes what it changes in the kernel to a record there
+	// (hw/takeover) before changing it, adopts the record a crashed run
+	// left, and Close (or Restore) puts back what the record says. ""
+	// keeps the record in memory only, so a crash loses it.
+	StateDir string
 	// KeepKernel, for benches and tests only, leaves the kernel's settings
 	// of the interface alone: no offload changes, addresses, IPv6 or
 	// ingress drop.

@@ -38,6 +38,20 @@
 // Close restores these settings in the namespace Open ran in, whichever
 // thread calls it.
 //
+// # Surviving a crash
+//
+// With Config.StateDir, each of these changes (and the MTU raise for
+// extra VLAN tags) is first written to the port's record
+// (hw/takeover: <state_dir>/ports/IF.json, atomically) with the value the
+// kernel had, so a killed router cannot take them with it. Open finds the
+// record a crashed run left, checks that it is about this boot, namespace
+// and interface index, and adopts it: its values stand as the ones from
+// before, the leftover nftables table is replaced in one transaction and
+// the tc filter in place, so the drop never lapses. Close, or Restore
+// without opening the port, puts back what the record lists and removes
+// it. LockPort is the per-namespace, per-interface lock a caller takes
+// before Open, so that two routers never own one port.
+//
 // # Link state
 //
 // A port samples its interface flags every LinkPollInterval (IFF_UP and

@@ -5,34 +5,145 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/gvrouter/gvrouter/hw/takeover"
 	"golang.org/x/sys/unix"
 )
 
-// kernelState records what Open changed in the kernel's settings for a
-// port, so that Close can put it back. It is used by Open and Close only.
+// kernelState changes the kernel's settings for a port and puts them back.
+// Every change is first written to its record (takeover.Record) with the
+// value from before, and the record is saved to the state directory when
+// there is one, so that a router started after a crash, or `router
+// restore`, can put back what a crashed router changed. It is used by
+// Open, Close and Restore only, on a thread in the port's namespace.
 type kernelState struct {
 	ifname  string
 	ifindex int
 	log     *slog.Logger
+	now     func() time.Time
 
-	offloads        Offloads // as found
-	offloadsChanged bool
-	ipv6Path        string // disable_ipv6 sysctl, "" if untouched
-	ipv6Orig        []byte
-	nftTable        string   // "" if none installed
-	tcFilter        bool     // our tc ingress filter is installed
-	tcQdisc         bool     // we created the clsact qdisc
-	addrs           [][]byte // removed addresses: ifaddrmsg + attributes
+	store *takeover.Store // nil: the record lives in memory only
+	rec   *takeover.Record
+}
+
+// Offload features the router turns off, by their netdev feature names
+// (the kernel's netdev_features_strings, which ethtool -k --json and the
+// ethtool netlink API use too).
+const (
+	featureGRO = "rx-gro"
+	featureLRO = "rx-lro"
+)
+
+// offloadField maps a recorded feature name to its Offloads field.
+func offloadField(o *Offloads, name string) *bool {
+	switch name {
+	case featureGRO:
+		return &o.GRO
+	case featureLRO:
+		return &o.LRO
+	}
+	return nil
+}
+
+// newKernelState returns the kernel state of a port about to be taken
+// over: the record a crashed router left in stateDir if it is about this
+// very interface (same boot, namespace and interface index), so that its
+// values from before the first takeover stand, or a new one. A corrupt
+// record is reported and set aside; a record of an unknown version is
+// refused. stateDir "" keeps the record in memory only.
+func newKernelState(ifname string, ifindex int, mac net.HardwareAddr, stateDir string, log *slog.Logger) (*kernelState, error) {
+	k := &kernelState{ifname: ifname, ifindex: ifindex, log: log, now: time.Now}
+	boot, ns, err := kernelIdentity()
+	if err != nil {
+		return nil, fmt.Errorf("hw: open %s: %w", ifname, err)
+	}
+	fresh := &takeover.Record{
+		Version: takeover.Version, Port: ifname, BootID: boot, Netns: ns, Ifindex: ifindex,
+		MAC: mac.String(), Since: k.now().UTC(), PID: os.Getpid(),
+	}
+	k.rec = fresh
+	if stateDir == "" {
+		return k, nil
+	}
+	if k.store, err = takeover.NewStore(stateDir); err != nil {
+		return nil, fmt.Errorf("hw: open %s: %w", ifname, err)
+	}
+	rec, err := k.store.Load(ifname)
+	var verr *takeover.VersionError
+	switch {
+	case errors.As(err, &verr):
+		return nil, fmt.Errorf("hw: open %s: %w", ifname, err)
+	case errors.Is(err, takeover.ErrCorrupt):
+		to, serr := k.store.SetAside(ifname)
+		log.Error("state record unreadable: set aside, and the settings it held are lost (check the port's addresses, IPv6 and offloads by hand)",
+			"err", err, "moved_to", to, "move_err", serr)
+	case err != nil:
+		return nil, fmt.Errorf("hw: open %s: %w", ifname, err)
+	case rec == nil:
+	case rec.BootID != boot || rec.Netns != ns || rec.Ifindex != ifindex:
+		log.Warn("state record is about another boot, namespace or interface: the kernel reset what it lists; discarded",
+			"record_boot", rec.BootID, "record_netns", rec.Netns, "record_ifindex", rec.Ifindex, "since", rec.Since)
+		if rec.BootID == boot && rec.Netns == ns {
+			// The interface was recreated; tables named after the old
+			// one may remain.
+			for _, t := range rec.NFTables {
+				nftDeleteTable(t)
+			}
+		}
+	default:
+		log.Warn("adopting what a router that did not stop cleanly left on this port; its settings from before are restored at stop",
+			"since", rec.Since, "pid", rec.PID, "record", k.store.Path(ifname))
+		k.rec = rec
+	}
+	return k, nil
+}
+
+// kernelIdentity returns the boot ID and the calling thread's network
+// namespace inode.
+func kernelIdentity() (boot string, netns uint64, err error) {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", 0, fmt.Errorf("boot id: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
+		return "", 0, fmt.Errorf("network namespace: %w", err)
+	}
+	return string(bytes.TrimSpace(b)), st.Ino, nil
+}
+
+// save writes the record before a change.
+func (k *kernelState) save() error {
+	if k.store == nil {
+		return nil
+	}
+	if err := k.store.Save(k.rec); err != nil {
+		return fmt.Errorf("hw: record kernel settings of %s before changing them: %w", k.ifname, err)
+	}
+	return nil
+}
+
+// recordMTU records the kernel MTU before Open raises it, unless an
+// adopted record already holds the one from before.
+func (k *kernelState) recordMTU(before int) error {
+	if k.rec.MTU != 0 {
+		return nil
+	}
+	k.rec.MTU = before
+	return k.save()
 }
 
 // silence makes the kernel leave the port to the router: GRO/LRO off, no
-// addresses, IPv6 off and an nftables netdev ingress drop. It runs in the
-// port's namespace with ctl, a control socket there. On error, what was
-// already changed is undone.
+// addresses, IPv6 off and an ingress drop. It runs in the port's
+// namespace with ctl, a control socket there. On error, what was already
+// changed is undone.
 func (k *kernelState) silence(ctl int) error {
 	err := k.silenceSteps(ctl)
 	if err != nil {
@@ -49,11 +160,17 @@ func (k *kernelState) silenceSteps(ctl int) error {
 	if err != nil {
 		return err
 	}
-	k.offloads = cur
 	want := cur
 	want.GRO, want.LRO = false, false
 	if want != cur {
-		k.offloadsChanged = true
+		for _, f := range []string{featureGRO, featureLRO} {
+			if *offloadField(&cur, f) {
+				k.rec.SetFeature(f, true)
+			}
+		}
+		if err := k.save(); err != nil {
+			return err
+		}
 		err := setOffloads(ctl, k.ifname, want, func(feature string, err error) {
 			k.log.Debug("offload unchanged: device lacks it", "feature", feature, "err", err)
 		})
@@ -63,17 +180,23 @@ func (k *kernelState) silenceSteps(ctl int) error {
 	}
 
 	// IPv6 off. This also removes the link-local address.
-	p := "/proc/sys/net/ipv6/conf/" + k.ifname + "/disable_ipv6"
+	p := ipv6Sysctl(k.ifname)
 	if v, err := os.ReadFile(p); err == nil {
-		if !bytes.Equal(bytes.TrimSpace(v), []byte("1")) {
+		v = bytes.TrimSpace(v)
+		if !bytes.Equal(v, []byte("1")) {
 			// Save permanent IPv6 addresses first: disable_ipv6 drops them.
 			if err := k.removeAddrs(unix.AF_INET6); err != nil {
 				return err
 			}
+			if k.rec.DisableIPv6 == "" {
+				k.rec.DisableIPv6 = string(v)
+				if err := k.save(); err != nil {
+					return err
+				}
+			}
 			if err := os.WriteFile(p, []byte("1"), 0); err != nil {
 				return fmt.Errorf("hw: disable ipv6 on %s: %w", k.ifname, err)
 			}
-			k.ipv6Path, k.ipv6Orig = p, v
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("hw: read %s: %w", p, err)
@@ -89,41 +212,100 @@ func (k *kernelState) silenceSteps(ctl int) error {
 	return k.addIngressDrop()
 }
 
-// restore undoes silence, in reverse order, reporting every failure.
+func ipv6Sysctl(ifname string) string { return "/proc/sys/net/ipv6/conf/" + ifname + "/disable_ipv6" }
+
+// restore undoes silence (and an MTU raise) as the record says, in
+// reverse order, reporting every failure. What it put back leaves the
+// record; the record is removed when nothing is left, and otherwise saved
+// with what failed, for a later restore. Restoring twice is harmless.
 func (k *kernelState) restore(ctl int) error {
 	var errs []error
-	if k.nftTable != "" {
-		if err := nft(fmt.Sprintf("delete table netdev %s\n", k.nftTable)); err != nil {
-			errs = append(errs, fmt.Errorf("hw: remove ingress drop on %s: %w", k.ifname, err))
-		}
-		k.nftTable = ""
+	if err := k.removeNFTDrop(nil); err != nil {
+		errs = append(errs, err)
 	}
-	if k.tcFilter {
-		if err := k.removeTCDrop(); err != nil {
-			errs = append(errs, fmt.Errorf("hw: remove ingress drop on %s: %w", k.ifname, err))
+	if err := k.removeTCDrop(); err != nil {
+		errs = append(errs, err)
+	}
+	if k.rec.MTU != 0 {
+		if err := setMTU(ctl, k.ifname, k.rec.MTU); err != nil {
+			errs = append(errs, fmt.Errorf("hw: restore MTU %d on %s: %w", k.rec.MTU, k.ifname, err))
+		} else {
+			k.rec.MTU = 0
 		}
 	}
-	if k.ipv6Path != "" {
-		if err := os.WriteFile(k.ipv6Path, k.ipv6Orig, 0); err != nil {
-			errs = append(errs, fmt.Errorf("hw: restore %s: %w", k.ipv6Path, err))
+	if k.rec.DisableIPv6 != "" {
+		p := ipv6Sysctl(k.ifname)
+		if err := os.WriteFile(p, []byte(k.rec.DisableIPv6), 0); err != nil {
+			errs = append(errs, fmt.Errorf("hw: restore %s: %w", p, err))
+		} else {
+			k.rec.DisableIPv6 = ""
 		}
-		k.ipv6Path = ""
 	}
 	if err := k.restoreAddrs(); err != nil {
 		errs = append(errs, err)
 	}
-	if k.offloadsChanged {
-		if err := setOffloads(ctl, k.ifname, k.offloads, nil); err != nil {
+	if len(k.rec.Features) > 0 {
+		if err := k.restoreOffloads(ctl); err != nil {
+			errs = append(errs, err)
+		} else {
+			k.rec.Features = nil
+		}
+	}
+	if k.store != nil {
+		if k.rec.Empty() {
+			if err := k.store.Remove(k.ifname); err != nil {
+				errs = append(errs, err)
+			}
+		} else if err := k.save(); err != nil {
 			errs = append(errs, err)
 		}
-		k.offloadsChanged = false
 	}
 	return errors.Join(errs...)
 }
 
+func (k *kernelState) restoreOffloads(ctl int) error {
+	cur, err := getOffloads(ctl, k.ifname)
+	if err != nil {
+		return err
+	}
+	want := cur
+	for name, v := range k.rec.Features {
+		f := offloadField(&want, name)
+		if f == nil {
+			return fmt.Errorf("hw: restore offloads of %s: unknown feature %q", k.ifname, name)
+		}
+		*f = v
+	}
+	return setOffloads(ctl, k.ifname, want, nil)
+}
+
+// setMTU sets ifname's kernel MTU (SIOCSIFMTU) through ctl.
+func setMTU(ctl int, ifname string, mtu int) error {
+	ifr, err := unix.NewIfreq(ifname)
+	if err != nil {
+		return err
+	}
+	ifr.SetUint32(uint32(mtu))
+	return unix.IoctlIfreq(ctl, unix.SIOCSIFMTU, ifr)
+}
+
 // ingressDropWith chooses how the ingress drop is installed: "nft", "tc",
-// or "" for nft when the nft binary exists and tc otherwise. Tests set it.
+// or "" for nft when the nft binary exists and tc otherwise. Tests set it;
+// SetIngressDrop sets it for the binary.
 var ingressDropWith = ""
+
+// SetIngressDrop chooses how Open installs the ingress drop: "nft"
+// (an nftables netdev table), "tc" (a clsact qdisc and a cls_bpf
+// filter), or "" (nft if the nft binary exists, else tc). It is for
+// tests and the lab; call it before opening ports.
+func SetIngressDrop(with string) error {
+	switch with {
+	case "", "nft", "tc":
+		ingressDropWith = with
+		return nil
+	}
+	return fmt.Errorf("hw: ingress drop %q: want nft or tc", with)
+}
 
 func (k *kernelState) addIngressDrop() error {
 	with := ingressDropWith
@@ -134,79 +316,170 @@ func (k *kernelState) addIngressDrop() error {
 		}
 	}
 	if with == "tc" {
-		return k.addTCDrop()
+		if err := k.addTCDrop(); err != nil {
+			return err
+		}
+		// An adopted record may hold an nftables drop of an earlier run:
+		// the new drop is in place, so it can go.
+		return k.removeNFTDrop(nil)
 	}
-	return k.addNFTDrop()
+	table := takeover.NFTable{Family: "netdev", Name: fmt.Sprintf("gvrouter_hw_%d", k.ifindex)}
+	if err := k.addNFTDrop(table); err != nil {
+		return err
+	}
+	if err := k.removeTCDrop(); err != nil {
+		return err
+	}
+	return k.removeNFTDrop(&table)
 }
 
 // tcDropPref is the priority of our tc ingress filter, chosen high so that
 // an operator's own ingress filters run first and to be recognisable.
-const tcDropPref = "49374"
+const tcDropPref = 49374
+
+// The clsact qdisc's handles (TC_H_CLSACT, TC_H_MIN_INGRESS).
+const (
+	clsactHandle = "ffff:"
+	clsactParent = "ffff:fff1"
+)
 
 // addTCDrop installs a clsact qdisc (unless the interface has one) and a
 // cls_bpf filter in direct-action mode whose one classic BPF instruction
 // returns TC_ACT_SHOT: a drop that needs neither cls_matchall nor
-// act_gact in the kernel.
+// act_gact in the kernel. Each is recorded before it is added; a qdisc
+// the port already had is not ours and stays at restore.
 func (k *kernelState) addTCDrop() error {
-	err := tc("qdisc", "add", "dev", k.ifname, "clsact")
-	switch {
-	case err == nil:
-		k.tcQdisc = true
-	case strings.Contains(err.Error(), "Exclusivity flag on") || strings.Contains(err.Error(), "File exists"):
-		// Someone else's clsact or ingress qdisc: only add our filter.
-	default:
+	q, err := tcOutput("qdisc", "show", "dev", k.ifname)
+	if err != nil {
 		return fmt.Errorf("hw: ingress drop on %s: %w", k.ifname, err)
+	}
+	hasQdisc := strings.Contains(q, "qdisc clsact ") || strings.Contains(q, "qdisc ingress ")
+	ours := slices.ContainsFunc(k.rec.TCQdiscs, func(q takeover.TCQdisc) bool { return q.Kind == "clsact" })
+	if !hasQdisc {
+		if !ours {
+			k.rec.TCQdiscs = append(k.rec.TCQdiscs, takeover.TCQdisc{Kind: "clsact", Handle: clsactHandle, Parent: clsactParent})
+			if err := k.save(); err != nil {
+				return err
+			}
+		}
+		if err := tc("qdisc", "add", "dev", k.ifname, "clsact"); err != nil {
+			return fmt.Errorf("hw: ingress drop on %s: %w", k.ifname, err)
+		}
+		ours = true
+	}
+	filter := takeover.TCFilter{Parent: "ingress", Pref: tcDropPref, Handle: "1", Kind: "bpf"}
+	if !ours && !slices.Contains(k.rec.TCFilters, filter) {
+		k.rec.TCFilters = append(k.rec.TCFilters, filter)
+		if err := k.save(); err != nil {
+			return err
+		}
 	}
 	// "1,6 0 0 2,": one instruction, BPF_RET|BPF_K 2 (TC_ACT_SHOT).
-	if err := tc("filter", "replace", "dev", k.ifname, "ingress", "pref", tcDropPref, "handle", "1", "bpf", "da", "bytecode", "1,6 0 0 2,"); err != nil {
-		if k.tcQdisc {
-			tc("qdisc", "del", "dev", k.ifname, "clsact")
-			k.tcQdisc = false
-		}
+	if err := tc("filter", "replace", "dev", k.ifname, filter.Parent, "pref", strconv.Itoa(filter.Pref), "handle", filter.Handle, "bpf", "da", "bytecode", "1,6 0 0 2,"); err != nil {
 		return fmt.Errorf("hw: ingress drop on %s: %w", k.ifname, err)
 	}
-	k.tcFilter = true
 	return nil
 }
 
+// removeTCDrop removes the recorded tc qdiscs (with every filter on them)
+// and filters. One that is already gone counts as removed.
 func (k *kernelState) removeTCDrop() error {
-	var err error
-	if k.tcQdisc {
-		err = tc("qdisc", "del", "dev", k.ifname, "clsact")
-	} else {
-		err = tc("filter", "del", "dev", k.ifname, "ingress", "pref", tcDropPref)
+	var errs []error
+	var leftQ []takeover.TCQdisc
+	for _, q := range k.rec.TCQdiscs {
+		if err := tc("qdisc", "del", "dev", k.ifname, q.Kind); err != nil && !tcGone(err) {
+			errs = append(errs, fmt.Errorf("hw: remove ingress drop on %s: %w", k.ifname, err))
+			leftQ = append(leftQ, q)
+		}
 	}
-	k.tcFilter, k.tcQdisc = false, false
-	return err
+	var leftF []takeover.TCFilter
+	for _, f := range k.rec.TCFilters {
+		if err := tc("filter", "del", "dev", k.ifname, f.Parent, "pref", strconv.Itoa(f.Pref)); err != nil && !tcGone(err) {
+			errs = append(errs, fmt.Errorf("hw: remove ingress drop on %s: %w", k.ifname, err))
+			leftF = append(leftF, f)
+		}
+	}
+	k.rec.TCQdiscs, k.rec.TCFilters = leftQ, leftF
+	return errors.Join(errs...)
+}
+
+// tcGone reports whether tc failed because the qdisc or filter to delete
+// does not exist.
+func tcGone(err error) bool {
+	s := err.Error()
+	// A missing clsact qdisc is "Invalid handle", a missing filter
+	// "Cannot find specified filter chain" or "... not found".
+	return strings.Contains(s, "Invalid handle") || strings.Contains(s, "Cannot find") || strings.Contains(s, "not found") ||
+		strings.Contains(s, "No such file")
 }
 
 // tc runs the tc binary in the calling thread's network namespace.
 func tc(args ...string) error {
+	_, err := tcOutput(args...)
+	return err
+}
+
+func tcOutput(args ...string) (string, error) {
 	out, err := exec.Command("tc", args...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("tc %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+		return "", fmt.Errorf("tc %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return string(out), nil
+}
+
+// addNFTDrop records and installs the nftables netdev table that drops
+// every frame at ingress.
+func (k *kernelState) addNFTDrop(t takeover.NFTable) error {
+	if !slices.Contains(k.rec.NFTables, t) {
+		k.rec.NFTables = append(k.rec.NFTables, t)
+		if err := k.save(); err != nil {
+			return err
+		}
+	}
+	// Creating and deleting first replaces a table a crashed run left
+	// (ours to adopt) in one transaction, so the drop never lapses.
+	script := fmt.Sprintf(`table %[1]s %[2]s {}
+delete table %[1]s %[2]s
+table %[1]s %[2]s {
+	chain ingress {
+		type filter hook ingress device "%[3]s" priority -500; policy accept;
+		counter drop
+	}
+}
+`, t.Family, t.Name, k.ifname)
+	if err := nft(script); err != nil {
+		return fmt.Errorf("hw: ingress drop on %s: %w", k.ifname, err)
 	}
 	return nil
 }
 
-func (k *kernelState) addNFTDrop() error {
-	table := fmt.Sprintf("gvrouter_hw_%d", k.ifindex)
-	// Creating and deleting first replaces a table left by a crashed run
-	// in one transaction.
-	script := fmt.Sprintf(`table netdev %[1]s {}
-delete table netdev %[1]s
-table netdev %[1]s {
-	chain ingress {
-		type filter hook ingress device "%[2]s" priority -500; policy accept;
-		counter drop
+// removeNFTDrop deletes the recorded nftables tables except keep (if not
+// nil). A table that is already gone counts as removed.
+func (k *kernelState) removeNFTDrop(keep *takeover.NFTable) error {
+	var errs []error
+	var left []takeover.NFTable
+	for _, t := range k.rec.NFTables {
+		if keep != nil && t == *keep {
+			left = append(left, t)
+			continue
+		}
+		if err := nftDeleteTable(t); err != nil {
+			errs = append(errs, fmt.Errorf("hw: remove ingress drop on %s: %w", k.ifname, err))
+			left = append(left, t)
+		}
 	}
+	k.rec.NFTables = left
+	return errors.Join(errs...)
 }
-`, table, k.ifname)
-	if err := nft(script); err != nil {
-		return fmt.Errorf("hw: ingress drop on %s: %w", k.ifname, err)
+
+// nftDeleteTable deletes table t; a table that does not exist is not an
+// error.
+func nftDeleteTable(t takeover.NFTable) error {
+	err := nft(fmt.Sprintf("delete table %s %s\n", t.Family, t.Name))
+	if err != nil && strings.Contains(err.Error(), "No such file or directory") {
+		return nil
 	}
-	k.nftTable = table
-	return nil
+	return err
 }
 
 // nft runs an nftables script in the calling thread's network namespace.

@@ -26,12 +26,11 @@ type Port struct {
 	maxLen int // largest accepted frame: mtu + MaxL2Overhead
 	log    *slog.Logger
 
-	ns     netns
-	ctl    int // control socket in the port's namespace (ioctls)
+	ns  netns
+	ctl int // control socket in the port's namespace (ioctls)
+	// kernel records and undoes what Open changed in the kernel (the MTU
+	// raised for ExtraTags included); nil with KeepKernel.
 	kernel *kernelState
-	// savedMTU is the kernel MTU Open raised for ExtraTags, restored by
-	// Close; 0 if Open did not change it.
-	savedMTU int
 
 	queues []*rxQueue
 	txFD   int // queue 0's socket; sendmmsg on it
@@ -140,21 +139,32 @@ func (p *Port) open(cfg Config, prof Profile, nq int) error {
 		return fmt.Errorf("hw: open %s: mtu: %w", cfg.Name, err)
 	}
 	kernelMTU := int(ifr.Uint32())
+	if !cfg.KeepKernel {
+		p.kernel, err = newKernelState(cfg.Name, p.ifidx, p.hwaddr, cfg.StateDir, p.log)
+		if err != nil {
+			return err
+		}
+		if p.kernel.rec.MTU != 0 {
+			// A crashed run raised it: the MTU from before is the port's.
+			kernelMTU = p.kernel.rec.MTU
+		}
+	}
 	p.mtu = kernelMTU
 	if cfg.MTU != 0 {
 		p.mtu = cfg.MTU
 	}
 	p.maxLen = p.mtu + MaxL2Overhead
 	if want := p.mtu + VLANTagLen*cfg.ExtraTags; cfg.ExtraTags > 0 && !cfg.KeepKernel && kernelMTU < want {
-		if err := p.setKernelMTU(want); err != nil {
+		if err := p.kernel.recordMTU(kernelMTU); err != nil {
+			return err
+		}
+		if err := setMTU(p.ctl, p.name, want); err != nil {
 			return fmt.Errorf("hw: open %s: raise kernel MTU to %d for %d extra VLAN tags: %w", cfg.Name, want, cfg.ExtraTags, err)
 		}
-		p.savedMTU = kernelMTU
 		p.log.Debug("kernel MTU raised for VLAN tags", "from", kernelMTU, "to", want)
 	}
 
-	if !cfg.KeepKernel {
-		p.kernel = &kernelState{ifname: cfg.Name, ifindex: p.ifidx, log: p.log}
+	if p.kernel != nil {
 		if err := p.ns.do(func() error { return p.kernel.silence(p.ctl) }); err != nil {
 			p.kernel = nil // silence undid itself
 			return err
@@ -175,17 +185,6 @@ func (p *Port) open(cfg Config, prof Profile, nq int) error {
 	}
 	p.txFD = p.queues[0].fd
 	return nil
-}
-
-// setKernelMTU sets the interface's kernel MTU (SIOCSIFMTU) through the
-// control socket, which lives in the port's namespace.
-func (p *Port) setKernelMTU(mtu int) error {
-	ifr, err := unix.NewIfreq(p.name)
-	if err != nil {
-		return err
-	}
-	ifr.SetUint32(uint32(mtu))
-	return unix.IoctlIfreq(p.ctl, unix.SIOCSIFMTU, ifr)
 }
 
 // Name returns the kernel interface name, e.g. "eth0".
@@ -246,12 +245,6 @@ func (p *Port) closeResources() error {
 		q.close()
 	}
 	p.queues = nil
-	if p.savedMTU != 0 {
-		if merr := p.setKernelMTU(p.savedMTU); merr != nil {
-			err = fmt.Errorf("hw: restore MTU %d on %s: %w", p.savedMTU, p.name, merr)
-		}
-		p.savedMTU = 0
-	}
 	if p.kernel != nil {
 		err = errors.Join(err, p.ns.do(func() error { return p.kernel.restore(p.ctl) }))
 		p.kernel = nil

@@ -3,6 +3,7 @@ package hw
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"strings"
@@ -210,7 +211,7 @@ func testKernelSettings(t *testing.T, with string, ownClsact bool) {
 			t.Fatalf("nft tables while open:\n%s\nwant gvrouter_hw_*", table)
 		}
 	case "tc":
-		if f := n.Run(t, "tc", "filter", "show", "dev", "p1", "ingress"); !strings.Contains(f, "pref "+tcDropPref) || !strings.Contains(f, "direct-action") {
+		if f := n.Run(t, "tc", "filter", "show", "dev", "p1", "ingress"); !strings.Contains(f, fmt.Sprint("pref ", tcDropPref)) || !strings.Contains(f, "direct-action") {
 			t.Fatalf("tc ingress filters while open:\n%s\nwant ours", f)
 		}
 	}
@@ -255,7 +256,7 @@ func testKernelSettings(t *testing.T, with string, ownClsact bool) {
 	if table := n.Run(t, "nft", "list", "tables", "netdev"); strings.Contains(table, "gvrouter_hw_") {
 		t.Errorf("nft tables after Close:\n%s\nwant none of ours", table)
 	}
-	if f := n.Run(t, "tc", "filter", "show", "dev", "p1", "ingress"); strings.Contains(f, "pref "+tcDropPref) {
+	if f := n.Run(t, "tc", "filter", "show", "dev", "p1", "ingress"); strings.Contains(f, fmt.Sprint("pref ", tcDropPref)) {
 		t.Errorf("tc ingress filters after Close:\n%s\nwant none of ours", f)
 	}
 	if q := n.Run(t, "tc", "qdisc", "show", "dev", "p1"); strings.Contains(q, "clsact") != ownClsact {

@@ -1,10 +1,12 @@
 package router
 
 import (
+	"cmp"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"slices"
 
 	"github.com/gvrouter/gvrouter/macsec"
@@ -61,7 +63,7 @@ func (r *Router) newSecY(ms *config.MACsec, mac net.HardwareAddr, lowerMTU int) 
 	}
 	dir := ms.PNStore
 	if dir == "" {
-		dir = config.DefaultPNStore
+		dir = filepath.Join(cmp.Or(r.stateDir, config.DefaultStateDir), "macsec")
 	}
 	store, err := macsec.NewFileStore(dir)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -37,5 +39,24 @@ func TestSecYParallelWorkers(t *testing.T) {
 			t.Errorf("parallel %q: %d workers, want %d", tt.parallel, got, tt.workers)
 		}
 		rs.secy.Close()
+	}
+}
+
+// TestPNStoreDefault checks that a SecY without pn_store keeps its PN
+// high-water marks in the state directory's macsec/.
+func TestPNStoreDefault(t *testing.T) {
+	dir := t.TempDir()
+	r := &Router{log: slog.New(slog.NewTextHandler(io.Discard, nil)), stateDir: dir}
+	cfg, err := config.Parse("test.yaml", []byte(natBase+"macsec:\n  - {name: ms1, on: wan}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := r.newSecY(&cfg.MACsec[0], net.HardwareAddr{0x02, 0, 0, 0, 0, 1}, 1500)
+	if err != nil {
+		t.Fatalf("newSecY: %v", err)
+	}
+	rs.secy.Close()
+	if st, err := os.Stat(filepath.Join(dir, "macsec")); err != nil || !st.IsDir() {
+		t.Errorf("state_dir/macsec: %v, want the PN store's directory there", err)
 	}
 }

@@ -36,6 +36,7 @@ func (r *Router) Reload(cfg *config.Config) error {
 				r.ports[name].port.Close()
 				delete(r.ports, name)
 			}
+			r.releasePortLocksLocked()
 			return err
 		}
 		opened = append(opened, pc.Name)
@@ -106,6 +107,10 @@ func (r *Router) Reload(cfg *config.Config) error {
 	if what := natRestartNeeded(old, cfg); what != "" {
 		r.log.Warn("config change needs a restart to take effect; the running values stay", "key", what)
 	}
+	if old.StateDirectory() != cfg.StateDirectory() {
+		r.log.Warn("config change needs a restart to take effect; the running values stay", "key", "state_dir", "running", r.stateDir)
+	}
+	r.releasePortLocksLocked()
 	r.bindMACsecLocked()
 	r.bindPortsLocked()
 	for _, rp := range r.ports {

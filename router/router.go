@@ -20,6 +20,7 @@ import (
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/stack"
+	"github.com/gvrouter/gvrouter/statedir"
 )
 
 // Build describes the running binary on the status page.
@@ -53,6 +54,15 @@ type Router struct {
 	// census is the status page's last walk of the table.
 	census censusCache
 
+	// stateDir is the state directory in force (config state_dir at
+	// start: a change needs a restart), stateLock its lock, runDir where
+	// port locks are taken ("" = none) and portLocks the locks held, by
+	// port; protected by mu.
+	stateDir  string
+	stateLock *statedir.Lock
+	runDir    string
+	portLocks map[string]*statedir.Lock
+
 	statusSrv *status.Server
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -75,18 +85,36 @@ type runningPort struct {
 	trunk *stack.Trunk
 }
 
+// Option changes how New starts the router.
+type Option func(*Router)
+
+// WithRunDir makes New take a lock per port under dir (e.g.
+// "/run/gvrouter", see hw.LockPort) before it touches any port, so that a
+// second router on the same ports refuses instead of taking them over.
+// Without it no port lock is taken.
+func WithRunDir(dir string) Option { return func(r *Router) { r.runDir = dir } }
+
 // New opens every port of cfg, builds the netstack and starts serving. On
 // error everything opened so far is closed again, so a failed start leaves
-// the machine as it was.
-func New(cfg *config.Config, build Build, log *slog.Logger) (_ *Router, err error) {
+// the machine as it was. Before it touches anything it locks the state
+// directory (cfg.StateDirectory) and, with WithRunDir, every port: a
+// second router on the same state directory or ports gets an error naming
+// the first one's pid. What a port takeover changes is recorded in the
+// state directory (hw.Config.StateDir).
+func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *Router, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Router{
-		log:     log,
-		build:   build,
-		started: time.Now(),
-		ports:   make(map[string]*runningPort),
-		ctx:     ctx,
-		cancel:  cancel,
+		log:       log,
+		build:     build,
+		started:   time.Now(),
+		ports:     make(map[string]*runningPort),
+		portLocks: make(map[string]*statedir.Lock),
+		stateDir:  cfg.StateDirectory(),
+		ctx:       ctx,
+		cancel:    cancel,
+	}
+	for _, o := range opts {
+		o(r)
 	}
 	defer func() {
 		if err != nil {
@@ -94,6 +122,9 @@ func New(cfg *config.Config, build Build, log *slog.Logger) (_ *Router, err erro
 		}
 	}()
 	r.statusSrv = status.New(r, log.With("component", "status"))
+	if err := r.lock(cfg); err != nil {
+		return nil, err
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -141,8 +172,12 @@ func New(cfg *config.Config, build Build, log *slog.Logger) (_ *Router, err erro
 	return r, nil
 }
 
-// openPortLocked opens one port as the config says.
+// openPortLocked opens one port as the config says, taking its lock
+// first unless it holds it.
 func (r *Router) openPortLocked(cfg *config.Config, pc config.Port) error {
+	if err := r.lockPortLocked(pc.Name); err != nil {
+		return err
+	}
 	extra := extraTags(cfg, pc.Name)
 	p, err := hw.Open(hw.Config{
 		Name:      pc.Name,
@@ -150,6 +185,7 @@ func (r *Router) openPortLocked(cfg *config.Config, pc config.Port) error {
 		MTU:       pc.MTU,
 		Profile:   cfg.Hardware,
 		ExtraTags: extra,
+		StateDir:  r.stateDir,
 	}, r.log)
 	if err != nil {
 		return fmt.Errorf("port %s: %w", pc.Name, err)
@@ -371,12 +407,14 @@ func (r *Router) Close() error {
 		}
 	}
 	r.ports = nil
+	r.unlockPortsLocked()
 	r.closeMACsecLocked()
 	if r.net != nil {
 		r.net.Close()
 	}
 	r.mu.Unlock()
 	r.wg.Wait()
+	r.stateLock.Unlock()
 	return errors.Join(errs...)
 }
 

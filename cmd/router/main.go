@@ -1,8 +1,9 @@
 // Command router is the gvrouter appliance daemon and its tools:
 //
-//	router run    -config /etc/gvrouter/config.yaml   run until SIGINT/SIGTERM; SIGHUP reloads
-//	router check  -config /etc/gvrouter/config.yaml   validate, touch nothing
-//	router reload -pidfile /run/gvrouter.pid         ask the running daemon to reload
+//	router run     -config /etc/gvrouter/config.yaml  run until SIGINT/SIGTERM; SIGHUP reloads
+//	router check   -config /etc/gvrouter/config.yaml  validate, touch nothing
+//	router reload  [-pidfile /run/gvrouter/gvrouter.pid]  ask the running daemon to reload
+//	router restore -config /etc/gvrouter/config.yaml  give the ports back as a crashed router found them
 //	router lab    [-bench [-bench-modes abncdgmfk]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec]  the virtual lab in network namespaces
 //	router bridge -a IF -b IF                        our ports alone as an L2 bridge (bench)
 //	router version
@@ -19,6 +20,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -31,6 +33,7 @@ import (
 	"github.com/gvrouter/gvrouter/router"
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/lab"
+	"github.com/gvrouter/gvrouter/statedir"
 )
 
 // version is set at link time: -ldflags "-X main.version=v0.1.0".
@@ -39,9 +42,13 @@ var version = ""
 const usage = `usage: router <command> [flags]
 
 commands:
-  run     -config FILE [-pidfile FILE]   run the router until SIGINT/SIGTERM; SIGHUP reloads FILE
+  run     -config FILE [-pidfile FILE] [-run-dir DIR]
+                                         run the router until SIGINT/SIGTERM; SIGHUP reloads FILE
   check   -config FILE                   validate FILE without touching any interface
-  reload  [-pidfile FILE]                make the running router re-read its config
+  reload  [-pidfile FILE] [-run-dir DIR] make the running router re-read its config
+  restore [-config FILE | -state-dir DIR] [-run-dir DIR]
+                                         put back the kernel settings of the ports a router that
+                                         did not stop cleanly left silenced; starts nothing
   lab     [-bench [-bench-modes abncdgmfk]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec]
                                          build the virtual lab in network namespaces and test it
   bridge  -a IF -b IF                    bridge two ports at layer 2 with the port code alone
@@ -62,6 +69,8 @@ func main() {
 		err = cmdCheck(args, os.Stdout)
 	case "reload":
 		err = cmdReload(args)
+	case "restore":
+		err = cmdRestore(args, os.Stdout)
 	case "lab":
 		err = cmdLab(args)
 	case "bridge":
@@ -139,7 +148,9 @@ func setGCPercent() {
 func cmdRun(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	path := fs.String("config", "/etc/gvrouter/config.yaml", "config file")
-	pidfile := fs.String("pidfile", "", "write the process ID here (for router reload)")
+	runDir := fs.String("run-dir", defaultRunDir(), "directory of the pidfile and the port locks (env "+runDirEnv+")")
+	pidfile := fs.String("pidfile", "", "write the process ID here (for router reload); default RUN-DIR/"+statedir.PidfileName+`, "-" for none`)
+	ingressDrop := fs.String("ingress-drop", "", "how the kernel's stack is kept off the ports: nft (nftables netdev table) or tc (clsact + cls_bpf); default nft if the nft binary exists, else tc")
 	dbg := fs.Bool("debug", false, "debug logging")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	sink := fs.String("bench-sink", "", "bench only (router lab -bench-modes g): accept TCP at ADDR:PORT in the netstack and discard it")
@@ -158,6 +169,9 @@ func cmdRun(args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if err := hw.SetIngressDrop(*ingressDrop); err != nil {
+		return err
+	}
 	cfg, err := config.Load(*path)
 	if err != nil {
 		return err
@@ -166,7 +180,7 @@ func cmdRun(args []string) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	r, err := router.New(cfg, buildInfo(), logger)
+	r, err := router.New(cfg, buildInfo(), logger, router.WithRunDir(*runDir))
 	if err != nil {
 		return err
 	}
@@ -180,8 +194,16 @@ func cmdRun(args []string) error {
 			return err
 		}
 	}
-	if *pidfile != "" {
-		if err := os.WriteFile(*pidfile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+	if *pidfile == "" {
+		*pidfile = filepath.Join(*runDir, statedir.PidfileName)
+	}
+	if *pidfile != "-" {
+		// The router holds its state directory's and ports' locks, so
+		// no other router writes this pidfile meanwhile.
+		if err := os.MkdirAll(filepath.Dir(*pidfile), 0o755); err != nil {
+			return fmt.Errorf("pidfile: %w", err)
+		}
+		if err := statedir.WriteFile(*pidfile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			return fmt.Errorf("pidfile: %w", err)
 		}
 		defer os.Remove(*pidfile)
@@ -226,8 +248,12 @@ func closeWithWatchdog(r *router.Router, logger *slog.Logger) error {
 // cmdReload sends SIGHUP to the daemon named by its pidfile.
 func cmdReload(args []string) error {
 	fs := flag.NewFlagSet("reload", flag.ExitOnError)
-	pidfile := fs.String("pidfile", "/run/gvrouter.pid", "the running router's pidfile")
+	runDir := fs.String("run-dir", defaultRunDir(), "the running router's run directory (env "+runDirEnv+")")
+	pidfile := fs.String("pidfile", "", "the running router's pidfile; default RUN-DIR/"+statedir.PidfileName)
 	fs.Parse(args)
+	if *pidfile == "" {
+		*pidfile = filepath.Join(*runDir, statedir.PidfileName)
+	}
 	b, err := os.ReadFile(*pidfile)
 	if err != nil {
 		return err
@@ -237,6 +263,71 @@ func cmdReload(args []string) error {
 		return fmt.Errorf("%s: not a process ID: %q", *pidfile, strings.TrimSpace(string(b)))
 	}
 	return syscall.Kill(pid, syscall.SIGHUP)
+}
+
+// runDirEnv names the environment variable that moves the run directory
+// (tests and the lab run several routers on one machine).
+const runDirEnv = "GVROUTER_RUN_DIR"
+
+func defaultRunDir() string {
+	if d := os.Getenv(runDirEnv); d != "" {
+		return d
+	}
+	return statedir.DefaultRunDir
+}
+
+// cmdRestore puts back what the takeover records in the state directory
+// list, as the clean stop of the router that wrote them would have, without
+// starting a router: for a router that crashed and should not run again.
+// It refuses while a router holds the state directory or a port.
+func cmdRestore(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("restore", flag.ExitOnError)
+	path := fs.String("config", "/etc/gvrouter/config.yaml", "config file: its state_dir is used")
+	stateDir := fs.String("state-dir", "", "state directory (instead of the config's state_dir)")
+	runDir := fs.String("run-dir", defaultRunDir(), "run directory of the port locks (env "+runDirEnv+")")
+	dbg := fs.Bool("debug", false, "debug logging")
+	fs.Parse(args)
+	logger := newLogger(*dbg)
+	dir := *stateDir
+	if dir == "" {
+		cfg, err := config.Load(*path)
+		if err != nil {
+			return fmt.Errorf("%w (name the state directory with -state-dir to restore without a valid config)", err)
+		}
+		dir = cfg.StateDirectory()
+	}
+	lock, err := router.LockStateDir(dir)
+	if err != nil {
+		if errors.Is(err, statedir.ErrLocked) {
+			return fmt.Errorf("%w: a running router gives its ports back when it stops (SIGTERM); restore is for a router that did not", err)
+		}
+		return err
+	}
+	defer lock.Unlock()
+	ports, err := hw.RecordedPorts(dir)
+	if err != nil {
+		return err
+	}
+	if len(ports) == 0 {
+		fmt.Fprintf(out, "nothing to restore: no takeover record in %s\n", dir)
+		return nil
+	}
+	var errs []error
+	for _, name := range ports {
+		pl, err := hw.LockPort(*runDir, name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		err = hw.Restore(dir, name, logger)
+		pl.Unlock()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintf(out, "restored %s\n", name)
+	}
+	return errors.Join(errs...)
 }
 
 func signalContext() (context.Context, context.CancelFunc) {

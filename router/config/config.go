@@ -27,6 +27,10 @@ const (
 	RoleWAN = "wan" // outside: the uplink; new inbound flows are dropped unless forwarded or allowed
 )
 
+// DefaultStateDir is state_dir when the config does not name one
+// (systemd's StateDirectory=gvrouter).
+const DefaultStateDir = "/var/lib/gvrouter"
+
 // Limits checked by Validate.
 const (
 	// MaxQueues bounds a port's receive queues. 64 is the most RSS queues
@@ -62,6 +66,11 @@ type Config struct {
 	Firewall   Firewall    // wan interface defaults and exceptions (firewall:)
 	Status     Status      // the status page
 	MACsec     []MACsec    // SecYs on interfaces, each a NIC of its own (macsec.go)
+	// StateDir is the directory of state that survives a restart (the
+	// record of what a port takeover changed, PN high-water marks,
+	// leases), e.g. "/var/lib/gvrouter"; "" = DefaultStateDir (see
+	// StateDirectory).
+	StateDir string
 
 	src src
 }
@@ -154,6 +163,15 @@ func Load(path string) (*Config, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return Parse(path, data)
+}
+
+// StateDirectory returns the state directory in force: StateDir, or
+// DefaultStateDir.
+func (c *Config) StateDirectory() string {
+	if c.StateDir == "" {
+		return DefaultStateDir
+	}
+	return c.StateDir
 }
 
 // Port returns the port named name, or nil.

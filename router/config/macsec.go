@@ -45,7 +45,7 @@ type MACsec struct {
 	// like Linux.
 	MTU int
 	// PNStore is the directory where transmit PN high-water marks are
-	// kept, e.g. "/var/lib/gvrouter/macsec"; "" = DefaultPNStore.
+	// kept, e.g. "/var/lib/gvrouter/macsec"; "" = <state_dir>/macsec.
 	PNStore string
 	// Parallel is "auto" (the default when ""), "always" or "off":
 	// whether a Protect or Verify call shares its crypto with helper
@@ -90,8 +90,9 @@ type MACsecRXSC struct {
 // octets) and ICV (16), as Linux subtracts from a macsec device's MTU.
 const macsecOverhead = 32
 
-// DefaultPNStore is where PN high-water marks go when pn_store is not set.
-const DefaultPNStore = "/var/lib/gvrouter/macsec"
+// DefaultPNStore is where PN high-water marks go when neither pn_store
+// nor state_dir is set: <DefaultStateDir>/macsec.
+const DefaultPNStore = DefaultStateDir + "/macsec"
 
 // MaxKeyFileMode is the loosest mode a key file may have: readable and
 // writable by its owner only (the same rule ssh applies to private keys).

@@ -15,7 +15,7 @@ import (
 // Keys of each mapping. unsupported lists keys of the design (DESIGN.md,
 // "Config shape") that this version rejects rather than ignores.
 var (
-	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "nat", "firewall", "status", "macsec"}
+	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "nat", "firewall", "status", "macsec", "state_dir"}
 	topUnsupported        = []string{}
 	portKeys              = []string{"name", "queues", "mtu"}
 	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role", "vlan", "vlan_protocol", "pcp", "gro"}
@@ -183,6 +183,9 @@ func (d *decoder) config(c *Config, n *yaml.Node) {
 	}
 	if e, ok := m["macsec"]; ok {
 		d.macsecList(c, e)
+	}
+	if d.strKey(m, "state_dir", "config", &c.src, &c.StateDir) && !strings.HasPrefix(c.StateDir, "/") {
+		d.errorf(m["state_dir"].val, "state_dir: %q is not an absolute path", c.StateDir)
 	}
 }
 

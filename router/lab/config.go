@@ -17,6 +17,7 @@ type labConfig struct {
 	NAT        labNAT         `yaml:"nat"`
 	Firewall   labFirewall    `yaml:"firewall"`
 	Status     labStatus      `yaml:"status"`
+	StateDir   string         `yaml:"state_dir,omitempty"`
 }
 
 type labRoute struct {

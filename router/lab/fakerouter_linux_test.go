@@ -28,6 +28,7 @@ func fakeRouter(args []string) error {
 	}
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	cfgPath := fs.String("config", "", "")
+	fs.String("run-dir", "", "")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}

@@ -201,7 +201,7 @@ func (l *lab) startRouterWith(ctx context.Context, gro string, args ...string) e
 		return err
 	}
 	cfgPath := filepath.Join(l.dir, "lab.yaml")
-	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, l.ownStateDir(cfg, "router"), 0o600); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
 	bin, err := filepath.Abs(l.opt.RouterBinary)
@@ -209,7 +209,7 @@ func (l *lab) startRouterWith(ctx context.Context, gro string, args ...string) e
 		return fmt.Errorf("lab: %w", err)
 	}
 	logPath := filepath.Join(l.dir, "router.log")
-	l.router, err = startChild(l.log, "router", l.rtrNS, logPath, append([]string{bin, "run", "-config", cfgPath}, args...)...)
+	l.router, err = startChild(l.log, "router", l.rtrNS, logPath, l.runCommand(bin, cfgPath, "router", args)...)
 	if err != nil {
 		return err
 	}
@@ -230,6 +230,20 @@ func (l *lab) startRouterWith(ctx context.Context, gro string, args ...string) e
 	}
 	l.log.Info("lab: router is up", "pid", l.router.cmd.Process.Pid, "config", cfgPath, "log", logPath)
 	return nil
+}
+
+// ownStateDir gives the lab router name ("router", "router2") a state
+// directory of its own in the lab's directory, so that labs running side
+// by side never share the machine's /var/lib/gvrouter (its lock would
+// refuse the second router).
+func (l *lab) ownStateDir(cfg []byte, name string) []byte {
+	return fmt.Appendf(cfg, "state_dir: %s\n", filepath.Join(l.dir, "state-"+name))
+}
+
+// runCommand is `router run` for the lab router name, with a run
+// directory (pidfile, port locks) of its own in the lab's directory.
+func (l *lab) runCommand(bin, cfgPath, name string, args []string) []string {
+	return append([]string{bin, "run", "-config", cfgPath, "-run-dir", filepath.Join(l.dir, "run-"+name)}, args...)
 }
 
 // stopRouter stops `router run` if it runs.

@@ -189,7 +189,7 @@ macsec:
     addresses: [10.9.0.1/24]
     pn_store: %s
 `, routerSCI, cipher, encrypt, kRouter, xpn, peerSCI, kPeer, xpnPeer, t.TempDir())
-				cfg, err := config.Parse("interop.yaml", []byte(yaml))
+				cfg, err := config.Parse("interop.yaml", []byte(yaml+"state_dir: "+t.TempDir()+"\n"))
 				if err != nil {
 					t.Fatal(err)
 				}

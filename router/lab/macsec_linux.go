@@ -102,7 +102,7 @@ func (l *lab) startMACsecPeer(ctx context.Context, args ...string) ([]byte, erro
 		return nil, err
 	}
 	cfgPath := filepath.Join(l.dir, "lab-router2.yaml")
-	if err := os.WriteFile(cfgPath, cfg2, 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, l.ownStateDir(cfg2, "router2"), 0o600); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
 	bin, err := filepath.Abs(l.opt.RouterBinary)
@@ -113,7 +113,7 @@ func (l *lab) startMACsecPeer(ctx context.Context, args ...string) ([]byte, erro
 		return nil, err
 	}
 	logPath := filepath.Join(l.dir, "router2.log")
-	l.router2, err = startChild(l.log, "router2", l.rtr2NS, logPath, append([]string{bin, "run", "-config", cfgPath}, args...)...)
+	l.router2, err = startChild(l.log, "router2", l.rtr2NS, logPath, l.runCommand(bin, cfgPath, "router2", args)...)
 	if err != nil {
 		return nil, err
 	}

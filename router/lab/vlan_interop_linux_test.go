@@ -185,6 +185,7 @@ interfaces:
 status:
   listen: [v1:80]
 firewall: {wan_input: accept}  # v2 (role wan) must answer the TCP probe too
+state_dir: ` + t.TempDir() + `
 `
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
