@@ -85,6 +85,9 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 		d.yamlError(err)
 		return nil, false
 	}
+	if !d.checkBudget(&doc) {
+		return nil, false
+	}
 	root = &doc
 	if root.Kind == yaml.DocumentNode {
 		if len(root.Content) == 0 {
