@@ -34,6 +34,7 @@
 //
 // # Syntax errors
 //
-// The YAML scanner reports only a line for syntax errors; those errors are
-// reported at column 1 of that line.
+// yaml.v3 reports a syntax error's line without a column, often one line
+// early or at the start of the enclosing block; Parse finds the problem's
+// line and column by reparsing prefixes of the file (syntax.go).
 package config

@@ -238,3 +238,62 @@ func TestErrorCap(t *testing.T) {
 	}
 	checkErrorLines(t, "cap.yaml", err)
 }
+
+// TestSyntaxErrorPositions checks that YAML syntax errors name the line
+// and column of the problem. yaml.v3 alone says one line early for parser
+// errors, names the start of the enclosing collection rather than the
+// problem, and gives no line for an unknown anchor or a problem on line 1.
+func TestSyntaxErrorPositions(t *testing.T) {
+	const hw = "hardware: generic\n"
+	for _, tt := range []struct{ name, in, want string }{
+		// yaml.v3 said line 1 (the sequence's start, from 0).
+		{"bad indentation", "ports:\n  - name: eth0\n    queues: 1\n   mtu: 2\ninterfaces: []\n", "4:4: yaml: did not find expected '-' indicator"},
+		{"key where a '-' belongs", hw + "ports:\n  - name: a\n  queues: 1\n", "4:3: yaml: did not find expected '-' indicator"},
+		{"dash without space", hw + "ports:\n  - name: eth0\n  -name: eth1\n", "4:3: yaml: did not find expected '-' indicator"},
+		{"item in a mapping", hw + "ports:\n  name: a\n  - b\n", "4:3: yaml: did not find expected key"},
+		{"deeper indentation", hw + "ports:\n  - name: eth0\n    mtu: 1500\n      queues: 2\n", "5:13: yaml: mapping values are not allowed in this context"},
+		{"continuation line", "ports:\n  - name: a\nb: c\n d: e\n", "4:3: yaml: mapping values are not allowed in this context"},
+		{"colon in a value", hw + "ports:\n  - name: a: b\n", "3:12: yaml: mapping values are not allowed in this context"},
+		{"unclosed double quote", "ports:\n  - name: \"eth0\n    queues: 1\n", "2:11: yaml: found unexpected end of stream"},
+		{"unclosed single quote", hw + "ports:\n  - name: 'eth0\n", "3:11: yaml: found unexpected end of stream"},
+		{"unknown escape", hw + "ports:\n  - name: \"a\\qb\"\n", "3:13: yaml: found unknown escape character"},
+		{"tab indentation", "ports:\n  - name: eth0\n\tqueues: 1\n", "3:1: yaml: found a tab character that violates indentation"},
+		{"tab on line 1", "\tports: []\n", "1:1: yaml: found character that cannot start any token"},
+		{"unclosed flow list", "ports: [\n", "1:8: yaml: did not find expected node content"},
+		{"wrong bracket", hw + "ports: [a, b}\n", "2:12: yaml: did not find expected ',' or ']'"},
+		{"key without colon", hw + "ports\ninterfaces: []\n", "2:1: yaml: could not find expected ':'"},
+		{"unknown anchor", hw + "ports:\n  - *nope\n", "3:5: yaml: unknown anchor 'nope' referenced"},
+		{"empty anchor", hw + "ports: &\n", "2:8: yaml: did not find expected alphabetic or numeric character"},
+		{"control character", "hardware: \x01\n", "1:11: yaml: control characters are not allowed"},
+		{"in the second document", "a: 1\n---\nb: [\n", "3:4: yaml: did not find expected node content"},
+		{"duplicate key", minimal + "    role: wan\n", `8:5: interface "lan": duplicate key "role" (first at line 6)`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("s.yaml", []byte(tt.in))
+			if err == nil || err.Error() != "s.yaml:"+tt.want {
+				t.Errorf("Parse(%q) = %v, want s.yaml:%s", tt.in, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestSyntaxErrorPositionLargeFile checks that locating a syntax error at
+// the end of the largest file located (maxLocate) stays fast.
+func TestSyntaxErrorPositionLargeFile(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("ports:\n")
+	for i := 0; b.Len() < maxLocate-100; i++ {
+		fmt.Fprintf(&b, "  - {name: eth%d, mtu: 1500}\n", i)
+	}
+	lines := strings.Count(b.String(), "\n")
+	b.WriteString("  name: a\n")
+	var err error
+	d, _ := measure(func() { _, err = Parse("big.yaml", []byte(b.String())) })
+	t.Logf("%d bytes: located in %v", b.Len(), d)
+	if want := fmt.Sprintf("big.yaml:%d:3: yaml: did not find expected '-' indicator", lines+1); err == nil || err.Error() != want {
+		t.Errorf("Parse() = %v, want %s", err, want)
+	}
+	if limit := time.Second * time.Duration(raceSlowdown); d > limit {
+		t.Errorf("Parse() took %v, want < %v", d, limit)
+	}
+}
