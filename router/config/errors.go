@@ -85,7 +85,7 @@ func (l *errorList) add(pos Pos, format string, args ...any) {
 		return // not formatted: it would not be shown
 	}
 	err := fmt.Errorf(format, args...)
-	if msg := err.Error(); len(msg) > 2*maxEcho {
+	if msg := err.Error(); len(msg) > maxEcho+2 {
 		if short := shorten(msg); len(short) < len(msg) {
 			err = &shortError{short, err}
 		}

@@ -172,8 +172,8 @@ func cut(s string) string {
 // messages that quote a value with %q (directly or through an error from a
 // value parser) stay short.
 func shorten(msg string) string {
-	if len(msg) <= 2*maxEcho {
-		return msg
+	if len(msg) <= maxEcho+2 {
+		return msg // no room for a quoted string longer than maxEcho
 	}
 	var b strings.Builder
 	for i := 0; i < len(msg); {

@@ -137,6 +137,8 @@ func TestLongValues(t *testing.T) {
 			`name.yaml:1:11: hardware: unknown hardware profile "` + strings.Repeat("a", 80) + `"… (10485760 bytes); want one of: bcm47094, ixgbe, generic`},
 		{"long port", "ports: [" + strings.Repeat("x", 200) + "]\n",
 			`name.yaml:1:9: port: want a mapping, got "` + strings.Repeat("x", 80) + `"… (200 bytes)`},
+		{"just over the limit", "ports: [" + strings.Repeat("x", 81) + "]\n",
+			`name.yaml:1:9: port: want a mapping, got "` + strings.Repeat("x", 80) + `"… (81 bytes)`},
 		{"long address", strings.Replace(minimal, "192.168.1.1/24", strings.Repeat("1", 100), 1),
 			`name.yaml:7:17: interface "lan": addresses: bad address "` + strings.Repeat("1", 80) + `"… (100 bytes)`},
 		{"long integer", minimal + "    mtu: " + strings.Repeat("9", 100) + "\n",
@@ -157,6 +159,15 @@ func TestLongValues(t *testing.T) {
 				t.Errorf("Parse() error is %d bytes", len(err.Error()))
 			}
 		})
+	}
+}
+
+// TestValueAtTheLimit checks that a value of maxEcho bytes is quoted whole.
+func TestValueAtTheLimit(t *testing.T) {
+	x := strings.Repeat("x", maxEcho)
+	_, err := Parse("name.yaml", []byte(minimal+"routes: ["+x+"]\n"))
+	if want := `name.yaml:8:10: route: want a mapping, got "` + x + `"`; err == nil || err.Error() != want {
+		t.Errorf("Parse() = %v, want %s", err, want)
 	}
 }
 
