@@ -59,10 +59,12 @@ type exhaustMark struct {
 // without a mapping release.
 const exhaustedFor = int64(time.Second)
 
-// newNATTable sizes the mapping maps for max flows, each with its own
-// mapping (the worst case), for the reason newTable gives.
+// newNATTable sizes the mapping maps for min(max, preallocFlows) flows,
+// each with its own mapping (the worst case), for the reason
+// preallocFlows gives; past that they grow with use.
 func newNATTable(max int) *natTable {
-	return &natTable{byInt: make(map[intKey]*mapping, max), byExt: make(map[extKey]*mapping, max), exhausted: make(map[exhaustKey]exhaustMark)}
+	n := min(max, preallocFlows)
+	return &natTable{byInt: make(map[intKey]*mapping, n), byExt: make(map[extKey]*mapping, n), exhausted: make(map[exhaustKey]exhaustMark)}
 }
 
 // Port ranges searched when the internal port is not free (RFC 4787 REQ-3a:

@@ -23,8 +23,18 @@
 // [Config.Errorf] builds an [*Error] that names the config line, so errors
 // found later, while applying the config, still point at the file.
 //
+// # Limits
+//
+// A config may expand to at most [MaxNodes] YAML nodes and
+// [MaxValueBytes] bytes of values, counting an alias's anchor each time it
+// is used, so a few KB of nested aliases cannot cost seconds and GB; the
+// error names the alias that passed the limit. Messages quote at most 80
+// bytes of a value ("aaaa…" (10485760 bytes)) and list the first 50
+// problems by position, then "and N more problems from here on".
+//
 // # Syntax errors
 //
-// The YAML scanner reports only a line for syntax errors; those errors are
-// reported at column 1 of that line.
+// yaml.v3 reports a syntax error's line without a column, often one line
+// early or at the start of the enclosing block; Parse finds the problem's
+// line and column by reparsing prefixes of the file (syntax.go).
 package config

@@ -54,30 +54,100 @@ func (c *Config) Errorf(pos Pos, format string, args ...any) error {
 	return &Error{File: c.File, Pos: pos, Err: fmt.Errorf(format, args...)}
 }
 
-// errorList collects problems in one file.
+// errorList collects problems in one file. It keeps the maxErrors first
+// problems by position and counts the rest, so a file with millions of
+// problems costs no more than one with fifty.
 type errorList struct {
 	file string
-	errs []*Error
+	errs []listed // at most maxErrors, in the order found
+	n    int      // problems found, kept or not
+	// worst indexes the kept problem that sorts last; valid iff
+	// len(errs) == maxErrors.
+	worst int
+	// dropped is the position of the first problem not kept.
+	dropped Pos
+}
+
+// listed is a kept problem; seq orders problems at one position as found.
+type listed struct {
+	e   *Error
+	seq int
+}
+
+func before(a, b Pos) bool {
+	return a.Line < b.Line || a.Line == b.Line && a.Col < b.Col
 }
 
 func (l *errorList) add(pos Pos, format string, args ...any) {
-	l.errs = append(l.errs, &Error{File: l.file, Pos: pos, Err: fmt.Errorf(format, args...)})
+	l.n++
+	if len(l.errs) == maxErrors && !before(pos, l.errs[l.worst].e.Pos) {
+		l.drop(pos)
+		return // not formatted: it would not be shown
+	}
+	err := fmt.Errorf(format, args...)
+	if msg := err.Error(); len(msg) > maxEcho+2 {
+		if short := shorten(msg); len(short) < len(msg) {
+			err = &shortError{short, err}
+		}
+	}
+	e := listed{&Error{File: l.file, Pos: pos, Err: err}, l.n}
+	if len(l.errs) < maxErrors {
+		l.errs = append(l.errs, e)
+		if len(l.errs) == maxErrors {
+			l.findWorst()
+		}
+		return
+	}
+	l.drop(l.errs[l.worst].e.Pos)
+	l.errs[l.worst] = e
+	l.findWorst()
 }
 
-// err returns all problems sorted by position, joined, or nil.
+func (l *errorList) drop(pos Pos) {
+	if l.n-len(l.errs) == 1 || before(pos, l.dropped) {
+		l.dropped = pos
+	}
+}
+
+func (l *errorList) findWorst() {
+	l.worst = 0
+	for i, e := range l.errs {
+		w := l.errs[l.worst]
+		if before(w.e.Pos, e.e.Pos) || w.e.Pos == e.e.Pos && e.seq > w.seq {
+			l.worst = i
+		}
+	}
+}
+
+// err returns the kept problems sorted by position, then, if some were
+// not kept, "and N more problems" at the first of those; joined, or nil.
 func (l *errorList) err() error {
-	if len(l.errs) == 0 {
+	if l.n == 0 {
 		return nil
 	}
-	slices.SortStableFunc(l.errs, func(a, b *Error) int {
-		if c := cmp.Compare(a.Pos.Line, b.Pos.Line); c != 0 {
+	slices.SortFunc(l.errs, func(a, b listed) int {
+		if c := cmp.Compare(a.e.Pos.Line, b.e.Pos.Line); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Pos.Col, b.Pos.Col)
+		if c := cmp.Compare(a.e.Pos.Col, b.e.Pos.Col); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
 	})
-	errs := make([]error, len(l.errs))
-	for i, e := range l.errs {
-		errs[i] = e
+	errs := make([]error, 0, len(l.errs)+1)
+	for _, e := range l.errs {
+		errs = append(errs, e.e)
+	}
+	if more := l.n - len(l.errs); more > 0 {
+		errs = append(errs, &Error{File: l.file, Pos: l.dropped,
+			Err: fmt.Errorf("and %d more %s from here on (only the first %d are listed)", more, plural(more, "problem"), maxErrors)})
 	}
 	return errors.Join(errs...)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }

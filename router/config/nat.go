@@ -628,6 +628,7 @@ func (c *Config) validateNAT(l *errorList) {
 	if v := nt.Conntrack.Max; v != 0 && (v < MinConntrackMax || v > MaxConntrackMax) {
 		l.add(nt.src.at("max", nt.Pos), "nat: conntrack: max %d out of range: want %d..%d, or leave it out for %d", v, MinConntrackMax, MaxConntrackMax, DefaultConntrackMax)
 	}
+	c.checkConntrackMemory(l)
 	c.validateTimeouts(l)
 
 	fw := &c.Firewall

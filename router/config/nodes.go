@@ -1,10 +1,6 @@
 package config
 
-import (
-	"fmt"
-
-	"gopkg.in/yaml.v3"
-)
+import "gopkg.in/yaml.v3"
 
 // Helpers that read yaml.v3 nodes and report problems at their position.
 
@@ -34,7 +30,7 @@ func kindName(n *yaml.Node) string {
 		if n.Tag == "!!null" {
 			return "nothing"
 		}
-		return fmt.Sprintf("%q", n.Value)
+		return quote(n.Value)
 	}
 	return "an unexpected node"
 }
@@ -108,7 +104,7 @@ func (d *decoder) int(e entry, what string) (int, bool) {
 	}
 	var v int64
 	if err := e.val.Decode(&v); err != nil || v < -1<<31 || v > 1<<31-1 {
-		d.errorf(e.val, "%s: %s: integer %s out of range", what, e.key.Value, e.val.Value)
+		d.errorf(e.val, "%s: %s: integer %s out of range", what, e.key.Value, echo(e.val.Value))
 		return 0, false
 	}
 	return int(v), true

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -22,7 +21,6 @@ var (
 	interfaceUnsupported  = []string{}
 	routeKeys             = []string{"to", "via", "dev"}
 	statusKeys            = []string{"listen"}
-	yamlLineRE            = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 	errNotSupportedSuffix = "not supported by this version"
 )
 
@@ -72,7 +70,7 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 		if errors.Is(err, io.EOF) {
 			d.add(Pos{1, 1}, "config is empty")
 		} else {
-			d.yamlError(err)
+			d.yamlError(data, err)
 		}
 		return nil, false
 	}
@@ -82,7 +80,10 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 		d.errorf(&next, "only one YAML document is allowed")
 		return nil, false
 	case !errors.Is(err, io.EOF):
-		d.yamlError(err)
+		d.yamlError(data, err)
+		return nil, false
+	}
+	if !d.checkBudget(&doc) {
 		return nil, false
 	}
 	root = &doc
@@ -109,16 +110,13 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 }
 
 // yamlError turns a yaml.v3 syntax error ("yaml: line 3: ...") into an
-// *Error. The scanner gives no column, so it is 1.
-func (d *decoder) yamlError(err error) {
-	msg := err.Error()
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		if line, err := strconv.Atoi(m[1]); err == nil {
-			d.add(Pos{line, 1}, "yaml: %s", m[2])
-			return
-		}
+// *Error at the problem's line and column (syntax.go).
+func (d *decoder) yamlError(data []byte, err error) {
+	if line, msg, ok := syntaxMessage(err); ok {
+		d.add(syntaxPos(data, line, msg), "yaml: %s", msg)
+		return
 	}
-	d.add(Pos{1, 1}, "%s", strings.ReplaceAll(msg, "\n", " "))
+	d.add(Pos{1, 1}, "%s", strings.ReplaceAll(err.Error(), "\n", " "))
 }
 
 func (d *decoder) config(c *Config, n *yaml.Node) {

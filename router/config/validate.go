@@ -64,7 +64,17 @@ func hint(s string, known []string) string {
 	if len(known) == 0 {
 		return ""
 	}
-	return "; want one of: " + strings.Join(known, ", ")
+	// The names may be the config's own (interfaces), so each is cut like
+	// a value and a long list is shortened.
+	const maxHint = 10
+	names := make([]string, 0, min(len(known), maxHint))
+	for _, k := range known[:min(len(known), maxHint)] {
+		names = append(names, echo(k))
+	}
+	if len(known) > maxHint {
+		names = append(names, fmt.Sprintf("… (%d in all)", len(known)))
+	}
+	return "; want one of: " + strings.Join(names, ", ")
 }
 
 func (c *Config) validatePorts(l *errorList, top Pos) {

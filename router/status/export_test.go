@@ -17,3 +17,8 @@ var (
 )
 
 func (s *Server) Latest() *Snapshot { return &s.latest.Load().snap }
+
+// Conns returns the open and refused connection counts.
+func (s *Server) Conns() (open int64, refused uint64) {
+	return s.lim.open.Load(), s.lim.refused.Load()
+}

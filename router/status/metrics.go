@@ -95,6 +95,9 @@ type collector struct {
 	port      counterDescs
 	uptime    *prometheus.Desc
 	buildInfo *prometheus.Desc
+	// httpOpen and httpRefused are the status server's own connections,
+	// read live rather than from the sample.
+	httpOpen, httpRefused *prometheus.Desc
 	// gro is the interfaces' GRO counters, labelled by event.
 	gro *prometheus.Desc
 	// nextHop counts packets forwarded without netstack before their
@@ -186,6 +189,10 @@ func newCollector(s *Server) *collector {
 		buildInfo: prometheus.NewDesc("gvrouter_build_info", "Always 1; labels give the running version and build.",
 			[]string{"version", "build"}, nil),
 		ct: newConntrackDescs(),
+		httpOpen: prometheus.NewDesc("gvrouter_status_connections",
+			fmt.Sprintf("Connections open to the status server (at most %d).", MaxConns), nil, nil),
+		httpRefused: prometheus.NewDesc("gvrouter_status_refused_connections_total",
+			fmt.Sprintf("Connections to the status server answered 503 and closed because %d were open.", MaxConns), nil, nil),
 	}
 }
 
@@ -195,6 +202,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	c.port.describe(ch)
 	ch <- c.uptime
 	ch <- c.buildInfo
+	ch <- c.httpOpen
+	ch <- c.httpRefused
 	ch <- c.gro
 	ch <- c.nextHop
 	c.macsec.describe(ch)
@@ -207,6 +216,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	snap := c.s.current()
 	ch <- prometheus.MustNewConstMetric(c.uptime, prometheus.GaugeValue, snap.UptimeSeconds)
 	ch <- prometheus.MustNewConstMetric(c.buildInfo, prometheus.GaugeValue, 1, snap.Version, snap.Build)
+	ch <- prometheus.MustNewConstMetric(c.httpOpen, prometheus.GaugeValue, float64(c.s.lim.open.Load()))
+	ch <- prometheus.MustNewConstMetric(c.httpRefused, prometheus.CounterValue, float64(c.s.lim.refused.Load()))
 	seen := make(map[string]bool)
 	for _, i := range snap.Interfaces {
 		if seen[i.Name] {

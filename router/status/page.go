@@ -85,6 +85,7 @@ footer a { color: inherit; }
 <span>build <b>{{or .Build "unknown"}}</b></span>
 <span>uptime <b>{{if .Started.IsZero}}unknown{{else}}{{uptime .UptimeSeconds}}{{end}}</b></span>
 <span>sampled <b>{{ts .Time}}</b></span>
+<span>page connections <b>{{.HTTP.Open}}</b> refused <b>{{.HTTP.Refused}}</b></span>
 </header>
 <main>
 <h2>Interfaces</h2>

@@ -54,6 +54,9 @@ type Server struct {
 	reg     *prometheus.Registry
 	handler http.Handler
 
+	// lim counts the connections of every listener given to Serve.
+	lim connLimit
+
 	// mu protects servers and closed.
 	mu      sync.Mutex
 	servers map[*http.Server]struct{}
@@ -147,6 +150,7 @@ func (s *Server) sampleLocked() *Snapshot {
 			p.Drops = map[string]uint64{}
 		}
 	}
+	snap.HTTP = HTTP{Open: s.lim.open.Load(), Refused: s.lim.refused.Load()}
 	snap.Conntrack = normalizeConntrack(snap.Conntrack)
 	if prev := s.latest.Load(); prev != nil {
 		fillRates(&prev.snap, snap, cur.at.Sub(prev.at))
@@ -180,7 +184,9 @@ func (s *Server) stale(p *timedSnapshot) bool {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve serves the Handler on l until l fails or is closed, or Close is
-// called. It returns nil in the last two cases.
+// called. It returns nil in the last two cases. The connections of all
+// listeners together are capped at MaxConns; one past that is answered
+// with a 503 and closed, and counted in Snapshot.HTTP.Refused.
 func (s *Server) Serve(l net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.handler,
@@ -205,7 +211,7 @@ func (s *Server) Serve(l net.Listener) error {
 		s.mu.Unlock()
 	}()
 	s.log.Debug("status: serving", "addr", l.Addr())
-	err := srv.Serve(l)
+	err := srv.Serve(&limitListener{Listener: l, lim: &s.lim})
 	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
 		return nil
 	}

@@ -42,10 +42,21 @@ type Snapshot struct {
 	// Conntrack is connection tracking, NAT and the fast path; nil when
 	// the router tracks no connections.
 	Conntrack *Conntrack `json:"conntrack,omitempty"`
+	// HTTP is the status server's own connections (set by the Server).
+	HTTP HTTP `json:"http"`
 	// Netstack counts the IP packets that reached netstack, the slow
 	// path: with the fast path working they stay flat while an
 	// offloaded flow runs.
 	Netstack *Netstack `json:"netstack,omitempty"`
+}
+
+// HTTP is the status server's connections.
+type HTTP struct {
+	// Open is how many connections were open, at most MaxConns, e.g. 2.
+	Open int64 `json:"open_connections"`
+	// Refused counts connections answered 503 (or closed unanswered)
+	// because MaxConns were open, since the router started.
+	Refused uint64 `json:"refused_connections"`
 }
 
 // Netstack is netstack's own IP counters (IPv4 and IPv6 together).
