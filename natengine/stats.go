@@ -19,15 +19,16 @@ const (
 	DropICMPv6Policy                     // ICMPv6 type refused inbound by the RFC 4890 policy
 	DropClash                            // new flow's tuple collides with an existing flow
 	DropFragNoFlow                       // non-first fragment whose first fragment never came (or the hold queue is full)
-	DropUntranslatable                   // private-source IPv4 packet with no flow to translate it, leaving a NAT interface (e.g. GRE)
+	DropUntranslatable                   // private-source IPv4 packet with no flow to translate it, leaving a NAT interface (e.g. a fragment whose first fragment never passed)
 	DropOverload                         // packet that would open a flow, arriving while its port's receive ring was falling behind (PreroutingOverloaded)
+	DropNATAddrTaken                     // IPv4 flow of a protocol without ports (GRE, ESP, ...) to a remote address another LAN host already uses with that protocol through every external address (address-only NAT, generic.go)
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
 	"malformed", "table_full", "no_port", "filtered", "unsolicited", "invalid_tcp",
 	"icmp_checksum", "icmp_no_conn", "icmp_bad", "icmpv6_policy", "clash", "frag_no_flow",
-	"untranslatable", "overload",
+	"untranslatable", "overload", "nat_addr_taken",
 }
 
 // String returns the reason's metric label.
