@@ -280,3 +280,32 @@ func TestIGMPUntracked(t *testing.T) {
 		t.Fatalf("IGMP tracked")
 	}
 }
+
+// TestGenericKnownZeroAllocs: packets of a tracked generic flow and of the
+// router's own flow cost no allocation in Prerouting, Postrouting and
+// PostroutingLocal.
+func TestGenericKnownZeroAllocs(t *testing.T) {
+	e, _ := newTestEngine(t, 0, nil)
+	fwd(t, e, gen(hostA, remote, 47), lanIf, wanIf)
+	q := pk{src: wanAddr, dst: remote, proto: ProtoUDP, sport: 40000, dport: 53}.build()
+	e.PostroutingLocal(q, wanIf)
+	out, in := gen(hostA, remote, 47), gen(remote, wanAddr, 47)
+	ans := pk{src: remote, dst: wanAddr, proto: ProtoUDP, sport: 53, dport: 40000}.build()
+	o, i, a := append([]byte(nil), out...), append([]byte(nil), in...), append([]byte(nil), ans...)
+	n := testing.AllocsPerRun(1000, func() {
+		copy(o, out)
+		copy(i, in)
+		copy(a, ans)
+		e.Prerouting(o, lanIf)
+		e.Postrouting(o, wanIf)
+		e.PreroutingCT(i, wanIf, false)
+		e.PostroutingLocal(q, wanIf)
+		e.PreroutingCT(a, wanIf, false)
+	})
+	if n != 0 {
+		t.Fatalf("%v allocations per run", n)
+	}
+	if e.Len() != 2 {
+		t.Fatalf("%d flows, want 2", e.Len())
+	}
+}
