@@ -364,6 +364,9 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 	}
 	switch {
 	case t.V6 && local:
+		if wan && dhcpClient(p, &t) {
+			return e.untracked(), nil, CTUntracked
+		}
 		return e.untracked(), nil, localState(p)
 	case t.V6 && wan:
 		// IPv6 is not translated: a stateful firewall. New inbound flows
@@ -385,6 +388,9 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 			// flow's own replies come in (the lookup found none).
 			return e.untracked(), nil, localState(p)
 		}
+		if wan && dhcpClient(p, &t) {
+			return e.untracked(), nil, CTUntracked
+		}
 		m, found := e.nat.inbound(t.Proto, t.Dst, t.DstPort, t.Src, t.SrcPort, s.filtering)
 		if m == nil {
 			if found {
@@ -395,6 +401,9 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 		c.dnat, c.mapIn, c.inMap = true, true, m
 		c.mid.Dst, c.mid.DstPort = m.ik.addr, m.ik.port
 	case !t.V6 && wan:
+		if t.Dst == limitedBroadcast && dhcpClient(p, &t) {
+			return e.untracked(), nil, CTUntracked // a DHCP server's broadcast offer or acknowledgement
+		}
 		return e.drop(DropUnsolicited), nil, 0
 	}
 	if !e.insertNew(c, in, now) {

@@ -309,3 +309,39 @@ func TestGenericKnownZeroAllocs(t *testing.T) {
 		t.Fatalf("%d flows, want 2", e.Len())
 	}
 }
+
+// TestDHCPClientPortsAdmitted: a DHCP server's answers to the router's
+// client pass untracked from the WAN (fw4's Allow-DHCP-Renew and
+// Allow-DHCPv6); the same ports on a LAN host do not.
+func TestDHCPClientPortsAdmitted(t *testing.T) {
+	e, _ := newTestEngine(t, 0, nil)
+	ll := netip.MustParseAddr("fe80::2")
+	for _, tc := range []struct {
+		src, dst netip.Addr
+		dport    uint16
+		v        Verdict
+		st       CTState
+	}{
+		{remote, wanAddr, 68, Accept, CTUntracked},
+		{remote, netip.MustParseAddr("255.255.255.255"), 68, Accept, CTUntracked},
+		{remote, wanAddr, 69, Accept, CTNew},
+		{remote, hostA, 68, Drop, 0},
+		{netip.MustParseAddr("fe80::1"), ll, 546, Accept, CTUntracked},
+		{remote6, wan6, 546, Accept, CTUntracked},
+		{netip.MustParseAddr("fe80::1"), netip.MustParseAddr("ff02::1"), 546, Accept, CTNew},
+		{remote6, wan6, 547, Accept, CTNew},
+		{remote6, host6, 546, Drop, 0},
+	} {
+		sport := uint16(67)
+		if tc.src.Is6() {
+			sport = 547
+		}
+		v, st := preCT(e, pk{src: tc.src, dst: tc.dst, proto: ProtoUDP, sport: sport, dport: tc.dport}.build(), wanIf)
+		if v != tc.v || (v == Accept && st != tc.st) {
+			t.Errorf("UDP %v:%d -> %v:%d from WAN: %v %v, want %v %v", tc.src, sport, tc.dst, tc.dport, v, st, tc.v, tc.st)
+		}
+	}
+	if e.Len() != 0 {
+		t.Fatalf("%d flows tracked", e.Len())
+	}
+}

@@ -62,3 +62,30 @@ func outputOpens(p *Parsed, t *Tuple) bool {
 	}
 	return false
 }
+
+// DHCP client ports (RFC 2131, RFC 8415).
+const (
+	dhcp4ClientPort = 68
+	dhcp6ClientPort = 546
+)
+
+// limitedBroadcast is 255.255.255.255 in Tuple form.
+var limitedBroadcast = [16]byte{255, 255, 255, 255}
+
+// dhcpClient reports whether p (tuple t) is UDP to a DHCP client port: 68
+// (IPv4) or 546 (IPv6, not to a multicast address). preNew lets such
+// packets from a wan interface to the router's own addresses (link-local
+// included) and, for IPv4, to the limited broadcast address pass
+// untracked: a DHCP server's offers, advertisements and replies answer
+// no tracked flow (a client's requests go to a broadcast or multicast
+// address), and fw4's default rules Allow-DHCP-Renew and Allow-DHCPv6
+// admit them the same way.
+func dhcpClient(p *Parsed, t *Tuple) bool {
+	if p.Kind != KindUDP {
+		return false
+	}
+	if t.V6 {
+		return t.DstPort == dhcp6ClientPort && !t.DstAddr().IsMulticast()
+	}
+	return t.DstPort == dhcp4ClientPort
+}

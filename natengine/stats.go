@@ -78,7 +78,7 @@ type Stats struct {
 	ICMPTranslated atomic.Uint64                 // ICMP errors translated (RFC 5508 REQ-4/5)
 	FragsHeld      atomic.Uint64                 // out-of-order fragments held until their first fragment
 	MSSClamped     atomic.Uint64                 // TCP SYNs whose MSS option was lowered
-	Untracked      atomic.Uint64                 // packets passed without a flow (to the router itself, untracked protocols)
+	Untracked      atomic.Uint64                 // packets passed without a flow (to the router itself; IGMP; ICMP that is not a query)
 }
 
 // Drop returns the counter for reason r.

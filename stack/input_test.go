@@ -110,7 +110,11 @@ func TestInputPolicyEveryProtocol(t *testing.T) {
 	if v := classifyWAN(ethFrame(wanMAC, bMAC, header.IPv4ProtocolNumber, ip)); !v.dropped || v.drop != dropFirewallInput {
 		t.Errorf("first UDP fragment to the router: dropped=%v (%s), want firewall_input", v.dropped, v.drop)
 	}
-	// Echo and IGMP pass to netstack.
+	// Echo, IGMP and a DHCP server's answer pass to netstack.
+	dhcp := make([]byte, 8+16)
+	binary.BigEndian.PutUint16(dhcp, 67)
+	binary.BigEndian.PutUint16(dhcp[2:], 68)
+	binary.BigEndian.PutUint16(dhcp[4:], uint16(len(dhcp)))
 	echo := make([]byte, 8+8)
 	echo[0] = 8
 	binary.BigEndian.PutUint16(echo[2:], ^checksum.Checksum(echo, 0))
@@ -120,6 +124,7 @@ func TestInputPolicyEveryProtocol(t *testing.T) {
 	for name, frame := range map[string][]byte{
 		"echo": ethFrame(wanMAC, bMAC, header.IPv4ProtocolNumber, ipv4Packet(bIP4, wanIP4, 64, header.ICMPv4ProtocolNumber, echo)),
 		"igmp": ethFrame(wanMAC, bMAC, header.IPv4ProtocolNumber, ipv4Packet(bIP4, netip.MustParseAddr("224.0.0.1"), 1, 2, igmp)),
+		"dhcp": ethFrame(wanMAC, bMAC, header.IPv4ProtocolNumber, ipv4Packet(bIP4, wanIP4, 64, header.UDPProtocolNumber, dhcp)),
 	} {
 		if v := classifyWAN(frame); v.dropped {
 			t.Errorf("%s to the router from WAN: dropped (%s)", name, v.drop)

@@ -138,8 +138,9 @@ type Timeouts struct {
 type Firewall struct {
 	// WANInput is the policy for new flows from a wan interface to the
 	// router itself: "drop" (the default when "") or "accept". ICMP
-	// (echo, errors, neighbour discovery), IGMP and the replies to the
-	// router's own flows always pass.
+	// (echo, errors, neighbour discovery), IGMP, UDP to the DHCP client
+	// ports 68 and 546 and the replies to the router's own flows always
+	// pass.
 	WANInput string
 	// Allow6 admits new inbound IPv6 flows from wan interfaces to hosts
 	// behind the router (IPv6 is routed, not translated).
