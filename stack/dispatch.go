@@ -238,9 +238,9 @@ func dropped(r dropReason) verdict { return verdict{drop: r, dropped: true} }
 //
 // inputDrop is the WAN input policy: packets to the router's own
 // addresses that open a flow (natengine.CTNew: a TCP SYN, UDP that answers
-// none of the router's own flows, any protocol but TCP, UDP, ICMP and
-// IGMP) are dropped (fw4's wan zone "input REJECT"), after NAT, so port
-// forwards still pass (inputNew).
+// none of the router's own flows and is not for its DHCP client ports,
+// any protocol but TCP, UDP, ICMP and IGMP) are dropped (fw4's wan zone
+// "input REJECT"), after NAT, so port forwards still pass (inputNew).
 func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, nat *natengine.Engine, in natengine.Iface, inputDrop bool) verdict {
 	data := f.Data
 	switch {
