@@ -224,12 +224,13 @@ const (
 	// CTUntracked: no flow and none opened: ICMP and IGMP messages the
 	// router handles itself (echo, errors it cannot relate, neighbour
 	// discovery, MLD), TCP segments that cannot open a connection (the
-	// router answers them with a reset), fragments without a tracked
-	// first fragment.
+	// router answers them with a reset), a DHCP server's answers from a
+	// wan interface to the router's client ports (dhcpClient), fragments
+	// without a tracked first fragment.
 	CTUntracked CTState = iota
 	// CTNew: the packet opens a flow. Packets addressed to the router
 	// itself are not tracked inbound, so CTNew there means "would open
-	// one": a TCP SYN, any UDP datagram, any packet of a protocol other
+	// one": a TCP SYN, a UDP datagram, any packet of a protocol other
 	// than TCP, UDP, ICMP and IGMP.
 	CTNew
 	// CTEstablished: the packet belongs to a tracked flow, in either
