@@ -40,7 +40,7 @@ type Timeouts struct {
 	UDPUnreplied   time.Duration // UDP mapping without a reply yet; RFC 4787 REQ-5: at least 2 min
 	UDPStream      time.Duration // UDP flow with replies; RFC 4787 REQ-5 recommends 5 min
 	ICMPQuery      time.Duration // ICMP query session; RFC 5508 REQ-2: at least 60 s
-	Other          time.Duration // untranslated other protocols (IPv6 firewall)
+	Other          time.Duration // generic flows: every protocol but TCP, UDP and ICMP (generic.go)
 }
 
 // DefaultTimeouts returns the RFC-compliant defaults.
@@ -87,10 +87,13 @@ type Forward struct {
 	To        netip.AddrPort // internal target; port 0 keeps the external port, else ports map 1:1 from it
 }
 
-// Allow6 admits new inbound IPv6 flows from WAN interfaces to Dst (a prefix)
-// on a port range; Proto 0 matches TCP and UDP.
+// Allow6 admits new inbound IPv6 flows from WAN interfaces to Dst (a
+// prefix): of protocol Proto (0: TCP and UDP), or of every protocol with
+// AnyProto. The port range applies to TCP and UDP only; LastPort 0 means
+// every port.
 type Allow6 struct {
-	Proto     uint8        // ProtoTCP, ProtoUDP or 0 for both
+	Proto     uint8        // e.g. ProtoTCP, ProtoUDP, 47 (GRE), 50 (ESP); 0 for TCP and UDP
+	AnyProto  bool         // every protocol; Proto is ignored
 	Dst       netip.Prefix // e.g. 2001:db8:1::/64
 	FirstPort uint16       // e.g. 22
 	LastPort  uint16       // e.g. 22
@@ -260,15 +263,25 @@ func (s *snapshot) forwarded(proto uint8, ext *[16]byte, port uint16) bool {
 }
 
 func (s *snapshot) allowed6(t *Tuple) bool {
-	if t.Proto != ProtoTCP && t.Proto != ProtoUDP {
-		return false
-	}
+	ports := t.Proto == ProtoTCP || t.Proto == ProtoUDP
 	dst := netip.AddrFrom16(t.Dst)
 	for _, a := range s.allow6 {
-		if (a.Proto == 0 || a.Proto == t.Proto) && a.Dst.Contains(dst) &&
-			t.DstPort >= a.FirstPort && t.DstPort <= a.LastPort {
-			return true
+		switch {
+		case a.AnyProto:
+		case a.Proto == 0:
+			if !ports {
+				continue
+			}
+		case a.Proto != t.Proto:
+			continue
 		}
+		if !a.Dst.Contains(dst) {
+			continue
+		}
+		if ports && a.LastPort != 0 && (t.DstPort < a.FirstPort || t.DstPort > a.LastPort) {
+			continue
+		}
+		return true
 	}
 	return false
 }

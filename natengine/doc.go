@@ -12,12 +12,20 @@
 //     transmit on the returned interface.
 //   - Prerouting before routing (netstack input): finds or creates the
 //     flow, applies DNAT and reverses NAT on replies and ICMP errors.
+//     PreroutingCT also reports the packet's conntrack state (CTState)
+//     for the router's input policy.
 //   - Postrouting after routing (NIC write): confirms new flows, applies
-//     SNAT (masquerade, pools, hairpin), clamps the TCP MSS.
+//     SNAT (masquerade, pools, hairpin), clamps the TCP MSS;
+//     PostroutingLocal for packets the router originated, which also
+//     tracks the router's own flows (output.go).
 //   - Offload after a packet has been written with its L2 header: hands an
 //     assured flow direction to the fast path.
 //   - DrainHeld after each receive batch, Sweep every few seconds,
 //     InvalidateFastPath on route or neighbour changes, SetRules on reload.
+//
+// Every protocol is tracked: TCP, UDP and ICMP queries by ports or
+// identifier, the rest by addresses and protocol (generic.go); IGMP and
+// ICMP messages that are not queries stay untracked.
 //
 // # Buffers
 //

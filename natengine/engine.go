@@ -190,7 +190,8 @@ func (e *Engine) timeoutLocked(c *conn) int64 {
 // inbound mapping hits) and reverses NAT on replies and related ICMP errors.
 // pkt starts at the IP header; it is rewritten in place and not retained.
 func (e *Engine) Prerouting(pkt []byte, in Iface) Verdict {
-	return e.prerouting(pkt, in, false)
+	v, _ := e.prerouting(pkt, in, false)
+	return v
 }
 
 // PreroutingOverloaded is Prerouting for a packet that arrived while its
@@ -203,13 +204,47 @@ func (e *Engine) Prerouting(pkt []byte, in Iface) Verdict {
 // ring falls behind when that work, with everything else, exceeds the
 // CPU, and then it drops frames of every flow alike.
 func (e *Engine) PreroutingOverloaded(pkt []byte, in Iface) Verdict {
-	return e.prerouting(pkt, in, true)
+	v, _ := e.prerouting(pkt, in, true)
+	return v
 }
 
-func (e *Engine) prerouting(pkt []byte, in Iface, overloaded bool) Verdict {
+// PreroutingCT is Prerouting (PreroutingOverloaded if overloaded) that
+// also reports the conntrack state of an accepted packet, for the
+// router's input policy (nftables "ct state"). The state is meaningless
+// unless the verdict is Accept.
+func (e *Engine) PreroutingCT(pkt []byte, in Iface, overloaded bool) (Verdict, CTState) {
+	return e.prerouting(pkt, in, overloaded)
+}
+
+// CTState is the conntrack state of a packet Prerouting accepted.
+type CTState uint8
+
+// Conntrack states.
+const (
+	// CTUntracked: no flow and none opened: ICMP and IGMP messages the
+	// router handles itself (echo, errors it cannot relate, neighbour
+	// discovery, MLD), TCP segments that cannot open a connection (the
+	// router answers them with a reset), a DHCP server's answers from a
+	// wan interface to the router's client ports (dhcpClient), fragments
+	// without a tracked first fragment.
+	CTUntracked CTState = iota
+	// CTNew: the packet opens a flow. Packets addressed to the router
+	// itself are not tracked inbound, so CTNew there means "would open
+	// one": a TCP SYN, a UDP datagram, any packet of a protocol other
+	// than TCP, UDP, ICMP and IGMP.
+	CTNew
+	// CTEstablished: the packet belongs to a tracked flow, in either
+	// direction (the router's own outbound flows included), or is a
+	// later fragment of such a packet.
+	CTEstablished
+	// CTRelated: an ICMP error about a tracked flow.
+	CTRelated
+)
+
+func (e *Engine) prerouting(pkt []byte, in Iface, overloaded bool) (Verdict, CTState) {
 	var p Parsed
 	if !parse(pkt, &p, true) {
-		return e.drop(DropMalformed)
+		return e.drop(DropMalformed), CTUntracked
 	}
 	b := pkt[:p.Len]
 	s := e.rules.Load()
@@ -221,17 +256,21 @@ func (e *Engine) prerouting(pkt []byte, in Iface, overloaded bool) Verdict {
 		return e.icmpError(b, &p, in, s)
 	case KindTCP, KindUDP, KindICMPQuery:
 	case KindICMPOther:
-		return e.icmpOther(b, &p, in, s)
+		return e.icmpOther(b, &p, in, s), CTUntracked
 	default:
-		if p.Frag {
-			e.fragFirst(b, &p, nil, 0, now)
+		if untrackedProto(p.Proto) {
+			if p.Frag {
+				e.fragFirst(b, &p, nil, 0, now)
+			}
+			return e.untracked(), CTUntracked
 		}
-		return e.untracked()
+		// Any other protocol: a generic flow (generic.go).
 	}
 	t := p.tuple(b)
 	var v Verdict
 	var c *conn
 	var dir int
+	st := CTEstablished
 	if r, ok := e.tab.lookup(&t); ok && r.dir != dirMid && now < r.c.expires.Load() {
 		c, dir = r.c, int(r.dir)
 		v = e.preKnown(b, &p, c, dir, in, now)
@@ -242,14 +281,14 @@ func (e *Engine) prerouting(pkt []byte, in Iface, overloaded bool) Verdict {
 			}
 		}
 		if overloaded {
-			return e.drop(DropOverload)
+			return e.drop(DropOverload), CTUntracked
 		}
-		v, c = e.preNew(b, &p, t, in, s, now)
+		v, c, st = e.preNew(b, &p, t, in, s, now)
 	}
 	if p.Frag && v == Accept {
 		e.fragFirst(b, &p, c, dir, now)
 	}
-	return v
+	return v, st
 }
 
 // preKnown handles a packet of an existing flow.
@@ -275,6 +314,8 @@ func (e *Engine) preKnown(b []byte, p *Parsed, c *conn, dir int, in Iface, now i
 		assure = est || (c.replied && c.tcp.state == TCPEstablished)
 	case KindUDP:
 		assure = c.replied && now-c.created >= udpStreamAfter
+	case KindOther:
+		assure = c.replied // a generic flow that saw both directions (GRE, ESP, a tunnel)
 	}
 	to := e.timeoutLocked(c)
 	c.mu.Unlock()
@@ -303,59 +344,104 @@ func preTranslate(b []byte, p *Parsed, c *conn, dir int) {
 	}
 }
 
-// preNew decides whether a packet may open a flow and creates it.
-func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now int64) (Verdict, *conn) {
+// preNew decides whether a packet may open a flow and creates it. st is
+// the packet's conntrack state when it is accepted.
+func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now int64) (v Verdict, c *conn, st CTState) {
 	ic := s.iface(in)
 	wan := ic != nil && ic.wan
 	local := s.isLocal(&t.Dst, t.V6) || (t.V6 && (t.DstAddr().IsLinkLocalUnicast() || t.DstAddr().IsMulticast()))
-	c := &conn{orig: t, mid: t, created: now}
+	c = &conn{orig: t, mid: t, created: now}
 	switch {
 	case p.Kind == KindICMPQuery && !icmpIsRequest(p.ICMPType, p.V6):
 		if local {
-			return e.untracked(), nil // a reply to the router's own query
+			return e.untracked(), nil, CTUntracked // a reply to the router's own query
 		}
-		return e.drop(DropICMPBad), nil
+		return e.drop(DropICMPBad), nil, 0
 	case p.Kind == KindTCP && !c.tcp.open(p.TCPFlags):
 		if local {
-			return e.untracked(), nil
+			return e.untracked(), nil, CTUntracked
 		}
-		return e.drop(DropInvalidTCP), nil
+		return e.drop(DropInvalidTCP), nil, 0
 	}
 	switch {
 	case t.V6 && local:
-		return e.untracked(), nil
+		if wan && dhcpClient(p, &t) {
+			return e.untracked(), nil, CTUntracked
+		}
+		return e.untracked(), nil, localState(p)
 	case t.V6 && wan:
 		// IPv6 is not translated: a stateful firewall. New inbound flows
 		// need an allow rule; echo requests pass (RFC 4890 4.3.1).
 		if !s.allowed6(&t) && !(p.Kind == KindICMPQuery && p.ICMPType == 128) {
-			return e.drop(DropUnsolicited), nil
+			return e.drop(DropUnsolicited), nil, 0
 		}
 	case !t.V6 && local:
 		if p.Kind == KindICMPQuery || (!wan && !s.hairpin) {
-			return e.untracked(), nil
+			return e.untracked(), nil, localState(p)
 		}
 		if f, _ := s.forward(t.Proto, &t.Dst, t.DstPort); f != nil && (f.In == in || !wan) {
 			c.dnat = true
 			c.mid.Dst, c.mid.DstPort = forwardTarget(f, t.DstPort)
 			break
 		}
+		if p.Kind == KindOther {
+			// Address-only NAT has no mappings to enter by: only the
+			// flow's own replies come in (the lookup found none).
+			return e.untracked(), nil, localState(p)
+		}
+		if wan && dhcpClient(p, &t) {
+			return e.untracked(), nil, CTUntracked
+		}
 		m, found := e.nat.inbound(t.Proto, t.Dst, t.DstPort, t.Src, t.SrcPort, s.filtering)
 		if m == nil {
 			if found {
-				return e.drop(DropFiltered), nil
+				return e.drop(DropFiltered), nil, 0
 			}
-			return e.untracked(), nil // for the router's own sockets
+			return e.untracked(), nil, localState(p) // for the router's own sockets
 		}
 		c.dnat, c.mapIn, c.inMap = true, true, m
 		c.mid.Dst, c.mid.DstPort = m.ik.addr, m.ik.port
 	case !t.V6 && wan:
-		return e.drop(DropUnsolicited), nil
+		if t.Dst == limitedBroadcast && dhcpClient(p, &t) {
+			return e.untracked(), nil, CTUntracked // a DHCP server's broadcast offer or acknowledgement
+		}
+		return e.drop(DropUnsolicited), nil, 0
 	}
-	if !e.tab.reserve(e.tab.shardOf(&t), now, &e.stats, e.unlink) {
+	if !e.insertNew(c, in, now) {
+		return Drop, nil, 0 // counted
+	}
+	c.pkts[dirOrig].Add(1)
+	c.bytes[dirOrig].Add(uint64(p.Len))
+	preTranslate(b, p, c, dirOrig)
+	return Accept, c, CTNew
+}
+
+// localState is the conntrack state of a packet to the router itself,
+// which is not tracked inbound (CTState).
+func localState(p *Parsed) CTState {
+	switch p.Kind {
+	case KindTCP:
+		if p.TCPFlags&(tcpSYN|tcpACK) == tcpSYN {
+			return CTNew
+		}
+		return CTUntracked
+	case KindUDP, KindOther:
+		return CTNew
+	}
+	return CTUntracked
+}
+
+// insertNew reserves a slot for the new flow c, which arrived on in, and
+// publishes it under its original keys. It reports false, with the drop
+// counted and c's inbound mapping released, if the table is full or the
+// tuple clashes.
+func (e *Engine) insertNew(c *conn, in Iface, now int64) bool {
+	if !e.tab.reserve(e.tab.shardOf(&c.orig), now, &e.stats, e.unlink) {
 		if c.inMap != nil {
 			e.nat.release(c.inMap, c, false)
 		}
-		return e.drop(DropTableFull), nil
+		e.drop(DropTableFull)
+		return false
 	}
 	c.mu.Lock()
 	to := e.timeoutLocked(c)
@@ -367,11 +453,9 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 		if c.inMap != nil {
 			e.nat.release(c.inMap, c, false)
 		}
-		return e.drop(DropClash), nil
+		e.drop(DropClash)
+		return false
 	}
 	e.stats.Created.Add(1)
-	c.pkts[dirOrig].Add(1)
-	c.bytes[dirOrig].Add(uint64(p.Len))
-	preTranslate(b, p, c, dirOrig)
-	return Accept, c
+	return true
 }

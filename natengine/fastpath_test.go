@@ -370,11 +370,13 @@ func TestSetRulesValidation(t *testing.T) {
 
 func TestUntranslatableNotLeaked(t *testing.T) {
 	e, _ := newTestEngine(t, 0, nil)
-	gre := pk{src: hostA, dst: remote, proto: 47, payload: make([]byte, 8)}.build()
-	if v := fwd(t, e, gre, lanIf, wanIf); v != Drop || e.Stats().Drop(DropUntranslatable) != 1 {
-		t.Fatalf("GRE out of the masquerade interface: %v", v)
+	// A later fragment whose first fragment never passed has no flow to
+	// take its translation from.
+	frags := fragment4(pk{src: hostA, dst: remote, proto: ProtoUDP, sport: 5000, dport: 53, payload: make([]byte, 64)}.build(), 32)
+	if v := e.Postrouting(frags[1], wanIf); v != Drop || e.Stats().Drop(DropUntranslatable) != 1 {
+		t.Fatalf("untracked fragment out of the masquerade interface: %v", v)
 	}
-	gre = pk{src: hostA, dst: hostB, proto: 47, payload: make([]byte, 8)}.build()
+	gre := pk{src: hostA, dst: hostB, proto: 47, payload: make([]byte, 8)}.build()
 	if v := fwd(t, e, gre, lanIf, lanIf); v != Accept {
 		t.Fatalf("GRE between LAN hosts: %v", v)
 	}

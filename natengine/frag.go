@@ -97,7 +97,7 @@ func (e *Engine) fragFirst(b []byte, p *Parsed, c *conn, dir int, now int64) {
 	}
 }
 
-func (e *Engine) preFragment(b []byte, p *Parsed, in Iface, now int64) Verdict {
+func (e *Engine) preFragment(b []byte, p *Parsed, in Iface, now int64) (Verdict, CTState) {
 	k := fragKeyOf(b, p, false)
 	f := &e.frags
 	f.mu.Lock()
@@ -108,17 +108,18 @@ func (e *Engine) preFragment(b []byte, p *Parsed, in Iface, now int64) Verdict {
 			c.pkts[ent.dir].Add(1)
 			c.bytes[ent.dir].Add(uint64(p.Len))
 			preTranslate(b, p, c, int(ent.dir))
+			return Accept, CTEstablished
 		}
-		return Accept
+		return Accept, CTUntracked
 	}
 	if len(f.held) >= maxHeldFrags {
 		f.mu.Unlock()
-		return e.drop(DropFragNoFlow)
+		return e.drop(DropFragNoFlow), CTUntracked
 	}
 	f.held = append(f.held, heldFrag{key: k, pkt: append([]byte(nil), b...), in: in, expires: now + fragTimeout})
 	f.mu.Unlock()
 	e.stats.FragsHeld.Add(1)
-	return Stolen
+	return Stolen, CTUntracked
 }
 
 // fragPost records the pre-SNAT key t of a first fragment at postrouting.

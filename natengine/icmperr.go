@@ -22,9 +22,9 @@ func icmpChecksumOK(b []byte, p *Parsed) bool {
 	return Sum(icmp, 0) == 0xffff
 }
 
-func (e *Engine) icmpError(b []byte, p *Parsed, in Iface, s *snapshot) Verdict {
+func (e *Engine) icmpError(b []byte, p *Parsed, in Iface, s *snapshot) (Verdict, CTState) {
 	if !icmpChecksumOK(b, p) {
-		return e.drop(DropICMPChecksum) // RFC 5508 REQ-3
+		return e.drop(DropICMPChecksum), CTUntracked // RFC 5508 REQ-3
 	}
 	t := p.tuple(b)
 	local := s.isLocal(&t.Dst, t.V6) || (t.V6 && (t.DstAddr().IsLinkLocalUnicast() || t.DstAddr().IsMulticast()))
@@ -32,13 +32,13 @@ func (e *Engine) icmpError(b []byte, p *Parsed, in Iface, s *snapshot) Verdict {
 	var ip Parsed
 	if !parse(inner, &ip, false) || ip.V6 != p.V6 || ip.Kind == KindFragment {
 		if local {
-			return e.untracked()
+			return e.untracked(), CTUntracked
 		}
-		return e.drop(DropICMPBad)
+		return e.drop(DropICMPBad), CTUntracked
 	}
 	var c *conn
 	var dir int
-	if ip.Kind == KindTCP || ip.Kind == KindUDP || ip.Kind == KindICMPQuery {
+	if ip.Kind == KindTCP || ip.Kind == KindUDP || ip.Kind == KindICMPQuery || (ip.Kind == KindOther && !untrackedProto(ip.Proto)) {
 		k := ip.tuple(inner).Invert()
 		if r, ok := e.tab.lookup(&k); ok && r.dir != dirMid && !r.c.dead.Load() {
 			c, dir = r.c, int(r.dir)
@@ -48,15 +48,15 @@ func (e *Engine) icmpError(b []byte, p *Parsed, in Iface, s *snapshot) Verdict {
 	case c == nil && (local || p.V6):
 		// Errors for the router's own sockets go to the local stack;
 		// forwarded ICMPv6 errors must not be dropped (RFC 4890 4.3.1).
-		return e.untracked()
+		return e.untracked(), CTUntracked
 	case c == nil:
-		return e.drop(DropICMPNoConn) // RFC 5508 REQ-4/5
+		return e.drop(DropICMPNoConn), CTUntracked // RFC 5508 REQ-4/5
 	case !c.snat && !c.dnat:
-		return Accept // related, nothing to translate
+		return Accept, CTRelated // related, nothing to translate
 	}
 	translateError(b, p, inner, &ip, c, dir)
 	e.stats.ICMPTranslated.Add(1)
-	return Accept
+	return Accept, CTRelated
 }
 
 // translateError rewrites the ICMP error b (going in direction dir of c)

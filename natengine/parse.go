@@ -7,7 +7,7 @@ type Kind uint8
 
 // Packet kinds.
 const (
-	KindOther     Kind = iota // IP with an L4 protocol the engine does not track
+	KindOther     Kind = iota // IP with an L4 protocol without ports: tracked by addresses and protocol (generic.go)
 	KindTCP                   // TCP segment
 	KindUDP                   // UDP datagram
 	KindICMPQuery             // ICMP/ICMPv6 query or reply with an identifier (RFC 5508 section 2)

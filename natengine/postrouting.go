@@ -5,6 +5,18 @@ package natengine
 // hairpin), applies SNAT and clamps the MSS of TCP SYNs to out's MTU.
 // pkt starts at the IP header; it is rewritten in place and not retained.
 func (e *Engine) Postrouting(pkt []byte, out Iface) Verdict {
+	return e.postrouting(pkt, out, false)
+}
+
+// PostroutingLocal is Postrouting for a packet the router itself
+// originated (netstack's own sockets). It also tracks the router's own
+// outbound flows, as Linux's OUTPUT conntrack does, so that their replies
+// find a flow (CTEstablished) and pass the WAN input policy.
+func (e *Engine) PostroutingLocal(pkt []byte, out Iface) Verdict {
+	return e.postrouting(pkt, out, true)
+}
+
+func (e *Engine) postrouting(pkt []byte, out Iface, local bool) Verdict {
 	var p Parsed
 	if !parse(pkt, &p, true) {
 		return e.drop(DropMalformed)
@@ -18,6 +30,11 @@ func (e *Engine) Postrouting(pkt []byte, out Iface) Verdict {
 		}
 		return Accept
 	case KindTCP, KindUDP, KindICMPQuery:
+	case KindOther:
+		if !untrackedProto(p.Proto) {
+			break // a generic flow
+		}
+		fallthrough
 	default:
 		if s.leaks(b, &p, out) {
 			return e.drop(DropUntranslatable)
@@ -26,6 +43,12 @@ func (e *Engine) Postrouting(pkt []byte, out Iface) Verdict {
 	}
 	t := p.tuple(b)
 	r, ok := e.tab.lookup(&t)
+	if local {
+		var v Verdict
+		if r, ok, v = e.output(b, &p, t, r, ok); v != Accept {
+			return v
+		}
+	}
 	if !ok || !(r.dir == dirMid || (r.dir == dirOrig && !r.c.dnat)) || r.c.dead.Load() {
 		if s.leaks(b, &p, out) {
 			return e.drop(DropUntranslatable)
@@ -33,7 +56,7 @@ func (e *Engine) Postrouting(pkt []byte, out Iface) Verdict {
 	} else {
 		c := r.c
 		if !c.confirmed.Load() {
-			if reason, ok := e.confirm(c, out, s); !ok {
+			if reason, ok := e.confirm(c, out, s, p.Kind == KindOther); !ok {
 				e.kill(c)
 				return e.drop(reason)
 			}
@@ -74,7 +97,9 @@ func (s *snapshot) leaks(b []byte, p *Parsed, out Iface) bool {
 }
 
 // confirm picks c's SNAT and inserts its reply key.
-func (e *Engine) confirm(c *conn, out Iface, s *snapshot) (DropReason, bool) {
+// generic says c is a generic flow (generic.go), which gets address-only
+// NAT.
+func (e *Engine) confirm(c *conn, out Iface, s *snapshot, generic bool) (DropReason, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.confirmed.Load() {
@@ -95,6 +120,9 @@ func (e *Engine) confirm(c *conn, out Iface, s *snapshot) (DropReason, bool) {
 			pool = [][16]byte{c.orig.Dst}
 			mapOut = s.ifaceOf(&c.orig.Dst)
 		}
+	}
+	if generic && pool != nil {
+		return e.confirmGeneric(c, pool)
 	}
 	var m *mapping
 	if pool != nil {

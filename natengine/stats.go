@@ -19,15 +19,16 @@ const (
 	DropICMPv6Policy                     // ICMPv6 type refused inbound by the RFC 4890 policy
 	DropClash                            // new flow's tuple collides with an existing flow
 	DropFragNoFlow                       // non-first fragment whose first fragment never came (or the hold queue is full)
-	DropUntranslatable                   // private-source IPv4 packet with no flow to translate it, leaving a NAT interface (e.g. GRE)
+	DropUntranslatable                   // private-source IPv4 packet with no flow to translate it, leaving a NAT interface (e.g. a fragment whose first fragment never passed)
 	DropOverload                         // packet that would open a flow, arriving while its port's receive ring was falling behind (PreroutingOverloaded)
+	DropNATAddrTaken                     // IPv4 flow of a protocol without ports (GRE, ESP, ...) to a remote address another LAN host already uses with that protocol through every external address (address-only NAT, generic.go)
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
 	"malformed", "table_full", "no_port", "filtered", "unsolicited", "invalid_tcp",
 	"icmp_checksum", "icmp_no_conn", "icmp_bad", "icmpv6_policy", "clash", "frag_no_flow",
-	"untranslatable", "overload",
+	"untranslatable", "overload", "nat_addr_taken",
 }
 
 // String returns the reason's metric label.
@@ -77,7 +78,7 @@ type Stats struct {
 	ICMPTranslated atomic.Uint64                 // ICMP errors translated (RFC 5508 REQ-4/5)
 	FragsHeld      atomic.Uint64                 // out-of-order fragments held until their first fragment
 	MSSClamped     atomic.Uint64                 // TCP SYNs whose MSS option was lowered
-	Untracked      atomic.Uint64                 // packets passed without a flow (to the router itself, untracked protocols)
+	Untracked      atomic.Uint64                 // packets passed without a flow (to the router itself; IGMP; ICMP that is not a query)
 }
 
 // Drop returns the counter for reason r.

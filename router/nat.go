@@ -128,8 +128,10 @@ func natRules(cfg *config.Config, ids natIDs, portMTU func(port string) int, res
 		}
 	}
 	for _, a := range cfg.Firewall.Allow6 {
+		proto, any := a.ProtoNumber()
 		r.Allow6 = append(r.Allow6, natengine.Allow6{
-			Proto:     protoOf(a.Proto),
+			Proto:     proto,
+			AnyProto:  any,
 			Dst:       a.To,
 			FirstPort: a.FirstPort,
 			LastPort:  a.LastPort,
@@ -147,8 +149,8 @@ func natRules(cfg *config.Config, ids natIDs, portMTU func(port string) int, res
 	return r
 }
 
-// dropNewInput reports whether new connections to the router arriving on
-// ic are dropped: wan interfaces under firewall: wan_input: drop.
+// dropNewInput reports whether new flows to the router arriving on ic
+// are dropped: wan interfaces under firewall: wan_input: drop.
 func dropNewInput(cfg *config.Config, ic config.Interface) bool {
 	return ic.Role == config.RoleWAN && cfg.Firewall.WANInputDrop()
 }

@@ -103,12 +103,15 @@ func TestNATRules(t *testing.T) {
 		{
 			name: "hairpin off, filtering, wan_input accept, allow6",
 			in: "nat: {hairpin: off, filtering: endpoint-independent}\nfirewall:\n  wan_input: accept\n  allow6:\n" +
-				"    - {proto: tcp, to: \"fd00:1::10\", port: 22}\n    - {to: \"fd00:1::/64\", port: \"60000-61000\"}\n",
+				"    - {proto: tcp, to: \"fd00:1::10\", port: 22}\n    - {to: \"fd00:1::/64\", port: \"60000-61000\"}\n" +
+				"    - {proto: 47, to: \"fd00:1::20\"}\n    - {proto: any, to: \"fd00:1::30\"}\n",
 			want: natengine.Rules{
 				Ifaces: []natengine.IfaceConfig{lan, wan, wan2}, Filtering: natengine.EndpointIndependent,
 				Allow6: []natengine.Allow6{
 					{Proto: natengine.ProtoTCP, Dst: netip.MustParsePrefix("fd00:1::10/128"), FirstPort: 22, LastPort: 22},
 					{Dst: netip.MustParsePrefix("fd00:1::/64"), FirstPort: 60000, LastPort: 61000},
+					{Proto: 47, Dst: netip.MustParsePrefix("fd00:1::20/128"), FirstPort: 1, LastPort: 65535},
+					{AnyProto: true, Dst: netip.MustParsePrefix("fd00:1::30/128"), FirstPort: 1, LastPort: 65535},
 				},
 			},
 		},

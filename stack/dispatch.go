@@ -236,9 +236,11 @@ func dropped(r dropReason) verdict { return verdict{drop: r, dropped: true} }
 // MTU, local the router's local addresses; nat, if not nil, runs its
 // Prerouting hook on IP packets received on in. It does not allocate.
 //
-// inputDrop is the WAN input policy: new TCP connections and UDP to the
-// router's own addresses are dropped (fw4's wan zone "input REJECT"),
-// after NAT, so port forwards still pass.
+// inputDrop is the WAN input policy: packets to the router's own
+// addresses that open a flow (natengine.CTNew: a TCP SYN, UDP that answers
+// none of the router's own flows and is not for its DHCP client ports,
+// any protocol but TCP, UDP, ICMP and IGMP) are dropped (fw4's wan zone
+// "input REJECT"), after NAT, so port forwards still pass (inputNew).
 func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, nat *natengine.Engine, in natengine.Iface, inputDrop bool) verdict {
 	data := f.Data
 	switch {
@@ -294,25 +296,32 @@ func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, nat 
 }
 
 // prerouting runs the NAT engine's Prerouting hook on ip and reports
-// whether the packet goes on; otherwise v says what became of it. Frames
-// the port marked Backlogged go to PreroutingOverloaded, which sheds new
-// flows (counted as the engine's "overload" drops).
-func prerouting(nat *natengine.Engine, f *hw.Frame, ip []byte, in natengine.Iface, v *verdict) bool {
-	var r natengine.Verdict
-	if f.Backlogged {
-		r = nat.PreroutingOverloaded(ip, in)
-	} else {
-		r = nat.Prerouting(ip, in)
-	}
+// whether the packet goes on, with its conntrack state; otherwise v says
+// what became of it. Frames the port marked Backlogged go to
+// PreroutingOverloaded, which sheds new flows (counted as the engine's
+// "overload" drops).
+func prerouting(nat *natengine.Engine, f *hw.Frame, ip []byte, in natengine.Iface, v *verdict) (bool, natengine.CTState) {
+	r, st := nat.PreroutingCT(ip, in, f.Backlogged)
 	switch r {
 	case natengine.Accept:
-		return true
+		return true, st
 	case natengine.Stolen:
 		*v = verdict{stolen: true}
 	default:
 		*v = dropped(dropNAT)
 	}
-	return false
+	return false, st
+}
+
+// inputNew reports whether a packet to the router opens a flow, for the
+// WAN input policy: the engine's conntrack state when the interface has
+// one (tracked), else newInbound on an unfragmented packet's proto and
+// l4.
+func inputNew(tracked bool, st natengine.CTState, proto uint8, l4 []byte, fragment bool) bool {
+	if tracked {
+		return st == natengine.CTNew
+	}
+	return !fragment && newInbound(proto, l4)
 }
 
 // classify4 validates an IPv4 packet (RFC 791, RFC 1812 section 5.2.2).
@@ -342,8 +351,12 @@ func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 		return
 	}
 	// NAT first: un-NAT of replies and DNAT decide who the packet is for.
-	if nat != nil && !prerouting(nat, f, ip, in, v) {
-		return
+	var st natengine.CTState
+	if nat != nil {
+		var ok bool
+		if ok, st = prerouting(nat, f, ip, in, v); !ok {
+			return
+		}
 	}
 	forUs := local.has4(ip[16:20])
 	if !forUs && ip[8] <= 1 {
@@ -358,11 +371,12 @@ func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 		return
 	}
 	fragment := h.More() || h.FragmentOffset() != 0
-	if fragment {
+	if forUs && inputDrop && inputNew(nat != nil, st, h.Protocol(), l4, fragment) {
+		// Before the fragment check: a first fragment opens a flow too.
+		*v = dropped(dropFirewallInput)
 		return
 	}
-	if forUs && inputDrop && newInbound(h.Protocol(), l4) {
-		*v = dropped(dropFirewallInput)
+	if fragment {
 		return
 	}
 	off := header.EthernetMinimumSize + ihl
@@ -383,10 +397,9 @@ func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 }
 
 // newInbound reports whether an L4 segment opens a connection to the
-// router: a TCP SYN without ACK, or any UDP datagram (the router runs no
-// UDP service and sends no UDP queries of its own on WAN interfaces).
-// ICMP and the rest of TCP pass: netstack answers those itself (echo
-// replies, RSTs).
+// router on an interface without a NAT engine (which tracks nothing): a
+// TCP SYN without ACK, or any UDP datagram. ICMP and the rest of TCP
+// pass: netstack answers those itself (echo replies, RSTs).
 func newInbound(proto uint8, l4 []byte) bool {
 	switch proto {
 	case protoTCP:
@@ -419,11 +432,15 @@ func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 		*v = dropped(dropMalformed)
 		return
 	}
-	if nat != nil && !prerouting(nat, f, ip, in, v) {
-		return
+	var st natengine.CTState
+	if nat != nil {
+		var ok bool
+		if ok, st = prerouting(nat, f, ip, in, v); !ok {
+			return
+		}
 	}
 	forUs := local.has6(ip[24:40])
-	if forUs && inputDrop && newInbound(ip[6], ip[header.IPv6MinimumSize:end]) {
+	if forUs && inputDrop && inputNew(nat != nil, st, ip[6], ip[header.IPv6MinimumSize:end], false) {
 		*v = dropped(dropFirewallInput)
 		return
 	}

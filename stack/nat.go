@@ -24,8 +24,10 @@ import (
 //     netstack. A miss is validated by classify, which runs Prerouting
 //     after the IP header checks and before the "is it for us?" decision,
 //     so GRO and the TTL rule see the translated destination.
-//   - transmit (WritePackets): Postrouting on every IP packet, then
-//     Offload for forwarded ones, with the frame's MAC addresses.
+//   - transmit (WritePackets): Postrouting on every forwarded IP packet,
+//     then Offload, with the frame's MAC addresses; PostroutingLocal on
+//     the packets netstack originates, which tracks the router's own
+//     flows so that their replies pass the WAN input policy.
 //   - after each receive run: DrainHeld delivers out-of-order fragments the
 //     engine held until their first fragment came.
 //
@@ -348,7 +350,13 @@ func (e *Endpoint) natTransmitAt(nat *natengine.Engine, frame []byte, ipOff int,
 		return true
 	}
 	out := natIface(e.nicID)
-	if nat.Postrouting(frame[ipOff:], out) != natengine.Accept {
+	var v natengine.Verdict
+	if forwarded {
+		v = nat.Postrouting(frame[ipOff:], out)
+	} else {
+		v = nat.PostroutingLocal(frame[ipOff:], out) // the router's own packet: track its flow
+	}
+	if v != natengine.Accept {
 		e.stats.drop(dropNAT)
 		return false
 	}

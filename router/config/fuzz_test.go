@@ -148,7 +148,10 @@ func formatNAT(b *strings.Builder, c *Config) {
 	}
 	b.WriteString("  allow6:\n")
 	for _, a := range c.Firewall.Allow6 {
-		fmt.Fprintf(b, "    - {to: %q, port: %q", a.To.String(), portRange(a.FirstPort, a.LastPort))
+		fmt.Fprintf(b, "    - {to: %q", a.To.String())
+		if a.hasPorts() {
+			fmt.Fprintf(b, ", port: %q", portRange(a.FirstPort, a.LastPort))
+		}
 		if a.Proto != "" {
 			fmt.Fprintf(b, ", proto: %q", a.Proto)
 		}

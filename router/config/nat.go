@@ -28,10 +28,12 @@ const (
 	InputAccept = "accept" // the router's own sockets are reachable from WAN
 )
 
-// Protocols accepted in forwards and allow6.
+// Protocols accepted in forwards and allow6; allow6 also takes ProtoAny
+// and protocol numbers.
 const (
 	ProtoTCP = "tcp"
 	ProtoUDP = "udp"
+	ProtoAny = "any" // allow6: every protocol
 )
 
 // Conntrack limits. The timeout minimums are the RFC requirements the
@@ -128,15 +130,17 @@ type Timeouts struct {
 	UDPUnreplied   time.Duration // udp_unreplied, ≥ 2m
 	UDPStream      time.Duration // udp_stream (replied), ≥ 2m
 	ICMP           time.Duration // icmp query sessions, ≥ 60s
-	Other          time.Duration // other protocols (IPv6 firewall), ≥ 1s
+	Other          time.Duration // every protocol but TCP, UDP and ICMP (generic flows), ≥ 1s; 10m by default (Linux's generic timeout)
 }
 
 // Firewall is the firewall: section: the stateful defaults of wan
 // interfaces and the exceptions to them.
 type Firewall struct {
-	// WANInput is the policy for new connections from a wan interface to
-	// the router itself: "drop" (the default when "") or "accept". Echo
-	// requests, ICMP errors and neighbour discovery always pass.
+	// WANInput is the policy for new flows from a wan interface to the
+	// router itself: "drop" (the default when "") or "accept". ICMP
+	// (echo, errors, neighbour discovery), IGMP, UDP to the DHCP client
+	// ports 68 and 546 and the replies to the router's own flows always
+	// pass.
 	WANInput string
 	// Allow6 admits new inbound IPv6 flows from wan interfaces to hosts
 	// behind the router (IPv6 is routed, not translated).
@@ -146,16 +150,41 @@ type Firewall struct {
 	src src
 }
 
-// Allow6 admits new inbound IPv6 TCP/UDP flows to To on ports
-// FirstPort..LastPort.
+// Allow6 admits new inbound IPv6 flows to To: TCP/UDP on ports
+// FirstPort..LastPort, or every flow of another protocol.
 type Allow6 struct {
-	Proto     string       // "tcp" | "udp" | "" for both
+	// Proto is "tcp", "udp", "" for both, "any" for every protocol, or
+	// another IANA protocol number in decimal, e.g. "47" (GRE), "50"
+	// (ESP); 6 and 17 are stored as "tcp" and "udp".
+	Proto     string
 	To        netip.Prefix // e.g. 2001:db8:1::10/128 or fd00:1::/64
-	FirstPort uint16       // 1 and 65535 when no port is written
+	FirstPort uint16       // 1 and 65535 when no port is written; only tcp, udp and "" take one
 	LastPort  uint16
 	Pos       Pos
 
 	src src
+}
+
+// ProtoNumber returns the protocol number of a.Proto (0 for TCP and UDP)
+// or reports that it admits every protocol.
+func (a *Allow6) ProtoNumber() (proto uint8, any bool) {
+	switch a.Proto {
+	case "":
+		return 0, false
+	case ProtoTCP:
+		return 6, false
+	case ProtoUDP:
+		return 17, false
+	case ProtoAny:
+		return 0, true
+	}
+	n, _ := strconv.ParseUint(a.Proto, 10, 8)
+	return uint8(n), false
+}
+
+// hasPorts reports whether a's protocol has ports.
+func (a *Allow6) hasPorts() bool {
+	return a.Proto == "" || a.Proto == ProtoTCP || a.Proto == ProtoUDP
 }
 
 // HairpinOn reports whether hairpin translation is on.
@@ -477,14 +506,25 @@ func (d *decoder) allow6(n *yaml.Node) Allow6 {
 	a := Allow6{Pos: posOf(n), FirstPort: 1, LastPort: 65535}
 	const what = "firewall: allow6"
 	m := d.mapping(n, what, allow6Keys, nil)
-	if d.strKey(m, "proto", what, &a.src, &a.Proto) && !contains(protoNames, a.Proto) {
-		d.errorf(m["proto"].val, "%s: unknown proto %q: want tcp or udp, or leave it out for both", what, a.Proto)
-		a.src.markBad("proto")
+	if e, ok := m["proto"]; ok {
+		a.src.set("proto", posOf(e.val))
+		if v, ok := d.str(e, what); !ok {
+			a.src.markBad("proto")
+		} else if p, err := parseAllow6Proto(v); err != nil {
+			d.errorf(e.val, "%s: %v", what, err)
+			a.src.markBad("proto")
+		} else {
+			a.Proto = p
+		}
 	}
 	if e, ok := m["port"]; ok {
 		a.src.set("port", posOf(e.val))
 		if x, y, ok := d.ports(e, what); ok {
 			a.FirstPort, a.LastPort = x, y
+		}
+		if !a.src.bad["proto"] && !a.hasPorts() {
+			d.errorf(e.val, "%s: port: proto %s has no ports; a port needs proto tcp or udp (or no proto for both)", what, a.Proto)
+			a.src.markBad("port")
 		}
 	}
 	if e, ok := m["to"]; ok {
@@ -516,6 +556,30 @@ func (d *decoder) allow6(n *yaml.Node) Allow6 {
 		a.src.markBad("to")
 	}
 	return a
+}
+
+// parseAllow6Proto parses allow6's proto: tcp, udp, any or a protocol
+// number, returned in Allow6.Proto's form.
+func parseAllow6Proto(v string) (string, error) {
+	switch strings.ToLower(v) {
+	case ProtoTCP, ProtoUDP, ProtoAny:
+		return strings.ToLower(v), nil
+	}
+	n, err := strconv.ParseUint(v, 10, 8)
+	if err != nil {
+		return "", fmt.Errorf("unknown proto %q: want tcp, udp, any or a protocol number like 47 (GRE), or leave it out for tcp and udp", v)
+	}
+	switch n {
+	case 6:
+		return ProtoTCP, nil
+	case 17:
+		return ProtoUDP, nil
+	case 0, 43, 44, 51, 60:
+		return "", fmt.Errorf("proto %d is an IPv6 extension header, never a flow's protocol (RFC 8200)", n)
+	case 58:
+		return "", fmt.Errorf("proto 58 (ICMPv6) is not for allow6: echo requests and errors already pass, and the rest follows RFC 4890")
+	}
+	return strconv.FormatUint(n, 10), nil
 }
 
 // validateNAT checks references and overlaps in nat: and firewall:.
@@ -642,6 +706,9 @@ func (c *Config) validateNAT(l *errorList) {
 		}
 		if a.FirstPort == 0 || a.LastPort < a.FirstPort {
 			l.add(a.src.at("port", a.Pos), "firewall: allow6: bad ports %d-%d", a.FirstPort, a.LastPort)
+		}
+		if _, err := parseAllow6Proto(a.Proto); a.Proto != "" && err != nil && !a.src.bad["proto"] {
+			l.add(a.src.at("proto", a.Pos), "firewall: allow6: %v", err)
 		}
 	}
 	if fw.WANInputDrop() {

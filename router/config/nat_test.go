@@ -38,6 +38,9 @@ firewall:
   allow6:
     - {proto: tcp, to: "2001:db8:1::10", port: 22}
     - {to: "2001:db8:2::/64"}
+    - {proto: 47, to: "2001:db8:1::20"}
+    - {proto: any, to: "2001:db8:3::/64"}
+    - {proto: "17", to: "2001:db8:1::30", port: 53}
 `
 	c, err := Parse("nat.yaml", []byte(in))
 	if err != nil {
@@ -66,7 +69,18 @@ firewall:
 	wantFW := Firewall{WANInput: "accept", Pos: Pos{22, 1}, Allow6: []Allow6{
 		{Proto: "tcp", To: pfx("2001:db8:1::10/128"), FirstPort: 22, LastPort: 22, Pos: Pos{25, 7}},
 		{To: pfx("2001:db8:2::/64"), FirstPort: 1, LastPort: 65535, Pos: Pos{26, 7}},
+		{Proto: "47", To: pfx("2001:db8:1::20/128"), FirstPort: 1, LastPort: 65535, Pos: Pos{27, 7}},
+		{Proto: "any", To: pfx("2001:db8:3::/64"), FirstPort: 1, LastPort: 65535, Pos: Pos{28, 7}},
+		{Proto: "udp", To: pfx("2001:db8:1::30/128"), FirstPort: 53, LastPort: 53, Pos: Pos{29, 7}},
 	}}
+	for i, want := range []struct {
+		proto uint8
+		any   bool
+	}{{6, false}, {0, false}, {47, false}, {0, true}, {17, false}} {
+		if p, any := c.Firewall.Allow6[i].ProtoNumber(); p != want.proto || any != want.any {
+			t.Errorf("allow6[%d].ProtoNumber() = %d, %v; want %d, %v", i, p, any, want.proto, want.any)
+		}
+	}
 	if !reflect.DeepEqual(c.Firewall, wantFW) {
 		t.Errorf("Firewall =\n%+v\nwant\n%+v", c.Firewall, wantFW)
 	}
@@ -175,7 +189,12 @@ func TestParseNATErrors(t *testing.T) {
 		{"allow6 v4", "firewall: {allow6: [{to: 192.168.1.0/24}]}\n", []string{`nat.yaml:9:26: firewall: allow6: to: 192.168.1.0/24 is not IPv6 (IPv4 uses nat: forwards)`}},
 		{"allow6 host bits", "firewall: {allow6: [{to: \"2001:db8::1/64\"}]}\n", []string{`nat.yaml:9:26: firewall: allow6: to: "2001:db8::1/64" has host bits set; did you mean 2001:db8::/64?`}},
 		{"allow6 no to", "firewall: {allow6: [{proto: tcp, port: 22}]}\n", []string{`nat.yaml:9:21: firewall: allow6: to is required`}},
-		{"allow6 bad proto", "firewall: {allow6: [{proto: icmp, to: \"2001:db8::/64\"}]}\n", []string{`nat.yaml:9:29: firewall: allow6: unknown proto "icmp": want tcp or udp, or leave it out for both`}},
+		{"allow6 bad proto", "firewall: {allow6: [{proto: icmp, to: \"2001:db8::/64\"}]}\n", []string{`nat.yaml:9:29: firewall: allow6: unknown proto "icmp": want tcp, udp, any or a protocol number like 47 (GRE), or leave it out for tcp and udp`}},
+		{"allow6 proto out of range", "firewall: {allow6: [{proto: 256, to: \"2001:db8::/64\"}]}\n", []string{`nat.yaml:9:29: firewall: allow6: unknown proto "256"`}},
+		{"allow6 extension header", "firewall: {allow6: [{proto: 44, to: \"2001:db8::/64\"}]}\n", []string{`nat.yaml:9:29: firewall: allow6: proto 44 is an IPv6 extension header, never a flow's protocol (RFC 8200)`}},
+		{"allow6 icmpv6", "firewall: {allow6: [{proto: 58, to: \"2001:db8::/64\"}]}\n", []string{`nat.yaml:9:29: firewall: allow6: proto 58 (ICMPv6) is not for allow6`}},
+		{"allow6 port without ports", "firewall: {allow6: [{proto: 47, port: 22, to: \"2001:db8::/64\"}]}\n", []string{`nat.yaml:9:39: firewall: allow6: port: proto 47 has no ports; a port needs proto tcp or udp (or no proto for both)`}},
+		{"allow6 any with port", "firewall: {allow6: [{proto: any, port: 22, to: \"2001:db8::/64\"}]}\n", []string{`nat.yaml:9:40: firewall: allow6: port: proto any has no ports`}},
 		{"allow6 bad port", "firewall: {allow6: [{port: \"22-\", to: \"2001:db8::/64\"}]}\n", []string{`nat.yaml:9:28: firewall: allow6: port: bad port "22-"`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

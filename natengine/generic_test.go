@@ -1,0 +1,347 @@
+package natengine
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// portless lists the protocols of issue 17's IPv6 firewall gap: IPv6 in
+// IPv4, GRE, ESP, SCTP, experimental, No Next Header.
+var portless = []uint8{41, 47, 50, 132, 253, 59}
+
+func gen(src, dst netip.Addr, proto uint8) []byte {
+	return pk{src: src, dst: dst, proto: proto, payload: []byte("generic!")}.build()
+}
+
+// preCT runs Prerouting and returns the verdict and conntrack state.
+func preCT(e *Engine, pkt []byte, in Iface) (Verdict, CTState) {
+	return e.PreroutingCT(pkt, in, false)
+}
+
+func TestGenericUnsolicitedDropped(t *testing.T) {
+	e, _ := newTestEngine(t, 0, func(r *Rules) {
+		r.Allow6 = []Allow6{{Proto: ProtoTCP, Dst: netip.PrefixFrom(host6, 128), FirstPort: 22, LastPort: 22}}
+	})
+	for i, proto := range portless {
+		if v := e.Prerouting(gen(remote6, host6, proto), wanIf); v != Drop {
+			t.Errorf("IPv6 proto %d from WAN to a LAN host: %v, want drop", proto, v)
+		}
+		if v := e.Prerouting(gen(remote, hostA, proto), wanIf); v != Drop {
+			t.Errorf("IPv4 proto %d from WAN to a LAN host: %v, want drop", proto, v)
+		}
+		if got, want := e.Stats().Drop(DropUnsolicited), uint64(2*(i+1)); got != want {
+			t.Fatalf("after proto %d: unsolicited drops %d, want %d", proto, got, want)
+		}
+		// To the router: the engine passes it untracked as CTNew, which
+		// the WAN input policy drops.
+		for _, dst := range []netip.Addr{wan6, wanAddr} {
+			src := remote
+			if dst.Is6() {
+				src = remote6
+			}
+			if v, st := preCT(e, gen(src, dst, proto), wanIf); v != Accept || st != CTNew {
+				t.Errorf("proto %d from WAN to the router %v: %v %v, want accept, new", proto, dst, v, st)
+			}
+		}
+	}
+	if e.Len() != 0 {
+		t.Fatalf("%d flows tracked for unsolicited packets", e.Len())
+	}
+}
+
+func TestGenericReplyAdmitted(t *testing.T) {
+	e, _ := newTestEngine(t, 0, nil)
+	for _, proto := range portless {
+		out := gen(host6, remote6, proto)
+		if v := fwd(t, e, out, lanIf, wanIf); v != Accept {
+			t.Fatalf("IPv6 proto %d outbound: %v", proto, v)
+		}
+		in := gen(remote6, host6, proto)
+		if v, st := preCT(e, in, wanIf); v != Accept || st != CTEstablished {
+			t.Fatalf("IPv6 proto %d reply: %v %v", proto, v, st)
+		}
+		// Another remote address is not the flow's.
+		if v := e.Prerouting(gen(netip.MustParseAddr("2001:db8:ffff::8"), host6, proto), wanIf); v != Drop {
+			t.Fatalf("IPv6 proto %d from another remote: %v", proto, v)
+		}
+
+		// IPv4 behind masquerade: address-only NAT.
+		out = gen(hostA, remote, proto)
+		if v := fwd(t, e, out, lanIf, wanIf); v != Accept {
+			t.Fatalf("IPv4 proto %d outbound: %v", proto, v)
+		}
+		expectAddrs(t, out, ap(wanAddr, 0), ap(remote, 0))
+		in = gen(remote, wanAddr, proto)
+		if v, st := preCT(e, in, wanIf); v != Accept || st != CTEstablished {
+			t.Fatalf("IPv4 proto %d reply: %v %v", proto, v, st)
+		}
+		mustVerify(t, in)
+		expectAddrs(t, in, ap(remote, 0), ap(hostA, 0))
+		if v := e.Postrouting(in, lanIf); v != Accept {
+			t.Fatalf("IPv4 proto %d reply postrouting: %v", proto, v)
+		}
+		if v, st := preCT(e, gen(remote2, wanAddr, proto), wanIf); v != Accept || st != CTNew {
+			t.Fatalf("IPv4 proto %d from another remote to the WAN address: %v %v, want accept (to the router), new", proto, v, st)
+		}
+	}
+	sc := e.StateCounts()
+	if sc.Other != 2*len(portless) || sc.Assured != 2*len(portless) {
+		t.Fatalf("census: %d other flows, %d assured; want %d of each", sc.Other, sc.Assured, 2*len(portless))
+	}
+}
+
+func TestGenericTimeout(t *testing.T) {
+	clk := &fakeClock{t: baseTime}
+	e := New(Config{TimeNow: clk.Now, Timeouts: Timeouts{Other: 30 * time.Second}})
+	if err := e.SetRules(testRules()); err != nil {
+		t.Fatal(err)
+	}
+	fwd(t, e, gen(host6, remote6, 47), lanIf, wanIf)
+	clk.Advance(29 * time.Second)
+	if v := e.Prerouting(gen(remote6, host6, 47), wanIf); v != Accept {
+		t.Fatalf("reply within the timeout: %v", v)
+	}
+	clk.Advance(29 * time.Second) // the reply refreshed the flow
+	if fl := e.Flows(); len(fl) != 1 || fl[0].Expires != time.Second {
+		t.Fatalf("flows %+v, want one expiring in 1s", fl)
+	}
+	if v := e.Prerouting(gen(remote6, host6, 47), wanIf); v != Accept {
+		t.Fatalf("reply after a refresh: %v", v)
+	}
+	clk.Advance(31 * time.Second)
+	if v := e.Prerouting(gen(remote6, host6, 47), wanIf); v != Drop {
+		t.Fatalf("reply after the timeout: %v, want drop", v)
+	}
+	if e.Stats().Expired.Load() != 1 || e.Len() != 0 {
+		t.Fatalf("expired %d, %d flows left", e.Stats().Expired.Load(), e.Len())
+	}
+	// The default is Linux's generic timeout.
+	if DefaultTimeouts().Other != 600*time.Second {
+		t.Fatalf("default other timeout %v", DefaultTimeouts().Other)
+	}
+}
+
+func TestAllow6Proto(t *testing.T) {
+	gre := netip.MustParseAddr("2001:db8:1::47")
+	anyHost := netip.MustParseAddr("2001:db8:1::99")
+	e, _ := newTestEngine(t, 0, func(r *Rules) {
+		r.Allow6 = []Allow6{
+			{Proto: 47, Dst: netip.PrefixFrom(gre, 128)},
+			{AnyProto: true, Dst: netip.PrefixFrom(anyHost, 128)},
+			{Dst: netip.PrefixFrom(host6, 128), FirstPort: 22, LastPort: 22}, // TCP and UDP
+		}
+	})
+	for _, tc := range []struct {
+		pkt  []byte
+		want Verdict
+	}{
+		{gen(remote6, gre, 47), Accept},
+		{gen(remote6, gre, 50), Drop},
+		{pk{src: remote6, dst: gre, proto: ProtoTCP, sport: 1, dport: 22, flags: tcpSYN}.build(), Drop},
+		{gen(remote6, anyHost, 50), Accept},
+		{gen(remote6, anyHost, 59), Accept},
+		{pk{src: remote6, dst: anyHost, proto: ProtoTCP, sport: 1, dport: 443, flags: tcpSYN}.build(), Accept},
+		{pk{src: remote6, dst: anyHost, proto: ProtoUDP, sport: 1, dport: 4500}.build(), Accept},
+		{pk{src: remote6, dst: host6, proto: ProtoUDP, sport: 1, dport: 22}.build(), Accept},
+		{pk{src: remote6, dst: host6, proto: ProtoTCP, sport: 1, dport: 23, flags: tcpSYN}.build(), Drop},
+		{gen(remote6, host6, 47), Drop},
+	} {
+		var p Parsed
+		parse(tc.pkt, &p, true)
+		if v := fwd(t, e, tc.pkt, wanIf, lanIf); v != tc.want {
+			t.Errorf("%v from WAN: %v, want %v", p.tuple(tc.pkt), v, tc.want)
+		}
+	}
+	// An admitted generic flow's replies go out and its next packets in.
+	if v := fwd(t, e, gen(gre, remote6, 47), lanIf, wanIf); v != Accept {
+		t.Fatalf("reply to an admitted GRE flow: %v", v)
+	}
+	if _, st := preCT(e, gen(remote6, gre, 47), wanIf); st != CTEstablished {
+		t.Fatalf("second packet of an admitted GRE flow: %v", st)
+	}
+}
+
+func TestGenericNATOneHostPerRemote(t *testing.T) {
+	e, _ := newTestEngine(t, 0, nil)
+	if v := fwd(t, e, gen(hostA, remote, 47), lanIf, wanIf); v != Accept {
+		t.Fatalf("host A GRE: %v", v)
+	}
+	// Host B to the same remote and protocol would share host A's reply
+	// tuple: dropped and counted, and host A's flow is untouched.
+	if v := fwd(t, e, gen(hostB, remote, 47), lanIf, wanIf); v != Drop || e.Stats().Drop(DropNATAddrTaken) != 1 {
+		t.Fatalf("host B GRE to the same remote: %v, nat_addr_taken %d", v, e.Stats().Drop(DropNATAddrTaken))
+	}
+	if e.Len() != 1 {
+		t.Fatalf("%d flows, want host A's only", e.Len())
+	}
+	in := gen(remote, wanAddr, 47)
+	if v := fwd(t, e, in, wanIf, lanIf); v != Accept {
+		t.Fatalf("reply: %v", v)
+	}
+	expectAddrs(t, in, ap(remote, 0), ap(hostA, 0))
+	// Another remote, or another protocol, is free for host B.
+	for _, pkt := range [][]byte{gen(hostB, remote2, 47), gen(hostB, remote, 50)} {
+		if v := fwd(t, e, pkt, lanIf, wanIf); v != Accept {
+			t.Fatalf("host B: %v", v)
+		}
+		if s, _ := addrs(pkt); s != ap(wanAddr, 0) {
+			t.Fatalf("host B's source after NAT: %v", s)
+		}
+	}
+
+	// With an SNAT pool of two addresses the second host takes the other.
+	pool := []netip.Addr{netip.MustParseAddr("198.18.0.5"), netip.MustParseAddr("198.18.0.6")}
+	e, _ = newTestEngine(t, 0, func(r *Rules) { r.Ifaces[1].SNAT = pool })
+	a, b := gen(hostA, remote, 47), gen(hostB, remote, 47)
+	if fwd(t, e, a, lanIf, wanIf) != Accept || fwd(t, e, b, lanIf, wanIf) != Accept {
+		t.Fatalf("two hosts, one remote, a pool of two: drops %d", e.Stats().Drop(DropNATAddrTaken))
+	}
+	sa, _ := addrs(a)
+	sb, _ := addrs(b)
+	if sa == sb {
+		t.Fatalf("both hosts appear as %v", sa)
+	}
+	if v := fwd(t, e, gen(netip.MustParseAddr("192.168.1.30"), remote, 47), lanIf, wanIf); v != Drop {
+		t.Fatalf("a third host with both pool addresses taken: %v", v)
+	}
+}
+
+func TestRouterOwnFlows(t *testing.T) {
+	e, _ := newTestEngine(t, 0, nil)
+	// A DNS query from the router's WAN address, and its answer.
+	q := pk{src: wanAddr, dst: remote, proto: ProtoUDP, sport: 40000, dport: 53}.build()
+	if v := e.PostroutingLocal(q, wanIf); v != Accept {
+		t.Fatalf("router's query: %v", v)
+	}
+	expectAddrs(t, q, ap(wanAddr, 40000), ap(remote, 53))
+	ans := pk{src: remote, dst: wanAddr, proto: ProtoUDP, sport: 53, dport: 40000}.build()
+	if v, st := preCT(e, ans, wanIf); v != Accept || st != CTEstablished {
+		t.Fatalf("answer to the router's query: %v %v", v, st)
+	}
+	expectAddrs(t, ans, ap(remote, 53), ap(wanAddr, 40000))
+	for _, pkt := range [][]byte{
+		pk{src: remote2, dst: wanAddr, proto: ProtoUDP, sport: 53, dport: 40000}.build(), // another server
+		pk{src: remote, dst: wanAddr, proto: ProtoUDP, sport: 54, dport: 40000}.build(),  // another port
+		pk{src: remote, dst: wanAddr, proto: ProtoUDP, sport: 53, dport: 40001}.build(),
+	} {
+		if v, st := preCT(e, pkt, wanIf); v != Accept || st != CTNew {
+			t.Fatalf("UDP to the router that answers nothing it sent: %v %v, want accept, new", v, st)
+		}
+	}
+	// IPv6, TCP: the SYN-ACK and later segments belong to the flow.
+	syn := pk{src: wan6, dst: remote6, proto: ProtoTCP, sport: 40000, dport: 443, flags: tcpSYN}.build()
+	if v := e.PostroutingLocal(syn, wanIf); v != Accept {
+		t.Fatalf("router's SYN: %v", v)
+	}
+	sa := pk{src: remote6, dst: wan6, proto: ProtoTCP, sport: 443, dport: 40000, flags: tcpSYN | tcpACK}.build()
+	if _, st := preCT(e, sa, wanIf); st != CTEstablished {
+		t.Fatalf("SYN-ACK to the router's SYN: %v", st)
+	}
+	if v := e.PostroutingLocal(pk{src: wan6, dst: remote6, proto: ProtoTCP, sport: 40000, dport: 443, flags: tcpACK}.build(), wanIf); v != Accept {
+		t.Fatalf("router's ACK: %v", v)
+	}
+	if fl := e.Flows(); len(fl) != 2 {
+		t.Fatalf("%d flows, want the query's and the connection's", len(fl))
+	}
+	// Replies, RSTs, echo replies and multicast open nothing.
+	for _, pkt := range [][]byte{
+		pk{src: wanAddr, dst: remote2, proto: ProtoTCP, sport: 22, dport: 5555, flags: tcpSYN | tcpACK}.build(),
+		pk{src: wanAddr, dst: remote2, proto: ProtoTCP, sport: 22, dport: 5555, flags: tcpRST}.build(),
+		pk{src: wanAddr, dst: remote2, proto: ProtoICMP, typ: 0, sport: 7}.build(),
+		pk{src: netip.MustParseAddr("fe80::2"), dst: netip.MustParseAddr("ff02::1:2"), proto: ProtoUDP, sport: 546, dport: 547}.build(),
+		pk{src: wanAddr, dst: netip.MustParseAddr("255.255.255.255"), proto: ProtoUDP, sport: 68, dport: 67}.build(),
+	} {
+		if v := e.PostroutingLocal(pkt, wanIf); v != Accept {
+			t.Fatalf("router's packet: %v", v)
+		}
+	}
+	if e.Len() != 2 {
+		t.Fatalf("%d flows, want 2", e.Len())
+	}
+	// ICMP to the router: echo is untracked, an error about the router's
+	// flow related.
+	if _, st := preCT(e, pk{src: remote2, dst: wanAddr, proto: ProtoICMP, typ: 8, sport: 9}.build(), wanIf); st != CTUntracked {
+		t.Fatalf("echo request to the router: %v", st)
+	}
+	unreach := pk{src: remote, dst: wanAddr, proto: ProtoICMP, typ: 3, code: 3, payload: pk{src: wanAddr, dst: remote, proto: ProtoUDP, sport: 40000, dport: 53}.build()}.build()
+	if v, st := preCT(e, unreach, wanIf); v != Accept || st != CTRelated {
+		t.Fatalf("port unreachable about the router's query: %v %v", v, st)
+	}
+}
+
+func TestIGMPUntracked(t *testing.T) {
+	e, _ := newTestEngine(t, 0, nil)
+	q := gen(netip.MustParseAddr("203.0.113.1"), netip.MustParseAddr("224.0.0.1"), ProtoIGMP)
+	if v, st := preCT(e, q, wanIf); v != Accept || st != CTUntracked {
+		t.Fatalf("IGMP query from WAN: %v %v", v, st)
+	}
+	if e.Len() != 0 {
+		t.Fatalf("IGMP tracked")
+	}
+}
+
+// TestGenericKnownZeroAllocs: packets of a tracked generic flow and of the
+// router's own flow cost no allocation in Prerouting, Postrouting and
+// PostroutingLocal.
+func TestGenericKnownZeroAllocs(t *testing.T) {
+	e, _ := newTestEngine(t, 0, nil)
+	fwd(t, e, gen(hostA, remote, 47), lanIf, wanIf)
+	q := pk{src: wanAddr, dst: remote, proto: ProtoUDP, sport: 40000, dport: 53}.build()
+	e.PostroutingLocal(q, wanIf)
+	out, in := gen(hostA, remote, 47), gen(remote, wanAddr, 47)
+	ans := pk{src: remote, dst: wanAddr, proto: ProtoUDP, sport: 53, dport: 40000}.build()
+	o, i, a := append([]byte(nil), out...), append([]byte(nil), in...), append([]byte(nil), ans...)
+	n := testing.AllocsPerRun(1000, func() {
+		copy(o, out)
+		copy(i, in)
+		copy(a, ans)
+		e.Prerouting(o, lanIf)
+		e.Postrouting(o, wanIf)
+		e.PreroutingCT(i, wanIf, false)
+		e.PostroutingLocal(q, wanIf)
+		e.PreroutingCT(a, wanIf, false)
+	})
+	if n != 0 {
+		t.Fatalf("%v allocations per run", n)
+	}
+	if e.Len() != 2 {
+		t.Fatalf("%d flows, want 2", e.Len())
+	}
+}
+
+// TestDHCPClientPortsAdmitted: a DHCP server's answers to the router's
+// client pass untracked from the WAN (fw4's Allow-DHCP-Renew and
+// Allow-DHCPv6); the same ports on a LAN host do not.
+func TestDHCPClientPortsAdmitted(t *testing.T) {
+	e, _ := newTestEngine(t, 0, nil)
+	ll := netip.MustParseAddr("fe80::2")
+	for _, tc := range []struct {
+		src, dst netip.Addr
+		dport    uint16
+		v        Verdict
+		st       CTState
+	}{
+		{remote, wanAddr, 68, Accept, CTUntracked},
+		{remote, netip.MustParseAddr("255.255.255.255"), 68, Accept, CTUntracked},
+		{remote, wanAddr, 69, Accept, CTNew},
+		{remote, hostA, 68, Drop, 0},
+		{netip.MustParseAddr("fe80::1"), ll, 546, Accept, CTUntracked},
+		{remote6, wan6, 546, Accept, CTUntracked},
+		{netip.MustParseAddr("fe80::1"), netip.MustParseAddr("ff02::1"), 546, Accept, CTNew},
+		{remote6, wan6, 547, Accept, CTNew},
+		{remote6, host6, 546, Drop, 0},
+	} {
+		sport := uint16(67)
+		if tc.src.Is6() {
+			sport = 547
+		}
+		v, st := preCT(e, pk{src: tc.src, dst: tc.dst, proto: ProtoUDP, sport: sport, dport: tc.dport}.build(), wanIf)
+		if v != tc.v || (v == Accept && st != tc.st) {
+			t.Errorf("UDP %v:%d -> %v:%d from WAN: %v %v, want %v %v", tc.src, sport, tc.dst, tc.dport, v, st, tc.v, tc.st)
+		}
+	}
+	if e.Len() != 0 {
+		t.Fatalf("%d flows tracked", e.Len())
+	}
+}
