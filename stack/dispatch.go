@@ -97,6 +97,7 @@ func (e *Endpoint) handleFramesInto(frames []hw.Frame, ss *sendSet) {
 	nat := e.nat
 	in := natIface(e.nicID)
 	inputDrop := e.inputDrop.Load()
+	frags := e.frags
 	var (
 		gs                            *groState
 		enqueued, bypassed, ver, bads uint64
@@ -118,7 +119,7 @@ func (e *Endpoint) handleFramesInto(frames []hw.Frame, ss *sendSet) {
 				continue
 			}
 		}
-		v := classify(f, mac, mtu, local, nat, in, inputDrop)
+		v := classify(f, mac, mtu, local, nat, in, inputDrop, frags)
 		if v.stolen {
 			continue
 		}
@@ -140,6 +141,9 @@ func (e *Endpoint) handleFramesInto(frames []hw.Frame, ss *sendSet) {
 			e.stats.drop(v.drop)
 			if v.ttlExpired {
 				e.sendTimeExceeded(f.Data[header.EthernetMinimumSize:])
+			}
+			if v.drop == dropFragIncompleteChain {
+				e.sendIncompleteChain(f.Data[header.EthernetMinimumSize:])
 			}
 			continue
 		}
@@ -238,8 +242,9 @@ func dropped(r dropReason) verdict { return verdict{drop: r, dropped: true} }
 //
 // inputDrop is the WAN input policy: new TCP connections and UDP to the
 // router's own addresses are dropped (fw4's wan zone "input REJECT"),
-// after NAT, so port forwards still pass.
-func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, nat *natengine.Engine, in natengine.Iface, inputDrop bool) verdict {
+// after NAT, so port forwards still pass. frags, if not nil, refuses
+// fragments that could evade NAT and firewall, before NAT (fragguard.go).
+func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, nat *natengine.Engine, in natengine.Iface, inputDrop bool, frags *fragFilter) verdict {
 	data := f.Data
 	switch {
 	case f.WireLen > len(data), len(data) < header.EthernetMinimumSize:
@@ -286,9 +291,9 @@ func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, nat 
 		return dropped(dropOversize)
 	}
 	if v.proto == header.IPv4ProtocolNumber {
-		classify4(f, l3, local, &v, nat, in, inputDrop)
+		classify4(f, l3, local, &v, nat, in, inputDrop, frags)
 	} else {
-		classify6(f, l3, local, &v, nat, in, inputDrop)
+		classify6(f, l3, local, &v, nat, in, inputDrop, frags)
 	}
 	return v
 }
@@ -318,7 +323,7 @@ func prerouting(nat *natengine.Engine, f *hw.Frame, ip []byte, in natengine.Ifac
 // classify4 validates an IPv4 packet (RFC 791, RFC 1812 section 5.2.2).
 // Netstack does not check the header checksum because we claim RX offload,
 // so it is checked here for every packet.
-func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengine.Engine, in natengine.Iface, inputDrop bool) {
+func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengine.Engine, in natengine.Iface, inputDrop bool, frags *fragFilter) {
 	if len(ip) < header.IPv4MinimumSize || ip[0]>>4 != 4 {
 		*v = dropped(dropMalformed)
 		return
@@ -331,6 +336,9 @@ func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 	ihl := len(ip) - len(ip[h.HeaderLength():])
 	if checksum.Checksum(ip[:ihl], 0) != 0xffff {
 		*v = dropped(dropIPv4HeaderChecksum)
+		return
+	}
+	if (h.More() || h.FragmentOffset() != 0) && frags.refused(ip, false, v) {
 		return
 	}
 	// NAT first: un-NAT of replies and DNAT decide who the packet is for.
@@ -401,7 +409,7 @@ func validTCP(l4 []byte) bool {
 
 // classify6 validates an IPv6 packet (RFC 8200). The hop limit is left to
 // netstack, which handles it correctly.
-func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengine.Engine, in natengine.Iface, inputDrop bool) {
+func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengine.Engine, in natengine.Iface, inputDrop bool, frags *fragFilter) {
 	if len(ip) < header.IPv6MinimumSize || ip[0]>>4 != 6 {
 		*v = dropped(dropMalformed)
 		return
@@ -409,6 +417,9 @@ func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 	end := header.IPv6MinimumSize + int(binary.BigEndian.Uint16(ip[4:]))
 	if end > len(ip) {
 		*v = dropped(dropMalformed)
+		return
+	}
+	if mayCarryFragment6(ip[6]) && frags.refused(ip[:end], true, v) {
 		return
 	}
 	if nat != nil && !prerouting(nat, f, ip, in, v) {

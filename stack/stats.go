@@ -23,6 +23,16 @@ const (
 	dropNAT                                  // the NAT engine refused the packet (its own counters say why)
 	dropNoEgress                             // fast-path packet whose egress interface was just removed
 	dropFirewallInput                        // new connection to the router refused by the interface's input policy
+
+	// Fragments refused by package fragguard (fragguard.go).
+	dropFragTiny            // first fragment without the whole TCP/UDP/ICMP header (RFC 1858 section 3.1)
+	dropFragTCPOffset8      // TCP fragment at fragment offset 1 (RFC 1858 section 3.2)
+	dropFragOverlap         // fragment overlapping an earlier one of its datagram (RFC 5722)
+	dropFragAfterOverlap    // later fragment of a datagram found overlapping (RFC 5722)
+	dropFragIncompleteChain // IPv6 first fragment without the whole header chain (RFC 7112; Parameter Problem sent)
+	dropFragMalformed       // fragment length not a multiple of 8, past 65,535 bytes, nested Fragment header
+	dropFragTooManyHoles    // fragment of a datagram scattered into more pieces than the guard remembers
+
 	numDropReasons
 )
 
@@ -43,6 +53,14 @@ var dropReasonNames = [numDropReasons]string{
 	dropNAT:                "nat",
 	dropNoEgress:           "no_egress",
 	dropFirewallInput:      "firewall_input",
+
+	dropFragTiny:            "tiny_first_fragment",
+	dropFragTCPOffset8:      "tcp_offset_8",
+	dropFragOverlap:         "overlap",
+	dropFragAfterOverlap:    "after_overlap",
+	dropFragIncompleteChain: "incomplete_chain",
+	dropFragMalformed:       "malformed_fragment",
+	dropFragTooManyHoles:    "too_many_holes",
 }
 
 func (r dropReason) String() string { return dropReasonNames[r] }
