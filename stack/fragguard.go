@@ -155,3 +155,20 @@ func quotesICMPv6Error(ip []byte) bool {
 	}
 	return off+8 >= len(ip) || ip[off+8] < 128
 }
+
+// FragmentStats is the fragment guard's state, router-wide; its refusals
+// are the interfaces' drops (tiny_first_fragment, tcp_offset_8, ...).
+type FragmentStats struct {
+	// Tracked is the number of datagrams whose fragment ranges are
+	// remembered now, e.g. 3.
+	Tracked int
+	// Evicted counts datagrams forgotten before their timeout because
+	// the guard's table was full (a flood of fragments); their later
+	// fragments were checked as if nothing had come before.
+	Evicted uint64
+}
+
+// FragmentStats returns the fragment guard's state.
+func (r *Router) FragmentStats() FragmentStats {
+	return FragmentStats{Tracked: r.frags.g.Len(), Evicted: r.frags.g.Stats.Evicted.Load()}
+}

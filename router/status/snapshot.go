@@ -46,6 +46,8 @@ type Snapshot struct {
 	// path: with the fast path working they stay flat while an
 	// offloaded flow runs.
 	Netstack *Netstack `json:"netstack,omitempty"`
+	// Fragments is the fragment guard's state; nil before the router runs.
+	Fragments *Fragments `json:"fragments,omitempty"`
 }
 
 // Netstack is netstack's own IP counters (IPv4 and IPv6 together).
