@@ -12,7 +12,7 @@
 //     fragment offset 1 (8 bytes) rewrites the flags of the first one
 //     ("tcp_offset_8").
 //   - RFC 5722 (IPv6; applied to IPv4 as well, as Linux has done since
-//     4.18): a fragment that overlaps another fragment of its datagram
+//     2018): a fragment that overlaps another fragment of its datagram
 //     ("overlap") condemns the whole datagram; its later fragments are
 //     refused too ("after_overlap").
 //   - RFC 7112 (IPv6): the first fragment must carry the whole header chain,
@@ -98,6 +98,10 @@ const (
 	// each: 800 KiB at most), as Linux bounds reassembly memory
 	// (ipfrag_high_thresh, 4 MiB).
 	maxEntries = 4096
+	// sweepInterval spaces the scans of a full shard for expired
+	// entries: a flood of new datagrams then costs one eviction each,
+	// not a scan of the shard each.
+	sweepInterval = int64(time.Second)
 	// maxSpans is how many disjoint pieces of one datagram are
 	// remembered; in-order or reverse-order fragments merge into one. A
 	// datagram scattered into more is refused (TooManyHoles).
@@ -173,10 +177,13 @@ type Guard struct {
 	Stats Stats
 }
 
-// shard is one lock's part of the table. mu protects m.
+// shard is one lock's part of the table. mu protects m and nextSweep.
 type shard struct {
 	mu sync.Mutex
 	m  map[key]*entry
+	// nextSweep is when a full shard may next be scanned for expired
+	// entries; until then a full shard evicts one entry at once.
+	nextSweep int64
 }
 
 // key names one datagram (RFC 791: source, destination, protocol, ID;
@@ -494,18 +501,20 @@ func (e *entry) insert(r span) bool {
 	return true
 }
 
-// evictLocked makes room in a full shard: it removes the expired entries,
-// and if none had expired, one entry not found overlapping, else any one.
+// evictLocked makes room in a full shard: it removes the expired entries
+// (at most once per sweepInterval), and if that freed nothing, one entry
+// not found overlapping, else any one.
 func (s *shard) evictLocked(now int64, st *Stats) {
-	freed := false
-	for k, e := range s.m {
-		if now >= e.expires {
-			delete(s.m, k)
-			freed = true
+	if now >= s.nextSweep {
+		s.nextSweep = now + sweepInterval
+		for k, e := range s.m {
+			if now >= e.expires {
+				delete(s.m, k)
+			}
 		}
-	}
-	if freed {
-		return
+		if len(s.m) < maxEntries/numShards {
+			return
+		}
 	}
 	var victim key
 	found := false

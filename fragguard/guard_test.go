@@ -1,6 +1,7 @@
 package fragguard
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 	"time"
@@ -409,5 +410,34 @@ func TestReasonNames(t *testing.T) {
 	}
 	if s.Counter(Pass) != nil {
 		t.Error("Stats.Counter(Pass) != nil")
+	}
+}
+
+func BenchmarkCheck(b *testing.B) {
+	whole := frag4(1, protoUDP, 0, false, make([]byte, 1400))
+	later := frag4(2, protoUDP, 100, true, make([]byte, 1400))
+	v6 := noFrag6(ip6DestOpts, append(destOpts(protoUDP, 0), make([]byte, 8)...))
+	for _, bc := range []struct {
+		name string
+		ip   []byte
+		v6   bool
+		id   bool // a new datagram each time
+	}{
+		{"ipv4 not a fragment", whole, false, false},
+		{"ipv6 destination options, not a fragment", v6, true, false},
+		{"ipv4 fragment of a known datagram", later, false, false},
+		{"ipv4 first fragments of new datagrams", frag4(0, protoUDP, 0, true, make([]byte, 1400)), false, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var g Guard
+			ip := bytes.Clone(bc.ip)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if bc.id {
+					binary.BigEndian.PutUint16(ip[4:], uint16(i))
+				}
+				g.Check(ip, bc.v6, t0+int64(i))
+			}
+		})
 	}
 }
