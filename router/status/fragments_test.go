@@ -42,3 +42,13 @@ func TestFragmentsExported(t *testing.T) {
 		t.Errorf(`gvrouter_interface_drops_total{reason="tcp_offset_8"} = %v (present %v), want 2`, v, ok)
 	}
 }
+
+func TestFragmentsOnPage(t *testing.T) {
+	snap := statustest.Example(started)
+	snap.Fragments = &status.Fragments{Tracked: 3, Evicted: 7}
+	s, _, _ := newServer(t, snap)
+	page := body(t, get(t, s.Handler(), "GET", "/"))
+	if !strings.Contains(page, "fragment guard: 3 datagrams tracked, 7 evicted early") {
+		t.Errorf("status page does not show the fragment guard:\n%s", page)
+	}
+}
