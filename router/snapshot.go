@@ -43,6 +43,8 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 		IPPacketsDelivered: ip.PacketsDelivered.Value(),
 		IPPacketsSent:      ip.PacketsSent.Value(),
 	}
+	fs := r.net.FragmentStats()
+	s.Fragments = &status.Fragments{Tracked: fs.Tracked, Evicted: fs.Evicted}
 	for _, ic := range r.cfg.Interfaces {
 		ifc := r.net.Interface(ic.Name)
 		rp := r.ports[ic.Port]

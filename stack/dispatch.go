@@ -97,6 +97,7 @@ func (e *Endpoint) handleFramesInto(frames []hw.Frame, ss *sendSet) {
 	nat := e.nat
 	in := natIface(e.nicID)
 	inputDrop := e.inputDrop.Load()
+	frags := e.frags
 	var (
 		gs                            *groState
 		enqueued, bypassed, ver, bads uint64
@@ -118,7 +119,7 @@ func (e *Endpoint) handleFramesInto(frames []hw.Frame, ss *sendSet) {
 				continue
 			}
 		}
-		v := classify(f, mac, mtu, local, nat, in, inputDrop)
+		v := classify(f, mac, mtu, local, nat, in, inputDrop, frags)
 		if v.stolen {
 			continue
 		}
@@ -140,6 +141,9 @@ func (e *Endpoint) handleFramesInto(frames []hw.Frame, ss *sendSet) {
 			e.stats.drop(v.drop)
 			if v.ttlExpired {
 				e.sendTimeExceeded(f.Data[header.EthernetMinimumSize:])
+			}
+			if v.drop == dropFragIncompleteChain {
+				e.sendIncompleteChain(f.Data[header.EthernetMinimumSize:])
 			}
 			continue
 		}
@@ -241,7 +245,9 @@ func dropped(r dropReason) verdict { return verdict{drop: r, dropped: true} }
 // none of the router's own flows and is not for its DHCP client ports,
 // any protocol but TCP, UDP, ICMP and IGMP) are dropped (fw4's wan zone
 // "input REJECT"), after NAT, so port forwards still pass (inputNew).
-func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, nat *natengine.Engine, in natengine.Iface, inputDrop bool) verdict {
+// frags, if not nil, refuses fragments that could evade NAT and
+// firewall, before NAT (fragguard.go).
+func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, nat *natengine.Engine, in natengine.Iface, inputDrop bool, frags *fragFilter) verdict {
 	data := f.Data
 	switch {
 	case f.WireLen > len(data), len(data) < header.EthernetMinimumSize:
@@ -288,9 +294,9 @@ func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, nat 
 		return dropped(dropOversize)
 	}
 	if v.proto == header.IPv4ProtocolNumber {
-		classify4(f, l3, local, &v, nat, in, inputDrop)
+		classify4(f, l3, local, &v, nat, in, inputDrop, frags)
 	} else {
-		classify6(f, l3, local, &v, nat, in, inputDrop)
+		classify6(f, l3, local, &v, nat, in, inputDrop, frags)
 	}
 	return v
 }
@@ -327,7 +333,7 @@ func inputNew(tracked bool, st natengine.CTState, proto uint8, l4 []byte, fragme
 // classify4 validates an IPv4 packet (RFC 791, RFC 1812 section 5.2.2).
 // Netstack does not check the header checksum because we claim RX offload,
 // so it is checked here for every packet.
-func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengine.Engine, in natengine.Iface, inputDrop bool) {
+func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengine.Engine, in natengine.Iface, inputDrop bool, frags *fragFilter) {
 	if len(ip) < header.IPv4MinimumSize || ip[0]>>4 != 4 {
 		*v = dropped(dropMalformed)
 		return
@@ -344,6 +350,9 @@ func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 	}
 	if (h.More() || h.FragmentOffset() != 0) && fragmentTooBig(h.FragmentOffset(), l4) {
 		*v = dropped(dropFragmentTooBig)
+		return
+	}
+	if (h.More() || h.FragmentOffset() != 0) && frags.refused(ip, false, v) {
 		return
 	}
 	if ihl > header.IPv4MinimumSize && hasSourceRoute(ip[header.IPv4MinimumSize:ihl]) {
@@ -422,7 +431,7 @@ func validTCP(l4 []byte) bool {
 
 // classify6 validates an IPv6 packet (RFC 8200). The hop limit is left to
 // netstack, which handles it correctly.
-func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengine.Engine, in natengine.Iface, inputDrop bool) {
+func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengine.Engine, in natengine.Iface, inputDrop bool, frags *fragFilter) {
 	if len(ip) < header.IPv6MinimumSize || ip[0]>>4 != 6 {
 		*v = dropped(dropMalformed)
 		return
@@ -430,6 +439,9 @@ func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 	end := header.IPv6MinimumSize + int(binary.BigEndian.Uint16(ip[4:]))
 	if end > len(ip) {
 		*v = dropped(dropMalformed)
+		return
+	}
+	if mayCarryFragment6(ip[6]) && frags.refused(ip[:end], true, v) {
 		return
 	}
 	var st natengine.CTState

@@ -47,6 +47,9 @@ type Endpoint struct {
 	egress *atomic.Pointer[egressTable]
 	// hops is the router's next-hop cache (nexthop.go), nil without NAT.
 	hops *nextHopCache
+	// frags is the router's fragment guard (fragguard.go); nil in
+	// benchmarks. Set before the NIC exists.
+	frags *fragFilter
 
 	stats counters
 

@@ -49,6 +49,8 @@ type Router struct {
 	egress atomic.Pointer[egressTable]
 	// hops is the next-hop cache the endpoints share (nexthop.go).
 	hops nextHopCache
+	// frags is the fragment guard the endpoints share (fragguard.go).
+	frags fragFilter
 
 	// mu protects ifaces, nextID, routes, table, closed and each
 	// Interface's addrs and removed.
@@ -225,6 +227,7 @@ func (r *Router) addLocked(c *InterfaceConfig, mtu uint32) (*Interface, error) {
 	ep.tx = &r.tx
 	ep.nat = r.nat
 	ep.egress = &r.egress
+	ep.frags = &r.frags
 	if r.nat != nil {
 		ep.hops = &r.hops
 	}

@@ -27,6 +27,16 @@ const (
 	dropEgressMTU                            // forward refused: egress MTU below the family's minimum (68 IPv4, 1280 IPv6)
 	dropFragmentTooBig                       // IPv4 fragment ending past 65475 bytes (ping of death; see ipv4guard.go)
 	dropSourceRoute                          // IPv4 loose or strict source route option (RFC 7126; Linux accept_source_route=0)
+
+	// Fragments refused by package fragguard (fragguard.go).
+	dropFragTiny            // first fragment without the whole TCP/UDP/ICMP header (RFC 1858 section 3.1)
+	dropFragTCPOffset8      // TCP fragment at fragment offset 1 (RFC 1858 section 3.2)
+	dropFragOverlap         // fragment overlapping an earlier one of its datagram (RFC 5722)
+	dropFragAfterOverlap    // later fragment of a datagram found overlapping (RFC 5722)
+	dropFragIncompleteChain // IPv6 first fragment without the whole header chain (RFC 7112; Parameter Problem sent)
+	dropFragMalformed       // fragment length not a multiple of 8, past 65,535 bytes, nested Fragment header
+	dropFragTooManyHoles    // fragment of a datagram scattered into more pieces than the guard remembers
+
 	numDropReasons
 )
 
@@ -51,6 +61,14 @@ var dropReasonNames = [numDropReasons]string{
 	dropEgressMTU:          "egress_mtu_below_minimum",
 	dropFragmentTooBig:     "ipv4_fragment_too_big",
 	dropSourceRoute:        "ipv4_source_route",
+
+	dropFragTiny:            "tiny_first_fragment",
+	dropFragTCPOffset8:      "tcp_offset_8",
+	dropFragOverlap:         "overlap",
+	dropFragAfterOverlap:    "after_overlap",
+	dropFragIncompleteChain: "incomplete_chain",
+	dropFragMalformed:       "malformed_fragment",
+	dropFragTooManyHoles:    "too_many_holes",
 }
 
 func (r dropReason) String() string { return dropReasonNames[r] }

@@ -14,6 +14,7 @@ func newRegistry(s *Server) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		newCollector(s),
+		newFragCollector(s),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

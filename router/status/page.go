@@ -114,6 +114,7 @@ footer a { color: inherit; }
 {{- end}}
 </tbody>
 </table></div>
+{{with .Fragments}}<p class="sub" title="fragments refused before NAT (RFC 1858, RFC 5722, RFC 7112) are the interfaces' drops">fragment guard: {{.Tracked}} datagrams tracked, {{count .Evicted}} evicted early</p>{{end}}
 
 <h2>Ports</h2>
 <div class="wrap"><table>

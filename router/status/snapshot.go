@@ -48,6 +48,8 @@ type Snapshot struct {
 	// path: with the fast path working they stay flat while an
 	// offloaded flow runs.
 	Netstack *Netstack `json:"netstack,omitempty"`
+	// Fragments is the fragment guard's state; nil before the router runs.
+	Fragments *Fragments `json:"fragments,omitempty"`
 }
 
 // HTTP is the status server's connections.
