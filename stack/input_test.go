@@ -110,6 +110,11 @@ func TestInputPolicyEveryProtocol(t *testing.T) {
 	if v := classifyWAN(ethFrame(wanMAC, bMAC, header.IPv4ProtocolNumber, ip)); !v.dropped || v.drop != dropFirewallInput {
 		t.Errorf("first UDP fragment to the router: dropped=%v (%s), want firewall_input", v.dropped, v.drop)
 	}
+	// And IPv6's: a Fragment header, then the UDP header.
+	frag6 := append(fragmentHeader(protoUDP, 0, true, 0x77), udp...)
+	if v := classifyWAN(ethFrame(wanMAC, bMAC, header.IPv6ProtocolNumber, ipv6Packet(bIP6, wan6, 64, nhFragment, frag6))); !v.dropped || v.drop != dropFirewallInput {
+		t.Errorf("first IPv6 UDP fragment to the router: dropped=%v (%s), want firewall_input", v.dropped, v.drop)
+	}
 	// Echo, IGMP and a DHCP server's answer pass to netstack.
 	dhcp := make([]byte, 8+16)
 	binary.BigEndian.PutUint16(dhcp, 67)
