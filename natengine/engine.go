@@ -258,7 +258,7 @@ func (e *Engine) prerouting(pkt []byte, in Iface, overloaded bool) (Verdict, CTS
 	case KindICMPOther:
 		return e.icmpOther(b, &p, in, s), CTUntracked
 	default:
-		if untrackedProto(p.Proto) {
+		if t := p.tuple(b); s.untrackedProto(&t) {
 			if p.Frag {
 				e.fragFirst(b, &p, nil, 0, now)
 			}

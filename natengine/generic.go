@@ -24,11 +24,17 @@ package natengine
 // ProtoIGMP is IGMP (RFC 3376), which stays untracked like ICMP.
 const ProtoIGMP = 2
 
-// untrackedProto reports whether packets of proto (not TCP, UDP or ICMP)
-// are passed without a flow: IGMP, a link-local control protocol that
-// the router answers itself and that never opens a flow (fw4 accepts it
-// from wan, "Allow-IGMP").
-func untrackedProto(proto uint8) bool { return proto == ProtoIGMP }
+// untrackedProto reports whether a packet of a protocol other than TCP,
+// UDP and ICMP, with tuple t, is passed without a flow: IPv4 IGMP to a
+// multicast group or to one of the router's own addresses, a link-local
+// control protocol that the router answers itself and that never opens a
+// flow (fw4 accepts it from wan, "Allow-IGMP"). Protocol 2 to any other
+// address (a LAN host, a remote host) and IPv6 next header 2, which is not
+// IGMP, are generic flows like every other protocol: otherwise a WAN host
+// could send anything to a LAN host as "IGMP".
+func (s *snapshot) untrackedProto(t *Tuple) bool {
+	return t.Proto == ProtoIGMP && !t.V6 && (t.DstAddr().IsMulticast() || s.isLocal(&t.Dst, false))
+}
 
 // genericReply picks the reply tuple of the generic flow c leaving
 // through a NAT interface with the external addresses pool: the first

@@ -272,12 +272,43 @@ func TestRouterOwnFlows(t *testing.T) {
 
 func TestIGMPUntracked(t *testing.T) {
 	e, _ := newTestEngine(t, 0, nil)
-	q := gen(netip.MustParseAddr("203.0.113.1"), netip.MustParseAddr("224.0.0.1"), ProtoIGMP)
-	if v, st := preCT(e, q, wanIf); v != Accept || st != CTUntracked {
-		t.Fatalf("IGMP query from WAN: %v %v", v, st)
+	for _, dst := range []netip.Addr{netip.MustParseAddr("224.0.0.1"), wanAddr} {
+		q := gen(netip.MustParseAddr("203.0.113.1"), dst, ProtoIGMP)
+		if v, st := preCT(e, q, wanIf); v != Accept || st != CTUntracked {
+			t.Fatalf("IGMP from WAN to %s: %v %v", dst, v, st)
+		}
 	}
 	if e.Len() != 0 {
 		t.Fatalf("IGMP tracked")
+	}
+}
+
+// TestProtocol2ToHostsIsGeneric: protocol 2 is untracked IGMP only to a
+// group or the router. To a LAN host from the WAN it is an unsolicited
+// generic flow in both families (IPv6 next header 2 is not IGMP), and a
+// LAN host's own protocol-2 flow out gets its reply.
+func TestProtocol2ToHostsIsGeneric(t *testing.T) {
+	e, _ := newTestEngine(t, 0, func(r *Rules) {
+		r.Allow6 = []Allow6{{Proto: ProtoTCP, Dst: netip.PrefixFrom(host6, 128), FirstPort: 22, LastPort: 22}}
+	})
+	before := e.Stats().Drops[DropUnsolicited].Load()
+	for _, q := range [][]byte{gen(remote, hostA, ProtoIGMP), gen(remote6, host6, ProtoIGMP)} {
+		if v := e.Prerouting(q, wanIf); v != Drop {
+			t.Errorf("protocol 2 from the WAN to a LAN host: %v, want Drop", v)
+		}
+	}
+	if got := e.Stats().Drops[DropUnsolicited].Load() - before; got != 2 {
+		t.Errorf("unsolicited drops rose by %d, want 2", got)
+	}
+	out := gen(host6, remote6, ProtoIGMP)
+	if v := e.Prerouting(out, lanIf); v != Accept {
+		t.Fatalf("protocol 2 out from a LAN host: %v", v)
+	}
+	if v := e.Postrouting(out, wanIf); v != Accept {
+		t.Fatalf("protocol 2 out from a LAN host, postrouting: %v", v)
+	}
+	if v := e.Prerouting(gen(remote6, host6, ProtoIGMP), wanIf); v != Accept {
+		t.Errorf("the reply to a LAN host's protocol-2 flow: %v, want Accept", v)
 	}
 }
 

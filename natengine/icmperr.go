@@ -38,7 +38,7 @@ func (e *Engine) icmpError(b []byte, p *Parsed, in Iface, s *snapshot) (Verdict,
 	}
 	var c *conn
 	var dir int
-	if ip.Kind == KindTCP || ip.Kind == KindUDP || ip.Kind == KindICMPQuery || (ip.Kind == KindOther && !untrackedProto(ip.Proto)) {
+	if ip.Kind == KindTCP || ip.Kind == KindUDP || ip.Kind == KindICMPQuery || ip.Kind == KindOther {
 		k := ip.tuple(inner).Invert()
 		if r, ok := e.tab.lookup(&k); ok && r.dir != dirMid && !r.c.dead.Load() {
 			c, dir = r.c, int(r.dir)

@@ -31,7 +31,7 @@ func (e *Engine) postrouting(pkt []byte, out Iface, local bool) Verdict {
 		return Accept
 	case KindTCP, KindUDP, KindICMPQuery:
 	case KindOther:
-		if !untrackedProto(p.Proto) {
+		if t := p.tuple(b); !s.untrackedProto(&t) {
 			break // a generic flow
 		}
 		fallthrough
