@@ -224,6 +224,18 @@ type frag struct {
 // Malformed. Check does not allocate, except for the first fragment
 // seen of a datagram.
 func (g *Guard) Check(ip []byte, v6 bool, now int64) Reason {
+	return g.check(ip, v6, now, nil)
+}
+
+// CheckClock is Check that reads clock (nanoseconds, as now) only for a
+// fragment whose datagram must be looked up, so packets that turn out to
+// carry no Fragment header (IPv6 tunnels, hop-by-hop options) cost no
+// clock read.
+func (g *Guard) CheckClock(ip []byte, v6 bool, clock func() int64) Reason {
+	return g.check(ip, v6, 0, clock)
+}
+
+func (g *Guard) check(ip []byte, v6 bool, now int64, clock func() int64) Reason {
 	var f frag
 	var r Reason
 	if v6 {
@@ -232,6 +244,9 @@ func (g *Guard) Check(ip []byte, v6 bool, now int64) Reason {
 		r = parse4(ip, &f)
 	}
 	if r == Pass && f.timeout != 0 {
+		if clock != nil {
+			now = clock()
+		}
 		r = g.track(&f, now)
 	}
 	if c := g.Stats.Counter(r); c != nil {

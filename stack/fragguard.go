@@ -29,6 +29,9 @@ type fragFilter struct {
 // fragEpoch is the origin of the guard's monotonic clock.
 var fragEpoch = time.Now()
 
+// fragClock is the guard's clock: nanoseconds since fragEpoch.
+func fragClock() int64 { return int64(time.Since(fragEpoch)) }
+
 // fragDrops maps the guard's reasons to interface drop reasons.
 var fragDrops = [fragguard.NumReasons]dropReason{
 	fragguard.TinyFirstFragment: dropFragTiny,
@@ -42,19 +45,17 @@ var fragDrops = [fragguard.NumReasons]dropReason{
 
 // refused runs the guard on ip, an IPv4 fragment or an IPv6 packet that
 // may carry a Fragment header (ip cut to its payload length), and reports
-// whether it is refused; then v says why. Called only for such packets,
-// so the clock is read per fragment, not per packet.
+// whether it is refused; then v says why. The clock is read only for
+// fragments the guard tracks, not for every tunnel packet.
 func (ff *fragFilter) refused(ip []byte, v6 bool, v *verdict) bool {
 	if ff == nil {
 		return false
 	}
-	var now int64
-	if ff.now != nil {
-		now = ff.now()
-	} else {
-		now = int64(time.Since(fragEpoch))
+	clock := ff.now
+	if clock == nil {
+		clock = fragClock
 	}
-	r := ff.g.Check(ip, v6, now)
+	r := ff.g.CheckClock(ip, v6, clock)
 	if r == fragguard.Pass {
 		return false
 	}

@@ -215,3 +215,28 @@ func TestFragmentGuardAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestFragFilterClockOnlyForFragments: an IPv6 packet that may carry a
+// Fragment header but does not (a GRE tunnel packet, a hop-by-hop option)
+// passes without a clock read; a fragment reads it once.
+func TestFragFilterClockOnlyForFragments(t *testing.T) {
+	reads := 0
+	ff := &fragFilter{now: func() int64 { reads++; return 1 }}
+	var v verdict
+	for _, ip := range [][]byte{
+		ipv6Packet(bIP6, aIP6, 64, 47, []byte("gre payload")),
+		chainPacket(bIP6, aIP6, nhHopByHop, optionsHeader(protoUDP, 8), udpDatagram(1, 2, nil)),
+	} {
+		if ff.refused(ip, true, &v) {
+			t.Fatalf("refused a packet without a Fragment header: %s", v.drop)
+		}
+	}
+	if reads != 0 {
+		t.Errorf("clock read %d times for packets without a Fragment header", reads)
+	}
+	frag := chainPacket(bIP6, aIP6, nhFragment, fragmentHeader(protoUDP, 0, true, 9), udpDatagram(1, 2, make([]byte, 24)))
+	ff.refused(frag, true, &v)
+	if reads != 1 {
+		t.Errorf("clock read %d times for one fragment, want 1", reads)
+	}
+}
