@@ -358,7 +358,7 @@ func TestDHCPClientPortsAdmitted(t *testing.T) {
 		{remote, wanAddr, 69, Accept, CTNew},
 		{remote, hostA, 68, Drop, 0},
 		{netip.MustParseAddr("fe80::1"), ll, 546, Accept, CTUntracked},
-		{remote6, wan6, 546, Accept, CTUntracked},
+		{remote6, wan6, 546, Accept, CTNew}, // not from fc00::/6
 		{netip.MustParseAddr("fe80::1"), netip.MustParseAddr("ff02::1"), 546, Accept, CTNew},
 		{remote6, wan6, 547, Accept, CTNew},
 		{remote6, host6, 546, Drop, 0},
@@ -370,6 +370,15 @@ func TestDHCPClientPortsAdmitted(t *testing.T) {
 		v, st := preCT(e, pk{src: tc.src, dst: tc.dst, proto: ProtoUDP, sport: sport, dport: tc.dport}.build(), wanIf)
 		if v != tc.v || (v == Accept && st != tc.st) {
 			t.Errorf("UDP %v:%d -> %v:%d from WAN: %v %v, want %v %v", tc.src, sport, tc.dst, tc.dport, v, st, tc.v, tc.st)
+		}
+	}
+	// Not from the server port: new flows, which the input policy drops.
+	for _, q := range [][]byte{
+		pk{src: remote, dst: wanAddr, proto: ProtoUDP, sport: 5353, dport: 68}.build(),
+		pk{src: netip.MustParseAddr("fe80::1"), dst: ll, proto: ProtoUDP, sport: 5353, dport: 546}.build(),
+	} {
+		if v, st := preCT(e, q, wanIf); v != Accept || st != CTNew {
+			t.Errorf("UDP to a DHCP client port from another port: %v %v, want a new flow", v, st)
 		}
 	}
 	if e.Len() != 0 {

@@ -1,5 +1,7 @@
 package natengine
 
+import "net/netip"
+
 // The router's own flows (Linux's OUTPUT conntrack).
 //
 // Packets to the router itself are not tracked inbound (the router's
@@ -63,10 +65,12 @@ func outputOpens(p *Parsed, t *Tuple) bool {
 	return false
 }
 
-// DHCP client ports (RFC 2131, RFC 8415).
+// DHCP ports (RFC 2131, RFC 8415).
 const (
+	dhcp4ServerPort = 67
 	dhcp4ClientPort = 68
 	dhcp6ClientPort = 546
+	dhcp6ServerPort = 547
 )
 
 // limitedBroadcast is 255.255.255.255 in Tuple form.
@@ -80,12 +84,22 @@ var limitedBroadcast = [16]byte{255, 255, 255, 255}
 // no tracked flow (a client's requests go to a broadcast or multicast
 // address), and fw4's default rules Allow-DHCP-Renew and Allow-DHCPv6
 // admit them the same way.
+//
+// As in fw4, IPv6 answers must come from and go to fc00::/6 (link-local
+// or unique local: a DHCPv6 server or relay on the link), and both
+// families must come from the server port (67, 547), so the exception
+// is not a way in for any UDP from the internet.
 func dhcpClient(p *Parsed, t *Tuple) bool {
 	if p.Kind != KindUDP {
 		return false
 	}
 	if t.V6 {
-		return t.DstPort == dhcp6ClientPort && !t.DstAddr().IsMulticast()
+		return t.DstPort == dhcp6ClientPort && t.SrcPort == dhcp6ServerPort &&
+			!t.DstAddr().IsMulticast() && dhcp6Scope.Contains(t.SrcAddr()) && dhcp6Scope.Contains(t.DstAddr())
 	}
-	return t.DstPort == dhcp4ClientPort
+	return t.DstPort == dhcp4ClientPort && t.SrcPort == dhcp4ServerPort
 }
+
+// dhcp6Scope is fw4's Allow-DHCPv6 address range: link-local and unique
+// local addresses.
+var dhcp6Scope = netip.MustParsePrefix("fc00::/6")
