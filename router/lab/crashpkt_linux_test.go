@@ -109,8 +109,10 @@ if mode == "lan":
     for i in range(156):
         chain = chain / destopts(8)
     go("156 destination options headers", chain / udp)
+    # A first fragment's data must be a multiple of 8 bytes, or the
+    # fragment guard refuses it (malformed_fragment) before netstack.
     go("long chain then a first fragment", IPv6(src=src6, dst=dst6) / destopts(1248) /
-       IPv6ExtHdrFragment(id=7, m=1, offset=0) / udp)
+       IPv6ExtHdrFragment(id=7, m=1, offset=0) / UDP(sport=40000, dport=9) / Raw(MARK + b"\x00" * 5))
     go("long chain then no next header", IPv6(src=src6, dst=dst6) / destopts(1256, nh=59) / Raw(MARK))
     go("long chain with hop limit 1", IPv6(src=src6, dst=dst6, hlim=1) / destopts(1264) / udp)
     go("long chain tcp syn", IPv6(src=src6, dst=dst6) / destopts(1264) / TCP(sport=40001, dport=80, flags="S") / Raw(MARK))
