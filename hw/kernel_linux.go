@@ -87,10 +87,16 @@ func newKernelState(ifname string, ifindex int, mac net.HardwareAddr, stateDir s
 	case err != nil:
 		return nil, fmt.Errorf("hw: open %s: %w", ifname, err)
 	case rec == nil:
+	case rec.BootID == boot && rec.Netns != ns:
+		// Another namespace's router (sharing this state_dir) crashed
+		// on a port of the same name: its record is the only copy of
+		// that port's settings, so it is not overwritten.
+		return nil, fmt.Errorf("hw: open %s: %s holds the settings of a port %s in network namespace %d (this is %d) that a router did not give back: run `router restore` there, or give this router a state_dir of its own",
+			ifname, k.store.Path(ifname), ifname, rec.Netns, ns)
 	case rec.BootID != boot || rec.Netns != ns || rec.Ifindex != ifindex:
-		log.Warn("state record is about another boot, namespace or interface: the kernel reset what it lists; discarded",
+		log.Warn("state record is about another boot or interface: the kernel reset what it lists; discarded",
 			"record_boot", rec.BootID, "record_netns", rec.Netns, "record_ifindex", rec.Ifindex, "since", rec.Since)
-		if rec.BootID == boot && rec.Netns == ns {
+		if rec.BootID == boot {
 			// The interface was recreated; tables named after the old
 			// one may remain.
 			for _, t := range rec.NFTables {

@@ -14,11 +14,15 @@ import (
 )
 
 // LockPort takes the exclusive lock on port ifname of the calling
-// thread's network namespace, a file <runDir>/ports/<netns inode>.<ifname>.lock:
-// two routers in different namespaces may own interfaces of the same name,
-// two in one may not. Take it before Open and release it after Close. If
-// another router holds it the error is a *statedir.LockedError, "port eth0
-// is in use by router pid N".
+// thread's network namespace: two routers in different namespaces may own
+// interfaces of the same name, two in one may not. It is two locks, both
+// freed by the kernel when the process ends: the abstract socket
+// "@gvrouter/port/<ifname>" of the namespace, which no flag can move (two
+// routers started with different run directories still meet there), and
+// the file <runDir>/ports/<netns inode>.<ifname>.lock beside the pidfile,
+// where an operator can see it. Take it before Open and release it after
+// Close. If another router holds it the error is a *statedir.LockedError,
+// "port eth0 is in use by router pid N".
 func LockPort(runDir, ifname string) (*statedir.Lock, error) {
 	var st unix.Stat_t
 	runtime.LockOSThread()
@@ -30,8 +34,17 @@ func LockPort(runDir, ifname string) (*statedir.Lock, error) {
 	if err := checkIfname(ifname); err != nil {
 		return nil, fmt.Errorf("hw: lock port: %w", err)
 	}
+	ns, err := statedir.TryLockAbstract("gvrouter/port/"+ifname, "port "+ifname)
+	if err != nil {
+		return nil, err
+	}
 	path := filepath.Join(runDir, "ports", fmt.Sprintf("%d.%s.lock", st.Ino, ifname))
-	return statedir.TryLock(path, "port "+ifname)
+	f, err := statedir.TryLock(path, "port "+ifname)
+	if err != nil {
+		ns.Unlock()
+		return nil, err
+	}
+	return f.With(ns), nil
 }
 
 func checkIfname(s string) error {

@@ -2,6 +2,7 @@ package hw
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -237,6 +238,32 @@ func TestTakeoverCorruptRecord(t *testing.T) {
 		t.Errorf("state after Restore of a stale record:\n%s\nwant it untouched:\n%s", got, before)
 	}
 
+	// A record of this boot from another namespace (a router there
+	// crashed on a port of the same name, sharing this state_dir): the
+	// only copy of that port's settings, so Open refuses and keeps it.
+	boot, _, err := kernelIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := &takeover.Record{Port: "p1", BootID: boot, Netns: 1, Ifindex: 1, DisableIPv6: "0"}
+	if err := s.Save(foreign); err != nil {
+		t.Fatal(err)
+	}
+	n.Do(t, func() { p, err = Open(Config{Name: "p1", StateDir: dir}, nil) })
+	if err == nil || !strings.Contains(err.Error(), "router restore") {
+		p.Close()
+		t.Errorf("Open over another namespace's record = %v, want it refused", err)
+	}
+	if r, err := s.Load("p1"); r == nil || err != nil || r.Netns != 1 {
+		t.Errorf("other namespace's record after the refused Open = %v, %v; want it kept", r, err)
+	}
+	if got := state(); got != before {
+		t.Errorf("state after the refused Open:\n%s\nwant it untouched:\n%s", got, before)
+	}
+	if err := s.Remove("p1"); err != nil {
+		t.Fatal(err)
+	}
+
 	if err := os.WriteFile(s.Path("p1"), []byte(`{"version": 9, "port": "p1"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -276,5 +303,24 @@ func TestLockPort(t *testing.T) {
 	}
 	if errAgain == nil || !strings.Contains(errAgain.Error(), "port eth0 is in use by router pid ") {
 		t.Errorf("second LockPort(eth0) in one namespace = %v, want \"port eth0 is in use by router pid N\"", errAgain)
+	}
+	// Another run directory does not get around it (a second router
+	// started with another -run-dir), and the holder is named.
+	var other *statedir.Lock
+	var errOther error
+	a.Do(t, func() { other, errOther = LockPort(t.TempDir(), "eth0") })
+	defer other.Unlock()
+	want := fmt.Sprintf("port eth0 is in use by router pid %d", os.Getpid())
+	if errOther == nil || !strings.Contains(errOther.Error(), want) {
+		t.Errorf("LockPort(eth0) with another run directory = %v, want %q", errOther, want)
+	}
+	// Released with Unlock: the port can be taken again.
+	la.Unlock()
+	var after *statedir.Lock
+	var errAfter error
+	a.Do(t, func() { after, errAfter = LockPort(t.TempDir(), "eth0") })
+	defer after.Unlock()
+	if errAfter != nil {
+		t.Errorf("LockPort(eth0) after Unlock = %v", errAfter)
 	}
 }
