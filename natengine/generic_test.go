@@ -1,6 +1,7 @@
 package natengine
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"testing"
 	"time"
@@ -383,5 +384,23 @@ func TestDHCPClientPortsAdmitted(t *testing.T) {
 	}
 	if e.Len() != 0 {
 		t.Fatalf("%d flows tracked", e.Len())
+	}
+}
+
+// TestLaterIPv6FragmentDataIsNotHeaders: the data of a fragment at a
+// non-zero offset is parsed as data even when the Fragment header's next
+// header is Destination Options and the data would be a malformed one.
+func TestLaterIPv6FragmentDataIsNotHeaders(t *testing.T) {
+	data := make([]byte, 16)
+	data[0], data[1] = ProtoUDP, 200 // a "header" of 1608 bytes
+	frag := append([]byte{60, 0, 0, 0, 0, 0, 0, 9}, data...)
+	binary.BigEndian.PutUint16(frag[2:], 1480) // offset 1480, last
+	pkt := pk{src: remote6, dst: host6, proto: 44, payload: frag}.build()
+	var p Parsed
+	if !parse(pkt, &p, true) {
+		t.Fatal("parse refused a later fragment whose data looks like a bad header")
+	}
+	if p.Kind != KindFragment || p.FragOff != 1480 || p.FragID != 9 {
+		t.Errorf("parse = kind %v offset %d id %d, want a fragment at 1480 with id 9", p.Kind, p.FragOff, p.FragID)
 	}
 }

@@ -158,6 +158,11 @@ func parse6(b []byte, p *Parsed, strict bool) bool {
 			p.FragID = binary.BigEndian.Uint32(b[off+4:])
 			nh = b[off]
 			off += 8
+			if p.FragOff != 0 {
+				// A later fragment's data is not headers: its
+				// first bytes may look like an extension header.
+				break
+			}
 			continue
 		}
 		break
