@@ -404,3 +404,23 @@ func TestLaterIPv6FragmentDataIsNotHeaders(t *testing.T) {
 		t.Errorf("parse = kind %v offset %d id %d, want a fragment at 1480 with id 9", p.Kind, p.FragOff, p.FragID)
 	}
 }
+
+// TestOwnFlowsOnlyOutOfWAN: the router's own UDP answers out of a LAN
+// interface (a LAN-side DNS server's) open no flow; the same out of a wan
+// interface (an upstream query) does.
+func TestOwnFlowsOnlyOutOfWAN(t *testing.T) {
+	e, _ := newTestEngine(t, 0, nil)
+	for i := range 100 {
+		ans := pk{src: lanAddr, dst: hostA, proto: ProtoUDP, sport: 53, dport: uint16(30000 + i)}.build()
+		if v := e.PostroutingLocal(ans, lanIf); v != Accept {
+			t.Fatalf("the router's answer to a LAN host: %v", v)
+		}
+	}
+	if e.Len() != 0 {
+		t.Fatalf("%d flows for the router's answers on the LAN, want 0", e.Len())
+	}
+	q := pk{src: wanAddr, dst: remote, proto: ProtoUDP, sport: 40000, dport: 53}.build()
+	if v := e.PostroutingLocal(q, wanIf); v != Accept || e.Len() != 1 {
+		t.Fatalf("the router's upstream query: %v, %d flows; want one", v, e.Len())
+	}
+}

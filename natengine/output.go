@@ -11,12 +11,18 @@ import "net/netip"
 // another protocol) and refreshes it on later packets, so the replies (a
 // DNS upstream's answer, a DHCP server's unicast renewal reply) find the
 // flow in Prerouting as CTEstablished. Packets to multicast or broadcast
-// addresses open nothing: no reply comes from such an address.
+// addresses open nothing: no reply comes from such an address. Only
+// packets leaving a wan interface open flows: the input policy that needs
+// them filters only there, and a LAN-side service's answers (a DNS or
+// DHCP server's, to LAN queries the router does not track inbound) would
+// otherwise each take a table entry, a flood of queries crowding out
+// forwarded flows.
 
 // output tracks the packet b (tuple t) that the router originated; r and
-// ok are t's table lookup. It returns the lookup to continue with, and
-// Drop (counted) when a new flow finds the table full or clashes.
-func (e *Engine) output(b []byte, p *Parsed, t Tuple, r ref, ok bool) (ref, bool, Verdict) {
+// ok are t's table lookup; wan says whether it leaves a wan interface. It
+// returns the lookup to continue with, and Drop (counted) when a new flow
+// finds the table full or clashes.
+func (e *Engine) output(b []byte, p *Parsed, t Tuple, r ref, ok, wan bool) (ref, bool, Verdict) {
 	now := e.now()
 	if ok && r.dir != dirMid {
 		if now < r.c.expires.Load() {
@@ -29,7 +35,7 @@ func (e *Engine) output(b []byte, p *Parsed, t Tuple, r ref, ok bool) (ref, bool
 			e.stats.Expired.Add(1)
 		}
 	}
-	if !outputOpens(p, &t) {
+	if !wan || !outputOpens(p, &t) {
 		return ref{}, false, Accept
 	}
 	c := &conn{orig: t, mid: t, created: now}

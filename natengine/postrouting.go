@@ -45,7 +45,8 @@ func (e *Engine) postrouting(pkt []byte, out Iface, local bool) Verdict {
 	r, ok := e.tab.lookup(&t)
 	if local {
 		var v Verdict
-		if r, ok, v = e.output(b, &p, t, r, ok); v != Accept {
+		ic := s.iface(out)
+		if r, ok, v = e.output(b, &p, t, r, ok, ic != nil && ic.wan); v != Accept {
 			return v
 		}
 	}
