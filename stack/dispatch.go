@@ -411,6 +411,12 @@ func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 		*v = dropped(dropMalformed)
 		return
 	}
+	// Octets after the payload (link padding) go: gVisor's parse.IPv6
+	// (header/parse, pinned version) caps the data at the payload length
+	// only after taking the extension headers off, so it would forward
+	// as many trailing octets as the extension headers are long.
+	f.Data = f.Data[:header.EthernetMinimumSize+end]
+	ip = ip[:end]
 	if nat != nil && !prerouting(nat, f, ip, in, v) {
 		return
 	}
