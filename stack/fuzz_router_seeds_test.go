@@ -323,6 +323,11 @@ func routerSeeds() [][]byte {
 	add(fzRec(ctlFix, ipv6Packet(fzHost6, far, 64, header.UDPProtocolNumber, udp(5000, 53))),
 		fzRec(ctlWAN|ctlFix, ipv6Packet(far, fzHost6, 64, header.UDPProtocolNumber, udp(53, 5000))))
 	add(fzRec(ctlFix|ctlPartial, lan4(fzFar4, 64, udp(5001, 53))))
+	// The forward's reply spoofed from the WAN, CHECKSUM_PARTIAL with no
+	// pseudo-header sum: un-NATed and sent back out with a checksum the
+	// router cannot get right (found by FuzzRouter, a harness false alarm).
+	add(fzRec(ctlWAN|ctlFix, ipv4Packet(fzFar4, fzWAN4, 64, header.TCPProtocolNumber, tcpSeg(40000, fzForwardExt, header.TCPFlagSyn, 1, 0, mss, nil))),
+		fzRec(ctlWAN|ctlPartial, ipv4Packet(fzHost4, fzFar4, 64, header.TCPProtocolNumber, tcpSeg(fzForwardInt, 40000, header.TCPFlagSyn|header.TCPFlagAck, 100, 2, mss, nil))))
 	add(fzRec(ctlFix|ctlPartial, ipv6Chain(fzHost6, far, 64, header.UDPProtocolNumber, udp(5001, 53), optsHdr(60, padN(6)))))
 
 	// What the firewall must stop: new inbound flows to LAN hosts with no

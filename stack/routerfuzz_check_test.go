@@ -31,8 +31,10 @@ type ipInfo struct {
 	proto uint8
 	l4    []byte
 	// csumOK: the TCP, UDP, ICMP or ICMPv6 checksum is right (or cannot
-	// be checked: fragments, short headers).
-	csumOK bool
+	// be checked: fragments, short headers). partialOK: the TCP or UDP
+	// checksum field holds what a CHECKSUM_PARTIAL sender leaves there,
+	// the pseudo-header sum, so the router can complete it.
+	csumOK, partialOK bool
 }
 
 // ports returns the TCP or UDP ports; ok is false for other protocols and
@@ -70,6 +72,7 @@ func parseIPFrame(frame []byte) ipInfo {
 		p.first = h.FragmentOffset() == 0
 		p.l4 = l4
 		p.csumOK = p.frag || checksumOK(false, ip[12:16], ip[16:20], p.proto, l4)
+		p.partialOK = !p.frag && partialOK(ip[12:16], ip[16:20], p.proto, l4)
 	case uint16(header.IPv6ProtocolNumber):
 		if len(ip) < header.IPv6MinimumSize || ip[0]>>4 != 6 {
 			return p
@@ -93,6 +96,7 @@ func parseIPFrame(frame []byte) ipInfo {
 			p.proto, p.l4 = proto, ip[off:]
 			p.first = true
 			p.csumOK = checksumOK(true, ip[8:24], ip[24:40], proto, p.l4)
+			p.partialOK = partialOK(ip[8:24], ip[24:40], proto, p.l4)
 		}
 	}
 	return p
@@ -108,6 +112,13 @@ func checksumOK(v6 bool, src, dst []byte, proto uint8, l4 []byte) bool {
 		return len(l4) < header.ICMPv6MinimumSize || checksum.Checksum(l4, pseudoHeaderSum(src, dst, proto, len(l4))) == 0xffff
 	}
 	return l4ChecksumValid(v6, src, dst, proto, l4)
+}
+
+// partialOK reports whether the TCP or UDP segment l4 carries the
+// pseudo-header sum in its checksum field, as fixFrame leaves it.
+func partialOK(src, dst []byte, proto uint8, l4 []byte) bool {
+	off, minLen, ok := checksumOffset(proto)
+	return ok && len(l4) >= minLen && binary.BigEndian.Uint16(l4[off:]) == pseudoHeaderSum(src, dst, proto, len(l4))
 }
 
 // flowKey is a TCP or UDP 5-tuple as the harness saw it.
@@ -126,6 +137,16 @@ type ingress struct {
 	port    int
 	info    ipInfo
 	partial bool
+}
+
+// wrongChecksum reports whether the router may forward in's TCP, UDP or
+// ICMP checksum wrong: it came in wrong, or as CHECKSUM_PARTIAL without
+// the pseudo-header sum that completing it needs.
+func (in *ingress) wrongChecksum() bool {
+	if _, _, ok := checksumOffset(in.info.proto); ok && in.partial {
+		return !in.info.partialOK
+	}
+	return !in.info.csumOK
 }
 
 // fuzzHistory is what the harness remembers of the frames it delivered
@@ -278,7 +299,7 @@ func checkForwarded(p *ipInfo, in []ingress) string {
 	}
 	if !p.csumOK {
 		for _, m := range matches {
-			if !m.info.csumOK && !m.partial {
+			if m.wrongChecksum() {
 				return ""
 			}
 		}
