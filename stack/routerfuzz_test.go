@@ -235,6 +235,9 @@ type fuzzFrame struct {
 	port int
 	f    hw.Frame
 	ip   ipInfo // of the untagged frame; valid iff ip.ok
+	// orig is the frame before the router rewrote it in place, for
+	// failure messages.
+	orig []byte
 }
 
 // Control byte of a frame in a FuzzRouter input.
@@ -319,6 +322,7 @@ func (n *fuzzNet) buildFrame(ctl byte, payload []byte) fuzzFrame {
 		f.VLANValid, f.VLANTCI, f.VLANTPID = true, vid, etherTypeVLAN
 	}
 	ff.f = f
+	ff.orig = append([]byte(nil), f.Data...)
 	return ff
 }
 
@@ -540,5 +544,5 @@ func untagSent(f []byte) ([]byte, bool) {
 }
 
 func (f fuzzFrame) String() string {
-	return fmt.Sprintf("port %d tagged=%v len %d: %x", f.port, f.f.VLANValid, len(f.f.Data), f.f.Data)
+	return fmt.Sprintf("port %d ring-tagged=%v partial=%v len %d: %x", f.port, f.f.VLANValid, f.f.CsumPartial, len(f.orig), f.orig)
 }
