@@ -333,6 +333,14 @@ func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 		*v = dropped(dropIPv4HeaderChecksum)
 		return
 	}
+	if (h.More() || h.FragmentOffset() != 0) && fragmentTooBig(h.FragmentOffset(), l4) {
+		*v = dropped(dropFragmentTooBig)
+		return
+	}
+	if ihl > header.IPv4MinimumSize && hasSourceRoute(ip[header.IPv4MinimumSize:ihl]) {
+		*v = dropped(dropSourceRoute)
+		return
+	}
 	// NAT first: un-NAT of replies and DNAT decide who the packet is for.
 	if nat != nil && !prerouting(nat, f, ip, in, v) {
 		return

@@ -26,8 +26,9 @@ import (
 // packet only while it is being forwarded, so it stays as small as the
 // number of receive goroutines and does not allocate once warm.
 //
-// forwardPins is the stack's NFTablesInterface; CheckPostrouting also
-// tags GRO merges (see its doc); every other hook accepts.
+// forwardPins is the stack's NFTablesInterface; CheckForward also guards
+// the forward path (fwdguard.go), CheckPostrouting tags GRO merges (see
+// its doc); every other hook accepts.
 // It is safe for concurrent use.
 type forwardPins struct {
 	// n is len(pins), so that release costs one atomic load when nothing
@@ -36,6 +37,10 @@ type forwardPins struct {
 
 	mu   sync.Mutex // protects pins
 	pins map[*stack.PacketBuffer]buffer.Buffer
+
+	// egress is the router's NIC ID → endpoint table, for the forward
+	// guard (fwdguard.go); set once by New before any NIC exists.
+	egress *atomic.Pointer[egressTable]
 }
 
 var _ stack.NFTablesInterface = (*forwardPins)(nil)
@@ -44,8 +49,13 @@ func newForwardPins() *forwardPins {
 	return &forwardPins{pins: make(map[*stack.PacketBuffer]buffer.Buffer)}
 }
 
-// CheckForward implements stack.NFTablesInterface. It pins pkt's chunks.
-func (p *forwardPins) CheckForward(pkt *stack.PacketBuffer, _ *stack.Route, af stack.AddressFamily) bool {
+// CheckForward implements stack.NFTablesInterface. It refuses what the
+// forward path would panic on (fwdguard.go) and pins an IPv4 packet's
+// chunks.
+func (p *forwardPins) CheckForward(pkt *stack.PacketBuffer, route *stack.Route, af stack.AddressFamily) bool {
+	if p.refuseForward(pkt, route, af) {
+		return false
+	}
 	if af != stack.IP {
 		return true
 	}

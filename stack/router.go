@@ -113,6 +113,7 @@ func New(cfg Config, log *slog.Logger) (*Router, error) {
 	s.SetNFTables(pins)
 	s.SetNFTablesConfigured(true)
 	r := &Router{s: s, log: log, pins: pins, ifaces: make(map[string]*Interface), nat: cfg.NAT, neighbors: nw}
+	pins.egress = &r.egress
 	if err := r.Apply(cfg); err != nil {
 		r.Close()
 		return nil, err

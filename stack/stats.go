@@ -23,6 +23,10 @@ const (
 	dropNAT                                  // the NAT engine refused the packet (its own counters say why)
 	dropNoEgress                             // fast-path packet whose egress interface was just removed
 	dropFirewallInput                        // new connection to the router refused by the interface's input policy
+	dropHeaderChain                          // IPv6 header chain over 1280 bytes on a packet to be forwarded (RFC 7112 section 5; Parameter Problem sent)
+	dropEgressMTU                            // forward refused: egress MTU below the family's minimum (68 IPv4, 1280 IPv6)
+	dropFragmentTooBig                       // IPv4 fragment ending past 65475 bytes (ping of death; see ipv4guard.go)
+	dropSourceRoute                          // IPv4 loose or strict source route option (RFC 7126; Linux accept_source_route=0)
 	numDropReasons
 )
 
@@ -43,6 +47,10 @@ var dropReasonNames = [numDropReasons]string{
 	dropNAT:                "nat",
 	dropNoEgress:           "no_egress",
 	dropFirewallInput:      "firewall_input",
+	dropHeaderChain:        "ipv6_header_chain",
+	dropEgressMTU:          "egress_mtu_below_minimum",
+	dropFragmentTooBig:     "ipv4_fragment_too_big",
+	dropSourceRoute:        "ipv4_source_route",
 }
 
 func (r dropReason) String() string { return dropReasonNames[r] }
