@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"runtime"
@@ -10,15 +9,7 @@ import (
 	"time"
 
 	"gvisor.dev/gvisor/pkg/refs"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
-
-// fuzzSkipKnown makes FuzzRouter skip inputs with a crash that is known and
-// being fixed elsewhere, so that a fuzzing run looks for new ones: an IPv6
-// packet whose header chain is longer than 1280 octets (issue 17 point 1;
-// netstack panics "unrecognized tcpip forwarding error: header is
-// malformed" when it must forward one).
-var fuzzSkipKnown = flag.Bool("fuzzrouter.skipknown", false, "FuzzRouter: skip inputs with the known IPv6 long header chain crash")
 
 // fuzzLogSent logs every frame the router sends, for investigating a crasher.
 var fuzzLogSent = flag.Bool("fuzzrouter.log", false, "FuzzRouter: log every frame the router sends")
@@ -157,9 +148,6 @@ func (z *routerFuzzer) run(t *testing.T, data []byte) {
 	z.runs++
 	n := z.n
 	frames := n.splitInput(data)
-	if *fuzzSkipKnown && hasKnownCrash(frames) {
-		t.Skip("known crash: IPv6 header chain over 1280 octets (issue 17)")
-	}
 	// Packets of the last input may leave late (netstack sends the first
 	// solicitation and the packets waiting for its answer from timers), so
 	// they are checked against both inputs' packets.
@@ -223,43 +211,6 @@ func (n *fuzzNet) takeSent(answered bool) [2][][]byte {
 		}
 		time.Sleep(50 * time.Microsecond)
 	}
-}
-
-// hasKnownCrash reports whether an IPv6 packet in frames has a header
-// chain (fixed header and extension headers) over the IPv6 minimum MTU,
-// which netstack cannot forward without a panic (issue 17 point 1).
-func hasKnownCrash(frames []fuzzFrame) bool {
-	for _, ff := range frames {
-		eth, ok := untagSent(ff.f.Data)
-		if !ok || len(eth) < header.EthernetMinimumSize+header.IPv6MinimumSize || binary.BigEndian.Uint16(eth[12:]) != uint16(header.IPv6ProtocolNumber) {
-			continue
-		}
-		if ipv6ChainLen(eth[header.EthernetMinimumSize:]) > header.IPv6MinimumMTU {
-			return true
-		}
-	}
-	return false
-}
-
-// ipv6ChainLen returns the length of ip's fixed header and the extension
-// headers that follow it (RFC 8200 section 4), as far as they fit in ip.
-func ipv6ChainLen(ip []byte) int {
-	proto, off := ip[6], header.IPv6MinimumSize
-	for off+2 <= len(ip) {
-		switch proto {
-		case uint8(header.IPv6HopByHopOptionsExtHdrIdentifier),
-			uint8(header.IPv6RoutingExtHdrIdentifier),
-			uint8(header.IPv6DestinationOptionsExtHdrIdentifier):
-			proto, off = ip[off], off+(int(ip[off+1])+1)*8
-		case uint8(header.IPv6FragmentExtHdrIdentifier):
-			proto, off = ip[off], off+8
-		case 51: // Authentication Header, RFC 4302: length in 4-octet units minus 2
-			proto, off = ip[off], off+(int(ip[off+1])+2)*4
-		default:
-			return off
-		}
-	}
-	return off
 }
 
 func describe(frames []fuzzFrame) string {
