@@ -321,6 +321,15 @@ func routerSeeds() [][]byte {
 		fzRec(ctlWAN|ctlFix, ipv4Packet(fzFar4, fzWAN4, 64, header.TCPProtocolNumber, tcpSeg(443, 40001, header.TCPFlagSyn|header.TCPFlagAck, 500, 2, mss, nil))),
 		fzRec(ctlFix, ipv4Packet(fzHost4, fzFar4, 64, header.TCPProtocolNumber, tcpSeg(40001, 443, header.TCPFlagAck, 2, 501, nil, []byte("hello")))),
 		fzRec(ctlWAN|ctlFix|ctlCsumValid, ipv4Packet(fzFar4, fzWAN4, 64, header.TCPProtocolNumber, tcpSeg(443, 40001, header.TCPFlagAck|header.TCPFlagPsh, 501, 7, nil, []byte("world")))))
+	// An offloaded flow's packet whose IPv4 header checksum is wrong (the
+	// TOS changed after it was computed): the fast path forwarded it with
+	// the checksum still wrong (found by FuzzRouter).
+	tosFlipped := ipv4Packet(fzHost4, fzFar4, 64, header.TCPProtocolNumber, tcpSeg(40004, 443, header.TCPFlagAck, 7, 501, nil, []byte("again")))
+	tosFlipped[1] ^= 0x04
+	add(fzRec(ctlFix, ipv4Packet(fzHost4, fzFar4, 64, header.TCPProtocolNumber, tcpSeg(40004, 443, header.TCPFlagSyn, 1, 0, mss, nil))),
+		fzRec(ctlWAN|ctlFix, ipv4Packet(fzFar4, fzWAN4, 64, header.TCPProtocolNumber, tcpSeg(443, 40004, header.TCPFlagSyn|header.TCPFlagAck, 500, 2, mss, nil))),
+		fzRec(ctlFix, ipv4Packet(fzHost4, fzFar4, 64, header.TCPProtocolNumber, tcpSeg(40004, 443, header.TCPFlagAck, 2, 501, nil, []byte("hello")))),
+		fzRec(0, tosFlipped))
 	add(fzRec(ctlFix, ipv6Packet(fzHost6, far, 64, header.UDPProtocolNumber, udp(5000, 53))),
 		fzRec(ctlWAN|ctlFix, ipv6Packet(far, fzHost6, 64, header.UDPProtocolNumber, udp(53, 5000))))
 	add(fzRec(ctlFix|ctlPartial, lan4(fzFar4, 64, udp(5001, 53))))
