@@ -18,11 +18,10 @@ type ipInfo struct {
 	v6       bool
 	src, dst netip.Addr
 	ttl      uint8
-	// key identifies a packet across the router: IPv4 protocol, ID and
-	// total length, or IPv6 next header, flow label and payload length;
-	// forwarding and NAT change none of them. fragKey is key without the
-	// length, for fragments the router makes of a bigger packet.
-	key, fragKey uint64
+	// key identifies a packet across the router; fragKey is key without
+	// the length and fragment fields, for fragments the router makes of a
+	// bigger packet.
+	key, fragKey pktKey
 	// frag: a fragment (IPv4 MF or offset, an IPv6 fragment header);
 	// first: the first one (offset 0).
 	frag, first bool
@@ -35,6 +34,19 @@ type ipInfo struct {
 	// checksum field holds what a CHECKSUM_PARTIAL sender leaves there,
 	// the pseudo-header sum, so the router can complete it.
 	csumOK, partialOK bool
+}
+
+// pktKey is what forwarding and NAT leave alone in a packet: the IPv4
+// protocol, ID, total length and fragment field, or the IPv6 next header,
+// flow label, payload length and the payload's first 8 octets (no NAT66:
+// an extension header, or the ports).
+type pktKey struct {
+	v6     bool
+	proto  uint8
+	id     uint32
+	length int
+	frag   uint16
+	head   [8]byte
 }
 
 // ports returns the TCP or UDP ports; ok is false for other protocols and
@@ -66,8 +78,9 @@ func parseIPFrame(frame []byte) ipInfo {
 		p.dst = netip.AddrFrom4([4]byte(ip[16:20]))
 		p.ttl = h.TTL()
 		p.proto = h.Protocol()
-		p.fragKey = 4<<56 | uint64(p.proto)<<48 | uint64(h.ID())<<16
-		p.key = p.fragKey | uint64(h.TotalLength())
+		p.fragKey = pktKey{proto: p.proto, id: uint32(h.ID())}
+		p.key = p.fragKey
+		p.key.length, p.key.frag = int(h.TotalLength()), binary.BigEndian.Uint16(ip[6:])
 		p.frag = h.More() || h.FragmentOffset() != 0
 		p.first = h.FragmentOffset() == 0
 		p.l4 = l4
@@ -86,9 +99,10 @@ func parseIPFrame(frame []byte) ipInfo {
 		p.src = netip.AddrFrom16([16]byte(ip[8:24]))
 		p.dst = netip.AddrFrom16([16]byte(ip[24:40]))
 		p.ttl = ip[7]
-		flow := uint64(binary.BigEndian.Uint32(ip) & 0xfffff)
-		p.fragKey = 6<<56 | uint64(ip[6])<<48 | flow<<16
-		p.key = p.fragKey | uint64(end-header.IPv6MinimumSize)
+		p.fragKey = pktKey{v6: true, proto: ip[6], id: binary.BigEndian.Uint32(ip) & 0xfffff}
+		p.key = p.fragKey
+		p.key.length = end - header.IPv6MinimumSize
+		copy(p.key.head[:], ip[header.IPv6MinimumSize:])
 		proto, off, ok := ipv6Transport(ip)
 		p.frag = !ok
 		p.csumOK = true
