@@ -38,15 +38,16 @@ type ipInfo struct {
 
 // pktKey is what forwarding and NAT leave alone in a packet: the IPv4
 // protocol, ID, total length and fragment field, or the IPv6 next header,
-// flow label, payload length and the payload's first 8 octets (no NAT66:
-// an extension header, or the ports).
+// flow label, payload length and the payload's first 6 octets (no NAT66:
+// an extension header, or the ports; not the UDP checksum, which the
+// router completes in CHECKSUM_PARTIAL packets).
 type pktKey struct {
 	v6     bool
 	proto  uint8
 	id     uint32
 	length int
 	frag   uint16
-	head   [8]byte
+	head   [6]byte
 }
 
 // ports returns the TCP or UDP ports; ok is false for other protocols and
