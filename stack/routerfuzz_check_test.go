@@ -174,15 +174,40 @@ type fuzzHistory struct {
 	// forwarded holds the sources of TCP packets from the WAN to the port
 	// forward (the WAN address, port 8080).
 	forwarded map[netip.AddrPort]bool
+	// ttls holds the TTLs of the IP packets delivered, by key;
+	// unfragTTLs those of unfragmented ones by fragKey, for the fragments
+	// the router makes of them.
+	ttls, unfragTTLs map[pktKey]*ttlSet
 }
 
 func newFuzzHistory() *fuzzHistory {
-	return &fuzzHistory{lanFlows: make(map[flowKey]bool), forwarded: make(map[netip.AddrPort]bool)}
+	return &fuzzHistory{
+		lanFlows:   make(map[flowKey]bool),
+		forwarded:  make(map[netip.AddrPort]bool),
+		ttls:       make(map[pktKey]*ttlSet),
+		unfragTTLs: make(map[pktKey]*ttlSet),
+	}
+}
+
+// addTTL adds ttl to m's set for k.
+func addTTL(m map[pktKey]*ttlSet, k pktKey, ttl uint8) {
+	s := m[k]
+	if s == nil {
+		s = new(ttlSet)
+		m[k] = s
+	}
+	s.add(ttl)
 }
 
 // record notes a delivered packet.
 func (h *fuzzHistory) record(in *ingress) {
 	p := &in.info
+	if p.ok {
+		addTTL(h.ttls, p.key, p.ttl)
+		if !p.frag {
+			addTTL(h.unfragTTLs, p.fragKey, p.ttl)
+		}
+	}
 	sp, dp, ok := p.ports()
 	if !p.ok || !ok || (p.frag && !p.first) {
 		return
@@ -281,7 +306,7 @@ func checkSent(port int, frame []byte, in []ingress, hist *fuzzHistory) string {
 	if p.ttl == 0 {
 		return "TTL / hop limit 0"
 	}
-	if msg := checkForwarded(&p, in); msg != "" {
+	if msg := checkForwarded(&p, in, hist); msg != "" {
 		return msg
 	}
 	if port == portLAN && !isRouterAddr(p.src) && inPrefixes(fzLANNet, p.dst) && (!p.frag || p.first) && !hist.admitted(&p) {
@@ -290,37 +315,47 @@ func checkSent(port int, frame []byte, in []ingress, hist *fuzzHistory) string {
 	return ""
 }
 
-// checkForwarded checks a sent packet that is the forward of a delivered
-// one: its TTL is one less, and its checksum is right unless the original's
-// was already wrong. Router-originated packets (TTL 64, NDP's 255) are not
-// told apart from forwards that arrived with 65 or 256 and are skipped by
-// the TTL rule.
-func checkForwarded(p *ipInfo, in []ingress) string {
-	var matches []*ingress
+// checkForwarded checks a sent packet that may be the forward of a
+// delivered one: its TTL is one less than that of a packet with its key
+// delivered since the router was built (the NAT engine holds fragments
+// for later inputs), and its checksum is right unless one of the packets
+// with its key in in (this input's and the last one's) came in wrong.
+// Router-originated packets (TTL 64, NDP's 255) are not told apart from
+// forwards that arrived with 65 or 256 and are skipped by the TTL rule.
+func checkForwarded(p *ipInfo, in []ingress, hist *fuzzHistory) string {
+	ttls := hist.ttls[p.key]
+	if ttls == nil && p.frag {
+		ttls = hist.unfragTTLs[p.fragKey]
+	}
+	if ttls != nil && p.ttl != 64 && p.ttl != 255 && !ttls.has(p.ttl+1) {
+		return fmt.Sprintf("forwarded with TTL %d; packets with its key came in with TTL %v", p.ttl, ttls)
+	}
+	if p.csumOK {
+		return ""
+	}
 	for i := range in {
 		q := &in[i].info
-		if q.ok && (q.key == p.key || (p.frag && !q.frag && q.fragKey == p.fragKey)) {
-			matches = append(matches, &in[i])
+		if q.ok && (q.key == p.key || (p.frag && !q.frag && q.fragKey == p.fragKey)) && in[i].wrongChecksum() {
+			return ""
 		}
 	}
-	if len(matches) > 0 && p.ttl != 64 && p.ttl != 255 {
-		ok := false
-		for _, m := range matches {
-			ok = ok || m.info.ttl == p.ttl+1
-		}
-		if !ok {
-			return fmt.Sprintf("forwarded with TTL %d, which is not one less than the original's (%d)", p.ttl, matches[0].info.ttl)
+	return fmt.Sprintf("%s checksum wrong, and no packet with a wrong one came in", protoName(p.proto))
+}
+
+// ttlSet is a set of TTL values.
+type ttlSet [4]uint64
+
+func (s *ttlSet) add(ttl uint8)      { s[ttl/64] |= 1 << (ttl % 64) }
+func (s *ttlSet) has(ttl uint8) bool { return s[ttl/64]&(1<<(ttl%64)) != 0 }
+
+func (s *ttlSet) String() string {
+	var ttls []int
+	for i := range 256 {
+		if s.has(uint8(i)) {
+			ttls = append(ttls, i)
 		}
 	}
-	if !p.csumOK {
-		for _, m := range matches {
-			if m.wrongChecksum() {
-				return ""
-			}
-		}
-		return fmt.Sprintf("%s checksum wrong, and no packet with a wrong one came in", protoName(p.proto))
-	}
-	return ""
+	return fmt.Sprint(ttls)
 }
 
 func isZeroMAC(m []byte) bool {
