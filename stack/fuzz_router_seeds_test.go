@@ -307,6 +307,14 @@ func routerSeeds() [][]byte {
 	add(fzRec(0, ipv4Frag(fzHost4, fzFar4, header.UDPProtocolNumber, 80, 24, false, big[24:])),
 		fzRec(0, ipv4Frag(fzHost4, fzFar4, header.UDPProtocolNumber, 80, 0, true, big[:32])))
 	add(fzRec(0, ipv4Frag(fzHost4, fzLAN4, header.UDPProtocolNumber, 81, 0, true, big[:8])))
+	// A fragment the NAT engine holds until its first fragment comes, with
+	// TTL 1: delivered after the batch, it was forwarded with TTL 0 (found
+	// by FuzzRouter).
+	ttl1 := ipv4Frag(fzHost4, fzFar4, header.UDPProtocolNumber, 82, 32, false, big[32:])
+	ttl1[8] = 1
+	header.IPv4(ttl1).SetChecksum(0)
+	header.IPv4(ttl1).SetChecksum(^header.IPv4(ttl1).CalculateChecksum())
+	add(fzRec(0, ttl1), fzRec(0, ipv4Frag(fzHost4, fzFar4, header.UDPProtocolNumber, 82, 0, true, big[:32])))
 	add(fzRec(ctlFix, ipv4Packet(fzHost4, fzFar4, 64, header.UDPProtocolNumber, udpDatagram(5000, 53, make([]byte, 1450))))) // fragmented to the WAN's MTU
 
 	// The port forward, hairpin, masqueraded flows and their replies.

@@ -11,6 +11,12 @@ import (
 	"gvisor.dev/gvisor/pkg/refs"
 )
 
+// fuzzTrackLeaks makes FuzzRouter note, after each input, which
+// reference-counted objects came alive, so that one a closed router leaks
+// is reported with the input that made it (slow: it lists every live
+// object after each input).
+var fuzzTrackLeaks = flag.Bool("fuzzrouter.trackleaks", false, "FuzzRouter: find the input that made a leaked object")
+
 // fuzzLogSent logs every frame the router sends, for investigating a crasher.
 var fuzzLogSent = flag.Bool("fuzzrouter.log", false, "FuzzRouter: log every frame the router sends")
 
@@ -74,6 +80,11 @@ type routerFuzzer struct {
 	runs  int
 	// prev is the last input's packets.
 	prev []ingress
+	// born maps each live reference-counted object (as the leak check
+	// names it) to the input after which it was first seen alive; inputs
+	// holds those inputs (fuzzTrackLeaks).
+	born   map[string]int
+	inputs map[int][]byte
 	// before is the goroutine count before the router was built,
 	// goroutines the count once it was.
 	before, goroutines int
@@ -85,6 +96,7 @@ func (z *routerFuzzer) build(tb testing.TB) {
 	z.hist = newFuzzHistory()
 	z.runs = 0
 	z.prev = nil
+	z.born, z.inputs = make(map[string]int), make(map[int][]byte)
 	z.goroutines = runtime.NumGoroutine()
 }
 
@@ -102,7 +114,7 @@ func (z *routerFuzzer) closeNet(tb testing.TB) {
 			break
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("after %d inputs on one router: %s", z.runs, leak)
+			tb.Fatalf("after %d inputs on one router: %s%s", z.runs, leak, z.leakOrigins(leak))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -125,6 +137,40 @@ func leakCheck() (leak string) {
 	}()
 	refs.DoRepeatedLeakCheck()
 	return ""
+}
+
+// noteLive records the objects alive after input z.runs.
+func (z *routerFuzzer) noteLive(data []byte) {
+	live := make(map[string]bool)
+	for _, l := range strings.Split(leakCheck(), "\n") {
+		if obj, _, ok := strings.Cut(strings.TrimSpace(l), "]"); ok && strings.HasPrefix(obj, "[") {
+			live[obj] = true
+		}
+	}
+	for obj := range z.born {
+		if !live[obj] {
+			delete(z.born, obj)
+		}
+	}
+	for obj := range live {
+		if _, ok := z.born[obj]; !ok {
+			z.born[obj] = z.runs
+			z.inputs[z.runs] = data
+		}
+	}
+}
+
+// leakOrigins names the inputs after which the objects in leak were
+// first seen alive, when tracked.
+func (z *routerFuzzer) leakOrigins(leak string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(leak, "\n") {
+		obj, _, ok := strings.Cut(strings.TrimSpace(l), "]")
+		if i, found := z.born[obj]; ok && found {
+			fmt.Fprintf(&b, "\n%s] alive since input %d: %q", obj, i, z.inputs[i])
+		}
+	}
+	return b.String()
 }
 
 func (z *routerFuzzer) run(t *testing.T, data []byte) {
@@ -186,6 +232,9 @@ func (z *routerFuzzer) run(t *testing.T, data []byte) {
 		}
 		n.deliver(replies)
 		answered = true
+	}
+	if *fuzzTrackLeaks {
+		z.noteLive(append([]byte(nil), data...))
 	}
 	if got := runtime.NumGoroutine(); got > z.goroutines+fuzzGoroutineSlack {
 		deadline := time.Now().Add(2 * time.Second)
