@@ -225,6 +225,10 @@ func routerSeeds() [][]byte {
 	add(fzRec(ctlFix, lan4(fzFar4, 1, udp(5000, 33434))))
 	add(fzRec(ctlFix, lan4(fzFar4, 2, udp(5000, 33435))))
 	add(fzRec(ctlFix, lan4(fzLAN4, 1, udp(5000, 33436))))
+	// TTL 1 to class E: counted as local, it skipped the TTL rule, and
+	// netstack forwarded it with TTL 0 (found by FuzzRouter).
+	add(fzRec(ctlFix, lan4(netip.MustParseAddr("255.168.1.1"), 1, udp(5000, 33437))))
+	add(fzRec(ctlFix, lan4(netip.MustParseAddr("240.0.0.1"), 2, udp(5000, 33438))))
 	add(fzRec(ctlFix, ipv6Packet(fzHost6, far, 1, header.UDPProtocolNumber, udp(5000, 33434))))
 	add(fzRec(ctlWAN|ctlFix, ipv4Packet(fzFar4, fzWAN4, 1, header.TCPProtocolNumber, tcpSeg(40000, fzForwardExt, header.TCPFlagSyn, 1, 0, nil, nil))))
 
