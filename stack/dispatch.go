@@ -171,7 +171,7 @@ func (e *Endpoint) handleFramesInto(frames []hw.Frame, ss *sendSet) {
 		e.stats.nextHopForwarded.Add(run.nextHop)
 	}
 	if gs != nil {
-		gs.g.Flush()
+		gs.flush()
 		e.stats.groFlushed.Add(gs.out.delivered)
 		e.stats.groCoalesced.Add(enqueued - gs.out.delivered)
 		e.putGRO(gs)

@@ -387,6 +387,10 @@ func routerSeeds() [][]byte {
 		gro = append(gro, fzRec(ctlFix|ctlCsumValid, ipv4Packet(fzHost4, fzLAN4, 64, header.TCPProtocolNumber, tcpSeg(40002, fzListenPort, flags, uint32(1+100*i), 1, nil, make([]byte, 100)))))
 	}
 	add(gro...)
+	// Two flows in one of gVisor's GRO buckets: its Flush delivered only
+	// the first, the second leaked (found by FuzzRouter).
+	add(fzRec(ctlFix|ctlCsumValid, ipv4Packet(fzHost4, fzLAN4, 64, header.TCPProtocolNumber, tcpSeg(40002, 13904, header.TCPFlagAck, 1, 1, nil, make([]byte, 100)))),
+		fzRec(ctlFix|ctlCsumValid, ipv4Packet(fzHost4, fzLAN4, 64, header.TCPProtocolNumber, tcpSeg(40002, 65104, header.TCPFlagAck, 201, 1, nil, make([]byte, 100)))))
 	add(fzRec(ctlFix, ipv4Packet(fzHost4, fzLAN4, 64, header.TCPProtocolNumber, tcpSeg(40003, fzListenPort, header.TCPFlagSyn, 1, 0, mss, nil))))
 	add(fzRec(ctlWAN|ctlWrongTag|ctlFix, ipv4Packet(fzFar4, fzWAN4, 64, header.ICMPv4ProtocolNumber, icmpEcho(2, 1, nil))))
 	add(fzRec(ctlWrongTag|ctlFix, ipv4Packet(fzHost4, fzLAN4, 64, header.ICMPv4ProtocolNumber, icmpEcho(3, 1, nil))))
