@@ -199,6 +199,12 @@ func (e *Engine) fastPathCounted(frame []byte, in Iface, now int64, count bool) 
 		if total < fastMinIPv4 || total > len(b) {
 			return e.slow(SlowNotIP)
 		}
+		// A router must check the header checksum (RFC 1812 5.2.2); the
+		// rewrite below only patches it, so a damaged header would leave
+		// still damaged. The slow path drops it.
+		if Sum(b[:ipv4MinLen], 0) != 0xffff {
+			return e.slow(SlowNotIP)
+		}
 		if binary.BigEndian.Uint16(b[6:])&0x3fff != 0 {
 			return e.slow(SlowFragment)
 		}

@@ -182,7 +182,12 @@ func TestFastPathHandBack(t *testing.T) {
 	try("IPv4 options", eth(macRtrW, macGw, opt), wanIf, SlowOptions)
 	fr := base().build()
 	fr[6] = 0x20 // MF
+	binary.BigEndian.PutUint16(fr[10:], 0)
+	binary.BigEndian.PutUint16(fr[10:], ^checksum.Checksum(fr[:20], 0))
 	try("fragment", eth(macRtrW, macGw, fr), wanIf, SlowFragment)
+	bad := base().build()
+	bad[1] ^= 0x04 // TOS: the header checksum no longer matches
+	try("bad header checksum", eth(macRtrW, macGw, bad), wanIf, SlowNotIP)
 	try("not IP", append(eth(macRtrW, macGw, base().build())[:12:12], append([]byte{0x08, 0x06}, base().build()...)...), wanIf, SlowNotIP)
 	big := base()
 	big.payload = make([]byte, 1500)

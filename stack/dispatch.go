@@ -175,7 +175,7 @@ func (e *Endpoint) handleFramesInto(frames []hw.Frame, ss *sendSet) {
 		e.stats.nextHopForwarded.Add(run.nextHop)
 	}
 	if gs != nil {
-		gs.g.Flush()
+		gs.flush()
 		e.stats.groFlushed.Add(gs.out.delivered)
 		e.stats.groCoalesced.Add(enqueued - gs.out.delivered)
 		e.putGRO(gs)
@@ -441,7 +441,13 @@ func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 		*v = dropped(dropMalformed)
 		return
 	}
-	if mayCarryFragment6(ip[6]) && frags.refused(ip[:end], true, v) {
+	// Octets after the payload (link padding) go: gVisor's parse.IPv6
+	// (header/parse, pinned version) caps the data at the payload length
+	// only after taking the extension headers off, so it would forward
+	// as many trailing octets as the extension headers are long.
+	f.Data = f.Data[:header.EthernetMinimumSize+end]
+	ip = ip[:end]
+	if mayCarryFragment6(ip[6]) && frags.refused(ip, true, v) {
 		return
 	}
 	var st natengine.CTState

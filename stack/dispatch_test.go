@@ -157,6 +157,24 @@ func TestHandleBatchValidation(t *testing.T) {
 	}
 }
 
+// TestIPv6TrailingOctetsTrimmed: octets after an IPv6 packet's payload
+// (link padding) are not delivered, so netstack, which keeps as many of
+// them as the extension headers are long, does not forward them (found
+// by FuzzRouter).
+func TestIPv6TrailingOctetsTrimmed(t *testing.T) {
+	p := ipv6Packet(hostIP6, farIP6, 64, header.UDPProtocolNumber, append([]byte{17, 0, 0, 0, 0, 0, 0, 0}, udpDatagram(1, 2, []byte("x"))...))
+	p[6] = 43 // a Routing header (type 0, segments left 0) before the UDP datagram
+	frame := ethFrame(routerMAC, hostMAC, header.IPv6ProtocolNumber, append(p, make([]byte, 8)...))
+	var d recordingDispatcher
+	testEndpoint(&d).HandleBatch(0, []hw.Frame{{Data: frame, WireLen: len(frame)}})
+	if len(d.pkts) != 1 {
+		t.Fatalf("delivered %d packets, want 1", len(d.pkts))
+	}
+	if got, want := len(d.pkts[0].l3), len(p); got != want {
+		t.Errorf("delivered %d octets, want %d (the packet without its 8 trailing octets)", got, want)
+	}
+}
+
 func TestHandleBatchPktType(t *testing.T) {
 	var d recordingDispatcher
 	e := testEndpoint(&d)

@@ -158,6 +158,23 @@ func (s *groState) enqueue(frame []byte, v *verdict) {
 	pkt.DecRef()
 }
 
+// flush delivers every packet the GRO holds. gVisor's GRO.Flush (pinned
+// version, stack/gro/gro.go) delivers only the first packet of each
+// bucket: it resets the list entry it removes before it takes the next
+// one. The rest, segments of other flows that hashed to the same bucket,
+// stayed behind for a later batch, or for good (a leaked packet once the
+// endpoint went away). Each call takes one more per bucket, so flush
+// calls it until one delivers nothing.
+func (s *groState) flush() {
+	for {
+		n := s.out.delivered
+		s.g.Flush()
+		if s.out.delivered == n {
+			return
+		}
+	}
+}
+
 // DeliverNetworkPacket implements stack.NetworkDispatcher.
 func (o *groOutput) DeliverNetworkPacket(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) {
 	o.delivered++

@@ -39,9 +39,14 @@ func newLocalSet(addrs []netip.Addr, prefixes []netip.Prefix) *localSet {
 }
 
 // has4 reports whether the IPv4 address in b is local, the limited
-// broadcast address or multicast.
+// broadcast address or multicast. Class E (240/4) is not: netstack routes
+// it like any unicast destination (so does Linux), so it must meet the
+// forwarding rules (TTL).
 func (s *localSet) has4(b []byte) bool {
-	if b[0] >= 224 { // multicast (224/4), class E and 255.255.255.255
+	switch {
+	case b[0] >= 224 && b[0] < 240: // multicast (224/4)
+		return true
+	case b[0]&b[1]&b[2]&b[3] == 0xff: // 255.255.255.255
 		return true
 	}
 	if s == nil {

@@ -392,6 +392,15 @@ func deliverHeld(tab egressTable, pkt []byte, in natengine.Iface) {
 	if pkt[0]>>4 == 6 {
 		proto = header.IPv6ProtocolNumber
 	}
+	if proto == header.IPv4ProtocolNumber && len(pkt) >= header.IPv4MinimumSize && pkt[8] <= 1 && !e.local.Load().has4(pkt[16:20]) {
+		// classify4's TTL rule, which a held fragment skipped (it was
+		// held in Prerouting, before the rule): gVisor would forward it
+		// with TTL 0. No Time Exceeded: a held fragment is never the
+		// first, and only first fragments get ICMP errors (RFC 1812
+		// 4.3.2.7, as Linux's icmp_send).
+		e.stats.drop(dropTTLExceeded)
+		return
+	}
 	p := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(pkt)})
 	p.NetworkProtocolNumber = proto
 	p.PktType = tcpip.PacketHost
