@@ -75,7 +75,13 @@ type IfaceConfig struct {
 	Masquerade bool         // SNAT forwarded IPv4 flows leaving here to this interface's first IPv4 address
 	SNAT       []netip.Addr // SNAT pool (IPv4) used instead of the interface address when set, e.g. [198.51.100.7]
 	Addrs      []netip.Addr // the router's own addresses on this interface, e.g. [203.0.113.2, 2001:db8::1]
-	MTU        int          // IP MTU, e.g. 1500; 0 means 1500
+	// Subnets are the interface's connected prefixes, e.g.
+	// [192.168.1.0/24, fd00:1::/64]. Those of interfaces that are not WAN
+	// are inside: a packet from them arriving on a WAN interface is
+	// spoofed (RFC 3704 ingress filtering), and so is one from a router
+	// address.
+	Subnets []netip.Prefix
+	MTU     int // IP MTU, e.g. 1500; 0 means 1500
 }
 
 // Forward is a DNAT port forward (Linux DNAT / fw4 redirect).
@@ -124,6 +130,9 @@ type snapshot struct {
 	filtering Filtering
 	hairpin   bool
 	reserved  func(proto uint8, addr netip.Addr, port uint16) bool
+	// inside are the subnets of the interfaces that are not WAN (link-local
+	// ones left out: every link has them); see IfaceConfig.Subnets.
+	inside []netip.Prefix
 }
 
 type ifaceSnap struct {
@@ -180,6 +189,13 @@ func compile(r *Rules) (*snapshot, error) {
 				is.addr4, is.has4 = b, true
 			}
 		}
+		if !ic.WAN {
+			for _, p := range ic.Subnets {
+				if p.IsValid() && !p.Addr().IsLinkLocalUnicast() {
+					s.inside = append(s.inside, p.Masked())
+				}
+			}
+		}
 		for _, a := range ic.SNAT {
 			b, v6 := fromAddr(a)
 			if v6 {
@@ -217,6 +233,37 @@ func compile(r *Rules) (*snapshot, error) {
 		return nil, errors.Join(errs...)
 	}
 	return s, nil
+}
+
+// spoofed reports whether the packet b, received on interface in, is from
+// a WAN interface with a source it cannot have there: one of the router's
+// own addresses or an address inside a LAN subnet (RFC 3704 section 2.1,
+// ingress filtering; Linux's strict rp_filter has the same effect). Such a
+// packet could otherwise pass conntrack as the reply of a flow an inside
+// host holds (a port forward's) and be un-NATed back out of the WAN.
+func (s *snapshot) spoofed(b []byte, v6 bool, in Iface) bool {
+	ic := s.iface(in)
+	if ic == nil || !ic.wan {
+		return false
+	}
+	var src [16]byte
+	var a netip.Addr
+	if v6 {
+		copy(src[:], b[8:24])
+		a = netip.AddrFrom16(src)
+	} else {
+		copy(src[:], b[12:16])
+		a = netip.AddrFrom4([4]byte(b[12:16]))
+	}
+	if s.isLocal(&src, v6) {
+		return true
+	}
+	for _, p := range s.inside {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *snapshot) iface(id Iface) *ifaceSnap {

@@ -248,6 +248,9 @@ func (e *Engine) prerouting(pkt []byte, in Iface, overloaded bool) (Verdict, CTS
 	}
 	b := pkt[:p.Len]
 	s := e.rules.Load()
+	if s.spoofed(b, p.V6, in) {
+		return e.drop(DropSpoofed), CTUntracked
+	}
 	now := e.now()
 	switch p.Kind {
 	case KindFragment:

@@ -424,3 +424,42 @@ func TestOwnFlowsOnlyOutOfWAN(t *testing.T) {
 		t.Fatalf("the router's upstream query: %v, %d flows; want one", v, e.Len())
 	}
 }
+
+// TestSpoofedSourceFromWAN: with the LAN's subnets known, a packet from
+// the WAN whose source is a LAN address (here the reply direction of a
+// port forward's flow, which conntrack would otherwise un-NAT back out of
+// the WAN) or a router address is dropped as spoofed_source (RFC 3704);
+// the real reply from the LAN and a WAN host's packets pass.
+func TestSpoofedSourceFromWAN(t *testing.T) {
+	e, _ := newTestEngine(t, 0, func(r *Rules) {
+		r.Ifaces[0].Subnets = []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24"), netip.MustParsePrefix("fe80::/64")}
+		r.Ifaces[1].Subnets = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}
+		r.Forwards = []Forward{{Proto: ProtoTCP, In: wanIf, FirstPort: 8080, LastPort: 8080, To: ap(hostB, 80)}}
+	})
+	syn := pk{src: remote, dst: wanAddr, proto: ProtoTCP, sport: 40000, dport: 8080, flags: tcpSYN}.build()
+	if v := fwd(t, e, syn, wanIf, lanIf); v != Accept {
+		t.Fatalf("SYN through the port forward: %v", v)
+	}
+	spoof := pk{src: hostB, dst: remote, proto: ProtoTCP, sport: 80, dport: 40000, flags: tcpSYN | tcpACK}.build()
+	before := e.Stats().Drops[DropSpoofed].Load()
+	if v := e.Prerouting(spoof, wanIf); v != Drop {
+		t.Errorf("the forward's reply direction from the WAN: %v, want Drop", v)
+	}
+	for _, src := range []netip.Addr{wanAddr, lanAddr} {
+		if v := e.Prerouting(gen(src, remote, 47), wanIf); v != Drop {
+			t.Errorf("a router address %s as source from the WAN: %v, want Drop", src, v)
+		}
+	}
+	if got := e.Stats().Drops[DropSpoofed].Load() - before; got != 3 {
+		t.Errorf("spoofed_source drops rose by %d, want 3", got)
+	}
+	reply := pk{src: hostB, dst: remote, proto: ProtoTCP, sport: 80, dport: 40000, flags: tcpSYN | tcpACK}.build()
+	if v := fwd(t, e, reply, lanIf, wanIf); v != Accept {
+		t.Errorf("the real reply from the LAN: %v", v)
+	}
+	// A link-local source is on every link: not spoofed.
+	ll := pk{src: netip.MustParseAddr("fe80::9"), dst: netip.MustParseAddr("fe80::1"), proto: ProtoUDP, sport: 547, dport: 546}.build()
+	if v := e.Prerouting(ll, wanIf); v != Accept {
+		t.Errorf("a link-local source from the WAN: %v", v)
+	}
+}

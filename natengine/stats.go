@@ -22,13 +22,14 @@ const (
 	DropUntranslatable                   // private-source IPv4 packet with no flow to translate it, leaving a NAT interface (e.g. a fragment whose first fragment never passed)
 	DropOverload                         // packet that would open a flow, arriving while its port's receive ring was falling behind (PreroutingOverloaded)
 	DropNATAddrTaken                     // IPv4 flow of a protocol without ports (GRE, ESP, ...) to a remote address another LAN host already uses with that protocol through every external address (address-only NAT, generic.go)
+	DropSpoofed                          // from a WAN interface with a router address or a LAN subnet's address as source (RFC 3704 ingress filtering)
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
 	"malformed", "table_full", "no_port", "filtered", "unsolicited", "invalid_tcp",
 	"icmp_checksum", "icmp_no_conn", "icmp_bad", "icmpv6_policy", "clash", "frag_no_flow",
-	"untranslatable", "overload", "nat_addr_taken",
+	"untranslatable", "overload", "nat_addr_taken", "spoofed_source",
 }
 
 // String returns the reason's metric label.

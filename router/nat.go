@@ -71,6 +71,7 @@ func natRules(cfg *config.Config, ids natIDs, portMTU func(port string) int, res
 		}
 		for _, p := range ic.Addresses {
 			c.Addrs = append(c.Addrs, p.Addr())
+			c.Subnets = append(c.Subnets, p.Masked())
 		}
 		for _, s := range n.SNAT {
 			if s.On == ic.Name {
@@ -104,6 +105,7 @@ func natRules(cfg *config.Config, ids natIDs, portMTU func(port string) int, res
 		c := natengine.IfaceConfig{ID: nid, Name: ms.Name, Masquerade: slices.Contains(n.Masquerade, ms.Name), MTU: mtu}
 		for _, p := range ms.Addresses {
 			c.Addrs = append(c.Addrs, p.Addr())
+			c.Subnets = append(c.Subnets, p.Masked())
 		}
 		id[ms.Name] = nid
 		r.Ifaces = append(r.Ifaces, c)

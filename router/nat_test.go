@@ -47,10 +47,18 @@ func addrs(s ...string) []netip.Addr {
 	return out
 }
 
+func prefixes(s ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range s {
+		out = append(out, netip.MustParsePrefix(p))
+	}
+	return out
+}
+
 func TestNATRules(t *testing.T) {
-	lan := natengine.IfaceConfig{ID: 1, Name: "lan", Addrs: addrs("192.168.1.1", "fd00:1::1"), MTU: 1500}
-	wan := natengine.IfaceConfig{ID: 2, Name: "wan", WAN: true, Addrs: addrs("203.0.113.2", "2001:db8::2"), MTU: 1492}
-	wan2 := natengine.IfaceConfig{ID: 3, Name: "wan2", WAN: true, Addrs: addrs("198.51.100.2"), MTU: 1500}
+	lan := natengine.IfaceConfig{ID: 1, Name: "lan", Addrs: addrs("192.168.1.1", "fd00:1::1"), Subnets: prefixes("192.168.1.0/24", "fd00:1::/64"), MTU: 1500}
+	wan := natengine.IfaceConfig{ID: 2, Name: "wan", WAN: true, Addrs: addrs("203.0.113.2", "2001:db8::2"), Subnets: prefixes("203.0.113.0/24", "2001:db8::/64"), MTU: 1492}
+	wan2 := natengine.IfaceConfig{ID: 3, Name: "wan2", WAN: true, Addrs: addrs("198.51.100.2"), Subnets: prefixes("198.51.100.0/24"), MTU: 1500}
 	with := func(c natengine.IfaceConfig, f func(*natengine.IfaceConfig)) natengine.IfaceConfig {
 		f(&c)
 		return c
@@ -298,7 +306,7 @@ func TestNATRulesSecY(t *testing.T) {
 		return seqIDs(cfg)(name)
 	}
 	r := natRules(cfg, ids, nil, nil)
-	want := natengine.IfaceConfig{ID: 9, Name: "ms1", Addrs: addrs("10.9.0.1"), MTU: 1492 - 32}
+	want := natengine.IfaceConfig{ID: 9, Name: "ms1", Addrs: addrs("10.9.0.1"), Subnets: prefixes("10.9.0.0/30"), MTU: 1492 - 32}
 	for _, ic := range r.Ifaces {
 		if ic.Name == "ms1" {
 			if !reflect.DeepEqual(ic, want) {
