@@ -3,11 +3,7 @@ package stack
 import (
 	"time"
 
-	"gvisor.dev/gvisor/pkg/buffer"
-	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
-	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
-	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
 	"github.com/gvrouter/gvrouter/fragguard"
 )
@@ -85,8 +81,7 @@ const icmpv6IncompleteChain = 3
 // the IPv6 packet, already validated by classify6; it is only read. This
 // runs on the receive goroutine, only for refused fragments.
 func (e *Endpoint) sendIncompleteChain(ip []byte) {
-	s := e.stack
-	if s == nil || len(ip) < header.IPv6MinimumSize {
+	if len(ip) < header.IPv6MinimumSize {
 		return
 	}
 	h := header.IPv6(ip)
@@ -95,38 +90,7 @@ func (e *Endpoint) sendIncompleteChain(ip []byte) {
 		header.IsV6MulticastAddress(dst) || quotesICMPv6Error(ip) {
 		return
 	}
-	if !s.AllowICMPMessage() {
-		return
-	}
-	r, err := s.FindRoute(e.nicID, tcpip.Address{}, src, ipv6.ProtocolNumber, false /* multicastLoop */)
-	if err != nil {
-		return
-	}
-	defer r.Release()
-
-	quote := ip[:min(len(ip), header.IPv6MinimumMTU-header.IPv6MinimumSize-header.ICMPv6ErrorHeaderSize)]
-	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{
-		ReserveHeaderBytes: int(r.MaxHeaderLength()) + header.ICMPv6ErrorHeaderSize,
-		Payload:            buffer.MakeWithData(quote),
-	})
-	defer pkt.DecRef()
-	pkt.TransportProtocolNumber = header.ICMPv6ProtocolNumber
-	icmp := header.ICMPv6(pkt.TransportHeader().Push(header.ICMPv6ErrorHeaderSize))
-	icmp.SetType(header.ICMPv6ParamProblem)
-	icmp.SetCode(icmpv6IncompleteChain)
-	icmp.SetTypeSpecific(0)
-	icmp.SetChecksum(header.ICMPv6Checksum(header.ICMPv6ChecksumParams{
-		Header:      icmp,
-		Src:         r.LocalAddress(),
-		Dst:         r.RemoteAddress(),
-		PayloadCsum: pkt.Data().Checksum(),
-		PayloadLen:  pkt.Data().Size(),
-	}))
-	_ = r.WritePacket(stack.NetworkHeaderParams{
-		Protocol: header.ICMPv6ProtocolNumber,
-		TTL:      r.DefaultTTL(),
-		TOS:      stack.DefaultTOS,
-	}, pkt)
+	e.sendParamProblem6(src, icmpv6IncompleteChain, 0, ip)
 }
 
 // quotesICMPv6Error reports whether the first fragment ip carries, or may

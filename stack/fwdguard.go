@@ -121,10 +121,6 @@ func (p *forwardPins) linkMTU(id tcpip.NICID) uint32 {
 // It runs on the receive goroutine, inside the forward hook, only for
 // refused packets.
 func (e *Endpoint) sendHeaderChainTooLong(pkt *stack.PacketBuffer) {
-	s := e.stack
-	if s == nil {
-		return
-	}
 	chain := pkt.NetworkHeader().Slice()
 	h := header.IPv6(chain)
 	src := h.SourceAddress()
@@ -137,41 +133,51 @@ func (e *Endpoint) sendHeaderChainTooLong(pkt *stack.PacketBuffer) {
 			return
 		}
 	}
-	if !s.AllowICMPMessage() {
+	quote := stack.PayloadSince(pkt.NetworkHeader())
+	defer quote.Release()
+	e.sendParamProblem6(src, icmpv6ParamProblemChainTooLong, maxForwardHeaderChain, quote.AsSlice())
+}
+
+// sendParamProblem6 sends ICMPv6 Parameter Problem (RFC 4443 section 3.4)
+// with code and pointer to dst, an IPv6 unicast source of a packet received
+// on e, quoting quote cut to fit in the minimum MTU (RFC 4443 section 2.4
+// (c)). The source address is netstack's choice for e's interface; sends
+// are rate limited by netstack's ICMP limiter. The caller has applied the
+// rest of RFC 4443 section 2.4 (e) (no error about an error, to a
+// multicast source, or about a packet to a group).
+func (e *Endpoint) sendParamProblem6(dst tcpip.Address, code header.ICMPv6Code, pointer uint32, quote []byte) {
+	s := e.stack
+	if s == nil || !s.AllowICMPMessage() {
 		return
 	}
-	r, err := s.FindRoute(e.nicID, tcpip.Address{}, src, ipv6.ProtocolNumber, false /* multicastLoop */)
+	r, err := s.FindRoute(e.nicID, tcpip.Address{}, dst, ipv6.ProtocolNumber, false /* multicastLoop */)
 	if err != nil {
 		return
 	}
 	defer r.Release()
-
-	quote := stack.PayloadSince(pkt.NetworkHeader())
-	defer quote.Release()
-	q := quote.AsSlice()
-	q = q[:min(len(q), icmpv6ErrorMaxQuote)]
-	icmpPkt := stack.NewPacketBuffer(stack.PacketBufferOptions{
+	quote = quote[:min(len(quote), icmpv6ErrorMaxQuote)]
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{
 		ReserveHeaderBytes: int(r.MaxHeaderLength()) + header.ICMPv6ErrorHeaderSize,
-		Payload:            buffer.MakeWithData(q),
+		Payload:            buffer.MakeWithData(quote),
 	})
-	defer icmpPkt.DecRef()
-	icmpPkt.TransportProtocolNumber = header.ICMPv6ProtocolNumber
-	icmp := header.ICMPv6(icmpPkt.TransportHeader().Push(header.ICMPv6ErrorHeaderSize))
+	defer pkt.DecRef()
+	pkt.TransportProtocolNumber = header.ICMPv6ProtocolNumber
+	icmp := header.ICMPv6(pkt.TransportHeader().Push(header.ICMPv6ErrorHeaderSize))
 	icmp.SetType(header.ICMPv6ParamProblem)
-	icmp.SetCode(icmpv6ParamProblemChainTooLong)
-	icmp.SetTypeSpecific(maxForwardHeaderChain)
+	icmp.SetCode(code)
+	icmp.SetTypeSpecific(pointer)
 	icmp.SetChecksum(header.ICMPv6Checksum(header.ICMPv6ChecksumParams{
 		Header:      icmp,
 		Src:         r.LocalAddress(),
 		Dst:         r.RemoteAddress(),
-		PayloadCsum: icmpPkt.Data().Checksum(),
-		PayloadLen:  icmpPkt.Data().Size(),
+		PayloadCsum: pkt.Data().Checksum(),
+		PayloadLen:  pkt.Data().Size(),
 	}))
 	_ = r.WritePacket(stack.NetworkHeaderParams{
 		Protocol: header.ICMPv6ProtocolNumber,
 		TTL:      r.DefaultTTL(),
 		TOS:      stack.DefaultTOS,
-	}, icmpPkt)
+	}, pkt)
 }
 
 // isICMPv6Error reports whether t is an ICMPv6 error message type (RFC
