@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -175,13 +174,7 @@ type crashResult struct {
 // long-chain packet reach the far host.
 func TestLabOnePacketCrash(t *testing.T) {
 	requirePrivileged(t)
-	fail := t.Skipf
-	if os.Getenv("CI") == "true" {
-		fail = t.Fatalf
-	}
-	if err := exec.Command(scapyPython, "-c", "import scapy.all").Run(); err != nil {
-		fail("the crash test needs %s with python3-scapy: %v", scapyPython, err)
-	}
+	requireScapy(t)
 	runWithHook(t, func(l *lab) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -209,13 +207,7 @@ type fragAttack struct {
 // interface's drop counters rose by reason.
 func TestFragmentEvasionScapy(t *testing.T) {
 	requirePrivileged(t)
-	fail := t.Skipf
-	if os.Getenv("CI") == "true" {
-		fail = t.Fatalf
-	}
-	if err := exec.Command(scapyPython, "-c", "import scapy.all").Run(); err != nil {
-		fail("fragment evasion test needs %s with python3-scapy: %v", scapyPython, err)
-	}
+	requireScapy(t)
 	runWithHook(t, func(l *lab) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
