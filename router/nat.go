@@ -110,6 +110,21 @@ func natRules(cfg *config.Config, ids natIDs, portMTU func(port string) int, res
 		id[ms.Name] = nid
 		r.Ifaces = append(r.Ifaces, c)
 	}
+	// Routed networks behind an inside interface are inside too: a WAN
+	// packet from one of them is spoofed like one from a connected
+	// subnet (natengine.IfaceConfig.Subnets). Default routes say nothing.
+	for _, rt := range cfg.Routes {
+		if rt.To.Bits() == 0 {
+			continue
+		}
+		for i := range r.Ifaces {
+			c := &r.Ifaces[i]
+			if rt.Dev == c.Name || rt.Dev == "" && slices.ContainsFunc(c.Subnets, func(p netip.Prefix) bool { return p.Contains(rt.Via) }) {
+				c.Subnets = append(c.Subnets, rt.To)
+				break
+			}
+		}
+	}
 	for _, f := range n.Forwards {
 		on := []string{f.On}
 		if f.On == "" {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -316,4 +317,26 @@ func TestNATRulesSecY(t *testing.T) {
 		}
 	}
 	t.Fatalf("no ms1 in %+v", r.Ifaces)
+}
+
+// TestNATRulesInsideRoutes: a network routed behind a LAN interface is
+// inside (its sources are spoofed on a wan interface), found by dev or by
+// the next hop's subnet; default routes add nothing.
+func TestNATRulesInsideRoutes(t *testing.T) {
+	cfg, err := config.Parse("nat.yaml", []byte(natBase+`routes:
+  - {to: default, via: 203.0.113.1}
+  - {to: 10.50.0.0/16, via: 192.168.1.254}
+  - {to: "fd00:50::/48", via: "fd00:1::fe", dev: lan}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := natRules(cfg, seqIDs(cfg), func(string) int { return 1500 }, nil)
+	want := prefixes("192.168.1.0/24", "fd00:1::/64", "10.50.0.0/16", "fd00:50::/48")
+	if got := r.Ifaces[0].Subnets; !slices.Equal(got, want) {
+		t.Errorf("lan subnets = %v, want %v", got, want)
+	}
+	if got, want := r.Ifaces[1].Subnets, prefixes("203.0.113.0/24", "2001:db8::/64"); !slices.Equal(got, want) {
+		t.Errorf("wan subnets = %v, want %v (no default route)", got, want)
+	}
 }
