@@ -66,13 +66,13 @@ func (p *forwardPins) refuseForward(pkt *stack.PacketBuffer, route *stack.Route,
 	case stack.IP6:
 		if len(pkt.NetworkHeader().Slice()) > maxForwardHeaderChain {
 			reason = dropHeaderChain
-		} else if mtu := p.linkMTU(route.NICID()); mtu < header.IPv6MinimumMTU {
+		} else if p.egressTooSmall(route, header.IPv6MinimumMTU) {
 			reason = dropEgressMTU
 		} else {
 			return false
 		}
 	case stack.IP:
-		if mtu := p.linkMTU(route.NICID()); mtu < header.IPv4MinimumMTU {
+		if p.egressTooSmall(route, header.IPv4MinimumMTU) {
 			reason = dropEgressMTU
 		} else {
 			return false
@@ -101,14 +101,16 @@ func (p *forwardPins) endpoint(id tcpip.NICID) *Endpoint {
 	return tab.get(natIface(id))
 }
 
-// linkMTU returns the link MTU of NIC id as netstack reads it (our
-// endpoint's MTU), or 0 if the NIC is unknown, which refuses the forward:
-// a NIC that is not in the table is being removed.
-func (p *forwardPins) linkMTU(id tcpip.NICID) uint32 {
-	if ep := p.endpoint(id); ep != nil {
-		return ep.MTU()
+// egressTooSmall reports whether route's egress link MTU, as netstack
+// reads it (our endpoint's MTU), is below min. For a NIC not yet (or no
+// longer) in the table, during a reload, it asks the route: its MTU is 0
+// exactly when calculateNetworkMTU fails, since the router's routes carry
+// no MTU of their own.
+func (p *forwardPins) egressTooSmall(route *stack.Route, min uint32) bool {
+	if ep := p.endpoint(route.NICID()); ep != nil {
+		return ep.MTU() < min
 	}
-	return 0
+	return route.MTU() == 0
 }
 
 // sendHeaderChainTooLong answers pkt, an IPv6 packet received on e whose
