@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gvrouter/gvrouter/router/status"
 )
 
 // crashScapy sends, with scapy on a lab host, the packets of issue 17
@@ -278,31 +276,16 @@ func TestLabOnePacketCrash(t *testing.T) {
 	})
 }
 
-// dropCounters returns every interface's drop counters from the
-// router's status JSON, waiting for a snapshot taken after the call (the
-// status server samples once a second).
+// dropCounters returns every interface's drop counters from a status
+// snapshot taken after the call.
 func (l *lab) dropCounters(ctx context.Context) (map[string]map[string]uint64, error) {
-	start := time.Now()
-	for {
-		body, err := httpGet(ctx, l.rtrNS, "http://127.0.0.1:"+strconv.Itoa(routerStatusPort)+"/api/status")
-		if err != nil {
-			return nil, err
-		}
-		var s status.Snapshot
-		if err := json.Unmarshal(body, &s); err != nil {
-			return nil, fmt.Errorf("lab: status JSON: %w", err)
-		}
-		if s.Time.After(start) {
-			out := make(map[string]map[string]uint64, len(s.Interfaces))
-			for _, i := range s.Interfaces {
-				out[i.Name] = i.Drops
-			}
-			return out, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+	s, err := l.statusSince(ctx, time.Now())
+	if err != nil {
+		return nil, err
 	}
+	out := make(map[string]map[string]uint64, len(s.Interfaces))
+	for _, i := range s.Interfaces {
+		out[i.Name] = i.Drops
+	}
+	return out, nil
 }

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gvrouter/gvrouter/router/status"
 )
 
 // fragAttacker runs on the WAN host: it sends the fragment attacks of
@@ -350,24 +348,14 @@ func TestFragmentEvasionScapy(t *testing.T) {
 // ifaceDrops returns interface name's drops by reason from a status
 // snapshot taken at or after since.
 func (l *lab) ifaceDrops(ctx context.Context, name string, since time.Time) (map[string]uint64, error) {
-	deadline := time.Now().Add(statusFreshTimeout)
-	for {
-		body, err := httpGet(ctx, l.rtrNS, "http://127.0.0.1:"+strconv.Itoa(routerStatusPort)+"/api/status")
-		if err != nil {
-			return nil, err
-		}
-		var s status.Snapshot
-		if err := json.Unmarshal(body, &s); err != nil {
-			return nil, fmt.Errorf("lab: status JSON: %w", err)
-		}
-		if !s.Time.Before(since) || time.Now().After(deadline) {
-			for _, i := range s.Interfaces {
-				if i.Name == name {
-					return i.Drops, nil
-				}
-			}
-			return nil, fmt.Errorf("lab: status has no interface %s", name)
-		}
-		time.Sleep(100 * time.Millisecond)
+	s, err := l.statusSince(ctx, since)
+	if err != nil {
+		return nil, err
 	}
+	for _, i := range s.Interfaces {
+		if i.Name == name {
+			return i.Drops, nil
+		}
+	}
+	return nil, fmt.Errorf("lab: status has no interface %s", name)
 }

@@ -392,23 +392,38 @@ type natCounters struct {
 
 // natCounters reads them from a status snapshot taken after since.
 func (l *lab) natCounters(ctx context.Context, since time.Time) (natCounters, error) {
+	s, err := l.statusSince(ctx, since)
+	if err != nil {
+		return natCounters{}, err
+	}
+	if s.Conntrack == nil || s.Netstack == nil {
+		return natCounters{}, errors.New("lab: status JSON has no conntrack or netstack section")
+	}
+	return natCounters{FastPathHits: s.Conntrack.FastPathHits, NetstackIPReceived: s.Netstack.IPPacketsReceived}, nil
+}
+
+// statusSince returns the router's status snapshot once one taken at or
+// after since is served (the status server samples once a second), or
+// the latest after statusFreshTimeout; any snapshot if since is zero.
+func (l *lab) statusSince(ctx context.Context, since time.Time) (status.Snapshot, error) {
 	deadline := since.Add(statusFreshTimeout)
 	for {
 		body, err := httpGet(ctx, l.rtrNS, "http://127.0.0.1:"+strconv.Itoa(routerStatusPort)+"/api/status")
 		if err != nil {
-			return natCounters{}, err
+			return status.Snapshot{}, err
 		}
 		var s status.Snapshot
 		if err := json.Unmarshal(body, &s); err != nil {
-			return natCounters{}, fmt.Errorf("lab: status JSON: %w", err)
-		}
-		if s.Conntrack == nil || s.Netstack == nil {
-			return natCounters{}, errors.New("lab: status JSON has no conntrack or netstack section")
+			return status.Snapshot{}, fmt.Errorf("lab: status JSON: %w", err)
 		}
 		if since.IsZero() || !s.Time.Before(since) || time.Now().After(deadline) {
-			return natCounters{FastPathHits: s.Conntrack.FastPathHits, NetstackIPReceived: s.Netstack.IPPacketsReceived}, nil
+			return s, nil
 		}
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return status.Snapshot{}, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
