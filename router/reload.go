@@ -127,7 +127,7 @@ func (r *Router) Reload(cfg *config.Config) error {
 }
 
 func samePort(a, b config.Port) bool {
-	return a.Name == b.Name && a.Queues == b.Queues && a.MTU == b.MTU
+	return a.Name == b.Name && a.Queues == b.Queues && a.MTU == b.MTU && a.Kind == b.Kind
 }
 
 // sameInterfaceAddrs reports whether the interfaces the status page listens

@@ -71,6 +71,11 @@ type Config struct {
 	// leases), e.g. "/var/lib/gvrouter"; "" = DefaultStateDir (see
 	// StateDirectory).
 	StateDir string
+	// DNS is the DNS forwarder (dns:); nil = none.
+	DNS *DNS
+	// Host is the TAP into the board's own kernel (host:); nil = none.
+	// Its port and interface are also in Ports and Interfaces.
+	Host *Host
 
 	src src
 }
@@ -81,6 +86,9 @@ type Port struct {
 	Queues int    // receive queues joined with PACKET_FANOUT, 1..64, e.g. 2; 0 = the hardware profile's default
 	MTU    int    // L3 MTU, 68..65535, e.g. 1500; 0 = leave the kernel's MTU as it is
 	Pos    Pos    // where the port is defined, e.g. {Line: 9, Col: 5}
+	// Kind is PortPacket (a kernel interface) or PortTAP (the host TAP,
+	// which the router creates).
+	Kind string
 
 	src src
 }
@@ -110,7 +118,17 @@ type Interface struct {
 	// "selective" (only TCP to the router's own addresses), e.g. "off";
 	// "" = "selective".
 	GRO string
-	Pos Pos // where the interface is defined
+	// DHCP is the interface's DHCPv4 client, non-nil iff "dhcp" is among
+	// its addresses; the leased address comes and goes at run time.
+	DHCP *DHCPClient
+	// DHCPServer is the interface's DHCPv4 server (dhcp_server:); nil = none.
+	DHCPServer *DHCPServer
+	// Host reports the host TAP's interface (from host:).
+	Host bool
+	Pos  Pos // where the interface is defined
+
+	// dhcpOptions: dhcp: was written without "dhcp" in addresses.
+	dhcpOptions bool
 
 	src src
 }

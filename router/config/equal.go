@@ -5,7 +5,7 @@ import "slices"
 // Equal reports whether p and q configure the same port; positions are
 // ignored, so moving a port within the file changes nothing.
 func (p Port) Equal(q Port) bool {
-	return p.Name == q.Name && p.Queues == q.Queues && p.MTU == q.MTU
+	return p.Name == q.Name && p.Queues == q.Queues && p.MTU == q.MTU && p.Kind == q.Kind
 }
 
 // Equal reports whether i and j configure the same interface; positions
@@ -13,7 +13,8 @@ func (p Port) Equal(q Port) bool {
 func (i Interface) Equal(j Interface) bool {
 	return i.Name == j.Name && i.Port == j.Port && i.MTU == j.MTU && i.Role == j.Role &&
 		slices.Equal(i.Addresses, j.Addresses) && slices.Equal(i.VLAN, j.VLAN) &&
-		i.VLANProtocol == j.VLANProtocol && i.PCP == j.PCP && i.GRO == j.GRO
+		i.VLANProtocol == j.VLANProtocol && i.PCP == j.PCP && i.GRO == j.GRO &&
+		(i.DHCP == nil) == (j.DHCP == nil) && i.Host == j.Host
 }
 
 // Equal reports whether r and s are the same route; positions are ignored.

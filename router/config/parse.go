@@ -14,10 +14,10 @@ import (
 // Keys of each mapping. unsupported lists keys of the design (DESIGN.md,
 // "Config shape") that this version rejects rather than ignores.
 var (
-	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "nat", "firewall", "status", "macsec", "state_dir"}
+	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "nat", "firewall", "status", "macsec", "state_dir", "dns", "host"}
 	topUnsupported        = []string{}
 	portKeys              = []string{"name", "queues", "mtu"}
-	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role", "vlan", "vlan_protocol", "pcp", "gro"}
+	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role", "vlan", "vlan_protocol", "pcp", "gro", "dhcp", "dhcp_server"}
 	interfaceUnsupported  = []string{}
 	routeKeys             = []string{"to", "via", "dev"}
 	statusKeys            = []string{"listen"}
@@ -182,6 +182,12 @@ func (d *decoder) config(c *Config, n *yaml.Node) {
 	if e, ok := m["macsec"]; ok {
 		d.macsecList(c, e)
 	}
+	if e, ok := m["dns"]; ok {
+		d.dns(c, e)
+	}
+	if e, ok := m["host"]; ok {
+		d.host(c, e)
+	}
 	if d.strKey(m, "state_dir", "config", &c.src, &c.StateDir) && !strings.HasPrefix(c.StateDir, "/") {
 		d.errorf(m["state_dir"].val, "state_dir: %q is not an absolute path", c.StateDir)
 	}
@@ -219,6 +225,13 @@ func (d *decoder) iface(n *yaml.Node) Interface {
 				ifc.src.markBad("addresses")
 				continue
 			}
+			if it.Value == AddressDHCP {
+				if ifc.DHCP != nil && !ifc.dhcpOptions {
+					d.errorf(it, "%s: addresses: %q is listed twice", what, AddressDHCP)
+				}
+				ifc.DHCP = &DHCPClient{Pos: posOf(it)}
+				continue
+			}
 			p, err := parseAddress(it.Value)
 			if err != nil {
 				d.errorf(it, "%s: addresses: %v", what, err)
@@ -228,6 +241,12 @@ func (d *decoder) iface(n *yaml.Node) Interface {
 			ifc.src.set("addresses."+strconv.Itoa(len(ifc.Addresses)), posOf(it))
 			ifc.Addresses = append(ifc.Addresses, p)
 		}
+	}
+	if e, ok := m["dhcp"]; ok {
+		d.dhcpClient(&ifc, e, what)
+	}
+	if e, ok := m["dhcp_server"]; ok {
+		d.dhcpServer(&ifc, e, what)
 	}
 	return ifc
 }

@@ -53,6 +53,7 @@ func (c *Config) validate(l *errorList) {
 	c.validateNAT(l)
 	c.validateStatus(l)
 	c.validateMACsec(l)
+	c.validateServices(l)
 }
 
 // hint returns "; did you mean X?" for a likely typo of one of known,

@@ -1,0 +1,136 @@
+package config
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+const servicesBase = `ports:
+  - name: eth0
+interfaces:
+  - name: lan
+    port: eth0
+    vlan: 1
+    role: lan
+    addresses: [192.168.1.1/24]
+    dhcp_server:
+      range: 192.168.1.100-192.168.1.199
+      lease_time: 1h
+      mtu: 1492
+      routes: [{to: 10.0.0.0/8, via: 192.168.1.254}]
+      ntp: [192.168.1.1]
+      static:
+        - {mac: "02:00:00:00:00:10", address: 192.168.1.10, hostname: nas}
+  - name: wan
+    port: eth0
+    vlan: 2
+    role: wan
+    addresses: [dhcp]
+    dhcp: {hostname: gvrouter, client_id: "01:02:00:00:00:00:02", release: on}
+dns:
+  domain: home
+  cache: {size: 500, min_ttl: 10s, max_ttl: 1h}
+host:
+  tap: gvr-host
+  interface: host
+  addresses: [10.255.0.1/30]
+  kernel_addresses: [10.255.0.2/30]
+  forwards: [{proto: tcp, port: 22, on: lan}]
+`
+
+func TestParseServices(t *testing.T) {
+	c, err := Parse("svc.yaml", []byte(servicesBase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wan := c.Interface("wan")
+	if wan.DHCP == nil || wan.DHCP.Hostname != "gvrouter" || !wan.DHCP.Release || len(wan.DHCP.ClientID) != 7 || len(wan.Addresses) != 0 {
+		t.Errorf("wan = %+v, DHCP %+v", wan, wan.DHCP)
+	}
+	s := c.Interface("lan").DHCPServer
+	if s == nil {
+		t.Fatal("lan has no dhcp_server")
+	}
+	if s.RangeStart != netip.MustParseAddr("192.168.1.100") || s.RangeEnd != netip.MustParseAddr("192.168.1.199") ||
+		s.LeaseTime != time.Hour || s.MTU != 1492 || len(s.Routes) != 1 || s.Routes[0].To != netip.MustParsePrefix("10.0.0.0/8") ||
+		len(s.NTP) != 1 || len(s.Static) != 1 || s.Static[0].Hostname != "nas" || s.Static[0].MAC.String() != "02:00:00:00:00:10" {
+		t.Errorf("dhcp_server = %+v", s)
+	}
+	if c.DNS == nil || c.DNS.Domain != "home" || c.DNS.CacheSize != 500 || c.DNS.MinTTL != 10*time.Second || c.DNS.MaxTTL != time.Hour {
+		t.Errorf("dns = %+v", c.DNS)
+	}
+	if c.DomainName() != "home" {
+		t.Errorf("DomainName() = %q, want home", c.DomainName())
+	}
+	h := c.Interface("host")
+	if h == nil || !h.Host || h.Role != RoleLAN || h.Port != "gvr-host" || c.Port("gvr-host") == nil || c.Port("gvr-host").Kind != PortTAP {
+		t.Fatalf("host interface = %+v, port %+v", h, c.Port("gvr-host"))
+	}
+	if got := c.Host.KernelAddress(); got != netip.MustParseAddr("10.255.0.2") {
+		t.Errorf("KernelAddress() = %v", got)
+	}
+	if len(c.Host.Forwards) != 1 || c.Host.Forwards[0] != (HostForward{Proto: "tcp", Port: 22, On: "lan", Pos: Pos{31, 14}}) {
+		t.Errorf("forwards = %+v", c.Host.Forwards)
+	}
+}
+
+func TestServicesErrors(t *testing.T) {
+	tests := []struct {
+		name, from, to, want string
+	}{
+		{"range outside subnet", "range: 192.168.1.100-192.168.1.199", "range: 192.168.1.100-192.168.2.10", "svc.yaml:10:14: interface \"lan\": dhcp_server: range 192.168.1.100-192.168.2.10 is not inside the interface's subnet 192.168.1.0/24"},
+		{"range covers router", "range: 192.168.1.100-192.168.1.199", "range: 192.168.1.1-192.168.1.199", "covers the router's own address 192.168.1.1"},
+		{"range reversed", "range: 192.168.1.100-192.168.1.199", "range: 192.168.1.199-192.168.1.100", "the first address is above the last"},
+		{"range syntax", "range: 192.168.1.100-192.168.1.199", "range: 192.168.1.100", "want FIRST-LAST IPv4 addresses"},
+		{"static in range", "address: 192.168.1.10", "address: 192.168.1.150", "svc.yaml:16:11: interface \"lan\": dhcp_server: static: address 192.168.1.150 lies inside the dynamic range"},
+		{"static outside subnet", "address: 192.168.1.10", "address: 10.0.0.1", "is not inside the interface's subnet"},
+		{"static is router", "address: 192.168.1.10", "address: 192.168.1.1", "is the router's own"},
+		{"static bad mac", `mac: "02:00:00:00:00:10"`, `mac: "02:00:00"`, "want a MAC like"},
+		{"duplicate mac", `        - {mac: "02:00:00:00:00:10", address: 192.168.1.10, hostname: nas}`, `        - {mac: "02:00:00:00:00:10", address: 192.168.1.10, hostname: nas}
+        - {mac: "02:00:00:00:00:10", address: 192.168.1.11}`, "mac 02:00:00:00:00:10 is listed twice (line 16)"},
+		{"lease too short", "lease_time: 1h", "lease_time: 5s", "lease_time 5s out of range 10s..8760h"},
+		{"mtu too small", "mtu: 1492", "mtu: 500", "mtu 500 out of range 576..65535"},
+		{"route via outside", "via: 192.168.1.254", "via: 10.1.1.1", "via 10.1.1.1 is not in the interface's subnet"},
+		{"server on wan", "    addresses: [dhcp]\n", "    addresses: [dhcp]\n    dhcp_server: {range: 192.168.2.2-192.168.2.9}\n", "a DHCP server runs on lan interfaces only"},
+		{"dhcp twice", "addresses: [dhcp]", "addresses: [dhcp, dhcp]", `addresses: "dhcp" is listed twice`},
+		{"dhcp options without dhcp", "addresses: [dhcp]", "addresses: [203.0.113.2/24]", `dhcp: options given but addresses has no "dhcp"`},
+		{"bad hostname", "hostname: gvrouter", "hostname: gv_router", "is not allowed in a host name"},
+		{"client id short", `client_id: "01:02:00:00:00:00:02"`, `client_id: "01"`, "1 bytes, want 2..64"},
+		{"client id hex", `client_id: "01:02:00:00:00:00:02"`, `client_id: "zz"`, "want hex bytes"},
+		{"dns upstream bad", "domain: home", "domain: home\n  upstreams: [\"nine\"]", `bad upstream "nine"`},
+		{"dns no upstream", "addresses: [dhcp]\n    dhcp: {hostname: gvrouter, client_id: \"01:02:00:00:00:00:02\", release: on}", "addresses: [203.0.113.2/24]", "dns: upstreams: none given and no interface gets them by dhcp"},
+		{"dns ttl order", "min_ttl: 10s, max_ttl: 1h", "min_ttl: 2h, max_ttl: 1h", "min_ttl 2h is above max_ttl 1h"},
+		{"host kernel outside", "kernel_addresses: [10.255.0.2/30]", "kernel_addresses: [10.9.0.2/30]", "svc.yaml:30:22: host: kernel_addresses: 10.9.0.2/30 is in none of the subnets"},
+		{"host kernel same", "kernel_addresses: [10.255.0.2/30]", "kernel_addresses: [10.255.0.1/30]", "is the router's own address on the link"},
+		{"host forward wan", "on: lan}", "on: wan}", `host: forward: on: "wan" is not a lan interface`},
+		{"host tap long", "tap: gvr-host", "tap: gvr-host-much-too-long", "longer than 15 bytes"},
+		{"host overlaps lan", "addresses: [10.255.0.1/30]", "addresses: [192.168.1.2/30]", "overlaps 192.168.1.1/24 of interface \"lan\""},
+		{"host proto", "proto: tcp, port: 22", "proto: sctp, port: 22", "proto: want tcp or udp"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(servicesBase, tt.from) {
+				t.Fatalf("base has no %q", tt.from)
+			}
+			in := strings.Replace(servicesBase, tt.from, tt.to, 1)
+			_, err := Parse("svc.yaml", []byte(in))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Parse = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckHostname(t *testing.T) {
+	for s, ok := range map[string]bool{"gvrouter": true, "a.b-c.d": true, "-a": false, "a..b": false, "": false, strings.Repeat("a", 64): false, "ok1": true} {
+		if err := checkHostname(s); (err == nil) != ok {
+			t.Errorf("checkHostname(%q) = %v, want ok %v", s, err, ok)
+		}
+	}
+	if _, err := net.ParseMAC("02:00:00:00:00:10"); err != nil {
+		t.Fatal(err)
+	}
+}
