@@ -120,8 +120,8 @@ func (e *Engine) SetRules(r Rules) error {
 		if !c.confirmed.Load() || !c.snat {
 			return
 		}
-		if !s.isLocal(&c.reply.Dst, false) && !s.isSNATAddr(&c.reply.Dst) {
-			e.kill(c)
+		if !s.isLocal(&c.reply.Dst, false) && !s.isSNATAddr(&c.reply.Dst) && e.kill(c) {
+			e.stats.FlushedAddressGone.Add(1)
 		}
 	})
 	return nil

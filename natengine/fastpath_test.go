@@ -334,6 +334,9 @@ func TestMasqueradeFollowsAddress(t *testing.T) {
 	if e.Len() != 0 {
 		t.Fatalf("%d flows on the old address remain", e.Len())
 	}
+	if got := e.Stats().FlushedAddressGone.Load(); got != 1 {
+		t.Errorf("FlushedAddressGone = %d, want 1", got)
+	}
 	pkt := pk{src: hostA, dst: remote, proto: ProtoUDP, sport: 5000, dport: 53}.build()
 	fwd(t, e, pkt, lanIf, wanIf)
 	expectAddrs(t, pkt, ap(newWAN, 5000), ap(remote, 53))

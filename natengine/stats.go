@@ -80,6 +80,10 @@ type Stats struct {
 	FragsHeld      atomic.Uint64                 // out-of-order fragments held until their first fragment
 	MSSClamped     atomic.Uint64                 // TCP SYNs whose MSS option was lowered
 	Untracked      atomic.Uint64                 // packets passed without a flow (to the router itself; IGMP; ICMP that is not a query)
+	// FlushedAddressGone counts flows removed because the address they
+	// were translated to left the router (SetRules; a DHCP lease moved
+	// the WAN address), as Linux's masquerade does on NETDEV_DOWN.
+	FlushedAddressGone atomic.Uint64
 }
 
 // Drop returns the counter for reason r.

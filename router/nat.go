@@ -316,14 +316,15 @@ func conntrackCounters(e *natengine.Engine, maxConns int) *status.Conntrack {
 		SlowPath:     make(map[string]uint64, len(st.Slow)),
 		Drops:        make(map[string]uint64, len(st.Drops)),
 		Events: map[string]uint64{
-			"created":         st.Created.Load(),
-			"early_dropped":   st.EarlyDropped.Load(),
-			"expired":         st.Expired.Load(),
-			"offloaded":       st.Offloaded.Load(),
-			"icmp_translated": st.ICMPTranslated.Load(),
-			"frags_held":      st.FragsHeld.Load(),
-			"mss_clamped":     st.MSSClamped.Load(),
-			"untracked":       st.Untracked.Load(),
+			"created":              st.Created.Load(),
+			"early_dropped":        st.EarlyDropped.Load(),
+			"expired":              st.Expired.Load(),
+			"offloaded":            st.Offloaded.Load(),
+			"icmp_translated":      st.ICMPTranslated.Load(),
+			"frags_held":           st.FragsHeld.Load(),
+			"mss_clamped":          st.MSSClamped.Load(),
+			"untracked":            st.Untracked.Load(),
+			"flushed_address_gone": st.FlushedAddressGone.Load(),
 		},
 	}
 	for i := range st.Slow {
