@@ -20,6 +20,16 @@ func (r *Router) Reload(cfg *config.Config) error {
 	if r.closed {
 		return errors.New("router is closed")
 	}
+	r.userCfg = cfg
+	return r.reloadLocked(cfg)
+}
+
+// reloadLocked moves the router to cfg (the file's config) with the DHCP
+// leases in force added (withLeases): a reload and a lease change take
+// the same path. r.mu must be held.
+func (r *Router) reloadLocked(cfg *config.Config) error {
+	r.dropStaleLeasesLocked(cfg)
+	cfg = withLeases(cfg, r.leases, r.portMTULocked)
 	old := r.cfg
 
 	// Open new ports first: the only step that can fail on the machine.

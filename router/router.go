@@ -36,9 +36,17 @@ type Router struct {
 	build   Build
 	started time.Time
 
-	// mu protects cfg, ports, net, listeners, sinks and cancel.
-	mu        sync.Mutex
-	cfg       *config.Config
+	// mu protects cfg, userCfg, leases, ports, net, listeners, sinks
+	// and cancel.
+	mu sync.Mutex
+	// cfg is the config in force: userCfg (the file's) with the DHCP
+	// leases added (withLeases).
+	cfg     *config.Config
+	userCfg *config.Config
+	// leases are the DHCP leases applied, by interface; leaseQ brings
+	// the clients' changes (leases.go).
+	leases    map[string]*appliedLease
+	leaseQ    *leaseQueue
 	ports     map[string]*runningPort
 	net       *stack.Router
 	listeners []*statusListener
@@ -108,6 +116,9 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 		build:     build,
 		started:   time.Now(),
 		ports:     make(map[string]*runningPort),
+		leases:    make(map[string]*appliedLease),
+		leaseQ:    newLeaseQueue(),
+		userCfg:   cfg,
 		portLocks: make(map[string]*statedir.Lock),
 		stateDir:  cfg.StateDirectory(),
 		ctx:       ctx,

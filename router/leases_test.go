@@ -1,0 +1,66 @@
+package router
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/gvrouter/gvrouter/router/config"
+)
+
+func TestWithLeases(t *testing.T) {
+	cfg, err := config.Parse("t.yaml", []byte(`ports: [{name: eth0}]
+interfaces:
+  - {name: lan, port: eth0, vlan: 1, role: lan, addresses: [192.168.1.1/24]}
+  - {name: wan, port: eth0, vlan: 2, role: wan, addresses: [dhcp]}
+routes:
+  - {to: 10.0.0.0/8, via: 192.168.1.254}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := withLeases(cfg, nil, nil); got != cfg {
+		t.Errorf("withLeases(no leases) made a copy")
+	}
+	l := &appliedLease{
+		Addr: netip.MustParsePrefix("198.51.100.23/24"),
+		MTU:  9000,
+		Routes: []config.Route{
+			{To: netip.MustParsePrefix("0.0.0.0/0"), Via: netip.MustParseAddr("198.51.100.1")},
+			{To: netip.MustParsePrefix("10.0.0.0/8"), Via: netip.MustParseAddr("198.51.100.2")},
+		},
+	}
+	eff := withLeases(cfg, map[string]*appliedLease{"wan": l, "lan": l}, func(string) int { return 1500 })
+	wan := eff.Interface("wan")
+	if len(wan.Addresses) != 1 || wan.Addresses[0] != l.Addr {
+		t.Errorf("wan addresses = %v, want [%v]", wan.Addresses, l.Addr)
+	}
+	if wan.MTU != 1500 {
+		t.Errorf("wan MTU = %d, want 1500 (the lease's 9000 capped at the port's)", wan.MTU)
+	}
+	if lan := eff.Interface("lan"); len(lan.Addresses) != 1 {
+		t.Errorf("lan (no DHCP client) got the lease: %v", lan.Addresses)
+	}
+	want := []config.Route{cfg.Routes[0], {To: l.Routes[0].To, Via: l.Routes[0].Via, Dev: "wan"}}
+	if len(eff.Routes) != 2 || !eff.Routes[0].Equal(want[0]) || !eff.Routes[1].Equal(want[1]) {
+		t.Errorf("routes = %+v, want %+v (the file's 10/8 wins)", eff.Routes, want)
+	}
+	if len(cfg.Interface("wan").Addresses) != 0 || len(cfg.Routes) != 1 {
+		t.Errorf("withLeases changed its input")
+	}
+}
+
+func TestLeaseQueueKeepsNewest(t *testing.T) {
+	q := newLeaseQueue()
+	a, b := &appliedLease{MTU: 1}, &appliedLease{MTU: 2}
+	q.post("wan", leaseChange{lease: a})
+	q.post("wan", leaseChange{lease: b})
+	q.post("wan2", leaseChange{})
+	<-q.kick
+	got := q.take()
+	if len(got) != 2 || got["wan"].lease != b || got["wan2"].lease != nil {
+		t.Errorf("take() = %+v", got)
+	}
+	if len(q.take()) != 0 {
+		t.Errorf("take() twice returned changes")
+	}
+}
