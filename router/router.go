@@ -77,9 +77,26 @@ type Router struct {
 	wg        sync.WaitGroup
 }
 
+// portIO is what the router needs of a port: a *hw.Port (AF_PACKET on a
+// kernel interface) or the host TAP (hosttap.go).
+type portIO interface {
+	hw.FrameWriter
+	Name() string
+	// HardwareAddr is the MAC of the router's interfaces on the port.
+	HardwareAddr() net.HardwareAddr
+	MTU() int
+	LinkUp() bool
+	SetLinkHandler(f func(up bool))
+	Stats() hw.Stats
+	Run(ctx context.Context, h hw.BatchHandler) error
+	Close() error
+}
+
+var _ portIO = (*hw.Port)(nil)
+
 // runningPort is an open port and the goroutine that reads it.
 type runningPort struct {
-	port *hw.Port
+	port portIO
 	cfg  config.Port
 	// extraTags is the hw.Config.ExtraTags the port was opened with.
 	extraTags int
