@@ -11,7 +11,8 @@
 //
 // Only GET and HEAD are allowed. The page never shows a secret: a Snapshot
 // carries names, states, addresses and counters only, and later sections
-// (VLAN, GRO, MACsec, conntrack) must keep it that way.
+// (VLAN, GRO, MACsec, conntrack, the DHCP and DNS services) must keep it
+// that way.
 //
 // # Listeners
 //

@@ -152,9 +152,11 @@ func (s *Server) sampleLocked() *Snapshot {
 	}
 	snap.HTTP = HTTP{Open: s.lim.open.Load(), Refused: s.lim.refused.Load()}
 	snap.Conntrack = normalizeConntrack(snap.Conntrack)
+	normalizeServices(snap)
 	if prev := s.latest.Load(); prev != nil {
 		fillRates(&prev.snap, snap, cur.at.Sub(prev.at))
 		fillConntrackRates(prev.snap.Conntrack, snap.Conntrack, cur.at.Sub(prev.at))
+		fillDNSRates(prev.snap.DNS, snap.DNS, cur.at.Sub(prev.at))
 	}
 	s.latest.Store(cur)
 	return snap

@@ -50,6 +50,14 @@ type Snapshot struct {
 	Netstack *Netstack `json:"netstack,omitempty"`
 	// Fragments is the fragment guard's state; nil before the router runs.
 	Fragments *Fragments `json:"fragments,omitempty"`
+
+	// DHCPClients are the DHCPv4 clients, one per interface with
+	// `addresses: [dhcp]` (services.go).
+	DHCPClients []DHCPClient `json:"dhcp_clients,omitempty"`
+	// DHCPServers are the DHCPv4 servers, one per served lan interface.
+	DHCPServers []DHCPServer `json:"dhcp_servers,omitempty"`
+	// DNS is the DNS forwarder; nil when it does not run.
+	DNS *DNS `json:"dns,omitempty"`
 }
 
 // HTTP is the status server's connections.

@@ -89,6 +89,84 @@ func Clone(snap status.Snapshot) status.Snapshot {
 		n.Events = maps.Clone(c.Events)
 		snap.Conntrack = &n
 	}
+	if snap.DHCPClients != nil {
+		snap.DHCPClients = slices.Clone(snap.DHCPClients)
+		for k := range snap.DHCPClients {
+			c := &snap.DHCPClients[k]
+			c.Routers = slices.Clone(c.Routers)
+			c.Routes = slices.Clone(c.Routes)
+			c.DNS = slices.Clone(c.DNS)
+			c.Counters = maps.Clone(c.Counters)
+			c.Drops = maps.Clone(c.Drops)
+		}
+	}
+	if snap.DHCPServers != nil {
+		snap.DHCPServers = slices.Clone(snap.DHCPServers)
+		for k := range snap.DHCPServers {
+			s := &snap.DHCPServers[k]
+			s.Leases = slices.Clone(s.Leases)
+			s.Counters = maps.Clone(s.Counters)
+			s.Drops = maps.Clone(s.Drops)
+		}
+	}
+	if d := snap.DNS; d != nil {
+		n := *d
+		n.Listen = slices.Clone(d.Listen)
+		n.Upstreams = slices.Clone(d.Upstreams)
+		n.LatencyBuckets = slices.Clone(d.LatencyBuckets)
+		n.Queries = maps.Clone(d.Queries)
+		n.UpstreamErrors = maps.Clone(d.UpstreamErrors)
+		n.Drops = maps.Clone(d.Drops)
+		snap.DNS = &n
+	}
+	return snap
+}
+
+// WithServices returns a copy of snap with a plausible WAN DHCP client
+// (bound on "wan" since two hours before now, T1 at now+3h2m), a LAN DHCP
+// server with 37 of 150 addresses used and three leases, and a DNS
+// forwarder, their times relative to now.
+func WithServices(snap status.Snapshot, now time.Time) status.Snapshot {
+	snap = Clone(snap)
+	a := netip.MustParseAddr
+	acquired := now.Add(-2 * time.Hour).Truncate(time.Second)
+	snap.DHCPClients = []status.DHCPClient{{
+		Interface: "wan", State: "bound",
+		Address: netip.MustParsePrefix("198.51.100.2/30"), Server: a("198.51.100.1"),
+		Routers: []netip.Addr{a("198.51.100.1")},
+		Routes:  []status.Route{{To: "0.0.0.0/0", Via: "198.51.100.1"}, {To: "203.0.113.0/24", Via: "198.51.100.1"}},
+		DNS:     []netip.Addr{a("198.51.100.53"), a("198.51.100.54")},
+		Domain:  "isp.example", MTU: 1492,
+		Acquired: acquired,
+		Renew:    now.Add(3*time.Hour + 2*time.Minute).Truncate(time.Second),
+		Rebind:   acquired.Add(8*time.Hour + 45*time.Minute),
+		Expiry:   acquired.Add(10 * time.Hour),
+		Counters: map[string]uint64{"discover": 1, "offer": 1, "request": 3, "ack": 3, "renew": 2},
+		Drops:    map[string]uint64{"wrong_xid": 2},
+	}}
+	snap.DHCPServers = []status.DHCPServer{{
+		Interface: "lan", PoolStart: a("192.168.1.100"), PoolEnd: a("192.168.1.249"),
+		PoolSize: 150, PoolUsed: 37, Offered: 1, Declined: 1,
+		Leases: []status.DHCPLease{
+			{MAC: "02:00:00:00:01:0a", Address: a("192.168.1.100"), Hostname: "laptop", Expiry: now.Add(11 * time.Hour).Truncate(time.Second)},
+			{MAC: "02:00:00:00:01:0b", Address: a("192.168.1.101"), Hostname: "phone", Expiry: now.Add(-5 * time.Minute).Truncate(time.Second), State: "expired"},
+			{MAC: "02:00:00:00:01:02", Address: a("192.168.1.2"), Hostname: "nas", Expiry: now.Add(12 * time.Hour).Truncate(time.Second), Static: true, State: "bound"},
+			{MAC: "02:00:00:00:01:03", Address: a("192.168.1.3"), Hostname: "printer", Static: true, State: "unused"},
+		},
+		Counters: map[string]uint64{"discover": 40, "offer": 40, "request": 120, "ack": 118, "nak": 2, "release": 3},
+		Drops:    map[string]uint64{"wrong_magic_cookie": 3, "malformed": 0},
+	}}
+	snap.DNS = &status.DNS{
+		Listen:    []string{"192.168.1.1:53"},
+		Upstreams: []status.DNSUpstream{{Address: "198.51.100.53:53", Source: "dhcp"}, {Address: "198.51.100.54:53", Source: "dhcp"}},
+		Queries:   map[string]uint64{"udp": 12_000, "tcp": 40},
+		CacheHits: 9_000, CacheMisses: 3_040, CacheEntries: 812, CacheMax: 10_000,
+		LocalAnswers: 150, InFlight: 2, UpstreamQueries: 2_900,
+		UpstreamErrors: map[string]uint64{"timeout": 4, "servfail": 1},
+		LatencySum:     2_900 * 0.0123, LatencyCount: 2_900,
+		LatencyBuckets: []status.LatencyBucket{{LE: 0.005, Count: 1_000}, {LE: 0.025, Count: 2_500}, {LE: 0.1, Count: 2_880}, {LE: 1, Count: 2_899}},
+		Drops:          map[string]uint64{"malformed": 2, "answer_mismatch": 1},
+	}
 	return snap
 }
 
