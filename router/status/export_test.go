@@ -9,11 +9,13 @@ func (s *Server) SetInterval(d time.Duration)   { s.interval = d }
 func (s *Server) Sample() *Snapshot             { return s.sample() }
 
 var (
-	FormatBytes  = formatBytes
-	FormatBits   = formatBits
-	FormatPPS    = formatPPS
-	FormatCount  = formatCount
-	FormatUptime = formatUptime
+	FormatBytes   = formatBytes
+	FormatBits    = formatBits
+	FormatPPS     = formatPPS
+	FormatCount   = formatCount
+	FormatUptime  = formatUptime
+	FormatWhen    = formatWhen
+	FormatLatency = formatLatency
 )
 
 func (s *Server) Latest() *Snapshot { return &s.latest.Load().snap }

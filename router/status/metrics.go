@@ -15,6 +15,7 @@ func newRegistry(s *Server) *prometheus.Registry {
 	reg.MustRegister(
 		newCollector(s),
 		newFragCollector(s),
+		newServicesCollector(s),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -36,6 +36,13 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	},
 	"refresh": func() string { return pageRefresh },
 	"ts":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	// services.go
+	"when":       formatWhen,
+	"latency":    formatLatency,
+	"leaseClass": leaseClass,
+	"addrs":      addrList,
+	"qps":        func(v float64) string { return formatSI(v, "q/s") },
+	"pageLeases": pageLeases,
 }).Parse(pageHTML))
 
 const pageHTML = `<!DOCTYPE html>
@@ -73,6 +80,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .badge.other { color: var(--other); background: var(--otherbg); }
 .drops { color: var(--down); }
 .none { color: var(--muted); }
+.alert { margin: 12px 0 4px; padding: 8px 12px; border-radius: 6px; color: var(--down); background: var(--downbg); font-weight: 600; }
 .empty { color: var(--muted); font-style: italic; }
 footer { padding: 0 24px 20px; color: var(--muted); font-size: 12px; }
 footer a { color: inherit; }
@@ -88,6 +96,9 @@ footer a { color: inherit; }
 <span>page connections <b>{{.HTTP.Open}}</b> refused <b>{{.HTTP.Refused}}</b></span>
 </header>
 <main>
+{{- range .DHCPClients}}{{if .LastError}}
+<p class="alert">WAN lease on {{.Interface}}: {{.LastError}}</p>
+{{- end}}{{end}}
 <h2>Interfaces</h2>
 <div class="wrap"><table>
 <thead><tr>
@@ -157,6 +168,7 @@ footer a { color: inherit; }
 {{- end}}
 </tbody>
 </table></div>
+{{- template "services" .}}
 {{- with .Conntrack}}
 
 <h2>Connection tracking</h2>
@@ -270,6 +282,86 @@ footer a { color: inherit; }
 <footer>Read-only. Also as <a href="api/status">JSON</a>{{if .Conntrack}}, the <a href="api/conntrack">conntrack table as JSON</a>{{end}} and <a href="metrics">Prometheus metrics</a>. Rates are over the last sample interval; the page reloads every {{refresh}} s.</footer>
 </body>
 </html>
+{{define "services" -}}
+{{- range .DHCPClients}}
+
+<h2>WAN lease {{.Interface}}</h2>
+<div class="wrap"><table class="narrow">
+<tbody>
+<tr><td>state</td><td><span class="badge {{leaseClass .State}}">{{or .State "unknown"}}</span></td></tr>
+{{- if .LastError}}
+<tr><td>last error</td><td class="drops">{{.LastError}}</td></tr>
+{{- end}}
+<tr><td>address</td><td class="mono">{{if .Address.IsValid}}{{.Address}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>server</td><td class="mono">{{if .Server.IsValid}}{{.Server}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>routers</td><td class="mono">{{with addrs .Routers}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>routes</td><td class="mono">{{range .Routes}}<div>{{.To}} {{if .Via}}via {{.Via}}{{else}}on-link{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>DNS</td><td class="mono">{{with addrs .DNS}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>domain</td><td class="mono">{{with .Domain}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>MTU</td><td>{{with .MTU}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>acquired</td><td>{{with when $.Time .Acquired}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>renew (T1)</td><td>{{with when $.Time .Renew}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>rebind (T2)</td><td>{{with when $.Time .Rebind}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>expiry</td><td>{{with when $.Time .Expiry}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>events</td><td class="drops-cell">{{template "counts" .Counters}}</td></tr>
+<tr><td>drops</td><td class="drops-cell">{{template "drops" .Drops}}</td></tr>
+</tbody>
+</table></div>
+{{- end}}
+{{- range .DHCPServers}}
+
+<h2>DHCP leases {{.Interface}}</h2>
+<p class="sub">pool {{num .PoolUsed}} of {{num .PoolSize}} in use{{if .PoolStart.IsValid}}, range <span class="mono">{{.PoolStart}}&ndash;{{.PoolEnd}}</span>{{end}}{{if .Offered}}, {{num .Offered}} offered{{end}}{{if .Declined}}, {{num .Declined}} declined{{end}}</p>
+{{- with .LeaseFileError}}
+<p class="alert">lease file: {{.}}</p>
+{{- end}}
+{{- $leases := pageLeases .Leases}}
+<div class="wrap"><table>
+<thead><tr><th>MAC</th><th>Address</th><th>Hostname</th><th>Expiry</th><th>Type</th><th>State</th></tr></thead>
+<tbody>
+{{- range $leases.Shown}}
+<tr>
+<td class="mono">{{.MAC}}</td>
+<td class="mono">{{.Address}}</td>
+<td>{{with .Hostname}}{{.}}{{else}}<span class="none">none</span>{{end}}</td>
+<td>{{with when $.Time .Expiry}}{{.}}{{else}}<span class="none">none</span>{{end}}</td>
+<td>{{.Kind}}</td>
+<td>{{.LeaseState}}</td>
+</tr>
+{{- else}}
+<tr><td colspan="6" class="empty">no leases</td></tr>
+{{- end}}
+</tbody>
+</table></div>
+{{- with $leases.Hidden}}
+<p class="sub">and {{num .}} more leases (all in <a href="api/status">JSON</a>)</p>
+{{- end}}
+<div class="wrap"><table class="narrow">
+<thead><tr><th>Events</th><th>Drops</th></tr></thead>
+<tbody><tr><td class="drops-cell">{{template "counts" .Counters}}</td><td class="drops-cell">{{template "drops" .Drops}}</td></tr></tbody>
+</table></div>
+{{- end}}
+{{- with .DNS}}
+
+<h2>DNS</h2>
+<div class="wrap"><table class="narrow">
+<thead><tr>
+<th>Listen</th><th>Upstreams</th><th class="num">Queries</th><th class="num">Cache</th><th class="num">Local answers</th>
+<th class="num">Upstream queries</th><th>Upstream errors</th><th>Drops</th>
+</tr></thead>
+<tbody><tr>
+<td class="mono">{{range .Listen}}<div>{{.}}</div>{{else}}<span class="none">none</span>{{end}}</td>
+<td class="mono">{{range .Upstreams}}<div>{{.Address}} <span class="sub">{{.Source}}</span></div>{{else}}<span class="none">none</span>{{end}}</td>
+<td class="num">{{count .QueriesTotal}}<br><span class="sub">{{range counterList .Queries}}{{.Reason}} {{count .Count}}, {{end}}{{qps .Rates.QueriesPerSecond}}</span></td>
+<td class="num">{{percent .HitRatio}} hit<br><span class="sub">{{count .CacheHits}} hits, {{count .CacheMisses}} misses<br>{{num .CacheEntries}}{{if .CacheMax}} of {{num .CacheMax}}{{end}} entries</span></td>
+<td class="num">{{count .LocalAnswers}}</td>
+<td class="num">{{count .UpstreamQueries}}<br><span class="sub">mean latency {{latency .MeanLatency}}, {{num .InFlight}} in flight</span></td>
+<td class="drops-cell">{{template "drops" .UpstreamErrors}}</td>
+<td class="drops-cell">{{template "drops" .Drops}}</td>
+</tr></tbody>
+</table></div>
+{{- end}}
+{{- end}}
 {{define "counts" -}}
 {{range dropList .}}<div><span class="mono">{{.Reason}}</span> {{count .Count}}</div>{{else}}<span class="none">none</span>{{end}}
 {{- end}}

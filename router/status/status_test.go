@@ -455,13 +455,13 @@ func TestFormat(t *testing.T) {
 	}
 }
 
-// TestDemoPage writes the page for a person to look at, when -status.demo
-// is given.
+// TestDemoPage writes the page for a person to look at, with the
+// services' sections, when -status.demo is given.
 func TestDemoPage(t *testing.T) {
 	if *demoPath == "" {
 		t.Skip("no -status.demo path")
 	}
-	s, _, _ := newServer(t, statustest.Example(started))
+	s, _, _ := newServer(t, statustest.WithServices(statustest.Example(started), t0.Add(time.Second)))
 	if err := os.WriteFile(*demoPath, []byte(body(t, get(t, s.Handler(), "GET", "/"))), 0o644); err != nil {
 		t.Fatal(err)
 	}
