@@ -22,6 +22,9 @@
 //     assured flow direction to the fast path.
 //   - DrainHeld after each receive batch, Sweep every few seconds,
 //     InvalidateFastPath on route or neighbour changes, SetRules on reload.
+//   - ReservePort or ReservePortAny before one of the router's own
+//     sockets uses a port (the DHCP client's 68, DNS upstream query
+//     ports), so SNAT never maps a LAN flow onto it (reserve.go).
 //
 // Every protocol is tracked: TCP, UDP and ICMP queries by ports or
 // identifier, the rest by addresses and protocol (generic.go); IGMP and

@@ -41,11 +41,17 @@ type natTable struct {
 	mu    sync.Mutex
 	byInt map[intKey]*mapping // protected by mu
 	byExt map[extKey]*mapping // protected by mu
-	// releases counts deleted mappings; exhausted records its value when a
-	// range's full search failed, so a flood against a full range costs one
-	// map lookup per new flow instead of a 64k-port scan. Protected by mu.
+	// releases counts deleted mappings and released reservations;
+	// exhausted records its value when a range's full search failed, so a
+	// flood against a full range costs one map lookup per new flow instead
+	// of a 64k-port scan. Protected by mu.
 	releases  uint64
 	exhausted map[exhaustKey]exhaustMark
+	// resv and resvAny count the router's port reservations (reserve.go)
+	// on one address and on every address; nil until the first one.
+	// Protected by mu.
+	resv    map[extKey]int32
+	resvAny map[anyKey]int32
 }
 
 // exhaustMark is when a range's search failed: the release count and time.
@@ -167,7 +173,7 @@ func (n *natTable) freeLocked(s *snapshot, proto uint8, ext [16]byte, p uint16) 
 	if proto == ProtoICMP {
 		return true
 	}
-	if p == 0 || s.forwarded(proto, &ext, p) {
+	if p == 0 || s.forwarded(proto, &ext, p) || n.reservedLocked(proto, ext, p) {
 		return false
 	}
 	return s.reserved == nil || !s.reserved(proto, netip.AddrFrom4([4]byte(ext[:4])), p)

@@ -84,6 +84,10 @@ type Stats struct {
 	// were translated to left the router (SetRules; a DHCP lease moved
 	// the WAN address), as Linux's masquerade does on NETDEV_DOWN.
 	FlushedAddressGone atomic.Uint64
+	// ReserveRefused counts port reservations (ReservePort,
+	// ReservePortAny) refused because a NAT mapping or a port forward
+	// already had the port.
+	ReserveRefused atomic.Uint64
 }
 
 // Drop returns the counter for reason r.

@@ -91,6 +91,10 @@ func (e *Endpoint) handleFramesInto(frames []hw.Frame, ss *sendSet) {
 		e.stats.drops[dropLinkDown].Add(uint64(len(frames)))
 		return
 	}
+	if ts := e.taps.Load(); ts != nil {
+		// Raw-frame taps come first: below the fast path and NAT.
+		frames = e.tapFrames(ts, frames, mac)
+	}
 	local := e.local.Load()
 	mtu := int(e.mtu.Load())
 	mode := GROMode(e.gro.Load())

@@ -56,6 +56,20 @@
 // recomputes both before netstack sees the packet. The counters are in
 // [InterfaceStats.GRO]. See gro.go.
 //
+// # Raw-frame taps
+//
+// The router's own link-level protocols (DHCPv4 client and server, ARP
+// probes; later RA/DHCPv6 and MKA) work below netstack and NAT:
+// [Interface.AddTap] registers a [Tap] for a [TapMatch] (an EtherType,
+// optionally an IP protocol and a destination port), and the receive run
+// offers each matching frame to it, untagged, before the fast path,
+// classification and NAT; a frame the tap consumes goes no further
+// (counted as [InterfaceStats.Tapped]), one it only watches carries on.
+// With no tap the receive path pays one atomic load per run.
+// [Interface.WriteFrame] sends a whole untagged frame out of the
+// interface with its VLAN tags inserted, in order with netstack's frames,
+// bypassing NAT. See frametap.go.
+//
 // # IPv4 TTL
 //
 // gVisor forwards an IPv4 packet that arrives with TTL 1 as TTL 0 and sends

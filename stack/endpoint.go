@@ -85,6 +85,11 @@ type Endpoint struct {
 
 	// macsec is the SecY sitting on this interface, if any (macsec.go).
 	macsec atomic.Pointer[MACsecLink]
+
+	// taps is the interface's raw-frame taps (frametap.go), nil when
+	// there is none; replaced under tapMu.
+	taps  atomic.Pointer[tapSet]
+	tapMu sync.Mutex
 }
 
 var _ stack.LinkEndpoint = (*Endpoint)(nil)

@@ -94,6 +94,9 @@ type InterfaceStats struct {
 	// without netstack before their flow reached the fast path: netstack
 	// had already chosen the next hop for their destination (nexthop.go).
 	NextHopForwarded uint64
+	// Tapped counts received frames a raw-frame tap consumed
+	// (Interface.AddTap): netstack, the fast path and NAT never saw them.
+	Tapped uint64
 }
 
 // GROStats counts what selective GRO did on one interface.
@@ -133,6 +136,7 @@ type counters struct {
 	csumBad      atomic.Uint64
 
 	nextHopForwarded atomic.Uint64
+	tapped           atomic.Uint64
 }
 
 func (c *counters) drop(r dropReason) { c.drops[r].Add(1) }
@@ -144,6 +148,7 @@ func (c *counters) fill(s *InterfaceStats) {
 	s.TxPackets = c.txPackets.Load()
 	s.TxBytes = c.txBytes.Load()
 	s.NextHopForwarded = c.nextHopForwarded.Load()
+	s.Tapped = c.tapped.Load()
 	s.GRO = GROStats{
 		Coalesced:        c.groCoalesced.Load(),
 		Flushed:          c.groFlushed.Load(),
