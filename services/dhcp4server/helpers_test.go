@@ -66,7 +66,7 @@ func newTestServer(t testing.TB, cfg Config) (*Server, *fakeClock) {
 	} else {
 		clk = cfg.Clock.(*fakeClock)
 	}
-	s, err := New(cfg, nil)
+	s, err := New(cfg, nopTransport{})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -131,6 +131,7 @@ func exchange(t testing.TB, s *Server, p rawudp.Packet) (*dhcpv4.DHCPv4, rawudp.
 	if !r.send {
 		return nil, rawudp.Packet{}
 	}
+	s.send(r) // for the counters
 	m, err := dhcpv4.FromBytes(r.reply.Payload)
 	if err != nil {
 		t.Fatalf("reply does not parse: %v", err)
@@ -209,4 +210,14 @@ func (c *chanTransport) Recv(ctx context.Context) (rawudp.Packet, error) {
 	case <-ctx.Done():
 		return rawudp.Packet{}, ctx.Err()
 	}
+}
+
+// nopTransport drops what is sent; exchange returns the replies.
+type nopTransport struct{}
+
+func (nopTransport) Send(rawudp.Packet) error { return nil }
+
+func (nopTransport) Recv(ctx context.Context) (rawudp.Packet, error) {
+	<-ctx.Done()
+	return rawudp.Packet{}, ctx.Err()
 }
