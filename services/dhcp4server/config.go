@@ -61,7 +61,8 @@ type Config struct {
 	Subnet netip.Prefix
 	// RangeStart and RangeEnd bound the dynamic addresses, both included.
 	RangeStart, RangeEnd netip.Addr
-	// LeaseTime is the lease length (option 51); 0 = DefaultLeaseTime.
+	// LeaseTime is the lease length (option 51), whatever a client asks
+	// for; 0 = DefaultLeaseTime.
 	// T1 and T2 (options 58, 59) are 1/2 and 7/8 of it (RFC 2131 §4.4.5).
 	LeaseTime time.Duration
 	// Router is option 3; nil = ServerAddr.
@@ -96,9 +97,11 @@ type Config struct {
 	// that a new server does not hand out the same first addresses as the
 	// last one did; nil = a random seed.
 	Rand *rand.Rand
-	// OnChange, if set, is called (on the server's own goroutine, without
-	// its lock) after the lease table changed: a lease bound, released,
-	// declined or expired. Hosts and Status then show the change.
+	// OnChange, if set, is called after the lease table changed (a lease
+	// bound, renewed, released, declined or expired) and, with a lease
+	// file, was written; Hosts and Status then show the change. It is
+	// called from the server's goroutines, one call at a time, without
+	// the server's lock; it should return quickly.
 	OnChange func()
 	// Log receives the server's events; nil = none.
 	Log *slog.Logger

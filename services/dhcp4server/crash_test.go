@@ -116,7 +116,9 @@ func TestLeaseFileCrash(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		hw := func(i int) net.HardwareAddr { return net.HardwareAddr{0x02, 0x33, byte(round), 0, byte(i >> 8), byte(i)} }
+		hw := func(i int) net.HardwareAddr {
+			return net.HardwareAddr{0x02, 0x33, byte(round), 0, byte(i >> 8), byte(i)}
+		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		go func() { // the pipes hold less than a burst: write while reading
 			for i := range perRound {

@@ -316,8 +316,11 @@ func (s *Server) inform(m *dhcpv4.DHCPv4, p rawudp.Packet) result {
 	if !ci.IsValid() || ci.IsUnspecified() {
 		ci = p.Src.Addr().Unmap()
 	}
-	gi := ip4(m.GatewayIPAddr)
-	if !ci.Is4() || ci.IsUnspecified() || (!gi.IsValid() || gi.IsUnspecified()) && !s.cfg.Subnet.Contains(ci) {
+	if !ci.Is4() || ci.IsUnspecified() {
+		s.stats.drop(DropBadRequest) // no address to answer to
+		return result{}
+	}
+	if gi := ip4(m.GatewayIPAddr); (!gi.IsValid() || gi.IsUnspecified()) && !s.cfg.Subnet.Contains(ci) {
 		s.stats.drop(DropNotOurs)
 		return result{}
 	}

@@ -76,6 +76,8 @@ type Server struct {
 	cmu     sync.Mutex
 	pending []pendingReply
 	kick    chan struct{}
+
+	changeMu sync.Mutex // serializes OnChange
 }
 
 // binding is what the server knows of one address: the client it is
@@ -185,10 +187,14 @@ func (s *Server) Run(ctx context.Context) error {
 	defer s.running.Store(false)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	// The committer stops only after the last datagram was handled, so
+	// that its final write covers every change.
+	stopCommitter := make(chan struct{})
 	defer wg.Wait()
+	defer close(stopCommitter)
 	defer cancel()
 	if s.cfg.LeaseFile != "" {
-		wg.Go(func() { s.committer(ctx) })
+		wg.Go(func() { s.committer(stopCommitter) })
 	}
 	wg.Go(func() {
 		tk := time.NewTicker(sweepInterval)
@@ -256,8 +262,11 @@ func (s *Server) send(r result) {
 	}
 }
 
+// onChange calls OnChange, one call at a time.
 func (s *Server) onChange() {
 	if s.cfg.OnChange != nil {
+		s.changeMu.Lock()
+		defer s.changeMu.Unlock()
 		s.cfg.OnChange()
 	}
 }

@@ -33,8 +33,10 @@ const (
 	// DropWrongType: a message type a server does not receive (OFFER,
 	// ACK, NAK, ...).
 	DropWrongType
-	// DropBadRequest: a DHCPREQUEST or DHCPDECLINE without the fields its
-	// state needs (RFC 2131 §4.3.2, table 4).
+	// DropBadRequest: a DHCPREQUEST, DHCPDECLINE, DHCPRELEASE or
+	// DHCPINFORM without the fields it needs (RFC 2131 §4.3.2 table 4,
+	// table 5): no server identifier, requested address or ciaddr where
+	// one is required, or one where it must be zero.
 	DropBadRequest
 	// DropBacklog: an ACK waiting for the lease file was dropped because
 	// too many were already waiting.

@@ -2,7 +2,6 @@ package dhcp4server
 
 import (
 	"bytes"
-	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -245,11 +244,11 @@ func (s *Server) poke() {
 // committer writes the lease file whenever the table changed and sends
 // the replies that waited for it: everything enqueued while one write
 // runs goes out after the next, one fsync for the lot (group commit).
-// When ctx ends it writes once more and sends what that covered.
-func (s *Server) committer(ctx context.Context) {
+// When stop is closed it writes once more and sends what that covered.
+func (s *Server) committer(stop <-chan struct{}) {
 	for {
 		select {
-		case <-ctx.Done():
+		case <-stop:
 			s.flush()
 			return
 		case <-s.kick:
