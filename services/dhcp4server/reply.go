@@ -145,7 +145,7 @@ func (s *Server) reply(m *dhcpv4.DHCPv4, p rawudp.Packet, typ byte, yiaddr, ciad
 		// To the relay agent, which hands it on; a NAK with the broadcast
 		// bit so that it is broadcast to the client.
 		out.Dst = netip.AddrPortFrom(gi, ServerPort)
-		out.DstMAC = p.SrcMAC
+		out.DstMAC = slices.Clone(p.SrcMAC)
 		if typ == msgNak {
 			r.SetBroadcast()
 		}
@@ -155,17 +155,17 @@ func (s *Server) reply(m *dhcpv4.DHCPv4, p rawudp.Packet, typ byte, yiaddr, ciad
 		// DHCPINFORM: to the address the client has (ciaddr, or the
 		// datagram's source when a client left ciaddr zero).
 		out.Dst = netip.AddrPortFrom(ciaddr, ClientPort)
-		out.DstMAC = m.ClientHWAddr
+		out.DstMAC = slices.Clone(m.ClientHWAddr)
 	case ci.IsValid() && !ci.IsUnspecified():
 		out.Dst = netip.AddrPortFrom(ci, ClientPort)
-		out.DstMAC = m.ClientHWAddr
+		out.DstMAC = slices.Clone(m.ClientHWAddr)
 	case m.IsBroadcast():
 		out.Dst = netip.AddrPortFrom(broadcast4, ClientPort)
 	default:
 		// Unicast to an address the client does not answer ARP for yet:
 		// straight to its hardware address.
 		out.Dst = netip.AddrPortFrom(yiaddr, ClientPort)
-		out.DstMAC = m.ClientHWAddr
+		out.DstMAC = slices.Clone(m.ClientHWAddr)
 	}
 	out.Payload = r.ToBytes()
 	if max := s.maxPayload(m); len(out.Payload) > max {

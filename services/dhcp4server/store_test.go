@@ -3,7 +3,9 @@ package dhcp4server
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
+
+	"github.com/gvrouter/gvrouter/services/rawudp"
 )
 
 func fileConfig(t testing.TB, size int) (Config, *fakeClock) {
@@ -267,5 +271,57 @@ func recvMsg(t testing.TB, tr *chanTransport) *dhcpv4.DHCPv4 {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no reply in 10 s")
 		return nil
+	}
+}
+
+// frameLink is a rawudp.Link that keeps the frames written.
+type frameLink struct{ frames chan []byte }
+
+func (l *frameLink) WriteFrame(f []byte) error {
+	l.frames <- bytes.Clone(f)
+	return nil
+}
+
+func (l *frameLink) HardwareAddr() net.HardwareAddr { return net.HardwareAddr{0x02, 0x53, 0, 0, 0, 1} }
+
+// TestRunOverRawUDP runs the server on a rawudp.Conn, as the router
+// does: a DISCOVER frame in, an OFFER frame out to the client's MAC and
+// the offered address (RFC 2131 §4.1), from the server's MAC and address.
+func TestRunOverRawUDP(t *testing.T) {
+	link := &frameLink{frames: make(chan []byte, 4)}
+	conn := rawudp.New(link, ServerPort, 4)
+	cfg := testConfig(5)
+	s, err := New(cfg, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+	m := msg(dhcpv4.MessageTypeDiscover, mac(1))
+	frame := rawudp.Build(rawudp.Broadcast, mac(1), netip.MustParseAddrPort("0.0.0.0:68"), netip.MustParseAddrPort("255.255.255.255:67"), 1, m.ToBytes())
+	if !conn.Deliver(frame) {
+		t.Fatal("Deliver(DISCOVER) = false")
+	}
+	var out []byte
+	select {
+	case out = <-link.frames:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no OFFER frame")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if !bytes.Equal(out[0:6], mac(1)) || !bytes.Equal(out[6:12], link.HardwareAddr()) {
+		t.Errorf("OFFER frame to %x from %x, want %x from %x", out[0:6], out[6:12], []byte(mac(1)), []byte(link.HardwareAddr()))
+	}
+	ipSrc, _ := netip.AddrFromSlice(out[14+12 : 14+16])
+	ipDst, _ := netip.AddrFromSlice(out[14+16 : 14+20])
+	if ipSrc != srvAddr || !s.inPool(ipDst) || binary.BigEndian.Uint16(out[34:]) != 67 || binary.BigEndian.Uint16(out[36:]) != 68 {
+		t.Errorf("OFFER datagram %v:%d → %v:%d, want %v:67 → an address of the range:68", ipSrc, binary.BigEndian.Uint16(out[34:]), ipDst, binary.BigEndian.Uint16(out[36:]), srvAddr)
+	}
+	if got := s.Stats().Offer.Load(); got != 1 {
+		t.Errorf("Offer = %d, want 1", got)
 	}
 }
