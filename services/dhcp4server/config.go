@@ -1,0 +1,357 @@
+package dhcp4server
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Defaults for the zero values of Config.
+const (
+	// DefaultLeaseTime is the lease length when Config.LeaseTime is 0
+	// (OpenWrt's and dnsmasq's 12 hours).
+	DefaultLeaseTime = 12 * time.Hour
+	// DefaultOfferHold is how long an OFFER reserves its address when
+	// Config.OfferHold is 0: long enough for a client's retransmitted
+	// REQUEST (RFC 2131 §4.1: at most 64 s of back-off, most clients
+	// request within a second), short enough that a flood of DISCOVERs
+	// frees the range quickly.
+	DefaultOfferHold = 30 * time.Second
+	// DefaultDeclineQuarantine is how long an address a client declined
+	// (RFC 2131 §4.3.3) is kept out of the range when
+	// Config.DeclineQuarantine is 0.
+	DefaultDeclineQuarantine = 10 * time.Minute
+)
+
+// Clock gives the server the time; tests use a fake one.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Route is one classless static route of option 121 (RFC 3442).
+type Route struct {
+	To  netip.Prefix // destination, e.g. 10.0.0.0/8 (host bits zero)
+	Via netip.Addr   // next hop on the subnet, e.g. 192.168.1.254; 0.0.0.0 = on-link
+}
+
+// StaticLease is a fixed address for one MAC. Its address lies in the
+// subnet but outside the range.
+type StaticLease struct {
+	MAC      net.HardwareAddr // e.g. 02:00:00:00:00:10
+	Addr     netip.Addr       // e.g. 192.168.1.10
+	Hostname string           // e.g. "nas"; "" = the one the client sends (option 12)
+}
+
+// Config is one LAN interface's DHCP server.
+type Config struct {
+	// ServerAddr is the router's address on the LAN: the source of every
+	// reply and the server identifier (option 54, RFC 2132 §9.7).
+	ServerAddr netip.Addr
+	// Subnet is the LAN's prefix, e.g. 192.168.1.0/24 (option 1).
+	Subnet netip.Prefix
+	// RangeStart and RangeEnd bound the dynamic addresses, both included.
+	RangeStart, RangeEnd netip.Addr
+	// LeaseTime is the lease length (option 51), whatever a client asks
+	// for; 0 = DefaultLeaseTime.
+	// T1 and T2 (options 58, 59) are 1/2 and 7/8 of it (RFC 2131 §4.4.5).
+	LeaseTime time.Duration
+	// Router is option 3; nil = ServerAddr.
+	Router []netip.Addr
+	// DNS is option 6; nil = ServerAddr (the router's forwarder).
+	DNS []netip.Addr
+	// Domain is option 15, e.g. "lan"; "" sends none.
+	Domain string
+	// MTU is option 26; 0 sends none.
+	MTU int
+	// Routes are option 121 (RFC 3442). When set, the default route via
+	// the first Router is sent among them too (unless a /0 is listed),
+	// since a client that takes option 121 ignores option 3 (RFC 3442,
+	// "DHCP Client Behavior"), as the RFC's note to administrators says.
+	Routes []Route
+	// NTP is option 42; nil sends none.
+	NTP []netip.Addr
+	// Static are the fixed leases by MAC.
+	Static []StaticLease
+	// LeaseFile is where bound leases persist; "" keeps them in memory
+	// only. Its directory must exist.
+	LeaseFile string
+	// OfferHold is how long an OFFER reserves its address; 0 =
+	// DefaultOfferHold.
+	OfferHold time.Duration
+	// DeclineQuarantine is how long a declined address stays unused; 0 =
+	// DefaultDeclineQuarantine.
+	DeclineQuarantine time.Duration
+	// Clock gives the time; nil = the system clock.
+	Clock Clock
+	// Rand picks where the search for a never-used address starts, so
+	// that a new server does not hand out the same first addresses as the
+	// last one did; nil = a random seed.
+	Rand *rand.Rand
+	// OnChange, if set, is called after the lease table changed (a lease
+	// bound, renewed, released, declined or expired) and, with a lease
+	// file, was written; Hosts and Status then show the change. It is
+	// called from the server's goroutines, one call at a time, without
+	// the server's lock; it should return quickly.
+	OnChange func()
+	// Log receives the server's events; nil = none.
+	Log *slog.Logger
+}
+
+// FieldError is one thing Validate found wrong, with the Config field it
+// is about, so that the router can point at the line of its own file
+// that set that field.
+type FieldError struct {
+	// Field is the Config field: "ServerAddr", "Subnet", "Range" (the
+	// pair RangeStart-RangeEnd), "LeaseTime", "Router", "DNS", "NTP",
+	// "Domain", "MTU", "Routes", "Static", "OfferHold",
+	// "DeclineQuarantine".
+	Field string
+	// Index is the element of a list field (Router, DNS, NTP, Routes,
+	// Static), -1 for other fields.
+	Index int
+	// Sub is the element's field ("MAC", "Addr", "Hostname", "To", "Via"),
+	// or "".
+	Sub string
+	// Msg says what is wrong, e.g. "range 192.168.1.1-192.168.1.50
+	// covers the server's address 192.168.1.1".
+	Msg string
+}
+
+// Error implements error: "dhcp4server: Static[1].Addr: ...".
+func (e *FieldError) Error() string {
+	f := e.Field
+	if e.Index >= 0 {
+		f += fmt.Sprintf("[%d]", e.Index)
+	}
+	if e.Sub != "" {
+		f += "." + e.Sub
+	}
+	return "dhcp4server: " + f + ": " + e.Msg
+}
+
+// Errors is what Validate returns: every FieldError found, in field
+// order.
+type Errors []*FieldError
+
+// Error implements error, one line per FieldError.
+func (es Errors) Error() string {
+	s := make([]string, len(es))
+	for i, e := range es {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "\n")
+}
+
+// Unwrap returns the FieldErrors, for errors.As.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// Validate checks the config and returns nil or Errors: the subnet and
+// server address are IPv4 and the server is a host of the subnet; the
+// range is inside the subnet (network and broadcast addresses excluded)
+// and covers neither the server's address nor a static lease's; static
+// leases are inside the subnet, with unique MACs and addresses; options
+// are IPv4 and in range.
+func (c *Config) Validate() error {
+	var es Errors
+	add := func(field string, index int, sub, format string, args ...any) {
+		es = append(es, &FieldError{Field: field, Index: index, Sub: sub, Msg: fmt.Sprintf(format, args...)})
+	}
+	subnetOK := c.Subnet.IsValid() && c.Subnet.Addr().Is4() && c.Subnet.Bits() <= 30
+	if !subnetOK {
+		add("Subnet", -1, "", "%v is not an IPv4 prefix of at most /30", c.Subnet)
+	}
+	net4 := c.Subnet.Masked()
+	host := func(a netip.Addr) bool {
+		return subnetOK && a.Is4() && net4.Contains(a) && a != net4.Addr() && a != lastAddr(net4)
+	}
+	if !c.ServerAddr.Is4() {
+		add("ServerAddr", -1, "", "%v is not an IPv4 address", c.ServerAddr)
+	} else if subnetOK && !host(c.ServerAddr) {
+		add("ServerAddr", -1, "", "%v is not a host address of the subnet %v", c.ServerAddr, net4)
+	}
+	inRange := func(a netip.Addr) bool { return !a.Less(c.RangeStart) && !c.RangeEnd.Less(a) }
+	rangeOK := false
+	switch {
+	case !c.RangeStart.Is4() || !c.RangeEnd.Is4():
+		add("Range", -1, "", "range %v-%v: both ends must be IPv4 addresses", c.RangeStart, c.RangeEnd)
+	case c.RangeEnd.Less(c.RangeStart):
+		add("Range", -1, "", "range %v-%v: the first address is above the last", c.RangeStart, c.RangeEnd)
+	case subnetOK && (!host(c.RangeStart) || !host(c.RangeEnd)):
+		add("Range", -1, "", "range %v-%v is not inside the subnet %v (network and broadcast excluded)", c.RangeStart, c.RangeEnd, net4)
+	case c.ServerAddr.Is4() && inRange(c.ServerAddr):
+		add("Range", -1, "", "range %v-%v covers the server's address %v", c.RangeStart, c.RangeEnd, c.ServerAddr)
+	default:
+		rangeOK = true
+	}
+	if c.LeaseTime < 0 || c.LeaseTime > math.MaxUint32*time.Second {
+		add("LeaseTime", -1, "", "%v is not between 0 and 2^32-1 s (RFC 2132 §9.2)", c.LeaseTime)
+	} else if c.LeaseTime != 0 && c.LeaseTime < 2*time.Second {
+		add("LeaseTime", -1, "", "%v is shorter than 2 s", c.LeaseTime)
+	}
+	for _, l := range []struct {
+		field string
+		addrs []netip.Addr
+	}{{"Router", c.Router}, {"DNS", c.DNS}, {"NTP", c.NTP}} {
+		for i, a := range l.addrs {
+			if !a.Is4() {
+				add(l.field, i, "", "%v is not an IPv4 address", a)
+			}
+		}
+	}
+	if c.Domain != "" {
+		if err := checkDomain(c.Domain); err != nil {
+			add("Domain", -1, "", "%q: %v", c.Domain, err)
+		}
+	}
+	if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) {
+		add("MTU", -1, "", "%d is not between 68 and 65535 (RFC 2132 §5.1)", c.MTU)
+	}
+	for i, r := range c.Routes {
+		switch {
+		case !r.To.IsValid() || !r.To.Addr().Is4():
+			add("Routes", i, "To", "%v is not an IPv4 prefix", r.To)
+		case r.To != r.To.Masked():
+			add("Routes", i, "To", "%v has host bits set (RFC 3442 §2: %v)", r.To, r.To.Masked())
+		}
+		if !r.Via.Is4() || (!r.Via.IsUnspecified() && subnetOK && !net4.Contains(r.Via)) {
+			add("Routes", i, "Via", "%v is not an IPv4 address in the subnet %v", r.Via, net4)
+		}
+	}
+	macs := map[string]int{}
+	addrs := map[netip.Addr]int{}
+	for i, s := range c.Static {
+		if len(s.MAC) != 6 {
+			add("Static", i, "MAC", "%q is not a 6-byte Ethernet address", s.MAC.String())
+		} else if j, ok := macs[string(s.MAC)]; ok {
+			add("Static", i, "MAC", "%v is also Static[%d]'s", s.MAC, j)
+		} else {
+			macs[string(s.MAC)] = i
+		}
+		switch {
+		case !s.Addr.Is4():
+			add("Static", i, "Addr", "%v is not an IPv4 address", s.Addr)
+		case subnetOK && !host(s.Addr):
+			add("Static", i, "Addr", "%v is not a host address of the subnet %v", s.Addr, net4)
+		case s.Addr == c.ServerAddr:
+			add("Static", i, "Addr", "%v is the server's own address", s.Addr)
+		case rangeOK && inRange(s.Addr):
+			add("Static", i, "Addr", "%v lies inside the range %v-%v", s.Addr, c.RangeStart, c.RangeEnd)
+		default:
+			if j, ok := addrs[s.Addr]; ok {
+				add("Static", i, "Addr", "%v is also Static[%d]'s", s.Addr, j)
+			}
+			addrs[s.Addr] = i
+		}
+		if s.Hostname != "" && sanitizeHostname(s.Hostname) != strings.ToLower(s.Hostname) {
+			add("Static", i, "Hostname", "%q is not a host name label (letters, digits, '-', at most 63)", s.Hostname)
+		}
+	}
+	if c.OfferHold < 0 {
+		add("OfferHold", -1, "", "%v is negative", c.OfferHold)
+	}
+	if c.DeclineQuarantine < 0 {
+		add("DeclineQuarantine", -1, "", "%v is negative", c.DeclineQuarantine)
+	}
+	if len(es) == 0 {
+		return nil
+	}
+	return es
+}
+
+// withDefaults returns c with its zero values replaced.
+func (c Config) withDefaults() Config {
+	if c.LeaseTime == 0 {
+		c.LeaseTime = DefaultLeaseTime
+	}
+	if c.OfferHold == 0 {
+		c.OfferHold = DefaultOfferHold
+	}
+	if c.DeclineQuarantine == 0 {
+		c.DeclineQuarantine = DefaultDeclineQuarantine
+	}
+	if c.Router == nil {
+		c.Router = []netip.Addr{c.ServerAddr}
+	}
+	if c.DNS == nil {
+		c.DNS = []netip.Addr{c.ServerAddr}
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	if c.Rand == nil {
+		c.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	c.Subnet = c.Subnet.Masked()
+	return c
+}
+
+// lastAddr is p's broadcast address.
+func lastAddr(p netip.Prefix) netip.Addr {
+	a := p.Masked().Addr().As4()
+	v := be32(a) | (1<<(32-p.Bits()) - 1)
+	return addrFrom32(v)
+}
+
+func be32(a [4]byte) uint32 {
+	return uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+}
+
+func addrFrom32(v uint32) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+func u32(a netip.Addr) uint32 { return be32(a.As4()) }
+
+// checkDomain accepts a DNS name of letters, digits, '-' and '.' labels
+// (RFC 1123 §2.1), at most 253 characters.
+func checkDomain(d string) error {
+	d = strings.TrimSuffix(d, ".")
+	if len(d) == 0 || len(d) > 253 {
+		return fmt.Errorf("length %d is not 1 to 253", len(d))
+	}
+	for l := range strings.SplitSeq(d, ".") {
+		if l == "" || sanitizeHostname(l) != strings.ToLower(l) {
+			return fmt.Errorf("label %q is not letters, digits and '-' (at most 63)", l)
+		}
+	}
+	return nil
+}
+
+// sanitizeHostname returns the host name a client sent (option 12, RFC
+// 2132 §3.14) as a lower-case label usable in DNS (RFC 1123 §2.1): only
+// its first label, and "" when that is not 1 to 63 letters, digits and
+// inner hyphens.
+func sanitizeHostname(h string) string {
+	if i := strings.IndexByte(h, '.'); i >= 0 {
+		h = h[:i]
+	}
+	if len(h) == 0 || len(h) > 63 || h[0] == '-' || h[len(h)-1] == '-' {
+		return ""
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return ""
+		}
+	}
+	return strings.ToLower(h)
+}

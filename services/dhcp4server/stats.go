@@ -1,0 +1,145 @@
+package dhcp4server
+
+import (
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"time"
+)
+
+// DropReason is why a received datagram got no answer and changed
+// nothing.
+type DropReason int
+
+// Drop reasons, the index of Stats.Drops.
+const (
+	// DropMalformed: shorter than a BOOTP header, options that run past
+	// the end or lack the end option, or no message type (option 53).
+	DropMalformed DropReason = iota
+	// DropWrongMagicCookie: not 99.130.83.99 after the BOOTP header (RFC
+	// 2131 §3).
+	DropWrongMagicCookie
+	// DropWrongOp: op is not BOOTREQUEST.
+	DropWrongOp
+	// DropBadHardware: htype is not Ethernet or hlen is not 6.
+	DropBadHardware
+	// DropBadClientID: option 61 shorter than 2 bytes (RFC 2132 §9.14) or
+	// longer than 255.
+	DropBadClientID
+	// DropNotOurs: addressed to another host, relayed from a subnet not
+	// served, naming another server, or releasing or declining an address
+	// that is not the sender's.
+	DropNotOurs
+	// DropWrongType: a message type a server does not receive (OFFER,
+	// ACK, NAK, ...).
+	DropWrongType
+	// DropBadRequest: a DHCPREQUEST, DHCPDECLINE, DHCPRELEASE or
+	// DHCPINFORM without the fields it needs (RFC 2131 §4.3.2 table 4,
+	// table 5): no server identifier, requested address or ciaddr where
+	// one is required, or one where it must be zero.
+	DropBadRequest
+	// DropBacklog: an ACK waiting for the lease file was dropped because
+	// too many were already waiting.
+	DropBacklog
+	// DropStoreError: an ACK was not sent because its lease could not be
+	// written.
+	DropStoreError
+	// NumDropReasons is the number of drop reasons.
+	NumDropReasons
+)
+
+var dropNames = [NumDropReasons]string{
+	"malformed", "wrong_magic_cookie", "wrong_op", "bad_hardware", "bad_client_id",
+	"not_ours", "wrong_type", "bad_request", "backlog", "store_error",
+}
+
+// String returns the reason's metric label, e.g. "wrong_magic_cookie".
+func (r DropReason) String() string {
+	if r < 0 || r >= NumDropReasons {
+		return "unknown"
+	}
+	return dropNames[r]
+}
+
+// Stats counts what the server did. Fields are read with Load.
+type Stats struct {
+	Received atomic.Uint64 // datagrams handed to the server
+
+	// Messages received, by type.
+	Discover, Request, Decline, Release, Inform atomic.Uint64
+	// Messages sent, by type.
+	Offer, Ack, Nak atomic.Uint64
+
+	// PoolExhausted counts DISCOVERs left unanswered because no address
+	// of the range was free.
+	PoolExhausted atomic.Uint64
+	// OtherServer counts REQUESTs in SELECTING that chose another server,
+	// which released our offer (RFC 2131 §4.3.2).
+	OtherServer atomic.Uint64
+	// NoRecord counts INIT-REBOOT REQUESTs from clients the server has no
+	// record of, which it must not answer (RFC 2131 §4.3.2).
+	NoRecord atomic.Uint64
+	// Expired counts bound leases that reached their expiry.
+	Expired atomic.Uint64
+	// Drops counts the datagrams dropped, by reason.
+	Drops [NumDropReasons]atomic.Uint64
+	// SendErrors counts replies the transport refused.
+	SendErrors atomic.Uint64
+
+	// LeaseWrites counts lease-file writes; LeaseWriteErrors the failed
+	// ones.
+	LeaseWrites, LeaseWriteErrors atomic.Uint64
+	// LeaseFileCorrupt counts lease files found unreadable or inconsistent
+	// at start and replaced.
+	LeaseFileCorrupt atomic.Uint64
+}
+
+func (s *Stats) drop(r DropReason) { s.Drops[r].Add(1) }
+
+// LeaseState is where a lease of Status stands.
+type LeaseState string
+
+// Lease states.
+const (
+	LeaseBound    LeaseState = "bound"    // acknowledged and not expired
+	LeaseExpired  LeaseState = "expired"  // past its expiry, kept as the client's previous address
+	LeaseReleased LeaseState = "released" // released by its client (RFC 2131 §4.3.4), kept likewise
+	LeaseUnused   LeaseState = "unused"   // a static lease whose client has not been seen
+)
+
+// Lease is one row of the lease table.
+type Lease struct {
+	MAC      net.HardwareAddr
+	ClientID []byte // option 61 as received; nil = keyed by MAC
+	Addr     netip.Addr
+	Hostname string    // the static lease's, else option 12 sanitized; "" = none
+	Expiry   time.Time // zero for an unused static lease
+	Static   bool
+	State    LeaseState
+}
+
+// Status is a snapshot of the server for the status page.
+type Status struct {
+	ServerAddr           netip.Addr
+	Subnet               netip.Prefix
+	RangeStart, RangeEnd netip.Addr
+	// PoolSize is the number of addresses in the range.
+	PoolSize int
+	// PoolUsed is the range's addresses now bound, offered or
+	// quarantined.
+	PoolUsed int
+	// Offered and Declined are the range's addresses held by an OFFER or
+	// quarantined after a DHCPDECLINE.
+	Offered, Declined int
+	// Leases are the bound, expired and released leases and every static
+	// one, by address.
+	Leases []Lease
+	// LeaseFile is Config.LeaseFile.
+	LeaseFile string
+	// LeaseFileError is the error of the last lease-file write when it
+	// failed (ACKs then wait), "" once one succeeds.
+	LeaseFileError string
+	// LeaseFileProblem is what was wrong with the lease file at start
+	// (unreadable, or corrupt and replaced); "" = nothing.
+	LeaseFileProblem string
+}
