@@ -133,6 +133,9 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 			errs = append(errs, err)
 		}
 	}
+	if err := r.syncServicesLocked(cfg); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

@@ -45,8 +45,13 @@ type Router struct {
 	userCfg *config.Config
 	// leases are the DHCP leases applied, by interface; leaseQ brings
 	// the clients' changes (leases.go).
-	leases    map[string]*appliedLease
-	leaseQ    *leaseQueue
+	leases map[string]*appliedLease
+	leaseQ *leaseQueue
+	// services are the running services by name (services.go);
+	// hostsKick asks hostsLoop to refresh the DNS forwarder's local
+	// names from the DHCP servers' leases.
+	services  map[string]*runningService
+	hostsKick chan struct{}
 	ports     map[string]*runningPort
 	net       *stack.Router
 	listeners []*statusListener
@@ -135,6 +140,8 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 		ports:     make(map[string]*runningPort),
 		leases:    make(map[string]*appliedLease),
 		leaseQ:    newLeaseQueue(),
+		services:  make(map[string]*runningService),
+		hostsKick: make(chan struct{}, 1),
 		userCfg:   cfg,
 		portLocks: make(map[string]*statedir.Lock),
 		stateDir:  cfg.StateDirectory(),
@@ -196,6 +203,9 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	}
 	for _, rp := range r.ports {
 		r.startPortLocked(rp)
+	}
+	if err := r.syncServicesLocked(cfg); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -425,6 +435,7 @@ func (r *Router) Close() error {
 		return nil
 	}
 	r.closed = true
+	r.stopServicesLocked()
 	r.closeListenersLocked()
 	r.statusSrv.Close()
 	r.cancel()

@@ -43,6 +43,7 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 		IPPacketsDelivered: ip.PacketsDelivered.Value(),
 		IPPacketsSent:      ip.PacketsSent.Value(),
 	}
+	s.DHCPServers = r.dhcpServersStatusLocked()
 	fs := r.net.FragmentStats()
 	s.Fragments = &status.Fragments{Tracked: fs.Tracked, Evicted: fs.Evicted}
 	for _, ic := range r.cfg.Interfaces {

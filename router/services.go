@@ -1,0 +1,154 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"os"
+	"path/filepath"
+	"reflect"
+
+	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/stack"
+)
+
+// The router's own services (issue 18) run on its netstack and its
+// interfaces' raw-frame taps, never on the host kernel: a DHCPv4 client
+// per interface with "dhcp" among its addresses, a DHCPv4 server per lan
+// interface with dhcp_server:, and the DNS forwarder. syncServicesLocked
+// starts what the config in force asks for and, on reload, restarts only
+// the services whose settings (or interface) changed.
+
+// runningService is one service's goroutine and what it holds.
+type runningService struct {
+	name   string // e.g. "dhcp4server eth0.1"
+	spec   any    // the settings it was started with; a reload restarts it iff they differ
+	ifc    *stack.Interface
+	cancel context.CancelFunc
+	done   chan struct{}
+	// undo releases what it holds (taps, port reservations, sockets),
+	// last first, after its goroutine ended.
+	undo []func()
+	// impl is the service (*dhcp4server.Server, ...), for the status page.
+	impl any
+}
+
+// stop ends the service and waits for it.
+func (s *runningService) stop() {
+	s.cancel()
+	<-s.done
+	for i := len(s.undo) - 1; i >= 0; i-- {
+		s.undo[i]()
+	}
+}
+
+// start runs run on its own goroutine until ctx ends, logging an error
+// it stops with.
+func (r *Router) startService(s *runningService, run func(ctx context.Context) error) {
+	ctx, cancel := context.WithCancel(r.ctx)
+	s.cancel, s.done = cancel, make(chan struct{})
+	log := r.log.With("service", s.name)
+	go func() {
+		defer close(s.done)
+		if err := run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("service stopped", "err", err)
+		}
+	}()
+}
+
+// syncServicesLocked brings the running services in line with cfg (the
+// config in force, leases included). r.mu must be held.
+func (r *Router) syncServicesLocked(cfg *config.Config) error {
+	want := map[string]serviceSpec{}
+	for _, ic := range cfg.Interfaces {
+		if ic.DHCPServer != nil {
+			if sp, err := r.dhcpServerSpec(cfg, ic); err != nil {
+				r.log.Error("dhcp server not started", "interface", ic.Name, "err", err)
+			} else {
+				want["dhcp4server "+ic.Name] = sp
+			}
+		}
+	}
+	var errs []error
+	for name, s := range r.services {
+		sp, ok := want[name]
+		if ok && reflect.DeepEqual(sp.spec, s.spec) && s.ifc == r.net.Interface(sp.iface) {
+			delete(want, name)
+			continue
+		}
+		s.stop()
+		delete(r.services, name)
+	}
+	for name, sp := range want {
+		s, err := sp.start(r, name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		r.services[name] = s
+	}
+	return errors.Join(errs...)
+}
+
+// serviceSpec is a service the config asks for: its settings, its
+// interface and how to start it.
+type serviceSpec struct {
+	spec  any
+	iface string
+	start func(r *Router, name string) (*runningService, error)
+}
+
+// stopServicesLocked stops every service (Close). r.mu must be held.
+func (r *Router) stopServicesLocked() {
+	for name, s := range r.services {
+		s.stop()
+		delete(r.services, name)
+	}
+}
+
+// serviceDir returns (and creates, mode 0700) the state directory's
+// subdirectory for a service's files, e.g. state_dir/dhcp4.
+func (r *Router) serviceDir(sub string) (string, error) {
+	dir := filepath.Join(r.stateDir, sub)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	return dir, nil
+}
+
+func errNoInterface(name string) error {
+	return fmt.Errorf("interface %s is not in the netstack", name)
+}
+
+// leaseDNSLocked returns the DNS servers of the DHCP leases in force, in
+// interface order, without repeats. r.mu must be held.
+func (r *Router) leaseDNSLocked() []netip.Addr {
+	var out []netip.Addr
+	names := make([]string, 0, len(r.leases))
+	for name := range r.leases {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		for _, a := range r.leases[name].DNS {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// hostsChanged is a DHCP server's OnChange: the lease table changed, so
+// the DNS forwarder's local names are refreshed. It runs on the server's
+// goroutine and must not take r.mu (a reload may be stopping that
+// server), so it only signals hostsLoop.
+func (r *Router) hostsChanged() {
+	select {
+	case r.hostsKick <- struct{}{}:
+	default:
+	}
+}
