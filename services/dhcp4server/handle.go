@@ -24,11 +24,9 @@ const (
 
 // Option codes used directly (RFC 2132).
 const (
-	optHostname  = 12
 	optRequested = 50
 	optMsgType   = 53
 	optServerID  = 54
-	optPRL       = 55
 	optMessage   = 56
 	optMaxSize   = 57
 	optClientID  = 61

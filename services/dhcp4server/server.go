@@ -74,7 +74,7 @@ type Server struct {
 	lastFull time.Time // last pool-exhausted log line
 
 	cmu     sync.Mutex
-	pending []pendingReply
+	pending []result // replies waiting for the lease file
 	kick    chan struct{}
 
 	changeMu sync.Mutex // serializes OnChange

@@ -217,9 +217,6 @@ func (s *Server) commitNow() (uint64, error) {
 	return s.durable, nil
 }
 
-// pendingReply is a reply waiting for the lease file.
-type pendingReply = result
-
 // enqueue hands r to the committer, which sends it once the lease file
 // holds r.gen.
 func (s *Server) enqueue(r result) {
