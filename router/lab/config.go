@@ -68,7 +68,23 @@ type labInterface struct {
 	Addresses []string `yaml:"addresses"`
 	Role      string   `yaml:"role"`
 	GRO       string   `yaml:"gro,omitempty"`
+	// DHCPServer serves the LAN (dhcp_server:).
+	DHCPServer *labDHCPServer `yaml:"dhcp_server,omitempty"`
 }
+
+// labDHCPServer is the LAN's DHCP server: a range away from the hosts'
+// static addresses and a short lease, so that a client renews (T1 is
+// half of it) while a test watches.
+type labDHCPServer struct {
+	Range     string `yaml:"range"`
+	LeaseTime string `yaml:"lease_time"`
+}
+
+// lanDHCPRange and lanLeaseTime are the lab LAN's DHCP pool and lease.
+const (
+	lanDHCPRange = "10.77.1.100-10.77.1.199"
+	lanLeaseTime = "20s"
+)
 
 type labStatus struct {
 	Listen []string `yaml:"listen"`
@@ -90,7 +106,8 @@ func routerConfig(prefix string, statusPort int, topology, gro string, conntrack
 		Hardware: "generic",
 		Ports:    []labPort{{Name: lanPort}, {Name: wanPort}},
 		Interfaces: []labInterface{
-			{Name: lan, Port: lanPort, Addresses: prefixes(lanRouter4, lanRouter6), Role: "lan", GRO: gro},
+			{Name: lan, Port: lanPort, Addresses: prefixes(lanRouter4, lanRouter6), Role: "lan", GRO: gro,
+				DHCPServer: &labDHCPServer{Range: lanDHCPRange, LeaseTime: lanLeaseTime}},
 			{Name: wan, Port: wanPort, Addresses: prefixes(wanRouter4, wanRouter6), Role: "wan", GRO: gro},
 		},
 		// farNet is routed to the WAN host for the traceroute proof.

@@ -1,0 +1,149 @@
+package lab
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gvrouter/gvrouter/router/status"
+)
+
+// udhcpcScript records every event busybox udhcpc reports and configures
+// the leased address (udhcpc renews from it with a kernel socket), never
+// the default route or resolv.conf: the namespace shares the machine's
+// files.
+const udhcpcScript = `#!/bin/sh
+echo "$1 ip=$ip mask=$mask router=$router dns=$dns domain=$domain lease=$lease" >> %s
+case "$1" in
+bound|renew) ip addr replace "$ip/$mask" dev "$interface" ;;
+deconfig) ip -4 addr flush dev "$interface" label "$interface" scope global dynamic 2>/dev/null ;;
+esac
+exit 0
+`
+
+// TestLabDHCPServerUdhcpc runs busybox udhcpc on the lab's LAN host
+// against the router's DHCP server (netstack, raw-frame tap): it gets an
+// address from the range with the router as gateway and DNS, renews at T1
+// (the lab's lease is 20 s), shows up in the status page's lease table
+// with the hostname it sent, and its release frees the lease.
+func TestLabDHCPServerUdhcpc(t *testing.T) {
+	requirePrivileged(t, "udhcpc")
+	runWithHook(t, func(l *lab) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		logPath := filepath.Join(l.dir, "udhcpc.events")
+		script := filepath.Join(l.dir, "udhcpc.sh")
+		if err := os.WriteFile(script, []byte(fmt.Sprintf(udhcpcScript, logPath)), 0o700); err != nil {
+			return err
+		}
+		cmd := command(ctx, l.lanNS, "udhcpc", "-f", "-i", hostIf, "-s", script, "-x", "hostname:labhost", "-t", "10", "-T", "1")
+		out, err := os.Create(filepath.Join(l.dir, "udhcpc.log"))
+		if err != nil {
+			return err
+		}
+		defer out.Close()
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		defer func() {
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+		}()
+
+		bound, err := waitEvent(ctx, logPath, "bound", 20*time.Second)
+		if err != nil {
+			return err
+		}
+		ip, err := netip.ParseAddr(bound["ip"])
+		if err != nil {
+			return fmt.Errorf("bound without an address: %v", bound)
+		}
+		if first, last := netip.MustParseAddr("10.77.1.100"), netip.MustParseAddr("10.77.1.199"); ip.Less(first) || last.Less(ip) {
+			return fmt.Errorf("udhcpc got %s, outside the range %s", ip, lanDHCPRange)
+		}
+		if bound["router"] != lanRouter4.Addr().String() || bound["dns"] != lanRouter4.Addr().String() || bound["mask"] != "24" || bound["lease"] != "20" {
+			return fmt.Errorf("bound = %v, want router and dns %s, mask 24, lease 20", bound, lanRouter4.Addr())
+		}
+		t.Logf("udhcpc bound: %v", bound)
+		if _, err := waitEvent(ctx, logPath, "renew", 25*time.Second); err != nil {
+			return fmt.Errorf("no renewal at T1 (10 s): %w", err)
+		}
+		lease, err := l.waitLease(ctx, ip, func(ls status.DHCPLease) bool { return ls.State == "" || ls.State == "bound" })
+		if err != nil {
+			return err
+		}
+		if lease.Hostname != "labhost" || lease.Static {
+			return fmt.Errorf("status lease = %+v, want hostname labhost, dynamic", lease)
+		}
+		// SIGUSR2: release the lease (RFC 2131 §4.4.6).
+		if err := cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+			return err
+		}
+		if _, err := l.waitLease(ctx, ip, func(ls status.DHCPLease) bool { return ls.State == "released" }); err != nil {
+			return fmt.Errorf("after DHCPRELEASE: %w", err)
+		}
+		return nil
+	})
+}
+
+// waitEvent waits until the udhcpc event log has a line for event and
+// returns its key=value fields.
+func waitEvent(ctx context.Context, path, event string, d time.Duration) (map[string]string, error) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if f, err := os.Open(path); err == nil {
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				fields := strings.Fields(sc.Text())
+				if len(fields) == 0 || fields[0] != event {
+					continue
+				}
+				kv := map[string]string{}
+				for _, f := range fields[1:] {
+					if k, v, ok := strings.Cut(f, "="); ok {
+						kv[k] = v
+					}
+				}
+				f.Close()
+				return kv, nil
+			}
+			f.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	b, _ := os.ReadFile(path)
+	return nil, fmt.Errorf("no %q event from udhcpc in %s; events so far:\n%s", event, d, b)
+}
+
+// waitLease polls the status page until the LAN DHCP server's lease of
+// addr satisfies ok.
+func (l *lab) waitLease(ctx context.Context, addr netip.Addr, ok func(status.DHCPLease) bool) (status.DHCPLease, error) {
+	var last status.Snapshot
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		s, err := l.statusSince(ctx, time.Now())
+		if err != nil {
+			return status.DHCPLease{}, err
+		}
+		last = s
+		for _, srv := range s.DHCPServers {
+			for _, ls := range srv.Leases {
+				if ls.Address == addr && ok(ls) {
+					return ls, nil
+				}
+			}
+		}
+	}
+	return status.DHCPLease{}, fmt.Errorf("status page: no matching lease of %s; dhcp_servers: %+v", addr, last.DHCPServers)
+}
