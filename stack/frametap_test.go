@@ -628,3 +628,109 @@ func BenchmarkTap(b *testing.B) {
 		})
 	}
 }
+
+// checkingTap checks, independently of TapMatch.matches, that every frame
+// it is offered is untagged and meets its match, and consumes it if
+// consume.
+type checkingTap struct {
+	t       *testing.T
+	m       TapMatch
+	consume bool
+	n       int
+}
+
+func (c *checkingTap) Deliver(frame []byte) bool {
+	c.n++
+	if len(frame) < header.EthernetMinimumSize || binary.BigEndian.Uint16(frame[12:]) != c.m.EtherType {
+		c.t.Fatalf("tap for %s offered %x", c.m, frame)
+	}
+	if c.m.DstPort != 0 {
+		ip := header.IPv4(frame[header.EthernetMinimumSize:])
+		if len(ip) < header.IPv4MinimumSize || ip.Protocol() != c.m.IPProto || len(ip) < int(ip.HeaderLength())+4 ||
+			binary.BigEndian.Uint16(ip[ip.HeaderLength()+2:]) != c.m.DstPort || ip.FragmentOffset() != 0 {
+			c.t.Fatalf("tap for %s offered %x", c.m, frame)
+		}
+	}
+	return c.consume
+}
+
+// FuzzTap feeds arbitrary frames, with arbitrary ring-header metadata, to
+// an endpoint with an ARP tap that watches and a UDP:68 and an ICMPv6 tap
+// that consume, and then to a trunk whose interfaces have taps: nothing
+// panics, each frame is offered only to taps it matches, untagged, and it
+// is tapped, delivered or counted as one drop, exactly one of the three.
+func FuzzTap(f *testing.F) {
+	ap := netip.MustParseAddrPort
+	f.Add(udp4Frame(routerMAC, ap("203.0.113.1:67"), ap("203.0.113.77:68"), []byte("offer")), false, uint16(0), false)
+	f.Add(udp4Frame(bcastMAC, ap("203.0.113.1:67"), ap("255.255.255.255:68"), []byte("ack")), false, uint16(0), true)
+	f.Add(arpRequest(routerIP4), false, uint16(0), false)
+	f.Add(arpRequest(routerIP4), true, uint16(2), false)
+	f.Add(ethFrame(routerMAC, hostMAC, header.IPv6ProtocolNumber, ipv6Packet(hostIP6, routerIP6, 255, header.ICMPv6ProtocolNumber, icmpv6Echo(1, 1))), false, uint16(0), false)
+	f.Add(tagged(arpRequest(routerIP4), 0x8100, 2), false, uint16(0), false)
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4, 5, 6, 8, 0, 0x4f}, false, uint16(0), false)
+	f.Fuzz(func(t *testing.T, data []byte, vlanValid bool, tci uint16, csumPartial bool) {
+		var d recordingDispatcher
+		e := testEndpoint(&d)
+		taps := []*checkingTap{
+			{t: t, m: matchARP},
+			{t: t, m: matchDHCPClient, consume: true},
+			{t: t, m: matchICMPv6, consume: true},
+		}
+		for _, c := range taps {
+			if _, err := e.addTap(c.m, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		frame := bytes.Clone(data)
+		e.HandleBatch(0, []hw.Frame{{Data: frame, WireLen: len(frame), VLANValid: vlanValid, VLANTCI: tci, CsumPartial: csumPartial}})
+		var s InterfaceStats
+		e.stats.fill(&s)
+		var drops uint64
+		for _, n := range s.Drops {
+			drops += n
+		}
+		if got := s.Tapped + uint64(len(d.pkts)) + drops; got != 1 {
+			t.Fatalf("tapped %d + delivered %d + dropped %d (%v), want 1 in all", s.Tapped, len(d.pkts), drops, s.Drops)
+		}
+		if s.Tapped == 1 && taps[1].n+taps[2].n == 0 {
+			t.Fatal("tapped without a consuming tap offered the frame")
+		}
+
+		// Through a trunk (untagged, VLAN 2, QinQ 100/10), every tap sees
+		// the frame untagged, and each frame is counted once.
+		var r Router
+		tr := r.NewTrunk()
+		var ds [3]recordingDispatcher
+		var eps [3]*Endpoint
+		var entries []trunkEntry
+		for i, c := range []InterfaceConfig{{}, {VLAN: []uint16{2}}, {VLAN: []uint16{100, 10}, VLANProtocol: TPID8021AD}} {
+			eps[i] = testEndpoint(&ds[i])
+			eps[i].vlan.Store(newEgressVLAN(&c))
+			entries = append(entries, trunkEntry{eps[i].vlan.Load().key, eps[i]})
+			for _, m := range []TapMatch{matchARP, matchDHCPClient} {
+				if _, err := eps[i].addTap(m, &checkingTap{t: t, m: m, consume: m == matchDHCPClient}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		tr.table.Store(&trunkTable{entries: entries})
+		frame = bytes.Clone(data)
+		tr.HandleBatch(0, []hw.Frame{{Data: frame, WireLen: len(frame), VLANValid: vlanValid, VLANTCI: tci, CsumPartial: csumPartial}})
+		total := tr.vlanUnknown.Load()
+		for i, e := range eps {
+			var s InterfaceStats
+			e.stats.fill(&s)
+			var drops uint64
+			for _, n := range s.Drops {
+				drops += n
+			}
+			if s.Tapped+uint64(len(ds[i].pkts))+drops != s.RxPackets {
+				t.Fatalf("endpoint %d: tapped %d + delivered %d + dropped %d, want rx %d", i, s.Tapped, len(ds[i].pkts), drops, s.RxPackets)
+			}
+			total += s.RxPackets
+		}
+		if total != 1 {
+			t.Fatalf("frame counted %d times by the trunk, want 1", total)
+		}
+	})
+}
