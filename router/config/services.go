@@ -532,8 +532,24 @@ func (d *decoder) host(c *Config, e entry) {
 	c.Interfaces = append(c.Interfaces, ifc)
 }
 
+// notYetRunning names the service keys this version parses and checks
+// but whose service the router does not run yet; a config using one is
+// refused rather than silently left unserved.
+var notYetRunning = map[string]bool{"dhcp": true, "dns": true, "host": true}
+
 // validateServices checks the services against the interfaces.
 func (c *Config) validateServices(l *errorList) {
+	for i := range c.Interfaces {
+		if ic := &c.Interfaces[i]; ic.DHCP != nil && notYetRunning["dhcp"] && !ic.dhcpOptions {
+			l.add(ic.DHCP.Pos, "%s: addresses: %q: the DHCP client is %s yet", interfaceWhat(ic.Name), AddressDHCP, errNotSupportedSuffix)
+		}
+	}
+	if c.DNS != nil && notYetRunning["dns"] {
+		l.add(c.DNS.Pos, "dns: the DNS forwarder is %s yet", errNotSupportedSuffix)
+	}
+	if c.Host != nil && notYetRunning["host"] {
+		l.add(c.Host.Pos, "host: the host TAP is %s yet", errNotSupportedSuffix)
+	}
 	lanV4 := false
 	dhcpClients := 0
 	for i := range c.Interfaces {
