@@ -143,7 +143,9 @@ func TestInterop(t *testing.T) {
 				log, _ := os.ReadFile(filepath.Join(c.dir, "log"))
 				t.Logf("%s record:\n%s\n%s log:\n%s", c.name, rec, c.name, log)
 			}
-			t.Logf("rawudp: %+v", conn.Stats())
+			st := conn.Stats()
+			t.Logf("rawudp: received %d sent %d malformed %d queue_full %d fragments %d",
+				st.Received.Load(), st.Sent.Load(), st.Malformed.Load(), st.QueueFull.Load(), st.Fragments.Load())
 		}
 	}()
 
@@ -175,7 +177,15 @@ func TestInterop(t *testing.T) {
 		if ev["router"] != "192.168.77.1" || ev["dns"] != "192.168.77.1" || ev["domain"] != "lab" {
 			t.Errorf("%s got router %q dns %q domain %q, want 192.168.77.1, 192.168.77.1, lab", c.name, ev["router"], ev["dns"], ev["domain"])
 		}
-		if out := c.ns.Run(t, "ip", "-n", c.ns.Name(), "route", "show", "default"); !strings.Contains(out, "via 192.168.77.1") {
+		// The client's script may record BOUND before it adds the route.
+		var out string
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			out = c.ns.Run(t, "ip", "-n", c.ns.Name(), "route", "show", "default")
+			if strings.Contains(out, "via 192.168.77.1") || time.Now().After(deadline) {
+				break
+			}
+		}
+		if !strings.Contains(out, "via 192.168.77.1") {
 			t.Errorf("%s: default route %q, want via 192.168.77.1", c.name, out)
 		}
 		for m, b := range bound {
