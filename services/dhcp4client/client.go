@@ -11,6 +11,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,15 +45,15 @@ type State int
 // The client's states. InitReboot is passed through on the way to
 // Rebooting; Stopped is after Run returns.
 const (
-	Init State = iota
-	Selecting
-	Requesting
-	Bound
-	Renewing
-	Rebinding
-	InitReboot
-	Rebooting
-	Stopped
+	Init       State = iota // no lease; waiting to send DHCPDISCOVER
+	Selecting               // DHCPDISCOVER sent, waiting for an offer
+	Requesting              // DHCPREQUEST for an offer sent (broadcast)
+	Bound                   // lease applied, waiting for T1
+	Renewing                // after T1: DHCPREQUEST unicast to the server
+	Rebinding               // after T2: DHCPREQUEST broadcast to any server
+	InitReboot              // a saved lease found at start
+	Rebooting               // DHCPREQUEST for the saved address sent (broadcast)
+	Stopped                 // Run has returned
 )
 
 var stateNames = [...]string{"INIT", "SELECTING", "REQUESTING", "BOUND", "RENEWING", "REBINDING", "INIT-REBOOT", "REBOOTING", "STOPPED"}
@@ -269,6 +270,11 @@ func (c *Client) Run(ctx context.Context) error {
 	c.start(c.clock.Now())
 	c.publish()
 	for {
+		if ctx.Err() != nil {
+			c.stop(c.clock.Now())
+			c.publish()
+			return nil
+		}
 		var t Timer
 		if !c.next.IsZero() {
 			d := c.next.Sub(c.clock.Now())
@@ -299,11 +305,6 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 		if t != nil {
 			t.Stop()
-		}
-		if ctx.Err() != nil {
-			c.stop(c.clock.Now())
-			c.publish()
-			return nil
 		}
 		c.publish()
 	}
@@ -572,6 +573,7 @@ func (c *Client) lose(now time.Time, why string) {
 		return
 	}
 	c.log.Warn("dhcp4client: lease lost; address removed", "reason", why, "addr", old.Addr, "server", old.Server)
+	c.publish() // Status, if OnLease reads it, already says so
 	if c.cfg.OnLease != nil {
 		c.cfg.OnLease(old.clone(), nil)
 	}
@@ -745,7 +747,7 @@ func (c *Client) parseAck(m *dhcpv4.DHCPv4, p rawudp.Packet, server netip.Addr) 
 		ServerMAC: append(net.HardwareAddr(nil), p.SrcMAC...),
 		Routers:   ip4s(m.Options.Get(dhcpv4.OptionRouter)),
 		DNS:       ip4s(m.Options.Get(dhcpv4.OptionDomainNameServer)),
-		Domain:    trimName(m.Options.Get(dhcpv4.OptionDomainName)),
+		Domain:    domainName(m.Options.Get(dhcpv4.OptionDomainName)),
 		Acquired:  acquired,
 		T1:        acquired.Add(t1),
 		T2:        acquired.Add(t2),
@@ -805,6 +807,7 @@ func (c *Client) bind(ctx context.Context, l *Lease) {
 			c.leaseFileError(err)
 		}
 	}
+	c.publish()
 	if !old.sameConfig(l) && c.cfg.OnLease != nil {
 		c.cfg.OnLease(old.clone(), l.clone())
 	}
@@ -910,11 +913,28 @@ func classBits(a netip.Addr) int {
 	return 24
 }
 
-// trimName returns a string option without the NULs some servers pad it
-// with.
-func trimName(b []byte) string {
+// domainName returns option 15 (RFC 2132 §3.17) if it is a DNS name of
+// letters, digits, hyphens and underscores (RFC 1035 §2.3.1, with the
+// underscore some ISPs use), without the trailing NULs or dot some servers
+// add; else "": the router must not apply a search domain it cannot
+// write back.
+func domainName(b []byte) string {
 	for len(b) > 0 && b[len(b)-1] == 0 {
 		b = b[:len(b)-1]
 	}
-	return string(b)
+	s := strings.TrimSuffix(string(b), ".")
+	if s == "" || len(s) > 253 {
+		return ""
+	}
+	for label := range strings.SplitSeq(s, ".") {
+		if label == "" || len(label) > 63 {
+			return ""
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return ""
+			}
+		}
+	}
+	return s
 }

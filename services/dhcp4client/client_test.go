@@ -933,3 +933,23 @@ func TestNew(t *testing.T) {
 		t.Errorf("State(42).String() = %q", got)
 	}
 }
+
+// TestRFC2132_3_17_DomainName checks which option 15 values are taken.
+func TestRFC2132_3_17_DomainName(t *testing.T) {
+	for in, want := range map[string]string{
+		"isp.example":           "isp.example",
+		"isp.example.":          "isp.example",
+		"isp.example\x00\x00":   "isp.example",
+		"home_lan":              "home_lan",
+		"":                      "",
+		"a..b":                  "",
+		"bad name":              "",
+		"caf\xc3\xa9.example":   "",
+		"\xff":                  "",
+		strings.Repeat("a", 64): "",
+	} {
+		if got := domainName([]byte(in)); got != want {
+			t.Errorf("domainName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -33,6 +33,10 @@ import (
 // in 20 s of real time. dnsmasq keeps real time: it only answers.
 const speedup = 6
 
+// slack is how late (in the client's clock) a timer may fire on a loaded
+// machine: half a second of real time.
+const slack = speedup * 500 * time.Millisecond
+
 // scaledClock is a Clock running speedup times faster than real time.
 type scaledClock struct{ start time.Time }
 
@@ -444,7 +448,7 @@ func testInteropLease(t *testing.T) {
 	st := cs.c.Status()
 	// The renewal's lease counts from its DHCPREQUEST, sent at T1 (the
 	// timer's own latency, times speedup, is the slack).
-	if st.State != "BOUND" || st.Lease.Acquired.Before(l.T1) || st.Lease.Acquired.After(l.T1.Add(time.Second)) {
+	if st.State != "BOUND" || st.Lease.Acquired.Before(l.T1) || st.Lease.Acquired.After(l.T1.Add(slack)) {
 		t.Errorf("after the renewal: %s, acquired %v; want BOUND, acquired at the first lease's T1 %v", st.State, st.Lease.Acquired, l.T1)
 	}
 	if !strings.Contains(log.String(), "DHCPACK(s0) "+addr.String()) {
@@ -479,7 +483,7 @@ func testInteropLease(t *testing.T) {
 	if _, ok := w.find(killed, isRenew); !ok {
 		t.Errorf("no unicast renewal between the server's end and T2:\n%s", w.dump())
 	}
-	if st := cs.c.Status(); st.State != "REBINDING" || st.Since.Before(l2.T2) || st.Since.After(l2.T2.Add(time.Second)) {
+	if st := cs.c.Status(); st.State != "REBINDING" || st.Since.Before(l2.T2) || st.Since.After(l2.T2.Add(slack)) {
 		t.Errorf("status %s since %v, want REBINDING since T2 %v", st.State, st.Since, l2.T2)
 	}
 	t.Logf("rebinding after %v", time.Since(start))
@@ -488,7 +492,7 @@ func testInteropLease(t *testing.T) {
 	if ch.new != nil || ch.old == nil || ch.old.Addr != l.Addr {
 		t.Fatalf("OnLease at expiry = %+v, want (lease, nil)", ch)
 	}
-	if now := cs.c.clock.Now(); now.Before(l2.Expiry) || now.After(l2.Expiry.Add(2*time.Second)) {
+	if now := cs.c.clock.Now(); now.Before(l2.Expiry) || now.After(l2.Expiry.Add(slack)) {
 		t.Errorf("expired at %v, want at %v", now, l2.Expiry)
 	}
 	if got := cs.c.Stats().Expiries.Load(); got != 1 {
