@@ -1,0 +1,72 @@
+package dhcp4client
+
+import (
+	"net/netip"
+	"sync/atomic"
+	"time"
+)
+
+// Stats counts what a Client did. Fields are read with Load.
+type Stats struct {
+	Discovers atomic.Uint64 // DHCPDISCOVERs sent, retransmissions included
+	Offers    atomic.Uint64 // DHCPOFFERs accepted
+	Requests  atomic.Uint64 // DHCPREQUESTs sent, in every state, retransmissions included
+	Acks      atomic.Uint64 // DHCPACKs accepted
+	Naks      atomic.Uint64 // DHCPNAKs accepted
+	Declines  atomic.Uint64 // DHCPDECLINEs sent: the ARP probe found the address in use
+	Releases  atomic.Uint64 // DHCPRELEASEs sent
+	Renewals  atomic.Uint64 // times the client entered RENEWING (at T1)
+	Rebinds   atomic.Uint64 // times the client entered REBINDING (at T2)
+	Expiries  atomic.Uint64 // leases that ran out (back to INIT, address removed)
+
+	MTUIgnored      atomic.Uint64 // DHCPACKs whose option 26 was below Config.MinMTU
+	LeaseFileErrors atomic.Uint64 // lease files unreadable, corrupt or truncated; failed writes
+	SendErrors      atomic.Uint64 // messages the Transport refused
+	ProbeErrors     atomic.Uint64 // ARP probes that failed (the address is then taken as free)
+
+	// Drops are the messages received and not used, by reason.
+	Drops Drops
+}
+
+// Drops counts received messages the client did not use, by reason.
+type Drops struct {
+	Malformed  atomic.Uint64 // not a DHCP message (dhcpv4.FromBytes failed, bad cookie, no option 53)
+	NotReply   atomic.Uint64 // op is not BOOTREPLY, or not from UDP port 67
+	HWAddr     atomic.Uint64 // chaddr (htype, hlen, address) is not ours
+	Unexpected atomic.Uint64 // no exchange is pending (INIT, BOUND)
+	XID        atomic.Uint64 // xid is not the pending exchange's
+	Type       atomic.Uint64 // a message type the state does not take (e.g. an ACK in SELECTING)
+	ServerID   atomic.Uint64 // option 54 missing, or not the server the exchange is with
+	ClientID   atomic.Uint64 // option 61 echoed (RFC 6842) but not ours
+	Address    atomic.Uint64 // yiaddr not a usable unicast address, or a bad subnet mask
+	LeaseTime  atomic.Uint64 // a DHCPACK without option 51 (RFC 2131 Table 3: MUST)
+}
+
+// Total is the sum of the drops.
+func (d *Drops) Total() uint64 {
+	return d.Malformed.Load() + d.NotReply.Load() + d.HWAddr.Load() + d.Unexpected.Load() + d.XID.Load() +
+		d.Type.Load() + d.ServerID.Load() + d.ClientID.Load() + d.Address.Load() + d.LeaseTime.Load()
+}
+
+// Status is a snapshot of a Client for the status page.
+type Status struct {
+	// State is the RFC 2131 state name, e.g. "BOUND".
+	State string
+	// Since is when the client entered State.
+	Since time.Time
+	// Lease is the applied lease, nil when there is none. Its times are
+	// T1, T2 and Expiry.
+	Lease *Lease
+	// Offered is the address being asked for in REQUESTING or REBOOTING.
+	Offered netip.Addr
+	// Next is when the client next acts by itself (a retransmission, T1,
+	// T2, expiry, the end of a wait); zero when it only waits for Run.
+	Next time.Time
+	// LastError is the last error the client logged (a failed send, a
+	// failed probe, a lease file error), "" if none.
+	LastError string
+	// LeaseFileError is the last lease file error (a corrupt or truncated
+	// file, which was ignored and is replaced at the next DHCPACK, or a
+	// failed write), "" if none.
+	LeaseFileError string
+}
