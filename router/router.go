@@ -47,6 +47,9 @@ type Router struct {
 	// the clients' changes (leases.go).
 	leases map[string]*appliedLease
 	leaseQ *leaseQueue
+	// leaseLost says, by interface, when its lease was lost, for the
+	// status page, until a new one is bound.
+	leaseLost map[string]string
 	// services are the running services by name (services.go);
 	// hostsKick asks hostsLoop to refresh the DNS forwarder's local
 	// names from the DHCP servers' leases.
@@ -140,6 +143,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 		ports:     make(map[string]*runningPort),
 		leases:    make(map[string]*appliedLease),
 		leaseQ:    newLeaseQueue(),
+		leaseLost: make(map[string]string),
 		services:  make(map[string]*runningService),
 		hostsKick: make(chan struct{}, 1),
 		userCfg:   cfg,
@@ -191,10 +195,14 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	if err := r.applyNATLocked(); err != nil {
 		return nil, fmt.Errorf("nat: %w", err)
 	}
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go func() {
 		defer r.wg.Done()
 		r.sweepNAT(ctx, r.nat)
+	}()
+	go func() {
+		defer r.wg.Done()
+		r.leaseLoop(ctx)
 	}()
 	r.bindMACsecLocked()
 	r.bindPortsLocked()

@@ -64,6 +64,13 @@ func (r *Router) startService(s *runningService, run func(ctx context.Context) e
 func (r *Router) syncServicesLocked(cfg *config.Config) error {
 	want := map[string]serviceSpec{}
 	for _, ic := range cfg.Interfaces {
+		if ic.DHCP != nil {
+			if sp, err := r.dhcpClientSpec(ic); err != nil {
+				r.log.Error("dhcp client not started", "interface", ic.Name, "err", err)
+			} else {
+				want["dhcp4client "+ic.Name] = sp
+			}
+		}
 		if ic.DHCPServer != nil {
 			if sp, err := r.dhcpServerSpec(cfg, ic); err != nil {
 				r.log.Error("dhcp server not started", "interface", ic.Name, "err", err)

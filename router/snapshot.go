@@ -44,6 +44,7 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 		IPPacketsSent:      ip.PacketsSent.Value(),
 	}
 	s.DHCPServers = r.dhcpServersStatusLocked()
+	s.DHCPClients = r.dhcpClientsStatusLocked()
 	fs := r.net.FragmentStats()
 	s.Fragments = &status.Fragments{Tracked: fs.Tracked, Evicted: fs.Evicted}
 	for _, ic := range r.cfg.Interfaces {
