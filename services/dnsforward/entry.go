@@ -142,6 +142,12 @@ func newEntry(m *dns.Msg, p ttlPolicy, now time.Time) (*entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	// miekg/dns unpacks some broken records (an SOA with no RDATA) into
+	// values it then packs into a message no one can read: keep only
+	// what reads back.
+	if err := new(dns.Msg).Unpack(b); err != nil {
+		return nil, err
+	}
 	e := &entry{
 		msg:     b,
 		flags:   binary.BigEndian.Uint16(b[2:]),

@@ -131,7 +131,14 @@ func New(cfg Config) (*Forwarder, error) {
 // SetUpstreams replaces the upstream resolvers, e.g. when the WAN DHCP
 // lease brings new ones. Questions in flight finish with the old ones.
 func (f *Forwarder) SetUpstreams(ups []netip.AddrPort) {
-	u := slices.Clone(ups)
+	u := make([]netip.AddrPort, 0, len(ups))
+	for _, a := range ups {
+		if !a.IsValid() || a.Port() == 0 {
+			f.cfg.Log.Warn("dnsforward: upstream skipped (not an address and port)", "upstream", a)
+			continue
+		}
+		u = append(u, netip.AddrPortFrom(a.Addr().Unmap(), a.Port()))
+	}
 	f.upstreams.Store(&u)
 	f.preferred.Store(0)
 }
@@ -291,6 +298,7 @@ func (f *Forwarder) routineResolve(c *call) {
 	e := f.resolve(c)
 	if e.cacheable() {
 		e.key = c.key
+		e.size += len(e.key)
 		f.stats.CacheEvictions.Add(uint64(f.cache.put(e)))
 		f.stats.CacheInserts.Add(1)
 	}

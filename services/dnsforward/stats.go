@@ -31,7 +31,7 @@ type Stats struct {
 	UpstreamQueries     atomic.Uint64 // queries sent upstream (UDP attempts, EDNS fallbacks)
 	UpstreamErrors      atomic.Uint64 // attempts that failed to dial, send or read (not timeouts)
 	UpstreamTimeouts    atomic.Uint64 // attempts with no valid answer in Config.Timeout
-	UpstreamRcodeErrors atomic.Uint64 // answers of SERVFAIL, REFUSED, NOTIMP or FORMERR
+	UpstreamRcodeErrors atomic.Uint64 // answers with an rcode but NOERROR or NXDOMAIN (SERVFAIL, REFUSED, ...)
 	TCRetries           atomic.Uint64 // truncated UDP answers retried over TCP
 	UpstreamMismatched  atomic.Uint64 // answers with the wrong ID or question, ignored
 	UpstreamSpoofed     atomic.Uint64 // answers from the wrong address or port, ignored

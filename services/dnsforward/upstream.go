@@ -56,9 +56,9 @@ func (f *Forwarder) resolve(c *call) *entry {
 			f.cfg.Log.Debug("dnsforward: upstream", "server", ups[idx], "err", err)
 			continue
 		}
-		switch m.Rcode {
-		case dns.RcodeServerFailure, dns.RcodeRefused, dns.RcodeNotImplemented, dns.RcodeFormatError:
-			// This upstream cannot answer; another may.
+		if m.Rcode != dns.RcodeSuccess && m.Rcode != dns.RcodeNameError {
+			// SERVFAIL, REFUSED, NOTIMP, FORMERR, ...: this upstream
+			// cannot answer; another may.
 			f.stats.UpstreamRcodeErrors.Add(1)
 			continue
 		}
@@ -68,6 +68,10 @@ func (f *Forwarder) resolve(c *call) *entry {
 			f.stats.UpstreamMalformed.Add(1)
 			continue
 		}
+		// The answer is ours now: recursion available, and not
+		// authoritative (RFC 1035 §4.1.1: AA is the name server's
+		// own authority, which a cache does not have).
+		e.flags = e.flags&^flagAA | flagRA
 		return e
 	}
 	return f.servfail(&c.q)

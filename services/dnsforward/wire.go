@@ -138,10 +138,19 @@ func parseQuery(b []byte, q *query) bool {
 }
 
 // optionsValid reports whether b is a whole sequence of EDNS options
-// (code, length, data; RFC 6891 §6.1.2).
+// (code, length, data; RFC 6891 §6.1.2) whose data has no syntax to
+// check: NSID (RFC 5001), COOKIE (RFC 7873) and PADDING (RFC 7830), the
+// ones stub resolvers send. Other options (a client subnet, whose family
+// and lengths must agree, RFC 7871 §6) take the slow path, where
+// miekg/dns checks them.
 func optionsValid(b []byte) bool {
 	for len(b) > 0 {
 		if len(b) < 4 {
+			return false
+		}
+		switch binary.BigEndian.Uint16(b) {
+		case 3, 10, 12:
+		default:
 			return false
 		}
 		n := 4 + int(binary.BigEndian.Uint16(b[2:]))
