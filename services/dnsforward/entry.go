@@ -211,7 +211,7 @@ func (e *entry) index() error {
 func (e *entry) cacheable() bool { return e.expires.After(e.stored) }
 
 // appendReply appends e's answer to q at now to dst, at most limit bytes
-// (0: no limit, for TCP). It echoes the client's ID, name case, RD and
+// (0: no limit). It echoes the client's ID, name case, RD and
 // CD bits, keeps AD only for a client that set AD or DO (RFC 6840 §5.8),
 // counts the TTLs down by the whole seconds since the entry was stored,
 // and adds an OPT record when the query had one. An answer that does not

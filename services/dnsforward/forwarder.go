@@ -73,10 +73,11 @@ type addrPortConn interface {
 	WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error)
 }
 
-// limit is the largest reply to q: the client's UDP size, none on TCP.
+// limit is the largest reply to q: the client's UDP size, or on TCP
+// what a two-byte length can say (RFC 1035 §4.2.2).
 func (t *replyTo) limit(q *query) int {
 	if t.tc != nil {
-		return 0
+		return 65535
 	}
 	return q.udpLimit()
 }

@@ -153,11 +153,13 @@ func TestNegativeCache_RFC2308_5(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := newUpstream(t, "host.test. 300 IN A 192.0.2.9")
-			if tc.soa == "" {
-				u.noSOA = true
-			} else {
-				u.soa = mustRR(t, tc.soa)
-			}
+			u.configure(func(u *upstream) {
+				if tc.soa == "" {
+					u.noSOA = true
+				} else {
+					u.soa = mustRR(t, tc.soa)
+				}
+			})
 			f := startForwarder(t, Config{NegativeMaxTTL: tc.negMax}, u)
 			r := f.ask(t, "udp", question(tc.qname, tc.qtype))
 			if r.Rcode != tc.rcode || len(r.Answer) != 0 {
@@ -329,7 +331,8 @@ func TestInFlightLimit(t *testing.T) {
 		go func() { defer wg.Done(); f.exchange("udp", question(n, dns.TypeA)) }()
 	}
 	waitFor(t, "two in flight", func() bool { return f.Status().InFlight == 2 })
-	if r, err := f.exchange("udp", &dns.Msg{MsgHdr: dns.MsgHdr{Id: 7, RecursionDesired: true}, Question: []dns.Question{{Name: "c.example.", Qtype: dns.TypeA, Qclass: dns.ClassINET}}}); err == nil {
+	c := &dns.Client{Timeout: 300 * time.Millisecond}
+	if r, _, err := c.Exchange(question("c.example.", dns.TypeA), f.addr); err == nil {
 		t.Errorf("third question answered %v, want it dropped", r)
 	}
 	release()
@@ -370,7 +373,7 @@ func TestServfail(t *testing.T) {
 	})
 	t.Run("upstream SERVFAIL", func(t *testing.T) {
 		u := newUpstream(t)
-		u.rcode = dns.RcodeServerFailure
+		u.configure(func(u *upstream) { u.rcode = dns.RcodeServerFailure })
 		f := startForwarder(t, Config{}, u)
 		if r := f.ask(t, "udp", question("x.example.", dns.TypeA)); r.Rcode != dns.RcodeServerFailure {
 			t.Errorf("rcode = %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
@@ -551,13 +554,14 @@ func TestSpoofedAnswers_RFC5452_9_1(t *testing.T) {
 	send(s.pc, answer(func(m *dns.Msg) { m.Id ^= 1 }))
 	send(s.pc, answer(func(m *dns.Msg) { m.Question[0].Name = "other.example." }))
 	send(s.pc, answer(func(m *dns.Msg) { m.Question[0].Qtype = dns.TypeAAAA }))
+	send(s.pc, answer(func(m *dns.Msg) { m.Question[0].Qclass = dns.ClassCHAOS }))
 	send(s.pc, answer(func(m *dns.Msg) { m.Response = false }))
 	send(s.other, answer(func(*dns.Msg) {})) // right answer, wrong source port
 	bad := answer(func(*dns.Msg) {})
 	send(s.pc, bad[:len(bad)-3]) // right ID and question, cut short
 	waitFor(t, "the spoofs counted", func() bool {
 		st := f.Status()
-		return st.UpstreamMismatched == 4 && st.UpstreamSpoofed == 1 && st.UpstreamMalformed == 1
+		return st.UpstreamMismatched == 5 && st.UpstreamSpoofed == 1 && st.UpstreamMalformed == 1
 	})
 	real := answer(func(m *dns.Msg) { m.Answer = []dns.RR{mustRR(t, "victim.example. 300 IN A 192.0.2.1")} })
 	send(s.pc, real)
@@ -582,7 +586,7 @@ func Test0x20(t *testing.T) {
 	}
 	// A resolver that does not echo the case: its answers do not match.
 	u2 := newUpstream(t, "mixedcaseletters.example. 300 IN A 192.0.2.1")
-	u2.lower = true
+	u2.configure(func(u *upstream) { u.lower = true })
 	f2 := startForwarder(t, Config{Use0x20: true, Timeout: 100 * time.Millisecond}, u2)
 	if r := f2.ask(t, "udp", question("mixedcaseletters.example.", dns.TypeA)); r.Rcode != dns.RcodeServerFailure {
 		t.Errorf("rcode = %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
@@ -596,7 +600,7 @@ func Test0x20(t *testing.T) {
 // EDNS is asked again without it.
 func TestEDNSFallback_RFC6891_7(t *testing.T) {
 	u := newUpstream(t, "old.example. 300 IN A 192.0.2.1")
-	u.noEDNS = true
+	u.configure(func(u *upstream) { u.noEDNS = true })
 	f := startForwarder(t, Config{}, u)
 	m := question("old.example.", dns.TypeA)
 	m.SetEdns0(1232, false)

@@ -126,6 +126,13 @@ func (u *upstream) add(t testing.TB, record string) {
 	u.zone[n] = append(u.zone[n], rr)
 }
 
+// configure changes the upstream's behaviour fields under its lock.
+func (u *upstream) configure(f func(u *upstream)) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	f(u)
+}
+
 // queries returns what the upstream received so far.
 func (u *upstream) queries() []seenQuery {
 	u.mu.Lock()
@@ -141,7 +148,7 @@ func (u *upstream) serve(w dns.ResponseWriter, r *dns.Msg) {
 	q := r.Question[0]
 	u.mu.Lock()
 	u.seen = append(u.seen, seenQuery{id: r.Id, from: from, name: q.Name, qtype: q.Qtype, tcp: tcp, opt: r.IsEdns0(), cd: r.CheckingDisabled})
-	gate, rcode, noEDNS, lower := u.gate, u.rcode, u.noEDNS, u.lower
+	gate, rcode, noEDNS, lower, soa, noSOA := u.gate, u.rcode, u.noEDNS, u.lower, u.soa, u.noSOA
 	rrs := u.zone[strings.ToLower(q.Name)]
 	u.mu.Unlock()
 	if gate != nil {
@@ -164,8 +171,8 @@ func (u *upstream) serve(w dns.ResponseWriter, r *dns.Msg) {
 		m.Rcode = dns.RcodeServerFailure
 	case strings.HasPrefix(strings.ToLower(q.Name), "nx"):
 		m.Rcode = dns.RcodeNameError
-		if !u.noSOA {
-			m.Ns = append(m.Ns, dns.Copy(u.soa))
+		if !noSOA {
+			m.Ns = append(m.Ns, dns.Copy(soa))
 		}
 	default:
 		for _, rr := range rrs {
@@ -177,8 +184,8 @@ func (u *upstream) serve(w dns.ResponseWriter, r *dns.Msg) {
 			if len(rrs) == 0 {
 				m.Rcode = dns.RcodeNameError
 			}
-			if !u.noSOA {
-				m.Ns = append(m.Ns, dns.Copy(u.soa))
+			if !noSOA {
+				m.Ns = append(m.Ns, dns.Copy(soa))
 			}
 		}
 	}
