@@ -71,23 +71,7 @@ func newUpstream(t testing.TB, records ...string) *upstream {
 	for _, r := range records {
 		u.add(t, r)
 	}
-	var pc net.PacketConn
-	var l net.Listener
-	for try := 0; ; try++ {
-		var err error
-		pc, err = net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err = net.Listen("tcp", pc.LocalAddr().String())
-		if err == nil {
-			break
-		}
-		pc.Close()
-		if try > 10 {
-			t.Fatalf("listen tcp: %v", err)
-		}
-	}
+	pc, l := listenUDPTCP(t)
 	u.addr = pc.LocalAddr().(*net.UDPAddr).AddrPort()
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -107,6 +91,25 @@ func newUpstream(t testing.TB, records ...string) *upstream {
 		ts.Shutdown()
 	})
 	return u
+}
+
+// listenUDPTCP listens on one loopback port for UDP and TCP.
+func listenUDPTCP(t testing.TB) (net.PacketConn, net.Listener) {
+	t.Helper()
+	for try := 0; ; try++ {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, l
+		}
+		pc.Close()
+		if try > 10 {
+			t.Fatalf("listen tcp: %v", err)
+		}
+	}
 }
 
 func mustRR(t testing.TB, s string) dns.RR {
@@ -268,14 +271,7 @@ func startForwarder(t testing.TB, cfg Config, ups ...*upstream) *testForwarder {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, l := listenUDPTCP(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(3)
