@@ -3,6 +3,7 @@ package router
 import (
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/status"
@@ -83,7 +84,6 @@ func (r *Router) startDHCPServerLocked(name, iface string, dc dhcp4server.Config
 	}
 	spec := dc
 	dc.Log = r.log.With("service", name)
-	dc.OnChange = r.hostsChanged
 	srv, err := dhcp4server.New(dc, conn)
 	if err != nil {
 		remove()
@@ -172,14 +172,6 @@ func (r *Router) sortedServicesLocked() []*runningService {
 	for _, s := range r.services {
 		out = append(out, s)
 	}
-	slices.SortFunc(out, func(a, b *runningService) int {
-		switch {
-		case a.name < b.name:
-			return -1
-		case a.name > b.name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b *runningService) int { return strings.Compare(a.name, b.name) })
 	return out
 }

@@ -50,11 +50,8 @@ type Router struct {
 	// leaseLost says, by interface, when its lease was lost, for the
 	// status page, until a new one is bound.
 	leaseLost map[string]string
-	// services are the running services by name (services.go);
-	// hostsKick asks hostsLoop to refresh the DNS forwarder's local
-	// names from the DHCP servers' leases.
+	// services are the running services by name (services.go).
 	services  map[string]*runningService
-	hostsKick chan struct{}
 	ports     map[string]*runningPort
 	net       *stack.Router
 	listeners []*statusListener
@@ -145,7 +142,6 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 		leaseQ:    newLeaseQueue(),
 		leaseLost: make(map[string]string),
 		services:  make(map[string]*runningService),
-		hostsKick: make(chan struct{}, 1),
 		userCfg:   cfg,
 		portLocks: make(map[string]*statedir.Lock),
 		stateDir:  cfg.StateDirectory(),

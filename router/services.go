@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
-
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/stack"
@@ -45,7 +44,7 @@ func (s *runningService) stop() {
 	}
 }
 
-// start runs run on its own goroutine until ctx ends, logging an error
+// startService runs run on its own goroutine until ctx ends, logging an error
 // it stops with.
 func (r *Router) startService(s *runningService, run func(ctx context.Context) error) {
 	ctx, cancel := context.WithCancel(r.ctx)
@@ -147,15 +146,4 @@ func (r *Router) leaseDNSLocked() []netip.Addr {
 		}
 	}
 	return out
-}
-
-// hostsChanged is a DHCP server's OnChange: the lease table changed, so
-// the DNS forwarder's local names are refreshed. It runs on the server's
-// goroutine and must not take r.mu (a reload may be stopping that
-// server), so it only signals hostsLoop.
-func (r *Router) hostsChanged() {
-	select {
-	case r.hostsKick <- struct{}{}:
-	default:
-	}
 }
