@@ -608,7 +608,7 @@ func (c *Config) validateDHCPServer(l *errorList, ifc *Interface, what string) {
 	s := ifc.DHCPServer
 	what += ": dhcp_server"
 	if ifc.Role != RoleLAN {
-		l.add(s.Pos, "%s: a DHCP server runs on lan interfaces only (this one is %s)", what, ifc.Role)
+		l.add(s.Pos, "%s: a DHCP server runs on lan interfaces only (this one is %s)", what, quote(ifc.Role))
 	}
 	var subnet netip.Prefix
 	for _, p := range ifc.Addresses {

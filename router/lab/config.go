@@ -87,9 +87,23 @@ const wanHostname = "gvrouter-lab"
 // static addresses and a short lease, so that a client renews (T1 is
 // half of it) while a test watches.
 type labDHCPServer struct {
-	Range     string `yaml:"range"`
-	LeaseTime string `yaml:"lease_time"`
+	Range     string          `yaml:"range"`
+	LeaseTime string          `yaml:"lease_time"`
+	Static    []labStaticHost `yaml:"static,omitempty"`
 }
+
+type labStaticHost struct {
+	MAC      string `yaml:"mac"`
+	Address  string `yaml:"address"`
+	Hostname string `yaml:"hostname"`
+}
+
+// The LAN's static lease: a MAC no lab host has, which the abuse test
+// asks for with scapy.
+const (
+	labStaticMAC  = "02:77:01:00:00:0a"
+	labStaticAddr = "10.77.1.10"
+)
 
 // lanDHCPRange and lanLeaseTime are the lab LAN's DHCP pool and lease.
 const (
@@ -118,7 +132,8 @@ func routerConfig(prefix string, statusPort int, topology, gro string, conntrack
 		Ports:    []labPort{{Name: lanPort}, {Name: wanPort}},
 		Interfaces: []labInterface{
 			{Name: lan, Port: lanPort, Addresses: prefixes(lanRouter4, lanRouter6), Role: "lan", GRO: gro,
-				DHCPServer: &labDHCPServer{Range: lanDHCPRange, LeaseTime: lanLeaseTime}},
+				DHCPServer: &labDHCPServer{Range: lanDHCPRange, LeaseTime: lanLeaseTime,
+					Static: []labStaticHost{{MAC: labStaticMAC, Address: labStaticAddr, Hostname: "labstatic"}}}},
 			// The WAN's IPv4 address, default route and farNet route
 			// (option 121, for the traceroute proof) come from the lab
 			// ISP's DHCP server (isp_linux.go); IPv6 stays static.
