@@ -51,7 +51,7 @@ func WellFormed(msg []byte) error {
 		return ErrOverload
 	}
 	if ov&1 != 0 { // file
-		if _, err := walk(msg[fileAt:optionsAt-4]); err != nil {
+		if _, err := walk(msg[fileAt : optionsAt-4]); err != nil {
 			return err
 		}
 	}
