@@ -155,7 +155,7 @@ func (l *lab) preflight() error {
 	}
 	tools := []string{"ip"}
 	if l.wanByDHCP() {
-		tools = append(tools, "dnsmasq") // the lab ISP (isp_linux.go)
+		tools = append(tools, "dnsmasq", "udhcpc") // the lab ISP (isp_linux.go), a LAN DHCP client
 	}
 	if l.opt.Bench {
 		tools = append(tools, "iperf3")

@@ -87,35 +87,6 @@ func (w *wireCapture) wait(ctx context.Context, since time.Time, d time.Duration
 	return capturedDHCP{}, fmt.Errorf("not on the wire within %v; captured: %s", d, strings.Join(seen, "; "))
 }
 
-// wanClient returns the router's WAN DHCP client on the status page.
-func (l *lab) wanClient(ctx context.Context) (status.DHCPClient, status.Snapshot, error) {
-	snap, err := l.statusSince(ctx, time.Time{})
-	if err != nil {
-		return status.DHCPClient{}, snap, err
-	}
-	for _, c := range snap.DHCPClients {
-		if c.Interface == "wan" {
-			return c, snap, nil
-		}
-	}
-	return status.DHCPClient{}, snap, fmt.Errorf("no WAN DHCP client on the status page")
-}
-
-// waitWANState waits until the WAN client's state is state.
-func (l *lab) waitWANState(ctx context.Context, state string, d time.Duration) (status.DHCPClient, status.Snapshot, error) {
-	deadline := time.Now().Add(d)
-	for {
-		c, snap, err := l.wanClient(ctx)
-		if err == nil && c.State == state {
-			return c, snap, nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return c, snap, fmt.Errorf("WAN client state %q (err %v), want %q within %v", c.State, err, state, d)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
 // TestLabWANDHCP runs the router's WAN DHCP client against dnsmasq as the
 // ISP through a whole lease life (RFC 2131 §4.4.5), with dnsmasq's
 // shortest lease (2 minutes):
@@ -284,38 +255,4 @@ func TestLabWANDHCP(t *testing.T) {
 		t.Logf("new lease %s: %s", newAddr, d)
 		return nil
 	})
-}
-
-// waitFor retries check until it returns nil or d passes.
-func waitFor(ctx context.Context, d time.Duration, check func() error) error {
-	deadline := time.Now().Add(d)
-	for {
-		err := check()
-		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
-			return err
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
-func hasRoute(s status.Snapshot, to, via, dev string) bool {
-	return slices.ContainsFunc(s.Routes, func(r status.Route) bool { return r.To == to && r.Via == via && r.Dev == dev })
-}
-
-func ifaceMTU(s status.Snapshot, name string) int {
-	for _, i := range s.Interfaces {
-		if i.Name == name {
-			return i.MTU
-		}
-	}
-	return 0
-}
-
-func ifaceAddrs(s status.Snapshot, name string) []string {
-	for _, i := range s.Interfaces {
-		if i.Name == name {
-			return i.Addresses
-		}
-	}
-	return nil
 }
