@@ -331,6 +331,7 @@ func conntrackCounters(e *natengine.Engine, maxConns int) *status.Conntrack {
 			"mss_clamped":          st.MSSClamped.Load(),
 			"untracked":            st.Untracked.Load(),
 			"flushed_address_gone": st.FlushedAddressGone.Load(),
+			"reserve_refused":      st.ReserveRefused.Load(),
 		},
 	}
 	for i := range st.Slow {
