@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net/netip"
@@ -215,4 +216,134 @@ func (l *lab) dnsLocalHost(ctx context.Context, t *testing.T) error {
 	}
 	t.Logf("local host %s = %s, PTR %s", fqdn, ip, strings.TrimSpace(ptr))
 	return nil
+}
+
+// dnsSpoofer runs on the WAN host: for every query from the router to the
+// ISP for the name argv[4], it sends two forged answers from the ISP's
+// address and port 53, one with the wrong ID and one with the right ID
+// but another question, each saying spoofAddr; it prints "ready" once it
+// listens and the number of forgeries when stdin closes.
+const dnsSpoofer = `
+import sys, threading
+from scapy.all import AsyncSniffer, Ether, IP, UDP, DNS, DNSQR, DNSRR, sendp, conf
+conf.verb = 0
+iface, router, isp, name, spoof = sys.argv[1:6]
+sent = 0
+def forge(p):
+    global sent
+    if not p.haslayer(DNS) or p[DNS].qr != 0 or p[DNS].qd is None:
+        return
+    if p[DNS].qd.qname.decode().rstrip(".").lower() != name:
+        return
+    base = Ether(src=p[Ether].dst, dst=p[Ether].src)/IP(src=isp, dst=router)/UDP(sport=53, dport=p[UDP].sport)
+    for id_, qn in ((p[DNS].id ^ 0x5a5a, name), (p[DNS].id, "www.isp.test")):
+        sendp(base/DNS(id=id_, qr=1, aa=1, qd=DNSQR(qname=qn, qtype="A"), an=DNSRR(rrname=qn, type="A", ttl=3600, rdata=spoof)), iface=iface)
+        sent += 1
+s = AsyncSniffer(iface=iface, filter="udp dst port 53 and src host %s and dst host %s" % (router, isp), prn=forge, store=False)
+s.start()
+threading.Event().wait(0.5)
+print("ready", flush=True)
+sys.stdin.read()
+s.stop()
+print(sent, flush=True)
+`
+
+// dnsSpoofTable is the WAN host's nftables table that holds back the
+// ISP's real answers while the spoofer forges its own.
+const dnsSpoofTable = "gvrlabdnsspoof"
+
+// TestLabDNSSpoofedAnswer forges upstream answers on the WAN (RFC 5452):
+// while the ISP's real answers are held back, the WAN host answers each
+// of the router's upstream queries with the wrong ID and with the wrong
+// question. The forwarder drops both (counted as answer_mismatch), the
+// client gets SERVFAIL, never the forged address, and once the ISP
+// answers again the name resolves to its real address: nothing forged
+// entered the cache.
+func TestLabDNSSpoofedAnswer(t *testing.T) {
+	requirePrivileged(t, "dig", "nft", scapyPython)
+	runWithHook(t, func(l *lab) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		const spoofAddr = "192.0.2.66"
+		name := "isp-gw." + ispZone
+		rtr := lanRouter4.Addr()
+
+		cmd := command(ctx, l.wanNS, scapyPython, "-c", dnsSpoofer, hostIf, wanRouter4.Addr().String(), wanHost4.Addr().String(), name, spoofAddr)
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return err
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		defer cmd.Wait()
+		defer stdin.Close()
+		lines := bufio.NewScanner(stdout)
+		if !lines.Scan() || lines.Text() != "ready" {
+			return fmt.Errorf("WAN spoofer did not start: %q %s", lines.Text(), stderr.String())
+		}
+
+		nft := fmt.Sprintf("table inet %s { chain out { type filter hook output priority 0; ip daddr %s udp sport 53 drop; }; }",
+			dnsSpoofTable, wanRouter4.Addr())
+		hold := command(ctx, l.wanNS, "nft", "-f", "-")
+		hold.Stdin = strings.NewReader(nft)
+		if out, err := hold.CombinedOutput(); err != nil {
+			return fmt.Errorf("nft: %v: %s", err, out)
+		}
+		held := true
+		release := func() error {
+			if !held {
+				return nil
+			}
+			held = false
+			return nsRun(context.Background(), l.wanNS, "nft", "delete", "table", "inet", dnsSpoofTable)
+		}
+		defer release()
+
+		out, err := dig(ctx, l.lanNS, rtr, name, "A", "+time=12")
+		if err != nil {
+			return err
+		}
+		if strings.Contains(out, spoofAddr) {
+			return fmt.Errorf("the forged answer reached the client:\n%s", out)
+		}
+		if st := digStatus(out); st != "SERVFAIL" {
+			return fmt.Errorf("dig %s while the ISP is held back: status %q, want SERVFAIL:\n%s", name, st, out)
+		}
+		if err := release(); err != nil {
+			return err
+		}
+		stdin.Close()
+		var forged string
+		if lines.Scan() {
+			forged = lines.Text()
+		}
+		d, err := l.dnsStatus(ctx)
+		if err != nil {
+			return err
+		}
+		t.Logf("forged answers sent: %s; drops %v", forged, d.Drops)
+		if forged == "" || forged == "0" {
+			return fmt.Errorf("the spoofer forged nothing (%q): it never saw the router's query; %s", forged, stderr.String())
+		}
+		if d.Drops["answer_mismatch"] < 2 {
+			return fmt.Errorf("status DNS drops = %v, want answer_mismatch >= 2", d.Drops)
+		}
+		for i := range 2 {
+			out, err := dig(ctx, l.lanNS, rtr, name, "A", "+short")
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(out) != wanHost4.Addr().String() {
+				return fmt.Errorf("dig %s after the forgeries (try %d) = %q, want the ISP's %s", name, i+1, out, wanHost4.Addr())
+			}
+		}
+		return nil
+	})
 }
