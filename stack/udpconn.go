@@ -47,6 +47,9 @@ var udpOps = sync.Pool{New: func() any {
 	return op
 }}
 
+// listenUDPReceiveBuffer is the receive buffer of ListenUDPConn's sockets.
+const listenUDPReceiveBuffer = 1 << 20
+
 // ListenUDPConn is ListenUDP with the concrete type.
 func (r *Router) ListenUDPConn(addr netip.AddrPort) (*UDPConn, error) {
 	var wq waiter.Queue
@@ -58,6 +61,10 @@ func (r *Router) ListenUDPConn(addr netip.AddrPort) (*UDPConn, error) {
 		ep.Close()
 		return nil, errors.New("stack: listen udp " + addr.String() + ": " + terr.String())
 	}
+	// A server socket: netstack's 32 KiB default holds a few dozen
+	// datagrams, and a burst beyond it is lost, which a DNS client pays
+	// for with a retry seconds later.
+	ep.SocketOptions().SetReceiveBufferSize(listenUDPReceiveBuffer, true)
 	return &UDPConn{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep, wq: &wq, deadline: make(chan struct{})}, nil
 }
 
