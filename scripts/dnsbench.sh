@@ -24,7 +24,7 @@
 # reads frames below the kernel, so checksums must be complete).
 set -euo pipefail
 
-secs=10 rounds=5 clients=10 names=100
+secs=10 rounds=5 clients=10 names=100 drops=
 if [ "${1:-}" = --smoke ]; then
 	shift
 	secs=2 rounds=1
@@ -69,6 +69,7 @@ interfaces:
 dns:
   upstreams: [10.53.0.1]
   cache: {size: 10000}
+status: {listen: ["127.0.0.1:9053"]}
 state_dir: $tmp/state
 EOF
 fi
@@ -157,6 +158,10 @@ turn() { # turn KIND: one measurement; sets qps and lost
 	# Fill the cache: one pass over the names.
 	ip netns exec "$ns_cl" dnsperf -s 10.54.0.1 -d "$tmp/queries" -n 1 >/dev/null
 	ip netns exec "$ns_cl" dnsperf -s 10.54.0.1 -d "$tmp/queries" -c "$clients" -l "$secs" >"$tmp/$1.perf"
+	if [ "$1" = router ]; then # where lost queries went
+		drops=$(ip netns exec "$ns_srv" curl -s http://127.0.0.1:9053/api/status |
+			jq -c '{nat: (.conntrack.drops // {} | with_entries(select(.value > 0))), dns: .dns.drops, dns_queries: .dns.queries, ports: [.ports[] | {(.name): (.drops | with_entries(select(.value > 0)))}], ifaces: [.interfaces[] | {(.name): (.drops | with_entries(select(.value > 0)))}]}' 2>/dev/null || echo "?")
+	fi
 	stop_forwarder
 	qps=$(awk '/Queries per second:/ {print $4}' "$tmp/$1.perf")
 	lost=$(awk '/Queries lost:/ {print $3}' "$tmp/$1.perf")
@@ -178,7 +183,8 @@ for r in $(seq 1 "$rounds"); do
 	if [ $((r % 2)) = 1 ]; then order="$mine dnsmasq"; else order="dnsmasq $mine"; fi
 	for kind in $order; do
 		turn "$kind"
-		echo "round $r $kind: $qps queries/s ($lost lost)"
+		echo "round $r $kind: $qps queries/s ($lost lost)${drops:+; router drops $drops}"
+		drops=
 		if [ "$kind" = "$mine" ]; then a+=("$qps"); else b+=("$qps"); fi
 	done
 done

@@ -80,6 +80,13 @@ func TestLabDNSForwarder(t *testing.T) {
 			return fmt.Errorf("status DNS upstreams = %+v, want the ISP %s from dhcp", d.Upstreams, wanHost4.Addr())
 		}
 
+		// The forwarder started before the lease and took its DNS server
+		// with SetUpstreams: started once, never restarted.
+		rlog, _ := os.ReadFile(filepath.Join(l.dir, "router.log"))
+		if n := strings.Count(string(rlog), "msg=\"DNS forwarder\""); n != 1 {
+			return fmt.Errorf("router log: the forwarder started %d times, want once (a lease only changes its upstreams)", n)
+		}
+
 		// Upstream answer, then the cache.
 		for i := range 2 {
 			out, err := dig(ctx, l.lanNS, rtr, ispWebName, "A", "+short")
