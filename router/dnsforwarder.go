@@ -178,6 +178,10 @@ func (r *Router) startDNSLocked(name string, set dnsSettings) (*runningService, 
 	r.dnsHosts.setForwarder(f)
 	s.undo = append(s.undo, func() { r.dnsHosts.setForwarder(nil) })
 	log.Info("DNS forwarder", "listen", set.Listen, "domain", set.Domain, "upstreams", f.Status().Upstreams)
+	if len(f.Status().Upstreams) == 0 {
+		log.Warn("DNS forwarder has no upstream yet (none in dns.upstreams, no WAN lease with DNS servers): " +
+			"names other than the local ones get SERVFAIL until a lease brings one")
+	}
 	r.startService(s, func(ctx context.Context) error {
 		var wg sync.WaitGroup
 		errc := make(chan error, len(pcs)+len(lns))
