@@ -461,6 +461,9 @@ func TestRootConfig(t *testing.T) {
 	if wan.DHCP == nil || lan.DHCPServer == nil {
 		t.Errorf("eth0.2 DHCP client %v, eth0.1 DHCP server %v; want both (OpenWrt's defaults)", wan.DHCP, lan.DHCPServer)
 	}
+	if c.DNS == nil {
+		t.Errorf("no dns: section, want the forwarder on the LAN (OpenWrt's dnsmasq)")
+	}
 	if len(c.Status.Listen) == 0 {
 		t.Errorf("Status.Listen is empty, want the status page on lan")
 	}

@@ -56,6 +56,27 @@ func format(c *Config) []byte {
 		}
 	}
 	formatNAT(&b, c)
+	if n := c.DNS; n != nil {
+		b.WriteString("dns:\n  upstreams: [")
+		for i, u := range n.Upstreams {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%q", u.String())
+		}
+		b.WriteString("]\n")
+		if n.Domain != "" {
+			fmt.Fprintf(&b, "  domain: %q\n", n.Domain)
+		}
+		fmt.Fprintf(&b, "  cache: {size: %d", n.CacheSize)
+		if n.MinTTL != 0 {
+			fmt.Fprintf(&b, ", min_ttl: %q", n.MinTTL.String())
+		}
+		if n.MaxTTL != 0 {
+			fmt.Fprintf(&b, ", max_ttl: %q", n.MaxTTL.String())
+		}
+		b.WriteString("}\n")
+	}
 	b.WriteString("status:\n  listen:\n")
 	for _, l := range c.Status.Listen {
 		fmt.Fprintf(&b, "    - %q\n", l.String())
@@ -166,6 +187,12 @@ func clearPos(c *Config) *Config {
 		c.Status.Listen[i].Pos = Pos{}
 	}
 	c.NAT.Pos, c.Firewall.Pos = Pos{}, Pos{}
+	if n := c.DNS; n != nil {
+		n.Pos, n.src = Pos{}, src{}
+		if len(n.Upstreams) == 0 {
+			n.Upstreams = nil
+		}
+	}
 	for i := range c.NAT.SNAT {
 		c.NAT.SNAT[i].Pos = Pos{}
 	}

@@ -137,7 +137,7 @@ func TestRunFakeRouter(t *testing.T) {
 		"ok   router counters rose",
 		// Nothing serves DHCP: the ISP's dnsmasq never ACKed the fake,
 		// and nothing answers the LAN host's udhcpc.
-		"FAIL WAN address by DHCP", "FAIL LAN host address by DHCP",
+		"FAIL WAN address by DHCP", "FAIL LAN host address by DHCP", "FAIL LAN host resolves",
 		"FAIL kernel in router namespace forwarded nothing",
 		"FAIL no kernel addresses on lan0, wan0",
 	} {
@@ -145,8 +145,8 @@ func TestRunFakeRouter(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	if !strings.Contains(err.Error(), "9 of 19 proofs failed") {
-		t.Errorf("Run() error = %v, want 9 of 19 proofs failed", err)
+	if !strings.Contains(err.Error(), "10 of 20 proofs failed") {
+		t.Errorf("Run() error = %v, want 10 of 20 proofs failed", err)
 	}
 	if ns := labNamespaces(t, os.Getpid()); len(ns) != 0 {
 		t.Errorf("namespaces left after Run: %v", ns)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -27,6 +28,34 @@ func (l *lab) serviceProofs(ctx context.Context, add func(name, detail string, e
 	add("WAN address by DHCP from the ISP (dnsmasq)", d, err)
 	d, err = l.lanLeaseProof(ctx)
 	add("LAN host address by DHCP from the router (busybox udhcpc)", d, err)
+	d, err = l.dnsProof(ctx)
+	add("LAN host resolves "+ispWebName+" through the router's DNS", d, err)
+}
+
+// dnsProof resolves an ISP name from the LAN host through the router's
+// forwarder with Go's own stub resolver (not ours), over UDP.
+func (l *lab) dnsProof(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, proofTimeout)
+	defer cancel()
+	server := netip.AddrPortFrom(lanRouter4.Addr(), 53).String()
+	res := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var c net.Conn
+		err := inNetns(l.lanNS, func() error {
+			var err error
+			c, err = (&net.Dialer{}).DialContext(ctx, network, server)
+			return err
+		})
+		return c, err
+	}}
+	start := time.Now()
+	addrs, err := res.LookupNetIP(ctx, "ip4", ispWebName)
+	if err != nil {
+		return "", err
+	}
+	if len(addrs) != 1 || addrs[0].Unmap() != ispWebAddr {
+		return "", fmt.Errorf("%s resolved to %v, want %s (the ISP's record)", ispWebName, addrs, ispWebAddr)
+	}
+	return fmt.Sprintf("%s → %s via %s in %v", ispWebName, addrs[0].Unmap(), server, time.Since(start).Round(time.Microsecond)), nil
 }
 
 // wanLeaseProof checks the router's WAN lease on its status page against
