@@ -3,7 +3,7 @@
 # settings (iperf3 -t 10 -O 2, one stream and -P 4, both directions, median
 # of 5 runs) for (a) the router (NAT: masquerade), (b) kernel forwarding,
 # (n) kernel nftables masquerade, (c) the hw port bridge and (d) the kernel
-# bridge, all on the same veths; `-bench-modes abncdgmfk` adds (g) the GRO
+# bridge, all on the same veths; `-bench-modes abncdgmfks` adds (g) the GRO
 # modes, (m) RSS with 65,536 flows, (f) the SYN flood and (k) the same
 # flood against the kernel's nftables masquerade of (n). The output is
 # teed to bench-<UTC time>.txt in the module root (or to $BENCH_OUT).

@@ -33,6 +33,7 @@ var benchModeNames = map[rune]string{
 	'd': "(d) kernel bridge",
 	'g': "(g) router per GRO mode",
 	'm': "(m) conntrack memory",
+	's': "(s) services memory: 1,000 DHCP leases and a full DNS cache",
 	'f': "(f) SYN flood",
 	'k': "(k) SYN flood against kernel nftables masquerade",
 }

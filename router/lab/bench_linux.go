@@ -87,6 +87,11 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 			errs = append(errs, fmt.Errorf("lab: bench %s: %w", benchModeNames['m'], err))
 		}
 	}
+	if strings.ContainsRune(modes, 's') && ctx.Err() == nil {
+		if err := l.benchServices(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("lab: bench %s: %w", benchModeNames['s'], err))
+		}
+	}
 	if strings.ContainsRune(modes, 'g') && ctx.Err() == nil {
 		if err := l.benchGRO(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("lab: bench %s: %w", benchModeNames['g'], err))

@@ -125,7 +125,7 @@ type labStatus struct {
 //
 // gro, if not "", is the gro key of both interfaces (bench mode g);
 // conntrackMax, if not 0, the conntrack table limit (the flood test).
-func routerConfig(prefix string, statusPort int, topology, gro string, conntrackMax int) ([]byte, error) {
+func routerConfig(prefix string, statusPort int, topology, gro string, conntrackMax int, edits ...func(*labConfig)) ([]byte, error) {
 	lan, wan := routerInterfaces(topology)
 	c := labConfig{
 		Hardware: "generic",
@@ -164,6 +164,9 @@ func routerConfig(prefix string, statusPort int, topology, gro string, conntrack
 		c.Ports = []labPort{{Name: cpuPort}}
 		c.Interfaces[0].Port, c.Interfaces[0].VLAN = cpuPort, lanVID
 		c.Interfaces[1].Port, c.Interfaces[1].VLAN = cpuPort, wanVID
+	}
+	for _, edit := range edits {
+		edit(&c)
 	}
 	b, err := yaml.Marshal(&c)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 // another, so the proofs find the router where they expect it.
 const (
 	ispZone      = "isp.test"
+	fillZone     = "fill.test" // every name in it resolves (bench mode s)
 	ispWebName   = "www." + ispZone // resolves to ispWebAddr
 	ispLeaseTime = "2m"             // dnsmasq's shortest lease
 	ispMTU       = 1500
@@ -76,6 +77,8 @@ func (l *lab) ispConfig(o ispOptions) string {
 		"auth-soa=1,hostmaster." + ispZone + ",1200,180,1209600,300",
 		"host-record=" + ispWebName + "," + ispWebAddr.String(),
 		"host-record=isp-gw." + ispZone + "," + gw,
+		// Any name under fillZone: bench mode s fills the router's cache.
+		"address=/" + fillZone + "/" + ispWebAddr.String(),
 		ispBigTXTRecord(), // dns_linux.go: too big for UDP, the TC proof
 	}
 	return strings.Join(lines, "\n") + "\n"

@@ -30,7 +30,7 @@ type Options struct {
 	// Topology is the lab's layout: TopologyVeth ("" too) or
 	// TopologyBCM47094. The bench needs TopologyVeth.
 	Topology string
-	// BenchModes selects bench modes by letter, any of "abncdgmfk"; ""
+	// BenchModes selects bench modes by letter, any of "abncdgmfks"; ""
 	// means "abncd". Modes b, n, d and k need no router binary. Mode g
 	// restarts the router once per GRO mode and measures forwarded and
 	// local TCP; mode m fills the conntrack table with a SYN flood and

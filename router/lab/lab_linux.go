@@ -39,6 +39,9 @@ type lab struct {
 	proxy      *proxy   // status page at 127.0.0.1:PORT, nil when not running
 	benchSrv   *child   // the NAT bench modes' iperf3 server (startBenchServer)
 	isp        *child   // the ISP's dnsmasq in the WAN namespace (startISP)
+	// cfgEdits change the router's lab config before it is written (a
+	// bench mode's bigger DHCP pool).
+	cfgEdits []func(*labConfig)
 	cleanups   []func() // undo steps of bench modes, run by teardown (last first)
 }
 
@@ -163,13 +166,16 @@ func (l *lab) preflight() error {
 			tools = append(tools, "nft")
 		}
 	}
+	if l.opt.Bench && strings.ContainsRune(l.opt.BenchModes, 's') {
+		tools = append(tools, "dnsperf")
+	}
 	for _, t := range tools {
 		if _, err := exec.LookPath(t); err != nil {
 			errs = append(errs, fmt.Errorf("lab: %w", err))
 		}
 	}
 	if l.opt.RouterBinary == "" {
-		if !l.opt.Bench || strings.ContainsAny(l.opt.BenchModes, "acgmf") || l.opt.BenchModes == "" {
+		if !l.opt.Bench || strings.ContainsAny(l.opt.BenchModes, "acgmfs") || l.opt.BenchModes == "" {
 			errs = append(errs, errors.New("lab: no router binary"))
 		}
 	} else if _, err := os.Stat(l.opt.RouterBinary); err != nil {
@@ -186,8 +192,8 @@ func (l *lab) preflight() error {
 		errs = append(errs, fmt.Errorf("lab: unknown topology %q (want %s, %s or %s)", l.opt.Topology, TopologyVeth, TopologyBCM47094, TopologyMACsec))
 	}
 	for _, m := range l.opt.BenchModes {
-		if !strings.ContainsRune("abncdgmfk", m) {
-			errs = append(errs, fmt.Errorf("lab: unknown bench mode %q (want any of abncdgmfk)", m))
+		if !strings.ContainsRune("abncdgmfks", m) {
+			errs = append(errs, fmt.Errorf("lab: unknown bench mode %q (want any of abncdgmfks)", m))
 		}
 	}
 	return errors.Join(errs...)
@@ -203,7 +209,7 @@ func (l *lab) startRouter(ctx context.Context) error {
 // (unless ""); with a gro mode the router also serves the bench's discard
 // sink at benchSinkAddr.
 func (l *lab) startRouterWith(ctx context.Context, gro string, args ...string) error {
-	cfg, err := routerConfig(l.prefix, routerStatusPort, l.opt.Topology, gro, l.opt.conntrackMax)
+	cfg, err := routerConfig(l.prefix, routerStatusPort, l.opt.Topology, gro, l.opt.conntrackMax, l.cfgEdits...)
 	if l.rtr2NS != "" {
 		cfg, err = l.startMACsecPeer(ctx, args...)
 	}
