@@ -238,8 +238,9 @@ func hostIperf(ctx context.Context, l *lab) (float64, error) {
 	for i := 0; ; i++ {
 		cmd := command(ctx, l.rtrNS, "iperf3", "-c", lanHost4.Addr().String(), "-p", port, "-t", "5", "-J")
 		res, err = cmd.Output()
+		// iperf3 -J may exit 0 with the error in its JSON.
 		var ee *exec.ExitError
-		if err == nil || i == 20 || !errors.As(err, &ee) || !bytes.Contains(res, []byte("unable to connect")) {
+		if i == 50 || err != nil && !errors.As(err, &ee) || !bytes.Contains(res, []byte("unable to connect")) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond) // the server is not listening yet
