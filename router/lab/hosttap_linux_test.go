@@ -9,10 +9,13 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -201,6 +204,12 @@ func checkHostTAP(t *testing.T, l *lab) error {
 		t.Logf("iperf3 kernel -> LAN host over the host TAP: %.0f Mbit/s", bps/1e6)
 	}
 
+	// A reload that moves the link to other addresses makes the TAP
+	// anew with them, and the forward follows.
+	if err := reloadHostTAP(ctx, l, srv); err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+
 	// (d) SIGKILL: the TAP goes with the process.
 	gone := func() bool {
 		return inNetns(l.rtrNS, func() error { _, err := net.InterfaceByName(hostTapName); return err }) != nil
@@ -259,4 +268,71 @@ func hostIperf(ctx context.Context, l *lab) (float64, error) {
 		return 0, fmt.Errorf("iperf3 JSON: %v: %s", err, res)
 	}
 	return r.End.SumReceived.BitsPerSecond, nil
+}
+
+// reloadHostTAP rewrites the lab config with the host link on
+// 10.255.0.8/30, sends SIGHUP and checks that the kernel's side has the
+// new address and that the LAN host reaches it both ways.
+func reloadHostTAP(ctx context.Context, l *lab, srv *echoServer) error {
+	cfgPath := filepath.Join(l.dir, "lab.yaml")
+	orig, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return err
+	}
+	next := strings.NewReplacer(hostRouter4.String(), "10.255.0.9/30", hostKernel4.String(), "10.255.0.10/30").Replace(string(orig))
+	if next == string(orig) {
+		return fmt.Errorf("lab config has no host: addresses to move:\n%s", orig)
+	}
+	if err := os.WriteFile(cfgPath, []byte(next), 0o600); err != nil {
+		return err
+	}
+	if err := l.router.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		return err
+	}
+	kernel := "10.255.0.10"
+	var addrs []net.Addr
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err := inNetns(l.rtrNS, func() error {
+			ifc, err := net.InterfaceByName(hostTapName)
+			if err == nil {
+				addrs, err = ifc.Addrs()
+			}
+			return err
+		})
+		if err == nil && slicesContainsAddr(addrs, kernel) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s has %v (%v) 10 s after the reload, want %s; router log:\n%s", hostTapName, addrs, err, kernel, tail(filepath.Join(l.dir, "router.log"), 2000))
+		}
+	}
+	before := len(srv.peerList())
+	// The router's netstack may still be resolving the new kernel MAC:
+	// allow a few attempts.
+	var last error
+	for i := 0; i < 20; i++ {
+		if _, last = roundTrip(l.lanNS, net.JoinHostPort(kernel, strconv.Itoa(hostForwardPort)), "hello new kernel", 2*time.Second); last == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if last != nil {
+		return fmt.Errorf("LAN host to the kernel's new address: %w", last)
+	}
+	if _, err := roundTrip(l.lanNS, net.JoinHostPort(lanRouter4.Addr().String(), strconv.Itoa(hostForwardPort)), "hello new forward", 5*time.Second); err != nil {
+		return fmt.Errorf("the host forward after the reload: %w", err)
+	}
+	if got := len(srv.peerList()) - before; got < 2 {
+		return fmt.Errorf("the kernel's listener saw %d new connections after the reload, want 2", got)
+	}
+	return nil
+}
+
+func slicesContainsAddr(addrs []net.Addr, ip string) bool {
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.String() == ip {
+			return true
+		}
+	}
+	return false
 }
