@@ -73,8 +73,9 @@ type Tap struct {
 	rxPackets, rxBytes atomic.Uint64
 	txPackets, txBytes atomic.Uint64
 	// drops by hw.Drop* reason: oversize and malformed on receive,
-	// tx_nobufs and tx_error on transmit.
-	oversize, malformed, txNoBufs, txError, rxError atomic.Uint64
+	// tx_nobufs and tx_error on transmit. (A read error ends Run, which
+	// returns it; the TAP has no ring to overflow.)
+	oversize, malformed, txNoBufs, txError atomic.Uint64
 
 	linkUp      atomic.Bool
 	linkHandler atomic.Pointer[func(up bool)]
@@ -287,7 +288,7 @@ func (t *Tap) Stats() hw.Stats {
 			hw.DropTruncated: 0,
 			hw.DropOversize:  t.oversize.Load(),
 			hw.DropMalformed: t.malformed.Load(),
-			hw.DropRing:      t.rxError.Load(),
+			hw.DropRing:      0,
 			hw.DropTxError:   t.txError.Load(),
 			hw.DropTxNoBufs:  t.txNoBufs.Load(),
 		},
@@ -434,7 +435,6 @@ func (t *Tap) Run(ctx context.Context, h hw.BatchHandler) error {
 			if closed {
 				return hw.ErrClosed
 			}
-			t.rxError.Add(1)
 			return fmt.Errorf("tap: read on %s: %w", t.name, err)
 		}
 	}
