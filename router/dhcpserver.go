@@ -89,6 +89,9 @@ func (r *Router) startDHCPServerLocked(name, iface string, dc dhcp4server.Config
 		remove()
 		return nil, err
 	}
+	if p := srv.Status().LeaseFileProblem; p != "" {
+		r.leaseFileProblems[ifc.Name()] = p
+	}
 	s := &runningService{name: name, spec: spec, ifc: ifc, impl: srv, undo: []func(){remove, func() { conn.Close() }}}
 	r.startService(s, srv.Run)
 	return s, nil
@@ -130,7 +133,7 @@ func (r *Router) dhcpServersStatusLocked() []status.DHCPServer {
 			PoolStart: st.RangeStart, PoolEnd: st.RangeEnd,
 			PoolSize: st.PoolSize, PoolUsed: st.PoolUsed,
 			Offered: st.Offered, Declined: st.Declined,
-			LeaseFileError: joinNonEmpty(st.LeaseFileProblem, st.LeaseFileError),
+			LeaseFileError: joinNonEmpty(r.leaseFileProblems[s.ifc.Name()], st.LeaseFileError),
 			Counters: map[string]uint64{
 				"received": ss.Received.Load(), "discover": ss.Discover.Load(), "request": ss.Request.Load(),
 				"decline": ss.Decline.Load(), "release": ss.Release.Load(), "inform": ss.Inform.Load(),

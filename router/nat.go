@@ -78,7 +78,7 @@ func natRules(cfg *config.Config, ids natIDs, portMTU func(port string) int, res
 				c.SNAT = append(c.SNAT, s.To...)
 			}
 		}
-		if c.WAN && slices.ContainsFunc(ic.Addresses, func(p netip.Prefix) bool { return p.Addr().Is4() }) {
+		if c.WAN && has4(&ic) {
 			wans = append(wans, ic.Name)
 		}
 		r.Ifaces = append(r.Ifaces, c)
@@ -132,8 +132,8 @@ func natRules(cfg *config.Config, ids natIDs, portMTU func(port string) int, res
 		}
 		for _, name := range on {
 			nid, ok := id[name]
-			if !ok {
-				continue
+			if !ok || !has4(cfg.Interface(name)) {
+				continue // a DHCP interface without a lease yet: back with the lease
 			}
 			r.Forwards = append(r.Forwards, natengine.Forward{
 				Proto:     protoOf(f.Proto),
@@ -165,6 +165,12 @@ func natRules(cfg *config.Config, ids natIDs, portMTU func(port string) int, res
 		}
 	}
 	return r
+}
+
+// has4 reports whether ic has an IPv4 address now (a DHCP interface
+// only while it holds a lease).
+func has4(ic *config.Interface) bool {
+	return ic != nil && slices.ContainsFunc(ic.Addresses, func(p netip.Prefix) bool { return p.Addr().Is4() })
 }
 
 // dropNewInput reports whether new flows to the router arriving on ic
@@ -326,6 +332,7 @@ func conntrackCounters(e *natengine.Engine, maxConns int) *status.Conntrack {
 			"mss_clamped":          st.MSSClamped.Load(),
 			"untracked":            st.Untracked.Load(),
 			"flushed_address_gone": st.FlushedAddressGone.Load(),
+			"reserve_refused":      st.ReserveRefused.Load(),
 		},
 	}
 	for i := range st.Slow {

@@ -50,6 +50,11 @@ type Router struct {
 	// leaseLost says, by interface, when its lease was lost, for the
 	// status page, until a new one is bound.
 	leaseLost map[string]string
+	// leaseFileProblems keeps, by interface, what a DHCP server found
+	// wrong with its lease file when it started, for the status page
+	// until the router restarts: a reload restarting the server reads
+	// the replaced, healthy file and would forget it.
+	leaseFileProblems map[string]string
 	// services are the running services by name (services.go).
 	services  map[string]*runningService
 	ports     map[string]*runningPort
@@ -136,19 +141,20 @@ func WithRunDir(dir string) Option { return func(r *Router) { r.runDir = dir } }
 func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *Router, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Router{
-		log:       log,
-		build:     build,
-		started:   time.Now(),
-		ports:     make(map[string]*runningPort),
-		leases:    make(map[string]*appliedLease),
-		leaseQ:    newLeaseQueue(),
-		leaseLost: make(map[string]string),
-		services:  make(map[string]*runningService),
-		userCfg:   cfg,
-		portLocks: make(map[string]*statedir.Lock),
-		stateDir:  cfg.StateDirectory(),
-		ctx:       ctx,
-		cancel:    cancel,
+		log:               log,
+		build:             build,
+		started:           time.Now(),
+		ports:             make(map[string]*runningPort),
+		leases:            make(map[string]*appliedLease),
+		leaseQ:            newLeaseQueue(),
+		leaseLost:         make(map[string]string),
+		leaseFileProblems: make(map[string]string),
+		services:          make(map[string]*runningService),
+		userCfg:           cfg,
+		portLocks:         make(map[string]*statedir.Lock),
+		stateDir:          cfg.StateDirectory(),
+		ctx:               ctx,
+		cancel:            cancel,
 	}
 	for _, o := range opts {
 		o(r)

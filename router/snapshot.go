@@ -101,6 +101,7 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 			Addresses:        addrs,
 			MTU:              mtu,
 			NextHopForwarded: st.NextHopForwarded,
+			Tapped:           st.Tapped,
 			RxPackets:        st.RxPackets,
 			RxBytes:          st.RxBytes,
 			TxPackets:        st.TxPackets,

@@ -458,8 +458,8 @@ func TestRootConfig(t *testing.T) {
 	if lan.Role != RoleLAN || wan.Role != RoleWAN {
 		t.Errorf("roles = %q, %q; want lan, wan", lan.Role, wan.Role)
 	}
-	if len(c.Routes) == 0 || c.Routes[0].To.Bits() != 0 {
-		t.Errorf("Routes = %v, want a default route first", c.Routes)
+	if wan.DHCP == nil || lan.DHCPServer == nil {
+		t.Errorf("eth0.2 DHCP client %v, eth0.1 DHCP server %v; want both (OpenWrt's defaults)", wan.DHCP, lan.DHCPServer)
 	}
 	if len(c.Status.Listen) == 0 {
 		t.Errorf("Status.Listen is empty, want the status page on lan")

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -30,13 +32,18 @@ func format(c *Config) []byte {
 			fmt.Fprintf(&b, "pcp: %d, ", ifc.PCP)
 		}
 		b.WriteString("addresses: [")
-		for i, a := range ifc.Addresses {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "%q", a.String())
+		sep := ""
+		if ifc.DHCP != nil {
+			b.WriteString(`"dhcp"`)
+			sep = ", "
 		}
-		b.WriteString("]}\n")
+		for _, a := range ifc.Addresses {
+			fmt.Fprintf(&b, "%s%q", sep, a.String())
+			sep = ", "
+		}
+		b.WriteString("]")
+		formatDHCP(&b, &ifc)
+		b.WriteString("}\n")
 	}
 	b.WriteString("routes:\n")
 	for _, r := range c.Routes {
@@ -56,6 +63,76 @@ func format(c *Config) []byte {
 	return []byte(b.String())
 }
 
+// formatDHCP writes an interface's dhcp: and dhcp_server: keys (inside
+// its flow mapping).
+func formatDHCP(b *strings.Builder, ifc *Interface) {
+	if d := ifc.DHCP; d != nil {
+		fmt.Fprintf(b, ", dhcp: {release: %v", d.Release)
+		if d.Hostname != "" {
+			fmt.Fprintf(b, ", hostname: %q", d.Hostname)
+		}
+		if d.ClientID != nil {
+			fmt.Fprintf(b, ", client_id: %q", hex.EncodeToString(d.ClientID))
+		}
+		b.WriteString("}")
+	}
+	s := ifc.DHCPServer
+	if s == nil {
+		return
+	}
+	addrs := func(key string, as []netip.Addr) {
+		if as == nil {
+			return
+		}
+		fmt.Fprintf(b, ", %s: [", key)
+		for i, a := range as {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(b, "%q", a.String())
+		}
+		b.WriteString("]")
+	}
+	fmt.Fprintf(b, ", dhcp_server: {range: %q", s.RangeStart.String()+"-"+s.RangeEnd.String())
+	if s.LeaseTime != 0 {
+		fmt.Fprintf(b, ", lease_time: %q", s.LeaseTime.String())
+	}
+	addrs("router", s.Router)
+	addrs("dns", s.DNS)
+	addrs("ntp", s.NTP)
+	if s.Domain != "" {
+		fmt.Fprintf(b, ", domain: %q", s.Domain)
+	}
+	if s.MTU != 0 {
+		fmt.Fprintf(b, ", mtu: %d", s.MTU)
+	}
+	if s.Routes != nil {
+		b.WriteString(", routes: [")
+		for i, r := range s.Routes {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(b, "{to: %q, via: %q}", r.To.String(), r.Via.String())
+		}
+		b.WriteString("]")
+	}
+	if s.Static != nil {
+		b.WriteString(", static: [")
+		for i, l := range s.Static {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(b, "{mac: %q, address: %q", l.MAC.String(), l.Address.String())
+			if l.Hostname != "" {
+				fmt.Fprintf(b, ", hostname: %q", l.Hostname)
+			}
+			b.WriteString("}")
+		}
+		b.WriteString("]")
+	}
+	b.WriteString("}")
+}
+
 // clearPos zeroes every position so configs from different texts compare.
 func clearPos(c *Config) *Config {
 	strip(c)
@@ -65,6 +142,19 @@ func clearPos(c *Config) *Config {
 	}
 	for i := range c.Interfaces {
 		c.Interfaces[i].Pos = Pos{}
+		c.Interfaces[i].dhcpOptions = false
+		if d := c.Interfaces[i].DHCP; d != nil {
+			d.Pos = Pos{}
+		}
+		if s := c.Interfaces[i].DHCPServer; s != nil {
+			s.Pos, s.src = Pos{}, src{}
+			for j := range s.Routes {
+				s.Routes[j].Pos = Pos{}
+			}
+			for j := range s.Static {
+				s.Static[j].Pos = Pos{}
+			}
+		}
 		if len(c.Interfaces[i].Addresses) == 0 {
 			c.Interfaces[i].Addresses = nil
 		}

@@ -594,7 +594,12 @@ func (c *Config) validateNAT(l *errorList) {
 		}
 		return ifc
 	}
+	// An interface with "dhcp" has an IPv4 address while it holds a
+	// lease; the NAT rules follow the lease (router/leases.go).
 	has4 := func(ifc *Interface) bool {
+		if ifc.DHCP != nil {
+			return true
+		}
 		for _, p := range ifc.Addresses {
 			if p.Addr().Is4() {
 				return true

@@ -535,15 +535,10 @@ func (d *decoder) host(c *Config, e entry) {
 // notYetRunning names the service keys this version parses and checks
 // but whose service the router does not run yet; a config using one is
 // refused rather than silently left unserved.
-var notYetRunning = map[string]bool{"dhcp": true, "dns": true}
+var notYetRunning = map[string]bool{"dns": true}
 
 // validateServices checks the services against the interfaces.
 func (c *Config) validateServices(l *errorList) {
-	for i := range c.Interfaces {
-		if ic := &c.Interfaces[i]; ic.DHCP != nil && notYetRunning["dhcp"] && !ic.dhcpOptions {
-			l.add(ic.DHCP.Pos, "%s: addresses: %q: the DHCP client is %s yet", interfaceWhat(ic.Name), AddressDHCP, errNotSupportedSuffix)
-		}
-	}
 	if c.DNS != nil && notYetRunning["dns"] {
 		l.add(c.DNS.Pos, "dns: the DNS forwarder is %s yet", errNotSupportedSuffix)
 	}
@@ -613,7 +608,7 @@ func (c *Config) validateDHCPServer(l *errorList, ifc *Interface, what string) {
 	s := ifc.DHCPServer
 	what += ": dhcp_server"
 	if ifc.Role != RoleLAN {
-		l.add(s.Pos, "%s: a DHCP server runs on lan interfaces only (this one is %s)", what, ifc.Role)
+		l.add(s.Pos, "%s: a DHCP server runs on lan interfaces only (this one is %s)", what, quote(ifc.Role))
 	}
 	var subnet netip.Prefix
 	for _, p := range ifc.Addresses {

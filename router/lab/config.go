@@ -70,15 +70,40 @@ type labInterface struct {
 	GRO       string   `yaml:"gro,omitempty"`
 	// DHCPServer serves the LAN (dhcp_server:).
 	DHCPServer *labDHCPServer `yaml:"dhcp_server,omitempty"`
+	// DHCP sets the WAN DHCP client (dhcp:) of addresses: [dhcp, ...].
+	DHCP *labDHCPClient `yaml:"dhcp,omitempty"`
 }
+
+// labDHCPClient is the WAN's DHCP client: the hostname the ISP's dnsmasq
+// logs.
+type labDHCPClient struct {
+	Hostname string `yaml:"hostname"`
+}
+
+// wanHostname is the router's DHCP hostname (option 12) in the lab.
+const wanHostname = "gvrouter-lab"
 
 // labDHCPServer is the LAN's DHCP server: a range away from the hosts'
 // static addresses and a short lease, so that a client renews (T1 is
 // half of it) while a test watches.
 type labDHCPServer struct {
-	Range     string `yaml:"range"`
-	LeaseTime string `yaml:"lease_time"`
+	Range     string          `yaml:"range"`
+	LeaseTime string          `yaml:"lease_time"`
+	Static    []labStaticHost `yaml:"static,omitempty"`
 }
+
+type labStaticHost struct {
+	MAC      string `yaml:"mac"`
+	Address  string `yaml:"address"`
+	Hostname string `yaml:"hostname"`
+}
+
+// The LAN's static lease: a MAC no lab host has, which the abuse test
+// asks for with scapy.
+const (
+	labStaticMAC  = "02:77:01:00:00:0a"
+	labStaticAddr = "10.77.1.10"
+)
 
 // lanDHCPRange and lanLeaseTime are the lab LAN's DHCP pool and lease.
 const (
@@ -107,11 +132,14 @@ func routerConfig(prefix string, statusPort int, topology, gro string, conntrack
 		Ports:    []labPort{{Name: lanPort}, {Name: wanPort}},
 		Interfaces: []labInterface{
 			{Name: lan, Port: lanPort, Addresses: prefixes(lanRouter4, lanRouter6), Role: "lan", GRO: gro,
-				DHCPServer: &labDHCPServer{Range: lanDHCPRange, LeaseTime: lanLeaseTime}},
-			{Name: wan, Port: wanPort, Addresses: prefixes(wanRouter4, wanRouter6), Role: "wan", GRO: gro},
+				DHCPServer: &labDHCPServer{Range: lanDHCPRange, LeaseTime: lanLeaseTime,
+					Static: []labStaticHost{{MAC: labStaticMAC, Address: labStaticAddr, Hostname: "labstatic"}}}},
+			// The WAN's IPv4 address, default route and farNet route
+			// (option 121, for the traceroute proof) come from the lab
+			// ISP's DHCP server (isp_linux.go); IPv6 stays static.
+			{Name: wan, Port: wanPort, Addresses: append([]string{"dhcp"}, prefixes(wanRouter6)...), Role: "wan", GRO: gro,
+				DHCP: &labDHCPClient{Hostname: wanHostname}},
 		},
-		// farNet is routed to the WAN host for the traceroute proof.
-		Routes: []labRoute{{To: farNet.String(), Via: wanHost4.Addr().String()}},
 		NAT: labNAT{
 			Masquerade: []string{wan},
 			Forwards: []labForward{

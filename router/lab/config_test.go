@@ -29,7 +29,7 @@ func TestRouterConfig(t *testing.T) {
 	}
 	wantIf := map[string][]string{
 		"lan": {"10.77.1.1/24", "fd77:1::1/64"},
-		"wan": {"10.77.2.1/24", "fd77:2::1/64"},
+		"wan": {"dhcp", "fd77:2::1/64"},
 	}
 	for _, i := range got.Interfaces {
 		want, ok := wantIf[i.Name]

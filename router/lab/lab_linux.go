@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -37,6 +38,7 @@ type lab struct {
 	router     *child   // `router run`, nil when not running
 	proxy      *proxy   // status page at 127.0.0.1:PORT, nil when not running
 	benchSrv   *child   // the NAT bench modes' iperf3 server (startBenchServer)
+	isp        *child   // the ISP's dnsmasq in the WAN namespace (startISP)
 	cleanups   []func() // undo steps of bench modes, run by teardown (last first)
 }
 
@@ -68,6 +70,11 @@ func Run(ctx context.Context, opt Options) (err error) {
 	}()
 	if err := l.build(ctx); err != nil {
 		return err
+	}
+	if l.wanByDHCP() {
+		if err := l.startISP(ispOptions{}); err != nil {
+			return err
+		}
 	}
 	if l.swNS != "" {
 		fmt.Fprintf(l.out, "lab %s: LAN host %s (%s, %s) — BCM53012 switch %s (%s VLAN %d, %s VLAN %d, %s tagged) — router %s (%s: %s.1, %s.2) — WAN host %s (%s, %s)\n",
@@ -147,6 +154,9 @@ func (l *lab) preflight() error {
 		errs = append(errs, errors.New("lab: needs root (network namespaces)"))
 	}
 	tools := []string{"ip"}
+	if l.wanByDHCP() {
+		tools = append(tools, "dnsmasq", "udhcpc") // the lab ISP (isp_linux.go), a LAN DHCP client
+	}
 	if l.opt.Bench {
 		tools = append(tools, "iperf3")
 		if l.opt.BenchModes == "" || strings.ContainsAny(l.opt.BenchModes, "nmfk") {
@@ -231,6 +241,13 @@ func (l *lab) startRouterWith(ctx context.Context, gro string, args ...string) e
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	if l.wanByDHCP() {
+		c, err := l.waitWANLease(ctx, netip.Addr{}, wanLeaseTimeout)
+		if err != nil {
+			return fmt.Errorf("%w; %s:\n%s", err, logPath, tail(logPath, 2000))
+		}
+		l.log.Info("lab: router has its WAN lease", "address", c.Address, "server", c.Server, "took", time.Since(deadline.Add(-routerStartTimeout)).Round(time.Millisecond))
+	}
 	l.log.Info("lab: router is up", "pid", l.router.cmd.Process.Pid, "config", cfgPath, "log", logPath)
 	return nil
 }
@@ -312,6 +329,7 @@ func (l *lab) teardown() error {
 	if err := l.stopRouter2(); err != nil {
 		errs = append(errs, err)
 	}
+	l.stopISP()
 	for i := len(l.cleanups) - 1; i >= 0; i-- {
 		l.cleanups[i]()
 	}

@@ -19,7 +19,9 @@ func requirePrivileged(t *testing.T, tools ...string) {
 	if os.Geteuid() != 0 {
 		fail("lab tests need root (network namespaces)")
 	}
-	for _, tool := range append([]string{"ip"}, tools...) {
+	// Every NAT lab runs the ISP's dnsmasq and proves a LAN lease with
+	// busybox udhcpc (isp_linux.go, services_linux.go).
+	for _, tool := range append([]string{"ip", "dnsmasq", "udhcpc"}, tools...) {
 		if _, err := exec.LookPath(tool); err != nil {
 			fail("lab tests need %s: %v", tool, err)
 		}

@@ -52,6 +52,7 @@ func (l *lab) prove(ctx context.Context) []proof {
 
 	if l.natLab() {
 		l.natLabProofs(ctx, add)
+		l.serviceProofs(ctx, add)
 	} else {
 		l.routedProofs(ctx, add)
 	}

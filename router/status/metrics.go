@@ -105,6 +105,8 @@ type collector struct {
 	// nextHop counts packets forwarded without netstack before their
 	// flow reached the fast path, per ingress interface.
 	nextHop *prometheus.Desc
+	// tapped counts frames a service's raw-frame tap consumed.
+	tapped *prometheus.Desc
 	// macsec is the SecYs' 802.1AE counters (macsec_metrics.go).
 	macsec macsecDescs
 	ct     conntrackDescs
@@ -187,6 +189,9 @@ func newCollector(s *Server) *collector {
 		nextHop: prometheus.NewDesc("gvrouter_interface_next_hop_forwarded_total",
 			"Packets received on the interface and forwarded without netstack before their flow reached the NAT fast path (the next hop of their destination was known).",
 			[]string{"interface"}, nil),
+		tapped: prometheus.NewDesc("gvrouter_interface_tapped_total",
+			"Frames received on the interface and consumed by a service's raw-frame tap (DHCP) before netstack and NAT.",
+			[]string{"interface"}, nil),
 		macsec: newMACsecDescs(),
 		buildInfo: prometheus.NewDesc("gvrouter_build_info", "Always 1; labels give the running version and build.",
 			[]string{"version", "build"}, nil),
@@ -208,6 +213,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.httpRefused
 	ch <- c.gro
 	ch <- c.nextHop
+	ch <- c.tapped
 	c.macsec.describe(ch)
 	c.ct.describe(ch)
 }
@@ -228,6 +234,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		seen[i.Name] = true
 		c.iface.collect(ch, entry{i.Name, i.State, i.RxPackets, i.RxBytes, i.TxPackets, i.TxBytes, i.Drops, i.Rates})
 		ch <- prometheus.MustNewConstMetric(c.nextHop, prometheus.CounterValue, float64(i.NextHopForwarded), i.Name)
+		ch <- prometheus.MustNewConstMetric(c.tapped, prometheus.CounterValue, float64(i.Tapped), i.Name)
 		if g := i.GRO; g != nil {
 			for _, ev := range []struct {
 				name string

@@ -66,6 +66,7 @@ func TestMetrics(t *testing.T) {
 		want   float64
 	}{
 		{"gvrouter_interface_rx_packets_total", l("interface", "lan"), dto.MetricType_COUNTER, 1_235_567},
+		{"gvrouter_interface_tapped_total", l("interface", "lan"), dto.MetricType_COUNTER, 42},
 		{"gvrouter_interface_rx_bytes_total", l("interface", "lan"), dto.MetricType_COUNTER, 987_779_321},
 		{"gvrouter_interface_tx_packets_total", l("interface", "lan"), dto.MetricType_COUNTER, 2_346_178},
 		{"gvrouter_interface_tx_bytes_total", l("interface", "lan"), dto.MetricType_COUNTER, 3_211_237_654},

@@ -115,6 +115,9 @@ type Interface struct {
 	// netstack before their flow reached the NAT fast path (the next hop
 	// of their destination was known).
 	NextHopForwarded uint64 `json:"next_hop_forwarded"`
+	// Tapped counts received frames a raw-frame tap consumed (the DHCP
+	// server's and client's UDP 67/68) before netstack and NAT.
+	Tapped uint64 `json:"tapped"`
 
 	// RxPackets counts packets received.
 	RxPackets uint64 `json:"rx_packets"`

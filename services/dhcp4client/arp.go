@@ -173,10 +173,10 @@ func (p *ARPProber) found(c bool) bool {
 	return c
 }
 
-// Deliver watches one Ethernet frame. It reports whether the frame is
-// ARP (EtherType 0x0806), so that a link's dispatch can stop looking for
-// its owner; the prober only reads it, and the router must hand ARP to
-// its IP stack as well. frame is not kept.
+// Deliver watches one Ethernet frame and always returns false: the
+// prober only reads ARP, never consumes it, because the interface's IP
+// stack must see every ARP frame too (a tap that kept them would leave
+// the router unable to resolve any neighbour). frame is not kept.
 func (p *ARPProber) Deliver(frame []byte) bool {
 	if len(frame) < 14 || binary.BigEndian.Uint16(frame[12:]) != 0x0806 {
 		return false
@@ -185,12 +185,12 @@ func (p *ARPProber) Deliver(frame []byte) bool {
 	a, ok := parseARP(frame[14:])
 	if !ok {
 		p.stats.Malformed.Add(1)
-		return true
+		return false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.target.IsValid() || string(a.senderMAC) == string(p.mac) {
-		return true
+		return false
 	}
 	// RFC 5227 §2.1.1: the address is someone's, or someone else is
 	// probing for it.
@@ -201,7 +201,7 @@ func (p *ARPProber) Deliver(frame []byte) bool {
 			close(p.conflict)
 		}
 	}
-	return true
+	return false
 }
 
 // arp is the part of an Ethernet/IPv4 ARP packet (RFC 826) a probe needs.

@@ -148,8 +148,8 @@ func TestRFC5227_2_1_1_Conflict(t *testing.T) {
 					t.Fatal(err)
 				}
 				link.answer = func([]byte) {
-					if !p.Deliver(tc.frame) {
-						t.Errorf("Deliver(ARP) = false, want true")
+					if p.Deliver(tc.frame) {
+						t.Errorf("Deliver(ARP) = true, want false (a watcher never consumes ARP)")
 					}
 				}
 				var inUse bool
@@ -183,8 +183,8 @@ func TestARPProberDeliver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.Deliver(arpFrame(2, serverMAC, offered, clientMAC, offered)) {
-		t.Errorf("Deliver(ARP) while idle = false, want true")
+	if p.Deliver(arpFrame(2, serverMAC, offered, clientMAC, offered)) {
+		t.Errorf("Deliver(ARP) while idle = true, want false (a watcher never consumes ARP)")
 	}
 	ip := rawudp.Build(rawudp.Broadcast, serverMAC, netip.MustParseAddrPort("192.0.2.1:67"), netip.MustParseAddrPort("255.255.255.255:68"), 1, []byte("x"))
 	for _, f := range [][]byte{ip, nil, {1, 2, 3}} {

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gvrouter/gvrouter/services/internal/dhcpopts"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 	"github.com/gvrouter/gvrouter/statedir"
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -621,6 +622,10 @@ func (c *Client) pending() bool {
 // or acts on it.
 func (c *Client) handle(ctx context.Context, p rawudp.Packet, now time.Time) {
 	d := &c.stats.Drops
+	if dhcpopts.WellFormed(p.Payload) != nil {
+		d.Malformed.Add(1) // options cut short or overflowing their field
+		return
+	}
 	m, err := dhcpv4.FromBytes(p.Payload)
 	if err != nil {
 		d.Malformed.Add(1)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
+	"github.com/gvrouter/gvrouter/services/internal/dhcpopts"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 )
 
@@ -63,6 +64,10 @@ func (s *Server) handle(p rawudp.Packet) result {
 	}
 	if d := p.Dst.Addr(); d != s.cfg.ServerAddr && d != broadcast4 && d != lastAddr(s.cfg.Subnet) {
 		s.stats.drop(DropNotOurs)
+		return result{}
+	}
+	if dhcpopts.WellFormed(b) != nil {
+		s.stats.drop(DropMalformed) // options cut short or overflowing their field
 		return result{}
 	}
 	m, err := dhcpv4.FromBytes(b)

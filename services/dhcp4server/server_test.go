@@ -596,6 +596,17 @@ func TestDrops(t *testing.T) {
 		{"zero chaddr", edit(func(b []byte) []byte { copy(b[28:34], make([]byte, 6)); return b }), DropBadHardware},
 		{"option overflow", edit(func(b []byte) []byte { return append(b[:240], 53, 1, 1, 12, 200, 'x') }), DropMalformed},
 		{"no end option", edit(func(b []byte) []byte { return append(b[:240], 53, 1, 1) }), DropMalformed},
+		{"option overload, sname overruns", edit(func(b []byte) []byte {
+			b[44], b[45] = 12, 127 // a host name longer than sname's 64 bytes
+			return append(b[:240], 53, 1, 1, 52, 1, 2, 255)
+		}), DropMalformed},
+		{"option overload, file without end", edit(func(b []byte) []byte {
+			for i := 108; i < 236; i++ {
+				b[i] = 'A' // option 65, length 65, ... to the field's end
+			}
+			return append(b[:240], 53, 1, 1, 52, 1, 1, 255)
+		}), DropMalformed},
+		{"option overload value 7", edit(func(b []byte) []byte { return append(b[:240], 53, 1, 1, 52, 1, 7, 255) }), DropMalformed},
 		{"no message type", bcast(noType), DropMalformed},
 		{"giant client id", bcast(msg(dhcpv4.MessageTypeDiscover, mac(1), dhcpv4.WithOption(dhcpv4.OptClientIdentifier(make([]byte, 600))))), DropBadClientID},
 		{"short client id", bcast(msg(dhcpv4.MessageTypeDiscover, mac(1), dhcpv4.WithOption(dhcpv4.OptClientIdentifier([]byte{1})))), DropBadClientID},

@@ -226,7 +226,8 @@ func Example(started time.Time) status.Snapshot {
 				Name: "lan", Port: "eth0", State: "up", MAC: "02:00:00:00:00:01",
 				Addresses: []string{"192.168.1.1/24", "fd00:1::1/64"}, MTU: 1500,
 				RxPackets: 1_234_567, RxBytes: 987_654_321, TxPackets: 2_345_678, TxBytes: 3_210_987_654,
-				Drops: map[string]uint64{"no_route": 12, "ttl_exceeded": 3},
+				Drops:  map[string]uint64{"no_route": 12, "ttl_exceeded": 3},
+				Tapped: 42,
 			},
 			{
 				Name: "wan", Port: "eth1", State: "up", MAC: "02:00:00:00:00:02",

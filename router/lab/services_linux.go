@@ -1,0 +1,114 @@
+package lab
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// udhcpcProofScript records what busybox udhcpc was given and configures
+// nothing: the LAN host keeps its static address, which the other proofs
+// use.
+const udhcpcProofScript = `#!/bin/sh
+echo "$1 ip=$ip mask=$mask router=$router dns=$dns domain=$domain lease=$lease" >> %s
+exit 0
+`
+
+// serviceProofs are the proofs of the router's own services in the NAT
+// lab: the WAN address from the ISP's DHCP server, a LAN host's address
+// from the router's DHCP server.
+func (l *lab) serviceProofs(ctx context.Context, add func(name, detail string, err error)) {
+	d, err := l.wanLeaseProof(ctx)
+	add("WAN address by DHCP from the ISP (dnsmasq)", d, err)
+	d, err = l.lanLeaseProof(ctx)
+	add("LAN host address by DHCP from the router (busybox udhcpc)", d, err)
+}
+
+// wanLeaseProof checks the router's WAN lease on its status page against
+// what the ISP's dnsmasq logged.
+func (l *lab) wanLeaseProof(ctx context.Context) (string, error) {
+	c, snap, err := l.wanClient(ctx)
+	if err != nil {
+		return "", err
+	}
+	if c.State != "bound" || c.Address != wanRouter4 {
+		return "", fmt.Errorf("WAN client %s with %v, want bound to %s", c.State, c.Address, wanRouter4)
+	}
+	if !hasRoute(snap, farNet.String(), wanHost4.Addr().String(), c.Interface) {
+		return "", fmt.Errorf("the option 121 route to %s is not in the router's table %v", farNet, snap.Routes)
+	}
+	if !strings.Contains(l.ispLog(), "DHCPACK("+hostIf+") "+wanRouter4.Addr().String()) {
+		return "", fmt.Errorf("the ISP's log has no DHCPACK of %s", wanRouter4.Addr())
+	}
+	return fmt.Sprintf("%s from %s, %d routes (option 121), renew at %s", c.Address, c.Server, len(c.Routes),
+		c.Renew.Format(time.TimeOnly)), nil
+}
+
+// lanLeaseProof runs busybox udhcpc once on the LAN host against the
+// router's DHCP server and releases the lease again.
+func (l *lab) lanLeaseProof(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, proofTimeout)
+	defer cancel()
+	events := filepath.Join(l.dir, "udhcpc-proof.events")
+	script := filepath.Join(l.dir, "udhcpc-proof.sh")
+	if err := os.WriteFile(script, []byte(fmt.Sprintf(udhcpcProofScript, events)), 0o700); err != nil {
+		return "", err
+	}
+	// -q: quit once bound; -R: release at quit; -n: fail if no lease.
+	out, err := output(ctx, l.lanNS, "udhcpc", "-q", "-R", "-n", "-i", hostIf, "-s", script,
+		"-x", "hostname:lab-proof", "-t", "5", "-T", "1")
+	if err != nil {
+		return "", fmt.Errorf("udhcpc: %w: %s", err, out)
+	}
+	ev, err := waitEvent(ctx, events, "bound", time.Second)
+	if err != nil {
+		return "", err
+	}
+	ip, err := netip.ParseAddr(ev["ip"])
+	if err != nil {
+		return "", fmt.Errorf("udhcpc bound without an address: %v", ev)
+	}
+	first, last := netip.MustParseAddr("10.77.1.100"), netip.MustParseAddr("10.77.1.199")
+	if ip.Less(first) || last.Less(ip) || ev["router"] != lanRouter4.Addr().String() || ev["mask"] != "24" {
+		return "", fmt.Errorf("udhcpc bound %v, want an address in %s, router %s, mask 24", ev, lanDHCPRange, lanRouter4.Addr())
+	}
+	return fmt.Sprintf("%s/%s, router %s, DNS %s, lease %s s", ip, ev["mask"], ev["router"], ev["dns"], ev["lease"]), nil
+}
+
+// waitEvent waits until the udhcpc event log has a line for event and
+// returns its key=value fields.
+func waitEvent(ctx context.Context, path, event string, d time.Duration) (map[string]string, error) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if f, err := os.Open(path); err == nil {
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				fields := strings.Fields(sc.Text())
+				if len(fields) == 0 || fields[0] != event {
+					continue
+				}
+				kv := map[string]string{}
+				for _, f := range fields[1:] {
+					if k, v, ok := strings.Cut(f, "="); ok {
+						kv[k] = v
+					}
+				}
+				f.Close()
+				return kv, nil
+			}
+			f.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	b, _ := os.ReadFile(path)
+	return nil, fmt.Errorf("no %q event from udhcpc in %s; events so far:\n%s", event, d, b)
+}
