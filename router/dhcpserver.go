@@ -47,10 +47,7 @@ func (r *Router) dhcpServerSpec(cfg *config.Config, ic config.Interface) (servic
 	if dc.Domain == "" {
 		dc.Domain = cfg.DomainName()
 	}
-	if dc.DNS == nil && cfg.DNS == nil {
-		// No forwarder on the router: hand out the WAN's DNS servers.
-		dc.DNS = r.leaseDNSLocked()
-	}
+	// DNS nil hands out ServerAddr: the router's forwarder (dnsWanted).
 	for _, rt := range s.Routes {
 		dc.Routes = append(dc.Routes, dhcp4server.Route{To: rt.To, Via: rt.Via})
 	}
@@ -84,7 +81,10 @@ func (r *Router) startDHCPServerLocked(name, iface string, dc dhcp4server.Config
 	}
 	spec := dc
 	dc.Log = r.log.With("service", name)
-	srv, err := dhcp4server.New(dc, conn)
+	var srv *dhcp4server.Server
+	// On the server's goroutine: the forwarder's host names, never r.mu.
+	dc.OnChange = func() { r.dnsHosts.refresh() }
+	srv, err = dhcp4server.New(dc, conn)
 	if err != nil {
 		remove()
 		return nil, err
@@ -92,7 +92,9 @@ func (r *Router) startDHCPServerLocked(name, iface string, dc dhcp4server.Config
 	if p := srv.Status().LeaseFileProblem; p != "" {
 		r.leaseFileProblems[ifc.Name()] = p
 	}
-	s := &runningService{name: name, spec: spec, ifc: ifc, impl: srv, undo: []func(){remove, func() { conn.Close() }}}
+	r.dnsHosts.setServer(iface, srv)
+	s := &runningService{name: name, spec: spec, ifc: ifc, impl: srv, undo: []func(){
+		remove, func() { conn.Close() }, func() { r.dnsHosts.setServer(iface, nil) }}}
 	r.startService(s, srv.Run)
 	return s, nil
 }

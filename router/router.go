@@ -57,6 +57,7 @@ type Router struct {
 	leaseFileProblems map[string]string
 	// services are the running services by name (services.go).
 	services  map[string]*runningService
+	dnsHosts  dnsHostBook // the DHCP leases' names for the forwarder (dnsforwarder.go)
 	ports     map[string]*runningPort
 	net       *stack.Router
 	listeners []*statusListener

@@ -78,6 +78,9 @@ func (r *Router) syncServicesLocked(cfg *config.Config) error {
 			}
 		}
 	}
+	if sp, ok := r.dnsSpec(cfg); ok {
+		want[dnsServiceName] = sp
+	}
 	var errs []error
 	for name, s := range r.services {
 		sp, ok := want[name]
@@ -96,6 +99,7 @@ func (r *Router) syncServicesLocked(cfg *config.Config) error {
 		}
 		r.services[name] = s
 	}
+	r.syncDNSUpstreamsLocked()
 	return errors.Join(errs...)
 }
 

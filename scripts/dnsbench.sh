@@ -15,12 +15,24 @@
 #
 # --smoke (first argument): -l 2 and one round, for CI; figures printed,
 # never gated. BENCH_OUT=FILE also writes the output there.
+#
+# --router (after --smoke, if both): (a) is the whole router instead,
+# `router run` in the server namespace owning both veths (AF_PACKET, the
+# forwarder in netstack on 10.54.0.1, upstream 10.53.0.1 by dns.upstreams),
+# against dnsmasq in its place: the kernel holds the two addresses only
+# during dnsmasq's turns. Needs ethtool too (wire-like offloads: the router
+# reads frames below the kernel, so checksums must be complete).
 set -euo pipefail
 
-secs=10 rounds=5 clients=10 names=100
+secs=10 rounds=5 clients=10 names=100 drops=
 if [ "${1:-}" = --smoke ]; then
 	shift
 	secs=2 rounds=1
+fi
+mine=dnsforward
+if [ "${1:-}" = --router ]; then
+	shift
+	mine=router
 fi
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,6 +57,22 @@ cleanup() {
 trap cleanup EXIT
 
 go build -o "$tmp/dnsforwardbench" ./services/dnsforward/internal/dnsforwardbench
+if [ "$mine" = router ]; then
+	command -v ethtool >/dev/null || { echo "dnsbench.sh: --router needs ethtool" >&2; exit 1; }
+	go build -o "$tmp/router" ./cmd/router
+	cat >"$tmp/router.yaml" <<EOF
+hardware: generic
+ports: [{name: s1}, {name: s0}]
+interfaces:
+  - {name: lan, port: s1, addresses: [10.54.0.1/24], role: lan}
+  - {name: wan, port: s0, addresses: [10.53.0.2/24], role: wan}
+dns:
+  upstreams: [10.53.0.1]
+  cache: {size: 10000}
+status: {listen: ["127.0.0.1:9053"]}
+state_dir: $tmp/state
+EOF
+fi
 
 for n in "$ns_cl" "$ns_srv" "$ns_up"; do
 	ip netns add "$n"
@@ -61,6 +89,12 @@ ip -n "$ns_up" link set u0 up
 ip -n "$ns_srv" link set s0 up
 ip -n "$ns_srv" link set s1 up
 ip -n "$ns_cl" link set c0 up
+if [ "$mine" = router ]; then
+	for p in "$ns_up u0" "$ns_srv s0" "$ns_srv s1" "$ns_cl c0"; do
+		set -- $p
+		ip netns exec "$1" ethtool -K "$2" tso off gso off gro off tx off >/dev/null 2>&1 || true
+	done
+fi
 
 # The upstream: dnsmasq authoritative for bench.test, TTL an hour, so
 # every answer stays cached for the whole run.
@@ -93,7 +127,17 @@ start_forwarder() { # start_forwarder KIND: start it in the server namespace; se
 		ip netns exec "$ns_srv" "$tmp/dnsforwardbench" -listen 10.54.0.1:53 -upstream 10.53.0.1:53 \
 			>"$tmp/dnsforward.status" 2>"$tmp/dnsforward.log" &
 		;;
+	router)
+		ip -n "$ns_srv" addr flush dev s0
+		ip -n "$ns_srv" addr flush dev s1
+		ip netns exec "$ns_srv" "$tmp/router" run -config "$tmp/router.yaml" -run-dir "$tmp/run" ${DNSBENCH_ROUTER_ARGS:-} \
+			>"$tmp/router.log" 2>&1 &
+		;;
 	dnsmasq)
+		if [ "$mine" = router ]; then # the addresses are the kernel's again
+			ip -n "$ns_srv" addr replace 10.53.0.2/24 dev s0
+			ip -n "$ns_srv" addr replace 10.54.0.1/24 dev s1
+		fi
 		ip netns exec "$ns_srv" dnsmasq --keep-in-foreground --no-resolv --no-hosts --user=root --pid-file= \
 			--server=10.53.0.1 --listen-address=10.54.0.1 --bind-interfaces --port=53 --cache-size=10000 \
 			2>"$tmp/dnsmasq.log" &
@@ -114,6 +158,10 @@ turn() { # turn KIND: one measurement; sets qps and lost
 	# Fill the cache: one pass over the names.
 	ip netns exec "$ns_cl" dnsperf -s 10.54.0.1 -d "$tmp/queries" -n 1 >/dev/null
 	ip netns exec "$ns_cl" dnsperf -s 10.54.0.1 -d "$tmp/queries" -c "$clients" -l "$secs" >"$tmp/$1.perf"
+	if [ "$1" = router ]; then # where lost queries went
+		drops=$(ip netns exec "$ns_srv" curl -s http://127.0.0.1:9053/api/status |
+			jq -c '{nat: (.conntrack.drops // {} | with_entries(select(.value > 0))), dns: .dns.drops, dns_queries: .dns.queries, ports: [.ports[] | {(.name): (.drops | with_entries(select(.value > 0)))}], ifaces: [.interfaces[] | {(.name): (.drops | with_entries(select(.value > 0)))}]}' 2>/dev/null || echo "?")
+	fi
 	stop_forwarder
 	qps=$(awk '/Queries per second:/ {print $4}' "$tmp/$1.perf")
 	lost=$(awk '/Queries lost:/ {print $3}' "$tmp/$1.perf")
@@ -124,20 +172,27 @@ median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 exec > >(tee "${BENCH_OUT:-/dev/null}")
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo nogit)$(git -C "$root" diff --quiet 2>/dev/null || echo -dirty)"
 echo "# $(uname -srm), $(nproc) CPUs, $(go version | cut -d' ' -f3), $(dnsmasq --version | head -1 | cut -d' ' -f1-3), dnsperf $(dpkg-query -W -f '${Version}' dnsperf 2>/dev/null || echo "?")"
-echo "# dnsperf -c $clients -l $secs, $names cached names, $rounds rounds, kernel sockets"
+if [ "$mine" = router ]; then
+	echo "# dnsperf -c $clients -l $secs, $names cached names, $rounds rounds, the router (netstack) vs dnsmasq (kernel)"
+else
+	echo "# dnsperf -c $clients -l $secs, $names cached names, $rounds rounds, kernel sockets"
+fi
 a=() b=()
 for r in $(seq 1 "$rounds"); do
 	# Take turns, and swap who goes first each round.
-	if [ $((r % 2)) = 1 ]; then order="dnsforward dnsmasq"; else order="dnsmasq dnsforward"; fi
+	if [ $((r % 2)) = 1 ]; then order="$mine dnsmasq"; else order="dnsmasq $mine"; fi
 	for kind in $order; do
 		turn "$kind"
-		echo "round $r $kind: $qps queries/s ($lost lost)"
-		if [ "$kind" = dnsforward ]; then a+=("$qps"); else b+=("$qps"); fi
+		echo "round $r $kind: $qps queries/s ($lost lost)${drops:+; router drops $drops}"
+		drops=
+		if [ "$kind" = "$mine" ]; then a+=("$qps"); else b+=("$qps"); fi
 	done
 done
 ma=$(printf '%s\n' "${a[@]}" | median)
 mb=$(printf '%s\n' "${b[@]}" | median)
-echo "median dnsforward: $ma queries/s"
+echo "median $mine: $ma queries/s"
 echo "median dnsmasq:    $mb queries/s"
-awk -v a="$ma" -v b="$mb" 'BEGIN {printf "ratio dnsforward/dnsmasq: %.2f\n", a / b}'
-echo "dnsforward status of the last turn: $(cat "$tmp/dnsforward.status")"
+awk -v a="$ma" -v b="$mb" -v m="$mine" 'BEGIN {printf "ratio %s/dnsmasq: %.2f\n", m, a / b}'
+if [ "$mine" = dnsforward ]; then
+	echo "dnsforward status of the last turn: $(cat "$tmp/dnsforward.status")"
+fi

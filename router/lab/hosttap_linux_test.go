@@ -100,13 +100,14 @@ func roundTrip(ns, addr, msg string, timeout time.Duration) (netip.AddrPort, err
 // it) and checks, against the kernel's own TCP stack: (a) the LAN host
 // reaches a listener on the kernel's address; (b) the LAN host reaches it
 // through the router's lan address and the host forward; (c) the kernel
-// reaches the WAN host through the router's masquerade; (e) the WAN host
+// reaches the WAN host through the router's masquerade and resolves
+// names through its DNS forwarder; (e) the WAN host
 // reaches it neither through the WAN address's port nor on the kernel's
 // address; the host interface and TAP port on the status page; and (d)
 // SIGKILL of the router makes the TAP vanish (time logged). It logs the
 // kernel→LAN host iperf3 throughput over the TAP.
 func TestLabHostTAP(t *testing.T) {
-	requirePrivileged(t, "iperf3")
+	requirePrivileged(t, "iperf3", "dig")
 	var out bytes.Buffer
 	opt := Options{
 		RouterBinary: buildRouter(t),
@@ -162,6 +163,13 @@ func checkHostTAP(t *testing.T, l *lab) error {
 	}
 	if p := wanSrv.peerList(); len(p) != 1 || p[0].Addr() != wanRouter4.Addr() {
 		return fmt.Errorf("(c) the WAN host saw %v, want the router's WAN address %s (masquerade)", p, wanRouter4.Addr())
+	}
+
+	// The kernel resolves names through the router's DNS forwarder,
+	// which serves the host interface like any lan one.
+	ans, err := output(ctx, l.rtrNS, "dig", "+short", "+time=2", "+tries=3", "@"+hostRouter4.Addr().String(), ispWebName, "A")
+	if err != nil || strings.TrimSpace(string(ans)) != ispWebAddr.String() {
+		return fmt.Errorf("the kernel's query for %s to the router's DNS: %q, %v; want %s", ispWebName, ans, err, ispWebAddr)
 	}
 
 	// (e) the WAN host gets in neither by the forwarded port on the

@@ -69,8 +69,14 @@ func (l *lab) ispConfig(o ispOptions) string {
 		// both via the WAN host; the router prefers these to option 3.
 		fmt.Sprintf("dhcp-option=option:classless-static-route,%s,%s,0.0.0.0/0,%s", farNet, gw, gw),
 		"local=/" + ispZone + "/",
+		"local-ttl=300", // cacheable answers (dnsmasq's default TTL for its own records is 0)
+		// Authoritative for the zone: its NXDOMAINs carry the SOA that
+		// lets a resolver cache them (RFC 2308 §5).
+		"auth-zone=" + ispZone, "auth-server=ns." + ispZone + "," + gw, "auth-ttl=300",
+		"auth-soa=1,hostmaster." + ispZone + ",1200,180,1209600,300",
 		"host-record=" + ispWebName + "," + ispWebAddr.String(),
 		"host-record=isp-gw." + ispZone + "," + gw,
+		ispBigTXTRecord(), // dns_linux.go: too big for UDP, the TC proof
 	}
 	return strings.Join(lines, "\n") + "\n"
 }

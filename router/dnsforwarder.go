@@ -1,0 +1,305 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/services/dhcp4server"
+	"github.com/gvrouter/gvrouter/services/dnsforward"
+	"github.com/gvrouter/gvrouter/stack"
+)
+
+// The DNS forwarder (issue 18) answers on UDP and TCP port 53 of every lan
+// interface's addresses, in netstack; it never listens on a wan
+// interface. It runs when the config has dns:, and also without it
+// whenever a DHCP server hands out the router's own address as DNS (its
+// default, as OpenWrt's dnsmasq does): a LAN host told to ask the router
+// must get an answer.
+
+// dnsServiceName is the forwarder's name among the running services.
+const dnsServiceName = "dns"
+
+// dnsPort is the port the forwarder serves.
+const dnsPort = 53
+
+// dnsSettings is what a reload compares: a change restarts the forwarder
+// (and empties its cache). The upstreams learnt from a WAN lease are not
+// in it: a new lease only calls SetUpstreams.
+type dnsSettings struct {
+	Listen    []netip.AddrPort
+	Upstreams []netip.AddrPort // from dns.upstreams; nil = the WAN leases'
+	Domain    string
+	LocalNets []netip.Prefix // the lan subnets, answered locally by PTR
+	CacheSize int
+	MinTTL    time.Duration
+	MaxTTL    time.Duration
+}
+
+// dnsWanted reports whether cfg asks for the forwarder: a dns: section,
+// or a DHCP server that hands out one of the router's own addresses.
+func dnsWanted(cfg *config.Config) bool {
+	if cfg.DNS != nil {
+		return true
+	}
+	for _, ic := range cfg.Interfaces {
+		if ic.Role != config.RoleLAN || ic.DHCPServer == nil {
+			continue
+		}
+		if ic.DHCPServer.DNS == nil {
+			return true // dhcp4server's default: ServerAddr
+		}
+		for _, p := range ic.Addresses {
+			if slices.Contains(ic.DHCPServer.DNS, p.Addr()) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// dnsSpec is the forwarder cfg asks for; ok false when it asks for none.
+func (r *Router) dnsSpec(cfg *config.Config) (sp serviceSpec, ok bool) {
+	if !dnsWanted(cfg) {
+		return serviceSpec{}, false
+	}
+	set := dnsSettings{Domain: cfg.DomainName(), CacheSize: config.DefaultDNSCache}
+	if d := cfg.DNS; d != nil {
+		set.Upstreams = slices.Clone(d.Upstreams)
+		if d.CacheSize > 0 {
+			set.CacheSize = d.CacheSize
+		}
+		set.MinTTL, set.MaxTTL = d.MinTTL, d.MaxTTL
+	}
+	for _, ic := range cfg.Interfaces {
+		if ic.Role != config.RoleLAN {
+			continue
+		}
+		for _, p := range ic.Addresses {
+			set.Listen = append(set.Listen, netip.AddrPortFrom(p.Addr(), dnsPort))
+			set.LocalNets = append(set.LocalNets, p.Masked())
+		}
+	}
+	return serviceSpec{spec: set, start: func(r *Router, name string) (*runningService, error) {
+		return r.startDNSLocked(name, set)
+	}}, true
+}
+
+// dnsUpstreamsLocked returns the upstreams in force for set, as the
+// forwarder wants them. r.mu must be held.
+func (r *Router) dnsUpstreamsLocked(set dnsSettings) []netip.AddrPort {
+	if set.Upstreams != nil {
+		return set.Upstreams
+	}
+	var out []netip.AddrPort
+	for _, a := range r.leaseDNSLocked() {
+		out = append(out, netip.AddrPortFrom(a, dnsPort))
+	}
+	return out
+}
+
+// syncDNSUpstreamsLocked gives the running forwarder the upstreams of the
+// leases in force, after a reload or a lease change, without restarting
+// it (its cache stays). r.mu must be held.
+func (r *Router) syncDNSUpstreamsLocked() {
+	s := r.services[dnsServiceName]
+	if s == nil {
+		return
+	}
+	set := s.spec.(dnsSettings)
+	ups := r.dnsUpstreamsLocked(set)
+	f := s.impl.(*dnsforward.Forwarder)
+	if cur := f.Status().Upstreams; !slices.Equal(cur, ups) {
+		r.log.Info("DNS upstreams", "upstreams", ups)
+		f.SetUpstreams(ups)
+	}
+}
+
+// startDNSLocked opens the forwarder's sockets and runs it. r.mu must be
+// held.
+func (r *Router) startDNSLocked(name string, set dnsSettings) (*runningService, error) {
+	if len(set.Listen) == 0 {
+		return nil, errors.New("no lan interface has an address to listen on")
+	}
+	netw, nat := r.net, r.nat
+	log := r.log.With("service", name)
+	f, err := dnsforward.New(dnsforward.Config{
+		Upstreams:     r.dnsUpstreamsLocked(set),
+		Domain:        set.Domain,
+		LocalPrefixes: set.LocalNets,
+		MaxEntries:    set.CacheSize,
+		MinTTL:        set.MinTTL,
+		MaxTTL:        set.MaxTTL,
+		DialUDP: func(_ context.Context, server netip.AddrPort, lport uint16) (net.Conn, error) {
+			return netw.DialUDP(lport, server)
+		},
+		DialTCP: func(ctx context.Context, server netip.AddrPort) (net.Conn, error) {
+			return netw.DialTCP(ctx, server)
+		},
+		// Each query's random source port (RFC 5452 §9.2) is kept out of
+		// SNAT's hands on whatever WAN address routing picks.
+		ReservePort: func(proto uint8, port uint16) (func(), bool) {
+			release, err := nat.ReservePortAny(proto, port)
+			return release, err == nil
+		},
+		Log: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &runningService{name: name, spec: set, impl: f}
+	var pcs []*stack.UDPConn
+	var lns []net.Listener
+	fail := func(err error) (*runningService, error) {
+		for i := len(s.undo) - 1; i >= 0; i-- {
+			s.undo[i]()
+		}
+		return nil, err
+	}
+	for _, ap := range set.Listen {
+		pc, err := netw.ListenUDPConn(ap)
+		if err != nil {
+			return fail(err)
+		}
+		s.undo = append(s.undo, func() { pc.Close() })
+		ln, err := netw.ListenTCP(ap)
+		if err != nil {
+			return fail(err)
+		}
+		s.undo = append(s.undo, func() { ln.Close() })
+		pcs, lns = append(pcs, pc), append(lns, ln)
+	}
+	r.dnsHosts.setForwarder(f)
+	s.undo = append(s.undo, func() { r.dnsHosts.setForwarder(nil) })
+	log.Info("DNS forwarder", "listen", set.Listen, "domain", set.Domain, "upstreams", f.Status().Upstreams)
+	if len(f.Status().Upstreams) == 0 {
+		log.Warn("DNS forwarder has no upstream yet (none in dns.upstreams, no WAN lease with DNS servers): " +
+			"names other than the local ones get SERVFAIL until a lease brings one")
+	}
+	r.startService(s, func(ctx context.Context) error {
+		var wg sync.WaitGroup
+		errc := make(chan error, len(pcs)+len(lns))
+		for _, pc := range pcs {
+			wg.Add(1)
+			go func() { defer wg.Done(); errc <- f.Serve(ctx, pc) }()
+		}
+		for _, ln := range lns {
+			wg.Add(1)
+			go func() { defer wg.Done(); errc <- f.ServeTCP(ctx, ln) }()
+		}
+		runErr := f.Run(ctx)
+		wg.Wait()
+		close(errc)
+		var errs []error
+		for err := range errc {
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(append(errs, runErr)...)
+	})
+	return s, nil
+}
+
+// dnsHostBook feeds the forwarder the host names of the DHCP servers'
+// leases. Each server's OnChange calls refresh on its own goroutine; the
+// book has its own lock so that it never takes r.mu there.
+type dnsHostBook struct {
+	mu      sync.Mutex
+	fwd     *dnsforward.Forwarder
+	servers map[string]*dhcp4server.Server // by interface
+}
+
+func (b *dnsHostBook) setForwarder(f *dnsforward.Forwarder) {
+	b.mu.Lock()
+	b.fwd = f
+	b.mu.Unlock()
+	b.refresh()
+}
+
+// setServer registers (srv) or forgets (nil) the DHCP server of iface.
+func (b *dnsHostBook) setServer(iface string, srv *dhcp4server.Server) {
+	b.mu.Lock()
+	if srv == nil {
+		delete(b.servers, iface)
+	} else {
+		if b.servers == nil {
+			b.servers = map[string]*dhcp4server.Server{}
+		}
+		b.servers[iface] = srv
+	}
+	b.mu.Unlock()
+	b.refresh()
+}
+
+// refresh gives the forwarder every server's hosts.
+func (b *dnsHostBook) refresh() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fwd == nil {
+		return
+	}
+	hosts := map[string][]netip.Addr{}
+	for _, srv := range b.servers {
+		for name, a := range srv.Hosts() {
+			if !slices.Contains(hosts[name], a) {
+				hosts[name] = append(hosts[name], a)
+			}
+		}
+	}
+	b.fwd.SetHosts(hosts)
+}
+
+// dnsStatusLocked fills the status page's DNS section; nil when the
+// forwarder does not run. r.mu must be held.
+func (r *Router) dnsStatusLocked() *status.DNS {
+	s := r.services[dnsServiceName]
+	if s == nil {
+		return nil
+	}
+	set := s.spec.(dnsSettings)
+	f := s.impl.(*dnsforward.Forwarder)
+	st := f.Status()
+	d := &status.DNS{
+		Queries:         map[string]uint64{"udp": st.QueriesUDP, "tcp": st.QueriesTCP},
+		CacheHits:       st.CacheHits,
+		CacheMisses:     st.CacheMisses,
+		CacheEntries:    st.CacheEntries,
+		CacheMax:        set.CacheSize,
+		LocalAnswers:    st.LocalAnswers,
+		InFlight:        st.InFlight,
+		UpstreamQueries: st.UpstreamQueries,
+		UpstreamErrors: map[string]uint64{
+			"network": st.UpstreamErrors, "timeout": st.UpstreamTimeouts, "rcode": st.UpstreamRcodeErrors,
+			"malformed": st.UpstreamMalformed, "no_upstream": st.NoUpstream,
+		},
+		LatencySum:   st.LatencySum.Seconds(),
+		LatencyCount: st.LatencyCount,
+		Drops: map[string]uint64{
+			"malformed": st.Malformed, "answer_mismatch": st.UpstreamMismatched, "answer_spoofed": st.UpstreamSpoofed,
+			"in_flight_full": st.InFlightDrops, "tcp_conns_full": st.TCPConnsRefused,
+		},
+	}
+	for _, ap := range set.Listen {
+		d.Listen = append(d.Listen, ap.String())
+	}
+	source := "dhcp"
+	if set.Upstreams != nil {
+		source = "config"
+	}
+	for _, u := range st.Upstreams {
+		d.Upstreams = append(d.Upstreams, status.DNSUpstream{Address: u.String(), Source: source})
+	}
+	var cum uint64
+	for i, le := range dnsforward.LatencyBuckets {
+		cum += st.Latency[i]
+		d.LatencyBuckets = append(d.LatencyBuckets, status.LatencyBucket{LE: le.Seconds(), Count: cum})
+	}
+	return d
+}
