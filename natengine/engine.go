@@ -379,13 +379,19 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 			return e.drop(DropUnsolicited), nil, 0
 		}
 	case !t.V6 && local:
-		if p.Kind == KindICMPQuery || (!wan && !s.hairpin) {
+		if p.Kind == KindICMPQuery {
 			return e.untracked(), nil, localState(p)
 		}
-		if f, _ := s.forward(t.Proto, &t.Dst, t.DstPort); f != nil && (f.In == in || !wan) {
+		// A forward applies where it listens (a LAN one, such as the
+		// host TAP's SSH forward, too) and, with hairpin, from any
+		// inside interface.
+		if f, _ := s.forward(t.Proto, &t.Dst, t.DstPort); f != nil && (f.In == in || !wan && s.hairpin) {
 			c.dnat = true
 			c.mid.Dst, c.mid.DstPort = forwardTarget(f, t.DstPort)
 			break
+		}
+		if !wan && !s.hairpin {
+			return e.untracked(), nil, localState(p)
 		}
 		if p.Kind == KindOther {
 			// Address-only NAT has no mappings to enter by: only the

@@ -144,6 +144,7 @@ func natRules(cfg *config.Config, ids natIDs, portMTU func(port string) int, res
 			})
 		}
 	}
+	r.Forwards = append(r.Forwards, hostForwards(cfg, id)...)
 	for _, a := range cfg.Firewall.Allow6 {
 		proto, any := a.ProtoNumber()
 		r.Allow6 = append(r.Allow6, natengine.Allow6{

@@ -35,7 +35,7 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 	// Open new ports first: the only step that can fail on the machine.
 	var opened []string
 	for _, pc := range cfg.Ports {
-		if rp, ok := r.ports[pc.Name]; ok && samePort(rp.cfg, pc) && old.Hardware == cfg.Hardware && rp.extraTags == extraTags(cfg, pc.Name) {
+		if rp, ok := r.ports[pc.Name]; ok && samePort(rp.cfg, pc) && old.Hardware == cfg.Hardware && rp.extraTags == extraTags(cfg, pc.Name) && rp.host == hostKey(cfg, pc.Name) {
 			continue
 		}
 		if _, ok := r.ports[pc.Name]; ok {
@@ -60,7 +60,7 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 		switch {
 		case pc == nil:
 			rp.handler.Store(nil)
-		case !samePort(rp.cfg, *pc) || old.Hardware != cfg.Hardware || rp.extraTags != extraTags(cfg, name):
+		case !samePort(rp.cfg, *pc) || old.Hardware != cfg.Hardware || rp.extraTags != extraTags(cfg, name) || rp.host != hostKey(cfg, name):
 			rp.handler.Store(nil)
 			changed = append(changed, *pc)
 		}

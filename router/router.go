@@ -111,8 +111,10 @@ type runningPort struct {
 	cfg  config.Port
 	// extraTags is the hw.Config.ExtraTags the port was opened with.
 	extraTags int
-	cancel    context.CancelFunc
-	done      chan struct{}
+	// host is hostKey of the host TAP's port ("" for others).
+	host   string
+	cancel context.CancelFunc
+	done   chan struct{}
 	// handler is the port's batch handler (its trunk's), swapped on
 	// reload.
 	handler atomicHandler
@@ -226,6 +228,9 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 func (r *Router) openPortLocked(cfg *config.Config, pc config.Port) error {
 	if err := r.lockPortLocked(pc.Name); err != nil {
 		return err
+	}
+	if pc.Kind == config.PortTAP {
+		return r.openHostLocked(cfg, pc)
 	}
 	extra := extraTags(cfg, pc.Name)
 	p, err := hw.Open(hw.Config{

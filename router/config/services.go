@@ -535,7 +535,7 @@ func (d *decoder) host(c *Config, e entry) {
 // notYetRunning names the service keys this version parses and checks
 // but whose service the router does not run yet; a config using one is
 // refused rather than silently left unserved.
-var notYetRunning = map[string]bool{"host": true}
+var notYetRunning = map[string]bool{}
 
 // validateServices checks the services against the interfaces.
 func (c *Config) validateServices(l *errorList) {
@@ -734,6 +734,7 @@ func (c *Config) validateHost(l *errorList, h *Host) {
 		l.add(h.src.at("kernel_addresses", h.Pos), "host: forwards need an IPv4 kernel address")
 	}
 	for _, f := range h.Forwards {
+		c.checkHostForwardStatus(l, f)
 		if f.On == "" {
 			continue
 		}
@@ -744,5 +745,21 @@ func (c *Config) validateHost(l *errorList, h *Host) {
 		case ifc.Role != RoleLAN || ifc.Host:
 			l.add(f.Pos, "host: forward: on: %q is not a lan interface; reach the kernel from the WAN with a nat: forwards entry to %s", f.On, h.KernelAddress())
 		}
+	}
+}
+
+// checkHostForwardStatus refuses a host forward that would take the
+// status page's port on an interface it listens on (the forward, applied
+// first, would hide the page).
+func (c *Config) checkHostForwardStatus(l *errorList, f HostForward) {
+	if f.Proto != ProtoTCP {
+		return
+	}
+	for _, ls := range c.Status.Listen {
+		ifc := c.Interface(ls.Interface)
+		if ifc == nil || ls.Port != f.Port || ifc.Role != RoleLAN || ifc.Host || (f.On != "" && f.On != ls.Interface) {
+			continue
+		}
+		l.add(f.Pos, "host: forward: tcp port %d on %q is the status page's (status.listen %s:%d)", f.Port, ls.Interface, ls.Interface, ls.Port)
 	}
 }

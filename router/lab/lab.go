@@ -53,6 +53,9 @@ type Options struct {
 	conntrackMax int
 	// routerArgs are extra arguments of `router run` (tests: "-debug").
 	routerArgs []string
+	// hostTap, if set, adds the host: section (hostSection) to the
+	// router's config: a TAP into the router namespace's kernel.
+	hostTap bool
 }
 
 const (

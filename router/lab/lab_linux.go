@@ -216,6 +216,9 @@ func (l *lab) startRouterWith(ctx context.Context, gro string, args ...string) e
 	if err != nil {
 		return err
 	}
+	if l.opt.hostTap {
+		cfg = append(cfg, hostSection...)
+	}
 	cfgPath := filepath.Join(l.dir, "lab.yaml")
 	if err := os.WriteFile(cfgPath, l.ownStateDir(cfg, "router"), 0o600); err != nil {
 		return fmt.Errorf("lab: %w", err)
