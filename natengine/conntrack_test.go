@@ -285,3 +285,36 @@ func TestPreroutingOverloadedShedsNewFlows(t *testing.T) {
 		t.Fatalf("new flow after the overload: %v, table %d, want Accept and %d", v, e.Len(), before+1)
 	}
 }
+
+// TestPreroutingOverloadedKeepsQueriesToTheRouter: under overload a LAN
+// host's DNS query or TCP connection to the router's own address opens
+// no flow, so it passes untracked (it would only time out if shed),
+// while a packet from the WAN to the router and a LAN packet that would
+// open a flow are still shed.
+func TestPreroutingOverloadedKeepsQueriesToTheRouter(t *testing.T) {
+	e, _ := newTestEngine(t, 64, nil)
+	before := e.Len()
+	for _, tc := range []struct {
+		name  string
+		pkt   []byte
+		in    Iface
+		want  Verdict
+		state CTState
+	}{
+		{"LAN DNS query to the router", pk{src: hostA, dst: lanAddr, proto: ProtoUDP, sport: 40001, dport: 53}.build(), lanIf, Accept, CTNew},
+		{"LAN SYN to the status page", pk{src: hostA, dst: lanAddr, proto: ProtoTCP, sport: 40002, dport: 80, flags: tcpSYN}.build(), lanIf, Accept, CTNew},
+		{"LAN UDP through the router", pk{src: hostA, dst: remote, proto: ProtoUDP, sport: 40003, dport: 53}.build(), lanIf, Drop, 0},
+		{"WAN UDP to the router", pk{src: remote, dst: wanAddr, proto: ProtoUDP, sport: 40004, dport: 53}.build(), wanIf, Drop, 0},
+	} {
+		v, st := e.PreroutingCT(tc.pkt, tc.in, true)
+		if v != tc.want || (v == Accept && st != tc.state) {
+			t.Errorf("%s under overload: %v %v, want %v %v", tc.name, v, st, tc.want, tc.state)
+		}
+	}
+	if got := e.Stats().Drop(DropOverload); got != 2 {
+		t.Errorf("overload drops %d, want 2", got)
+	}
+	if e.Len() != before {
+		t.Errorf("table holds %d flows, want %d: a query to the router was tracked", e.Len(), before)
+	}
+}

@@ -284,6 +284,9 @@ func (e *Engine) prerouting(pkt []byte, in Iface, overloaded bool) (Verdict, CTS
 			}
 		}
 		if overloaded {
+			if st, ok := e.insideToRouter(&p, &t, in, s); ok {
+				return e.untracked(), st
+			}
 			return e.drop(DropOverload), CTUntracked
 		}
 		v, c, st = e.preNew(b, &p, t, in, s, now)
@@ -423,6 +426,33 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 	c.bytes[dirOrig].Add(uint64(p.Len))
 	preTranslate(b, p, c, dirOrig)
 	return Accept, c, CTNew
+}
+
+// insideToRouter reports whether a packet without a flow, arriving from
+// an inside interface, goes to one of the router's own sockets (its DNS
+// forwarder, status page) and would stay untracked: such a packet opens
+// no flow, so overload has nothing to shed and dropping it would only
+// leave a LAN host's query to time out. A forward or a NAT mapping on
+// the address and port would open one; those are shed as usual.
+func (e *Engine) insideToRouter(p *Parsed, t *Tuple, in Iface, s *snapshot) (CTState, bool) {
+	ic := s.iface(in)
+	if ic == nil || ic.wan || !s.isLocal(&t.Dst, t.V6) {
+		return 0, false
+	}
+	switch p.Kind {
+	case KindTCP, KindUDP:
+	default:
+		return 0, false
+	}
+	if !t.V6 {
+		if f, _ := s.forward(t.Proto, &t.Dst, t.DstPort); f != nil {
+			return 0, false
+		}
+		if s.hairpin && e.nat.mapped(t.Proto, t.Dst, t.DstPort) {
+			return 0, false
+		}
+	}
+	return localState(p), true
 }
 
 // localState is the conntrack state of a packet to the router itself,

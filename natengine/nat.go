@@ -182,6 +182,13 @@ func (n *natTable) freeLocked(s *snapshot, proto uint8, ext [16]byte, p uint16) 
 // inbound returns the mapping that owns external endpoint (proto, ext, port)
 // if filtering f admits a packet from remote (RFC 4787 section 5), taking a
 // reference for a new inbound flow. found reports whether a mapping exists.
+// mapped reports whether a mapping holds the external address and port.
+func (n *natTable) mapped(proto uint8, ext [16]byte, port uint16) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.byExt[extKey{addr: ext, port: port, proto: proto}] != nil
+}
+
 func (n *natTable) inbound(proto uint8, ext [16]byte, port uint16, remote [16]byte, rport uint16, f Filtering) (m *mapping, found bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -147,6 +147,10 @@ func (l *lab) fillDNSCache(ctx context.Context) (status.DNS, time.Duration, erro
 	if s.DNS == nil || s.DNS.CacheMax == 0 {
 		return status.DNS{}, 0, fmt.Errorf("no DNS forwarder on the status page")
 	}
+	if err := l.startISP(ispOptions{fillNames: s.DNS.CacheMax}); err != nil {
+		return status.DNS{}, 0, err
+	}
+	defer l.startISP(ispOptions{})
 	var b strings.Builder
 	for i := range s.DNS.CacheMax {
 		fmt.Fprintf(&b, "n%d.%s A\n", i, fillZone)

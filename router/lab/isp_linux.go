@@ -37,6 +37,9 @@ type ispOptions struct {
 	addr      netip.Addr // the one address of the pool; zero: wanRouter4
 	leaseTime string     // zero: ispLeaseTime
 	mtu       int        // option 26; zero: ispMTU
+	// fillNames, if not 0, makes the ISP answer n0.fill.test ...
+	// n<fillNames-1>.fill.test (bench mode s fills the router's cache).
+	fillNames int
 }
 
 // ispConfig is dnsmasq's config file for the lab ISP.
@@ -77,9 +80,12 @@ func (l *lab) ispConfig(o ispOptions) string {
 		"auth-soa=1,hostmaster." + ispZone + ",1200,180,1209600,300",
 		"host-record=" + ispWebName + "," + ispWebAddr.String(),
 		"host-record=isp-gw." + ispZone + "," + gw,
-		// Any name under fillZone: bench mode s fills the router's cache.
-		"address=/" + fillZone + "/" + ispWebAddr.String(),
 		ispBigTXTRecord(), // dns_linux.go: too big for UDP, the TC proof
+	}
+	if o.fillNames > 0 {
+		// dnsmasq answers its auth-server address from its own records
+		// only (an address=/zone/ wildcard does not apply there).
+		lines = append(lines, "auth-zone="+fillZone, "addn-hosts="+filepath.Join(l.dir, "fill.hosts"))
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
@@ -88,6 +94,15 @@ func (l *lab) ispConfig(o ispOptions) string {
 // the WAN host's namespace. teardown stops it.
 func (l *lab) startISP(o ispOptions) error {
 	l.stopISP()
+	if o.fillNames > 0 {
+		var b strings.Builder
+		for i := range o.fillNames {
+			fmt.Fprintf(&b, "%s n%d.%s\n", ispWebAddr, i, fillZone)
+		}
+		if err := os.WriteFile(filepath.Join(l.dir, "fill.hosts"), []byte(b.String()), 0o600); err != nil {
+			return fmt.Errorf("lab: ISP: %w", err)
+		}
+	}
 	path := filepath.Join(l.dir, "isp.conf")
 	if err := os.WriteFile(path, []byte(l.ispConfig(o)), 0o600); err != nil {
 		return fmt.Errorf("lab: ISP: %w", err)
