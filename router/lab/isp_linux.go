@@ -19,7 +19,7 @@ import (
 // another, so the proofs find the router where they expect it.
 const (
 	ispZone      = "isp.test"
-	fillZone     = "fill.test" // every name in it resolves (bench mode s)
+	fillZone     = "fill.test"      // every name in it resolves (bench mode s)
 	ispWebName   = "www." + ispZone // resolves to ispWebAddr
 	ispLeaseTime = "2m"             // dnsmasq's shortest lease
 	ispMTU       = 1500

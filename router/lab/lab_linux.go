@@ -42,7 +42,7 @@ type lab struct {
 	// cfgEdits change the router's lab config before it is written (a
 	// bench mode's bigger DHCP pool).
 	cfgEdits []func(*labConfig)
-	cleanups   []func() // undo steps of bench modes, run by teardown (last first)
+	cleanups []func() // undo steps of bench modes, run by teardown (last first)
 }
 
 // Run builds the lab, starts the router in it, proves that traffic crosses
