@@ -17,10 +17,16 @@ func format(c *Config) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "hardware: %q\nports:\n", c.Hardware)
 	for _, p := range c.Ports {
+		if p.Kind == PortTAP {
+			continue // synthesized from host:
+		}
 		fmt.Fprintf(&b, "  - {name: %q, queues: %d, mtu: %d}\n", p.Name, p.Queues, p.MTU)
 	}
 	b.WriteString("interfaces:\n")
 	for _, ifc := range c.Interfaces {
+		if ifc.Host {
+			continue
+		}
 		fmt.Fprintf(&b, "  - {name: %q, port: %q, role: %q, mtu: %d, ", ifc.Name, ifc.Port, ifc.Role, ifc.MTU)
 		if len(ifc.VLAN) > 0 {
 			fmt.Fprintf(&b, "vlan: %s, ", vlanString(ifc.VLAN))
@@ -56,6 +62,30 @@ func format(c *Config) []byte {
 		}
 	}
 	formatNAT(&b, c)
+	if h := c.Host; h != nil {
+		fmt.Fprintf(&b, "host:\n  tap: %q\n  interface: %q\n  addresses: [", h.Tap, h.Interface)
+		for i, a := range h.Addresses {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%q", a.String())
+		}
+		b.WriteString("]\n  kernel_addresses: [")
+		for i, a := range h.KernelAddresses {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%q", a.String())
+		}
+		b.WriteString("]\n  forwards:\n")
+		for _, f := range h.Forwards {
+			fmt.Fprintf(&b, "    - {proto: %q, port: %d", f.Proto, f.Port)
+			if f.On != "" {
+				fmt.Fprintf(&b, ", on: %q", f.On)
+			}
+			b.WriteString("}\n")
+		}
+	}
 	if n := c.DNS; n != nil {
 		b.WriteString("dns:\n  upstreams: [")
 		for i, u := range n.Upstreams {
@@ -187,6 +217,12 @@ func clearPos(c *Config) *Config {
 		c.Status.Listen[i].Pos = Pos{}
 	}
 	c.NAT.Pos, c.Firewall.Pos = Pos{}, Pos{}
+	if h := c.Host; h != nil {
+		h.Pos, h.src = Pos{}, src{}
+		for i := range h.Forwards {
+			h.Forwards[i].Pos = Pos{}
+		}
+	}
 	if n := c.DNS; n != nil {
 		n.Pos, n.src = Pos{}, src{}
 		if len(n.Upstreams) == 0 {
