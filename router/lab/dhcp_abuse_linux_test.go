@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -154,19 +153,12 @@ func TestLabDHCPServerAbuse(t *testing.T) {
 	runWithHook(t, func(l *lab) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		events := filepath.Join(l.dir, "udhcpc.events")
-		script := filepath.Join(l.dir, "udhcpc.sh")
-		if err := os.WriteFile(script, []byte(fmt.Sprintf(udhcpcScript, events)), 0o700); err != nil {
+		u, err := l.startUdhcpc(ctx, "udhcpc", "victim")
+		if err != nil {
 			return err
 		}
-		cl := command(ctx, l.lanNS, "udhcpc", "-f", "-i", hostIf, "-s", script, "-x", "hostname:victim", "-t", "10", "-T", "1")
-		if err := cl.Start(); err != nil {
-			return err
-		}
-		defer func() {
-			cl.Process.Signal(syscall.SIGKILL)
-			cl.Wait()
-		}()
+		defer u.stop()
+		events := u.events
 		bound, err := waitEvent(ctx, events, "bound", 20*time.Second)
 		if err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -36,26 +37,12 @@ func TestLabDHCPServerUdhcpc(t *testing.T) {
 	runWithHook(t, func(l *lab) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		logPath := filepath.Join(l.dir, "udhcpc.events")
-		script := filepath.Join(l.dir, "udhcpc.sh")
-		if err := os.WriteFile(script, []byte(fmt.Sprintf(udhcpcScript, logPath)), 0o700); err != nil {
-			return err
-		}
-		cmd := command(ctx, l.lanNS, "udhcpc", "-f", "-i", hostIf, "-s", script, "-x", "hostname:labhost", "-t", "10", "-T", "1")
-		out, err := os.Create(filepath.Join(l.dir, "udhcpc.log"))
+		u, err := l.startUdhcpc(ctx, "udhcpc", "labhost")
 		if err != nil {
 			return err
 		}
-		defer out.Close()
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		defer func() {
-			cmd.Process.Signal(syscall.SIGKILL)
-			cmd.Wait()
-		}()
-
+		defer u.stop()
+		cmd, logPath := u.cmd, u.events
 		bound, err := waitEvent(ctx, logPath, "bound", 20*time.Second)
 		if err != nil {
 			return err
@@ -113,4 +100,38 @@ func (l *lab) waitLease(ctx context.Context, addr netip.Addr, ok func(status.DHC
 		}
 	}
 	return status.DHCPLease{}, fmt.Errorf("status page: no matching lease of %s; dhcp_servers: %+v", addr, last.DHCPServers)
+}
+
+// udhcpcRun is busybox udhcpc running on the LAN host in the foreground,
+// recording its events with udhcpcScript.
+type udhcpcRun struct {
+	cmd    *exec.Cmd
+	events string // the event log waitEvent reads
+}
+
+// startUdhcpc starts udhcpc on the LAN host sending hostname (option
+// 12); name names its files in the lab directory.
+func (l *lab) startUdhcpc(ctx context.Context, name, hostname string) (*udhcpcRun, error) {
+	u := &udhcpcRun{events: filepath.Join(l.dir, name+".events")}
+	script := filepath.Join(l.dir, name+".sh")
+	if err := os.WriteFile(script, []byte(fmt.Sprintf(udhcpcScript, u.events)), 0o700); err != nil {
+		return nil, err
+	}
+	out, err := os.Create(filepath.Join(l.dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close() // the child holds its own descriptor
+	u.cmd = command(ctx, l.lanNS, "udhcpc", "-f", "-i", hostIf, "-s", script, "-x", "hostname:"+hostname, "-t", "10", "-T", "1")
+	u.cmd.Stdout, u.cmd.Stderr = out, out
+	if err := u.cmd.Start(); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// stop kills udhcpc (by its PID) and waits for it.
+func (u *udhcpcRun) stop() {
+	u.cmd.Process.Signal(syscall.SIGKILL)
+	u.cmd.Wait()
 }

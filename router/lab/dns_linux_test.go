@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -169,25 +168,12 @@ func TestLabDNSForwarder(t *testing.T) {
 // resolves that name, and its address back, through the forwarder.
 func (l *lab) dnsLocalHost(ctx context.Context, t *testing.T) error {
 	const host = "dnshost"
-	logPath := filepath.Join(l.dir, "udhcpc-dns.events")
-	script := filepath.Join(l.dir, "udhcpc-dns.sh")
-	if err := os.WriteFile(script, []byte(fmt.Sprintf(udhcpcScript, logPath)), 0o700); err != nil {
-		return err
-	}
-	cmd := command(ctx, l.lanNS, "udhcpc", "-f", "-i", hostIf, "-s", script, "-x", "hostname:"+host, "-t", "10", "-T", "1")
-	out, err := os.Create(filepath.Join(l.dir, "udhcpc-dns.log"))
+	u, err := l.startUdhcpc(ctx, "udhcpc-dns", host)
 	if err != nil {
 		return err
 	}
-	defer out.Close()
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-	}()
+	defer u.stop()
+	logPath := u.events
 	bound, err := waitEvent(ctx, logPath, "bound", 20*time.Second)
 	if err != nil {
 		return err
