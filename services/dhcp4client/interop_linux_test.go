@@ -432,7 +432,12 @@ func testInteropLease(t *testing.T) {
 	isRenew := func(x wire) bool {
 		return !x.out && x.msg.MessageType() == dhcpv4.MessageTypeRequest && x.src == addr && x.dst == want.Server && bytes.Equal(x.dstMAC, smac)
 	}
-	waitFor(t, 10*time.Second, "the renewal at T1", func() bool { return cs.c.Stats().Acks.Load() >= 2 })
+	// The ACK is counted before the client binds it: wait for the bound
+	// state too, or the status read below can still say RENEWING.
+	waitFor(t, 10*time.Second, "the renewal at T1", func() bool {
+		st := cs.c.Status()
+		return cs.c.Stats().Acks.Load() >= 2 && st.State == "BOUND" && st.Lease != nil && st.Lease.Acquired.After(l.Acquired)
+	})
 	rn, ok := w.find(start, isRenew)
 	if !ok {
 		t.Fatalf("no unicast DHCPREQUEST from %v to %v on the wire:\n%s", addr, want.Server, w.dump())
