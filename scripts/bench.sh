@@ -11,12 +11,22 @@
 #
 # --smoke (first argument): a quick run for CI (-t 2, one run each); the
 # figures are printed, never gated.
+#
+# --baseline REV (first argument, or after --smoke): also build git
+# revision REV (in a detached worktree of its own) and run it as modes A
+# and C, (a) and (c) of that build, taking turns with this build's run by
+# run: `scripts/bench.sh --baseline 9cabf24 -bench-modes aAncCd` prints
+# (a)/(A) and (c)/(C) from one sitting, free of the drift between two.
 set -euo pipefail
 
-secs=10 runs=5
+secs=10 runs=5 baseline=
 if [ "${1:-}" = --smoke ]; then
 	shift
 	secs=2 runs=1
+fi
+if [ "${1:-}" = --baseline ]; then
+	baseline=${2:?--baseline needs a git revision}
+	shift 2
 fi
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,13 +40,28 @@ for tool in ip iperf3; do
 done
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+cleanup() {
+	if [ -n "$baseline" ] && [ -d "$tmp/baseline-src" ]; then
+		git -C "$root" worktree remove --force "$tmp/baseline-src" || true
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
 go build -o "$tmp/router" ./cmd/router
+extra=()
+if [ -n "$baseline" ]; then
+	git -C "$root" worktree add -q --detach "$tmp/baseline-src" "$baseline"
+	(cd "$tmp/baseline-src" && go build -o "$tmp/router-baseline" ./cmd/router)
+	extra=(-bench-baseline "$tmp/router-baseline")
+fi
 
 out=${BENCH_OUT:-$root/bench-$(date -u +%Y%m%dT%H%M%SZ).txt}
 {
 	echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo nogit)$(git -C "$root" diff --quiet 2>/dev/null || echo -dirty)"
+	if [ -n "$baseline" ]; then
+		echo "# baseline (A, C): $(git -C "$root" rev-parse --short "$baseline")"
+	fi
 	echo "# $(uname -srm), $(nproc) CPUs, $(go version | cut -d' ' -f3), load $(cut -d' ' -f1-3 /proc/loadavg)"
-	"$tmp/router" lab -bench -bench-seconds "$secs" -bench-runs "$runs" -status-port 0 "$@" 2>&1
+	"$tmp/router" lab -bench -bench-seconds "$secs" -bench-runs "$runs" -status-port 0 "${extra[@]}" "$@" 2>&1
 } | tee "$out"
 echo "bench.sh: output in $out" >&2

@@ -4,7 +4,7 @@
 //	router check   -config /etc/gvrouter/config.yaml  validate, touch nothing
 //	router reload  [-pidfile /run/gvrouter/gvrouter.pid]  ask the running daemon to reload
 //	router restore -config /etc/gvrouter/config.yaml  give the ports back as a crashed router found them
-//	router lab    [-bench [-bench-modes abncdgmfks]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec]  the virtual lab in network namespaces
+//	router lab    [-bench [-bench-modes abncdgmfksAC] [-bench-baseline BIN]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec]  the virtual lab in network namespaces
 //	router bridge -a IF -b IF                        our ports alone as an L2 bridge (bench)
 //	router version
 package main
@@ -49,7 +49,7 @@ commands:
   restore [-config FILE | -state-dir DIR] [-run-dir DIR]
                                          put back the kernel settings of the ports a router that
                                          did not stop cleanly left silenced; starts nothing
-  lab     [-bench [-bench-modes abncdgmfks]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec]
+  lab     [-bench [-bench-modes abncdgmfksAC] [-bench-baseline BIN]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec]
                                          build the virtual lab in network namespaces and test it
   bridge  -a IF -b IF                    bridge two ports at layer 2 with the port code alone
   version                                print the version
@@ -371,7 +371,8 @@ func cmdLab(args []string) error {
 	secs := fs.Int("bench-seconds", 10, "iperf3 -t per run")
 	runs := fs.Int("bench-runs", 5, "runs per figure (the median is printed)")
 	dbg := fs.Bool("debug", false, "debug logging")
-	modes := fs.String("bench-modes", "", "bench modes, any of abncdgmfks: (a) router NAT, (b) kernel forwarding, (n) kernel nftables masquerade, (c) port bridge, (d) kernel bridge, (g) router per GRO mode, forwarded and local, (m) router RSS with 65,536 tracked flows, (f) SYN flood against a 10,000-flow table during an iperf3 flow, (k) the same flood against kernel nftables masquerade, (s) router RSS with 1,000 DHCP leases and a full DNS cache; default abncd")
+	modes := fs.String("bench-modes", "", "bench modes, any of abncdgmfks: (a) router NAT, (b) kernel forwarding, (n) kernel nftables masquerade, (c) port bridge, (d) kernel bridge, (g) router per GRO mode, forwarded and local, (m) router RSS with 65,536 tracked flows, (f) SYN flood against a 10,000-flow table during an iperf3 flow, (k) the same flood against kernel nftables masquerade, (s) router RSS with 1,000 DHCP leases and a full DNS cache, (A) and (C) (a) and (c) with the -bench-baseline build; default abncd")
+	baseline := fs.String("bench-baseline", "", "an earlier router build for bench modes A and C: (a) and (c) with it, taking turns with this build run by run, ratios (a)/(A) and (c)/(C)")
 	topo := fs.String("topology", lab.TopologyVeth, "lab layout: veth (two veth pairs; the bench's) | bcm47094 (emulated BCM53012 switch, router eth0 with VLANs 1 and 2) | macsec (two routers joined by a MACsec link, a host behind each)")
 	fs.Parse(args)
 	self, err := os.Executable()
@@ -381,15 +382,16 @@ func cmdLab(args []string) error {
 	ctx, cancel := signalContext()
 	defer cancel()
 	return lab.Run(ctx, lab.Options{
-		RouterBinary: self,
-		StatusPort:   *port,
-		Keep:         *keep,
-		Topology:     *topo,
-		Bench:        *bench,
-		BenchSeconds: *secs,
-		BenchRuns:    *runs,
-		BenchModes:   *modes,
-		Log:          newLogger(*dbg),
-		Stdout:       os.Stdout,
+		RouterBinary:   self,
+		StatusPort:     *port,
+		Keep:           *keep,
+		Topology:       *topo,
+		Bench:          *bench,
+		BenchSeconds:   *secs,
+		BenchRuns:      *runs,
+		BenchModes:     *modes,
+		BaselineBinary: *baseline,
+		Log:            newLogger(*dbg),
+		Stdout:         os.Stdout,
 	})
 }

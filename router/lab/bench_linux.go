@@ -103,8 +103,9 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 // benchSetup prepares bench mode m and returns the iperf3 server address
 // and a function that undoes the mode's changes.
 func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(), err error) {
-	if m != 'a' {
-		// Every mode but (a) runs without the router, on ports it restored.
+	if m != 'a' && m != 'A' {
+		// Every mode but (a) and (A) runs without the router, on ports it
+		// restored.
 		l.proxy.close()
 		l.proxy = nil
 		if err := l.stopRouter(); err != nil {
@@ -113,9 +114,9 @@ func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(
 	}
 	var steps, undoSteps [][]string
 	switch m {
-	case 'a':
-		if l.router == nil {
-			return to, nil, errors.New("router is not running")
+	case 'a', 'A':
+		if l.router == nil || l.baselineUp != (m == 'A') {
+			return to, nil, errors.New("the router build of this mode is not running")
 		}
 		to = wanHost4.Addr()
 	case 'b', 'n':
@@ -128,7 +129,7 @@ func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(
 			{l.rtrNS, "ip", "addr", "flush", "dev", lanPort},
 			{l.rtrNS, "ip", "addr", "flush", "dev", wanPort},
 		}
-	case 'c', 'd':
+	case 'c', 'C', 'd':
 		to = l2WAN.Addr()
 		steps = [][]string{
 			{l.lanNS, "ip", "addr", "add", l2LAN.String(), "dev", hostIf},
@@ -193,8 +194,12 @@ func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(
 				return to, undo, fmt.Errorf("nft masquerade: %v: %s", err, out)
 			}
 		}
-	case 'c':
-		bin, err := filepath.Abs(l.opt.RouterBinary)
+	case 'c', 'C':
+		bin := l.opt.RouterBinary
+		if m == 'C' {
+			bin = l.opt.BaselineBinary
+		}
+		bin, err := filepath.Abs(bin)
 		if err != nil {
 			return to, undo, err
 		}
@@ -241,8 +246,20 @@ func (l *lab) benchRound(ctx context.Context, m rune, runs map[rune][][]float64)
 	if err := l.startBenchServer(ctx); err != nil {
 		return err
 	}
+	if (m == 'a' || m == 'A') && l.router != nil && l.baselineUp != (m == 'A') {
+		l.proxy.close()
+		l.proxy = nil
+		if err := l.stopRouter(); err != nil {
+			return err
+		}
+	}
 	if m == 'a' && l.router == nil {
 		if err := l.startRouter(ctx); err != nil {
+			return err
+		}
+	}
+	if m == 'A' && l.router == nil {
+		if err := l.startBaseline(ctx); err != nil {
 			return err
 		}
 	}
@@ -270,7 +287,7 @@ func (l *lab) benchRound(ctx context.Context, m rune, runs map[rune][][]float64)
 		got[i] = bps
 		l.log.Debug("lab: bench", "mode", benchModeNames[m], "case", c.String(), "mbps", fmt.Sprintf("%.0f", bps/1e6))
 	}
-	if m == 'a' {
+	if m == 'a' || m == 'A' {
 		// Figure (a) counts only if the router did all the forwarding.
 		if err := kernelSilent(kBefore, l.kernelState()); err != nil {
 			return err
@@ -330,6 +347,9 @@ func (l *lab) printBench(results map[rune][]float64, modes string) {
 	for _, p := range benchRatios {
 		if !strings.ContainsRune(modes, p[0]) && !strings.ContainsRune(modes, p[1]) {
 			continue
+		}
+		if strings.ContainsAny(string(p[:]), "AC") && !(strings.ContainsRune(modes, p[0]) && strings.ContainsRune(modes, p[1])) {
+			continue // baseline ratios only with both figures
 		}
 		for i, c := range benchCases {
 			var x, y float64

@@ -176,6 +176,18 @@ func routerConfig(prefix string, statusPort int, topology, gro string, conntrack
 	return append([]byte(head), b...), nil
 }
 
+// baselineConfig turns the lab config into the one of wave 1, which
+// every earlier build reads: a static WAN address and the farNet route
+// instead of DHCP, and no LAN DHCP server.
+func baselineConfig(c *labConfig) {
+	for i := range c.Interfaces {
+		c.Interfaces[i].DHCPServer = nil
+		c.Interfaces[i].DHCP = nil
+	}
+	c.Interfaces[1].Addresses = prefixes(wanRouter4, wanRouter6)
+	c.Routes = append(c.Routes, labRoute{To: farNet.String(), Via: wanHost4.Addr().String()})
+}
+
 func prefixes(ps ...netip.Prefix) []string {
 	s := make([]string, len(ps))
 	for i, p := range ps {

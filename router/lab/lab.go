@@ -38,6 +38,13 @@ type Options struct {
 	// while an iperf3 flow runs; mode k runs the flood of f against the
 	// kernel's nftables masquerade of mode n instead of the router.
 	BenchModes string
+	// BaselineBinary, if set, is an earlier router build that bench modes
+	// A and C run as (a) and (c) do this build, taking turns with them run
+	// by run, so that the ratios (a)/(A) and (c)/(C) compare two builds
+	// in one sitting, free of the drift between sittings. The baseline
+	// runs the wave-1 lab config (static WAN address, no services), which
+	// any earlier build reads. Example: "/tmp/router-9cabf24".
+	BaselineBinary string
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
 	// Stdout receives the summary and bench table; nil discards them.

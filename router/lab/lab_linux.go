@@ -36,6 +36,7 @@ type lab struct {
 
 	namespaces []string // created so far, removed by teardown
 	router     *child   // `router run`, nil when not running
+	baselineUp bool     // router runs Options.BaselineBinary (bench mode A)
 	proxy      *proxy   // status page at 127.0.0.1:PORT, nil when not running
 	benchSrv   *child   // the NAT bench modes' iperf3 server (startBenchServer)
 	isp        *child   // the ISP's dnsmasq in the WAN namespace (startISP)
@@ -181,6 +182,13 @@ func (l *lab) preflight() error {
 	} else if _, err := os.Stat(l.opt.RouterBinary); err != nil {
 		errs = append(errs, fmt.Errorf("lab: router binary: %w", err))
 	}
+	if l.opt.BaselineBinary != "" {
+		if _, err := os.Stat(l.opt.BaselineBinary); err != nil {
+			errs = append(errs, fmt.Errorf("lab: baseline router binary: %w", err))
+		}
+	} else if strings.ContainsAny(l.opt.BenchModes, "AC") {
+		errs = append(errs, errors.New("lab: bench modes A and C need a baseline router binary (-bench-baseline)"))
+	}
 	switch l.opt.Topology {
 	case "", TopologyVeth:
 	case TopologyMACsec:
@@ -192,8 +200,8 @@ func (l *lab) preflight() error {
 		errs = append(errs, fmt.Errorf("lab: unknown topology %q (want %s, %s or %s)", l.opt.Topology, TopologyVeth, TopologyBCM47094, TopologyMACsec))
 	}
 	for _, m := range l.opt.BenchModes {
-		if !strings.ContainsRune("abncdgmfks", m) {
-			errs = append(errs, fmt.Errorf("lab: unknown bench mode %q (want any of abncdgmfks)", m))
+		if !strings.ContainsRune("abncdgmfksAC", m) {
+			errs = append(errs, fmt.Errorf("lab: unknown bench mode %q (want any of abncdgmfksAC)", m))
 		}
 	}
 	return errors.Join(errs...)
@@ -209,7 +217,23 @@ func (l *lab) startRouter(ctx context.Context) error {
 // (unless ""); with a gro mode the router also serves the bench's discard
 // sink at benchSinkAddr.
 func (l *lab) startRouterWith(ctx context.Context, gro string, args ...string) error {
-	cfg, err := routerConfig(l.prefix, routerStatusPort, l.opt.Topology, gro, l.opt.conntrackMax, l.cfgEdits...)
+	return l.startRouterBuild(ctx, false, gro, args...)
+}
+
+// startBaseline starts Options.BaselineBinary as the router (bench mode
+// A), on the wave-1 lab config.
+func (l *lab) startBaseline(ctx context.Context) error {
+	return l.startRouterBuild(ctx, true, "")
+}
+
+// startRouterBuild starts this build or, if baseline, the baseline build
+// as the lab router.
+func (l *lab) startRouterBuild(ctx context.Context, baseline bool, gro string, args ...string) error {
+	edits, bin := l.cfgEdits, l.opt.RouterBinary
+	if baseline {
+		edits, bin = []func(*labConfig){baselineConfig}, l.opt.BaselineBinary
+	}
+	cfg, err := routerConfig(l.prefix, routerStatusPort, l.opt.Topology, gro, l.opt.conntrackMax, edits...)
 	if l.rtr2NS != "" {
 		cfg, err = l.startMACsecPeer(ctx, args...)
 	}
@@ -223,7 +247,7 @@ func (l *lab) startRouterWith(ctx context.Context, gro string, args ...string) e
 	if err := os.WriteFile(cfgPath, l.ownStateDir(cfg, "router"), 0o600); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
-	bin, err := filepath.Abs(l.opt.RouterBinary)
+	bin, err = filepath.Abs(bin)
 	if err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
@@ -232,6 +256,7 @@ func (l *lab) startRouterWith(ctx context.Context, gro string, args ...string) e
 	if err != nil {
 		return err
 	}
+	l.baselineUp = baseline
 	deadline := time.Now().Add(routerStartTimeout)
 	for {
 		_, err := l.routerCounters(ctx)
@@ -247,7 +272,7 @@ func (l *lab) startRouterWith(ctx context.Context, gro string, args ...string) e
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if l.wanByDHCP() {
+	if l.wanByDHCP() && !baseline {
 		c, err := l.waitWANLease(ctx, netip.Addr{}, wanLeaseTimeout)
 		if err != nil {
 			return fmt.Errorf("%w; %s:\n%s", err, logPath, tail(logPath, 2000))
@@ -278,7 +303,7 @@ func (l *lab) stopRouter() error {
 		return nil
 	}
 	err := l.router.stop()
-	l.router = nil
+	l.router, l.baselineUp = nil, false
 	if err != nil {
 		return fmt.Errorf("lab: router: %w", err)
 	}
