@@ -123,6 +123,9 @@ type Interface struct {
 	DHCP *DHCPClient
 	// DHCPServer is the interface's DHCPv4 server (dhcp_server:); nil = none.
 	DHCPServer *DHCPServer
+	// IPv6 is the interface's ipv6: mapping (prefix delegation, router
+	// advertisements, stateless DHCPv6); nil = DefaultIPv6(Role).
+	IPv6 *IPv6
 	// Host reports the host TAP's interface (from host:).
 	Host bool
 	Pos  Pos // where the interface is defined

@@ -535,7 +535,7 @@ func (d *decoder) host(c *Config, e entry) {
 // notYetRunning names the service keys this version parses and checks
 // but whose service the router does not run yet; a config using one is
 // refused rather than silently left unserved.
-var notYetRunning = map[string]bool{}
+var notYetRunning = map[string]bool{"ipv6": true}
 
 // validateServices checks the services against the interfaces.
 func (c *Config) validateServices(l *errorList) {
@@ -565,7 +565,11 @@ func (c *Config) validateServices(l *errorList) {
 		if ifc.DHCPServer != nil {
 			c.validateDHCPServer(l, ifc, what)
 		}
+		if ifc.IPv6 != nil {
+			c.validateIPv6(l, ifc, what)
+		}
 	}
+	c.validateDelegation(l)
 	if n := c.DNS; n != nil {
 		if !lanV4 {
 			l.add(n.Pos, "dns: the forwarder listens on lan interfaces' addresses, and no lan interface has a static IPv4 address")
