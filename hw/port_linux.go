@@ -34,6 +34,9 @@ type Port struct {
 
 	queues []*rxQueue
 	txFD   int // queue 0's socket; sendmmsg on it
+	// groups are the multicast MACs SetMulticast joined on queue 0's
+	// socket (as strings of 6 bytes); protected by mu.
+	groups []string
 
 	stats counters
 
