@@ -90,7 +90,7 @@ func (e *Endpoint) sendIncompleteChain(ip []byte) {
 		header.IsV6MulticastAddress(dst) || quotesICMPv6Error(ip) {
 		return
 	}
-	e.sendParamProblem6(src, icmpv6IncompleteChain, 0, ip)
+	e.sendICMPv6Error(src, header.ICMPv6ParamProblem, icmpv6IncompleteChain, 0, ip)
 }
 
 // quotesICMPv6Error reports whether the first fragment ip carries, or may

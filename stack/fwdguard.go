@@ -64,6 +64,9 @@ func (p *forwardPins) refuseForward(pkt *stack.PacketBuffer, route *stack.Route,
 	var reason dropReason
 	switch af {
 	case stack.IP6:
+		if p.refuseUnassigned(pkt) {
+			return true
+		}
 		if len(pkt.NetworkHeader().Slice()) > maxForwardHeaderChain {
 			reason = dropHeaderChain
 		} else if p.egressTooSmall(route, header.IPv6MinimumMTU) {
@@ -137,17 +140,17 @@ func (e *Endpoint) sendHeaderChainTooLong(pkt *stack.PacketBuffer) {
 	}
 	quote := stack.PayloadSince(pkt.NetworkHeader())
 	defer quote.Release()
-	e.sendParamProblem6(src, icmpv6ParamProblemChainTooLong, maxForwardHeaderChain, quote.AsSlice())
+	e.sendICMPv6Error(src, header.ICMPv6ParamProblem, icmpv6ParamProblemChainTooLong, maxForwardHeaderChain, quote.AsSlice())
 }
 
-// sendParamProblem6 sends ICMPv6 Parameter Problem (RFC 4443 section 3.4)
-// with code and pointer to dst, an IPv6 unicast source of a packet received
-// on e, quoting quote cut to fit in the minimum MTU (RFC 4443 section 2.4
-// (c)). The source address is netstack's choice for e's interface; sends
+// sendICMPv6Error sends an ICMPv6 error of type typ and code (e.g.
+// Parameter Problem, RFC 4443 section 3.4, with its pointer in
+// typeSpecific) to dst, an IPv6 unicast source of a packet received on e,
+// quoting quote cut to fit in the minimum MTU (RFC 4443 section 2.4 (c)). The source address is netstack's choice for e's interface; sends
 // are rate limited by netstack's ICMP limiter. The caller has applied the
 // rest of RFC 4443 section 2.4 (e) (no error about an error, to a
 // multicast source, or about a packet to a group).
-func (e *Endpoint) sendParamProblem6(dst tcpip.Address, code header.ICMPv6Code, pointer uint32, quote []byte) {
+func (e *Endpoint) sendICMPv6Error(dst tcpip.Address, typ header.ICMPv6Type, code header.ICMPv6Code, typeSpecific uint32, quote []byte) {
 	s := e.stack
 	if s == nil || !s.AllowICMPMessage() {
 		return
@@ -165,9 +168,9 @@ func (e *Endpoint) sendParamProblem6(dst tcpip.Address, code header.ICMPv6Code, 
 	defer pkt.DecRef()
 	pkt.TransportProtocolNumber = header.ICMPv6ProtocolNumber
 	icmp := header.ICMPv6(pkt.TransportHeader().Push(header.ICMPv6ErrorHeaderSize))
-	icmp.SetType(header.ICMPv6ParamProblem)
+	icmp.SetType(typ)
 	icmp.SetCode(code)
-	icmp.SetTypeSpecific(pointer)
+	icmp.SetTypeSpecific(typeSpecific)
 	icmp.SetChecksum(header.ICMPv6Checksum(header.ICMPv6ChecksumParams{
 		Header:      icmp,
 		Src:         r.LocalAddress(),

@@ -41,6 +41,8 @@ type forwardPins struct {
 	// egress is the router's NIC ID → endpoint table, for the forward
 	// guard (fwdguard.go); set once by New before any NIC exists.
 	egress *atomic.Pointer[egressTable]
+
+	unassignedGuard // unassigned6.go
 }
 
 var _ stack.NFTablesInterface = (*forwardPins)(nil)

@@ -7,26 +7,27 @@ import "sync/atomic"
 type dropReason int
 
 const (
-	dropTruncated          dropReason = iota // shorter than an Ethernet header, or cut by the ring (WireLen > len(Data))
-	dropOversize                             // longer than the MTU allows
-	dropMalformed                            // bad IPv4/IPv6/ARP header: version, lengths
-	dropVLANUnknown                          // tagged frame on an interface without that VLAN
-	dropOtherHost                            // unicast to a MAC that is not ours
-	dropUnknownEthertype                     // neither IPv4, IPv6 nor ARP
-	dropIPv4HeaderChecksum                   // IPv4 header checksum wrong
-	dropL4Checksum                           // TCP/UDP checksum wrong on a packet for the router
-	dropTTLExceeded                          // IPv4 TTL <= 1 on a packet to be forwarded (Time Exceeded sent)
-	dropLinkDown                             // received or sent while the link is down
-	dropNotAttached                          // received before the NIC existed or after it was removed
-	dropTxError                              // the FrameWriter refused the frame
-	dropTxOversize                           // netstack gave a packet larger than the frame buffer
-	dropNAT                                  // the NAT engine refused the packet (its own counters say why)
-	dropNoEgress                             // fast-path packet whose egress interface was just removed
-	dropFirewallInput                        // new connection to the router refused by the interface's input policy
-	dropHeaderChain                          // IPv6 header chain over 1280 bytes on a packet to be forwarded (RFC 7112 section 5; Parameter Problem sent)
-	dropEgressMTU                            // forward refused: egress MTU below the family's minimum (68 IPv4, 1280 IPv6)
-	dropFragmentTooBig                       // IPv4 fragment ending past 65475 bytes (ping of death; see ipv4guard.go)
-	dropSourceRoute                          // IPv4 loose or strict source route option (RFC 7126; Linux accept_source_route=0)
+	dropTruncated           dropReason = iota // shorter than an Ethernet header, or cut by the ring (WireLen > len(Data))
+	dropOversize                              // longer than the MTU allows
+	dropMalformed                             // bad IPv4/IPv6/ARP header: version, lengths
+	dropVLANUnknown                           // tagged frame on an interface without that VLAN
+	dropOtherHost                             // unicast to a MAC that is not ours
+	dropUnknownEthertype                      // neither IPv4, IPv6 nor ARP
+	dropIPv4HeaderChecksum                    // IPv4 header checksum wrong
+	dropL4Checksum                            // TCP/UDP checksum wrong on a packet for the router
+	dropTTLExceeded                           // IPv4 TTL <= 1 on a packet to be forwarded (Time Exceeded sent)
+	dropLinkDown                              // received or sent while the link is down
+	dropNotAttached                           // received before the NIC existed or after it was removed
+	dropTxError                               // the FrameWriter refused the frame
+	dropTxOversize                            // netstack gave a packet larger than the frame buffer
+	dropNAT                                   // the NAT engine refused the packet (its own counters say why)
+	dropNoEgress                              // fast-path packet whose egress interface was just removed
+	dropFirewallInput                         // new connection to the router refused by the interface's input policy
+	dropHeaderChain                           // IPv6 header chain over 1280 bytes on a packet to be forwarded (RFC 7112 section 5; Parameter Problem sent)
+	dropEgressMTU                             // forward refused: egress MTU below the family's minimum (68 IPv4, 1280 IPv6)
+	dropFragmentTooBig                        // IPv4 fragment ending past 65475 bytes (ping of death; see ipv4guard.go)
+	dropSourceRoute                           // IPv4 loose or strict source route option (RFC 7126; Linux accept_source_route=0)
+	dropUnassignedDelegated                   // IPv6 forward to a delegated prefix no interface uses (RFC 7084 WPD-5; Destination Unreachable sent)
 
 	// Fragments refused by package fragguard (fragguard.go).
 	dropFragTiny            // first fragment without the whole TCP/UDP/ICMP header (RFC 1858 section 3.1)
@@ -41,26 +42,27 @@ const (
 )
 
 var dropReasonNames = [numDropReasons]string{
-	dropTruncated:          "truncated",
-	dropOversize:           "oversize",
-	dropMalformed:          "malformed",
-	dropVLANUnknown:        "vlan_unknown",
-	dropOtherHost:          "other_host",
-	dropUnknownEthertype:   "unknown_ethertype",
-	dropIPv4HeaderChecksum: "ipv4_header_checksum",
-	dropL4Checksum:         "l4_checksum",
-	dropTTLExceeded:        "ttl_exceeded",
-	dropLinkDown:           "link_down",
-	dropNotAttached:        "not_attached",
-	dropTxError:            "tx_error",
-	dropTxOversize:         "tx_oversize",
-	dropNAT:                "nat",
-	dropNoEgress:           "no_egress",
-	dropFirewallInput:      "firewall_input",
-	dropHeaderChain:        "ipv6_header_chain",
-	dropEgressMTU:          "egress_mtu_below_minimum",
-	dropFragmentTooBig:     "ipv4_fragment_too_big",
-	dropSourceRoute:        "ipv4_source_route",
+	dropTruncated:           "truncated",
+	dropOversize:            "oversize",
+	dropMalformed:           "malformed",
+	dropVLANUnknown:         "vlan_unknown",
+	dropOtherHost:           "other_host",
+	dropUnknownEthertype:    "unknown_ethertype",
+	dropIPv4HeaderChecksum:  "ipv4_header_checksum",
+	dropL4Checksum:          "l4_checksum",
+	dropTTLExceeded:         "ttl_exceeded",
+	dropLinkDown:            "link_down",
+	dropNotAttached:         "not_attached",
+	dropTxError:             "tx_error",
+	dropTxOversize:          "tx_oversize",
+	dropNAT:                 "nat",
+	dropNoEgress:            "no_egress",
+	dropFirewallInput:       "firewall_input",
+	dropHeaderChain:         "ipv6_header_chain",
+	dropEgressMTU:           "egress_mtu_below_minimum",
+	dropFragmentTooBig:      "ipv4_fragment_too_big",
+	dropSourceRoute:         "ipv4_source_route",
+	dropUnassignedDelegated: "unassigned_delegated",
 
 	dropFragTiny:            "tiny_first_fragment",
 	dropFragTCPOffset8:      "tcp_offset_8",
