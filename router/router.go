@@ -356,6 +356,7 @@ func (r *Router) bindPortsLocked() {
 		}
 		rp.handler.Store(rp.trunk.HandleBatch)
 	}
+	r.syncMulticastLocked()
 }
 
 // startPortLocked starts the receive loop of one port.

@@ -119,6 +119,18 @@ func TestRun(t *testing.T) {
 					return fmt.Errorf("kernel addresses on %s: %v (%v)", dev, a, err)
 				}
 			}
+			// The port's kernel IPv6 is off: only the router's own
+			// memberships put all-routers and the solicited-node group
+			// of fd77:1::1 on the LAN port's filter.
+			maddr, err := output(context.Background(), l.rtrNS, "ip", "maddr", "show", "dev", lanPort)
+			if err != nil {
+				return err
+			}
+			for _, g := range []string{"33:33:00:00:00:02", "33:33:ff:00:00:01", "33:33:00:01:00:02"} {
+				if !strings.Contains(string(maddr), g) {
+					return fmt.Errorf("ip maddr show dev %s lacks %s:\n%s", lanPort, g, maddr)
+				}
+			}
 			return nil
 		},
 	}
