@@ -107,7 +107,7 @@ func (r *Router) startDHCPClientLocked(name, iface string, set dhcpClientSetting
 				log.Info("DHCP lease", "interface", iface, "address", new.Addr, "server", new.Server,
 					"routes", len(new.Routes), "dns", new.DNS, "mtu", new.MTU, "expiry", new.Expiry)
 			}
-			r.leaseQ.post(iface, leaseChange{owner: s, lease: appliedOf(new)})
+			r.leaseQ.post(name, leaseChange{owner: s, iface: iface, lease: appliedOf(new)})
 		},
 	})
 	if err != nil {
@@ -150,21 +150,18 @@ func (r *Router) leaseLoop(ctx context.Context) {
 			return
 		}
 		changed := false
-		for iface, c := range changes {
-			if s := r.services["dhcp4client "+iface]; s == nil || s != c.owner {
+		for name, c := range changes {
+			if s := r.services[name]; s == nil || s != c.owner {
 				continue // from a client a reload replaced
 			}
-			if r.leases[iface].equal(c.lease) {
-				continue
+			switch {
+			case strings.HasPrefix(name, dhcp4ClientPrefix):
+				changed = r.takeLeaseLocked(c.iface, c.lease) || changed
+			case strings.HasPrefix(name, raLearnerPrefix):
+				changed = r.takeRALocked(c.iface, c.ra) || changed
+			case strings.HasPrefix(name, dhcp6ClientPrefix):
+				changed = r.takeDelegationLocked(c.iface, c.pd) || changed
 			}
-			if c.lease == nil {
-				delete(r.leases, iface)
-				r.leaseLost[iface] = "lease lost at " + time.Now().UTC().Format(time.TimeOnly) + " UTC; address and routes removed"
-			} else {
-				r.leases[iface] = c.lease
-				delete(r.leaseLost, iface)
-			}
-			changed = true
 		}
 		if changed {
 			if err := r.reloadLocked(r.userCfg); err != nil {
@@ -173,6 +170,22 @@ func (r *Router) leaseLoop(ctx context.Context) {
 		}
 		r.mu.Unlock()
 	}
+}
+
+// takeLeaseLocked records iface's DHCPv4 lease (nil: lost) and reports
+// whether it changed. r.mu must be held.
+func (r *Router) takeLeaseLocked(iface string, l *appliedLease) bool {
+	if r.leases[iface].equal(l) {
+		return false
+	}
+	if l == nil {
+		delete(r.leases, iface)
+		r.leaseLost[iface] = "lease lost at " + time.Now().UTC().Format(time.TimeOnly) + " UTC; address and routes removed"
+	} else {
+		r.leases[iface] = l
+		delete(r.leaseLost, iface)
+	}
+	return true
 }
 
 // dhcpClientsStatusLocked fills the status page's WAN lease sections.

@@ -78,21 +78,26 @@ type leaseQueue struct {
 	kick    chan struct{}
 }
 
-// leaseChange is one client's new state; owner identifies the client, so
-// that a change from a client a reload has replaced is ignored.
+// leaseChange is one client's new state; owner identifies the client (a
+// *runningService), so that a change from a client a reload has replaced
+// is ignored. The queue's key is the service's name; iface is its
+// interface. One of lease, ra and pd is the news, by the service's kind.
 type leaseChange struct {
 	owner any
-	lease *appliedLease // nil = no lease
+	iface string
+	lease *appliedLease // dhcp4client: nil = no lease
+	ra    *learnedRA    // ra6 learner: nil = no router, no prefix
+	pd    *delegation   // dhcp6client: nil = no delegation
 }
 
 func newLeaseQueue() *leaseQueue {
 	return &leaseQueue{pending: make(map[string]leaseChange), kick: make(chan struct{}, 1)}
 }
 
-// post records iface's new lease state.
-func (q *leaseQueue) post(iface string, c leaseChange) {
+// post records the new state of the service named name.
+func (q *leaseQueue) post(name string, c leaseChange) {
 	q.mu.Lock()
-	q.pending[iface] = c
+	q.pending[name] = c
 	q.mu.Unlock()
 	select {
 	case q.kick <- struct{}{}:

@@ -29,7 +29,9 @@ func (r *Router) Reload(cfg *config.Config) error {
 // the same path. r.mu must be held.
 func (r *Router) reloadLocked(cfg *config.Config) error {
 	r.dropStaleLeasesLocked(cfg)
+	r.dropStaleIPv6Locked(cfg)
 	cfg = withLeases(cfg, r.leases, r.portMTULocked)
+	cfg = withIPv6(cfg, r.ra6, r.pd6, r.lanIDs)
 	old := r.cfg
 
 	// Open new ports first: the only step that can fail on the machine.
@@ -103,6 +105,7 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 		errs = append(errs, fmt.Errorf("netstack: %w", err))
 	}
 	r.cfg = cfg
+	r.net.SetUnassigned6(unassignedSets(r.pd6, r.lanIDs))
 	// The engine outlives the reload with every flow; only its rules
 	// change. New interfaces got new IDs above, so the rules follow Apply.
 	if err := r.applyNATLocked(); err != nil {

@@ -55,6 +55,13 @@ type Router struct {
 	// until the router restarts: a reload restarting the server reads
 	// the replaced, healthy file and would forget it.
 	leaseFileProblems map[string]string
+	// ra6 is what each wan's RA learner knows, pd6 the delegating wan's
+	// prefix, lanIDs the lan interfaces' subnet ids in it and subnets
+	// their store (ipv6.go, subnets.go).
+	ra6     map[string]*learnedRA
+	pd6     *delegation
+	lanIDs  map[string]int
+	subnets *subnetIDs
 	// services are the running services by name (services.go).
 	services  map[string]*runningService
 	dnsHosts  dnsHostBook // the DHCP leases' names for the forwarder (dnsforwarder.go)
@@ -147,6 +154,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 		started:           time.Now(),
 		ports:             make(map[string]*runningPort),
 		leases:            make(map[string]*appliedLease),
+		ra6:               make(map[string]*learnedRA),
 		leaseQ:            newLeaseQueue(),
 		leaseLost:         make(map[string]string),
 		leaseFileProblems: make(map[string]string),

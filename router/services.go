@@ -21,6 +21,13 @@ import (
 // starts what the config in force asks for and, on reload, restarts only
 // the services whose settings (or interface) changed.
 
+// Service name prefixes (the name is the prefix and the interface).
+const (
+	dhcp4ClientPrefix = "dhcp4client "
+	raLearnerPrefix   = "ra6learner "
+	dhcp6ClientPrefix = "dhcp6client "
+)
+
 // runningService is one service's goroutine and what it holds.
 type runningService struct {
 	name   string // e.g. "dhcp4server eth0.1"
@@ -67,7 +74,7 @@ func (r *Router) syncServicesLocked(cfg *config.Config) error {
 			if sp, err := r.dhcpClientSpec(ic); err != nil {
 				r.log.Error("dhcp client not started", "interface", ic.Name, "err", err)
 			} else {
-				want["dhcp4client "+ic.Name] = sp
+				want[dhcp4ClientPrefix+ic.Name] = sp
 			}
 		}
 		if ic.DHCPServer != nil {
@@ -133,8 +140,9 @@ func errNoInterface(name string) error {
 	return fmt.Errorf("interface %s is not in the netstack", name)
 }
 
-// leaseDNSLocked returns the DNS servers of the DHCP leases in force, in
-// interface order, without repeats. r.mu must be held.
+// leaseDNSLocked returns the DNS servers the WAN side was given: the DHCP
+// leases' in interface order, then the IPv6 delegation's and RAs', without
+// repeats. r.mu must be held.
 func (r *Router) leaseDNSLocked() []netip.Addr {
 	var out []netip.Addr
 	names := make([]string, 0, len(r.leases))
@@ -142,12 +150,28 @@ func (r *Router) leaseDNSLocked() []netip.Addr {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	for _, name := range names {
-		for _, a := range r.leases[name].DNS {
+	add := func(as []netip.Addr) {
+		for _, a := range as {
 			if !slices.Contains(out, a) {
 				out = append(out, a)
 			}
 		}
+	}
+	for _, name := range names {
+		add(r.leases[name].DNS)
+	}
+	// Then IPv6's: the delegation's DHCPv6 DNS servers (option 23), then
+	// the RAs' RDNSS, wan by wan.
+	if r.pd6 != nil {
+		add(r.pd6.DNS)
+	}
+	names = names[:0]
+	for name := range r.ra6 {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		add(r.ra6[name].DNS)
 	}
 	return out
 }

@@ -1,0 +1,65 @@
+package router
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gvrouter/gvrouter/router/config"
+)
+
+// TestWithIPv6: an RA's default router and on-link prefix become wan
+// routes (a file route for ::/0 wins), the delegation gives each lan its
+// ::1 in its /64, the input is untouched, and with nothing learned the
+// config is returned as is.
+func TestWithIPv6(t *testing.T) {
+	cfg := &config.Config{
+		Interfaces: []config.Interface{
+			{Name: "wan", Role: config.RoleWAN, Addresses: []netip.Prefix{netip.MustParsePrefix("2001:db8:ffff::2/64")}},
+			{Name: "lan", Role: config.RoleLAN, Addresses: []netip.Prefix{netip.MustParsePrefix("192.168.1.1/24")}},
+			{Name: "guest", Role: config.RoleLAN},
+		},
+	}
+	if got := withIPv6(cfg, nil, nil, nil); got != cfg {
+		t.Errorf("withIPv6(nothing learned) made a copy")
+	}
+	ll := netip.MustParseAddr("fe80::1")
+	ras := map[string]*learnedRA{"wan": {
+		Routers: []netip.Addr{ll, netip.MustParseAddr("fe80::2")},
+		OnLink:  []netip.Prefix{netip.MustParsePrefix("2001:db8:ffff::/64"), netip.MustParsePrefix("2001:db8:eeee::/64")},
+	}}
+	pd := &delegation{Prefix: netip.MustParsePrefix("2001:db8:aa00::/56"), ValidUntil: time.Now().Add(time.Hour)}
+	ids := map[string]int{"lan": 1, "guest": 0}
+	eff := withIPv6(cfg, ras, pd, ids)
+	wantRoutes := []config.Route{
+		{To: netip.MustParsePrefix("::/0"), Via: ll, Dev: "wan"},
+		{To: netip.MustParsePrefix("2001:db8:eeee::/64"), Dev: "wan"}, // the other is on the interface already
+	}
+	if !slices.EqualFunc(eff.Routes, wantRoutes, config.Route.Equal) {
+		t.Errorf("routes = %v, want %v", eff.Routes, wantRoutes)
+	}
+	if got := eff.Interface("lan").Addresses; !slices.Contains(got, netip.MustParsePrefix("2001:db8:aa00:1::1/64")) || len(got) != 2 {
+		t.Errorf("lan addresses = %v, want 192.168.1.1/24 and 2001:db8:aa00:1::1/64", got)
+	}
+	if got := eff.Interface("guest").Addresses; !slices.Equal(got, []netip.Prefix{netip.MustParsePrefix("2001:db8:aa00::1/64")}) {
+		t.Errorf("guest addresses = %v", got)
+	}
+	if len(cfg.Routes) != 0 || len(cfg.Interface("lan").Addresses) != 1 || len(cfg.Interface("guest").Addresses) != 0 {
+		t.Errorf("withIPv6 changed its input: %+v", cfg)
+	}
+	// The operator's default route wins.
+	cfg.Routes = []config.Route{{To: netip.MustParsePrefix("::/0"), Via: netip.MustParseAddr("2001:db8:ffff::9")}}
+	eff = withIPv6(cfg, ras, nil, nil)
+	if n := len(eff.Routes); n != 2 || eff.Routes[0].Via != netip.MustParseAddr("2001:db8:ffff::9") {
+		t.Errorf("with a file default route, routes = %v", eff.Routes)
+	}
+	del, asg := unassignedSets(pd, ids)
+	if !slices.Equal(del, []netip.Prefix{pd.Prefix}) ||
+		!slices.Equal(asg, []netip.Prefix{netip.MustParsePrefix("2001:db8:aa00::/64"), netip.MustParsePrefix("2001:db8:aa00:1::/64")}) {
+		t.Errorf("unassignedSets = %v, %v", del, asg)
+	}
+	if d, a := unassignedSets(nil, ids); d != nil || a != nil {
+		t.Errorf("unassignedSets(no delegation) = %v, %v", d, a)
+	}
+}
