@@ -16,6 +16,7 @@ func newRegistry(s *Server) *prometheus.Registry {
 		newCollector(s),
 		newFragCollector(s),
 		newServicesCollector(s),
+		newIPv6Collector(s),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

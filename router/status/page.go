@@ -169,6 +169,7 @@ footer a { color: inherit; }
 </tbody>
 </table></div>
 {{- template "services" .}}
+{{- template "ipv6" .}}
 {{- with .Conntrack}}
 
 <h2>Connection tracking</h2>
@@ -360,6 +361,73 @@ footer a { color: inherit; }
 <td class="drops-cell">{{template "drops" .Drops}}</td>
 </tr></tbody>
 </table></div>
+{{- end}}
+{{- end}}
+{{define "ipv6" -}}
+{{- with .IPv6}}
+{{- with .Delegation}}
+
+<h2>IPv6 delegation {{.Interface}}</h2>
+<div class="wrap"><table class="narrow">
+<tbody>
+<tr><td>state</td><td><span class="badge {{leaseClass .State}}">{{or .State "unknown"}}</span></td></tr>
+{{- if .LastError}}
+<tr><td>last error</td><td class="drops">{{.LastError}}</td></tr>
+{{- end}}
+<tr><td>prefixes</td><td class="mono">{{range .Prefixes}}<div>{{.Prefix}} preferred {{with when $.Time .PreferredUntil}}{{.}}{{else}}none{{end}}, valid {{with when $.Time .ValidUntil}}{{.}}{{else}}none{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>address</td><td class="mono">{{if .Address.IsValid}}{{.Address}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>server DUID</td><td class="mono">{{with .ServerDUID}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>our DUID</td><td class="mono">{{with .DUID}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>renew (T1)</td><td>{{with when $.Time .Renew}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>rebind (T2)</td><td>{{with when $.Time .Rebind}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>DNS</td><td class="mono">{{with addrs .DNS}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>domains</td><td class="mono">{{range .Domains}}<div>{{.}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>events</td><td class="drops-cell">{{template "counts" .Counters}}</td></tr>
+<tr><td>drops</td><td class="drops-cell">{{template "drops" .Drops}}</td></tr>
+</tbody>
+</table></div>
+{{- end}}
+{{- range .WANRA}}
+
+<h2>IPv6 router advertisements heard on {{.Interface}}</h2>
+<div class="wrap"><table class="narrow">
+<tbody>
+<tr><td>routers</td><td class="mono">{{range .Routers}}<div>{{.Address}} {{.MAC}} {{.Preference}}, until {{with when $.Time .Expires}}{{.}}{{else}}none{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>prefixes</td><td class="mono">{{range .Prefixes}}<div>{{.Prefix}}{{if .OnLink}} on-link{{end}}{{if .Autonomous}} autonomous{{end}}, valid until {{with when $.Time .ValidUntil}}{{.}}{{else}}none{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>DNS</td><td class="mono">{{with addrs .DNS}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>MTU</td><td>{{with .MTU}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>events</td><td class="drops-cell">{{template "counts" .Counters}}</td></tr>
+<tr><td>drops</td><td class="drops-cell">{{template "drops" .Drops}}</td></tr>
+</tbody>
+</table></div>
+{{- end}}
+{{- range .LANRA}}
+
+<h2>IPv6 router advertisements sent on {{.Interface}}</h2>
+<div class="wrap"><table class="narrow">
+<tbody>
+<tr><td>prefixes</td><td class="mono">{{range .Prefixes}}<div>{{.Prefix}}{{if .Deprecated}} <span class="badge down">withdrawn</span>{{end}} preferred until {{with when $.Time .PreferredUntil}}{{.}}{{else}}none{{end}}, valid until {{with when $.Time .ValidUntil}}{{.}}{{else}}none{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>flags</td><td class="mono">{{if .Managed}}M {{end}}{{if .Other}}O{{end}}{{if not (or .Managed .Other)}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>RDNSS</td><td class="mono">{{with addrs .RDNSS}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>DNSSL</td><td class="mono">{{range .DNSSL}}<div>{{.}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>MTU</td><td>{{with .MTU}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>events</td><td class="drops-cell">{{template "counts" .Counters}}</td></tr>
+<tr><td>drops</td><td class="drops-cell">{{template "drops" .Drops}}</td></tr>
+</tbody>
+</table></div>
+{{- end}}
+{{- range .DHCPv6Servers}}
+
+<h2>Stateless DHCPv6 on {{.Interface}}</h2>
+<div class="wrap"><table class="narrow">
+<tbody>
+<tr><td>DNS</td><td class="mono">{{with addrs .DNS}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>domains</td><td class="mono">{{range .Domains}}<div>{{.}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>events</td><td class="drops-cell">{{template "counts" .Counters}}</td></tr>
+<tr><td>drops</td><td class="drops-cell">{{template "drops" .Drops}}</td></tr>
+</tbody>
+</table></div>
+{{- end}}
 {{- end}}
 {{- end}}
 {{define "counts" -}}

@@ -153,6 +153,7 @@ func (s *Server) sampleLocked() *Snapshot {
 	snap.HTTP = HTTP{Open: s.lim.open.Load(), Refused: s.lim.refused.Load()}
 	snap.Conntrack = normalizeConntrack(snap.Conntrack)
 	normalizeServices(snap)
+	normalizeIPv6(snap)
 	if prev := s.latest.Load(); prev != nil {
 		fillRates(&prev.snap, snap, cur.at.Sub(prev.at))
 		fillConntrackRates(prev.snap.Conntrack, snap.Conntrack, cur.at.Sub(prev.at))

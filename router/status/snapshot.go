@@ -58,6 +58,9 @@ type Snapshot struct {
 	DHCPServers []DHCPServer `json:"dhcp_servers,omitempty"`
 	// DNS is the DNS forwarder; nil when it does not run.
 	DNS *DNS `json:"dns,omitempty"`
+	// IPv6 is home-network IPv6 (ipv6.go): the delegation, RAs learned
+	// and sent, stateless DHCPv6; nil when none of it runs.
+	IPv6 *IPv6 `json:"ipv6,omitempty"`
 }
 
 // HTTP is the status server's connections.

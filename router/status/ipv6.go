@@ -1,0 +1,326 @@
+package status
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// This file holds the Snapshot sections of home-network IPv6 (issue 19):
+// the delegating wan's DHCPv6 client, the RAs learned on wan interfaces,
+// the RAs sent on lan interfaces and the stateless DHCPv6 servers. Plain
+// data, copied from the services' Status methods.
+
+// DHCPv6Client is the DHCPv6 client (RFC 8415) of the delegating wan
+// interface and the prefix it holds.
+type DHCPv6Client struct {
+	// Interface is the wan interface, e.g. "wan".
+	Interface string `json:"interface"`
+	// State is the client's state in lower case, e.g. "soliciting",
+	// "requesting", "bound", "renewing", "rebinding".
+	State string `json:"state"`
+	// Prefixes are the delegated prefixes (IA_PD), e.g. 2001:db8:aa00::/56.
+	Prefixes []DelegatedPrefix `json:"prefixes"`
+	// Address is the wan's own address by IA_NA; zero (JSON "") when not
+	// asked for or not given.
+	Address netip.Addr `json:"address"`
+	// ServerDUID is the delegating server's DUID in hex; "" when none.
+	ServerDUID string `json:"server_duid"`
+	// DUID is the router's own DUID in hex, stable across restarts.
+	DUID string `json:"duid"`
+	// Renew and Rebind are T1 and T2 of the IA_PD; zero when none.
+	Renew  time.Time `json:"renew,omitzero"`
+	Rebind time.Time `json:"rebind,omitzero"`
+	// DNS and Domains are options 23 and 24.
+	DNS     []netip.Addr `json:"dns"`
+	Domains []string     `json:"domains"`
+	// LastError says why the client has no delegation, e.g. "NoPrefixAvail
+	// from server"; "" when nothing went wrong.
+	LastError string `json:"last_error"`
+	// Counters counts messages sent and received and events by name;
+	// Drops counts received messages dropped, by reason.
+	Counters map[string]uint64 `json:"counters"`
+	Drops    map[string]uint64 `json:"drops"`
+}
+
+// DelegatedPrefix is one delegated prefix with its lifetimes' ends.
+type DelegatedPrefix struct {
+	Prefix         netip.Prefix `json:"prefix"`
+	PreferredUntil time.Time    `json:"preferred_until,omitzero"`
+	ValidUntil     time.Time    `json:"valid_until,omitzero"`
+}
+
+// RALearner is what the RAs heard on a wan interface taught it (as
+// Linux's accept_ra=2).
+type RALearner struct {
+	Interface string `json:"interface"`
+	// Routers are the default routers, most preferred first.
+	Routers []RARouter `json:"routers"`
+	// Prefixes are the prefixes of the RAs' prefix information options.
+	Prefixes []RAPrefix `json:"prefixes"`
+	// DNS and Domains are the RDNSS and DNSSL options (RFC 8106).
+	DNS     []netip.Addr `json:"dns"`
+	Domains []string     `json:"domains"`
+	// MTU is the RAs' MTU option as taken; 0 when none.
+	MTU      int               `json:"mtu"`
+	Counters map[string]uint64 `json:"counters"`
+	Drops    map[string]uint64 `json:"drops"`
+}
+
+// RARouter is one default router learned from its RAs.
+type RARouter struct {
+	Address netip.Addr `json:"address"` // its link-local address
+	MAC     string     `json:"mac"`
+	// Preference is RFC 4191's: "high", "medium" or "low".
+	Preference string    `json:"preference"`
+	Expires    time.Time `json:"expires,omitzero"`
+}
+
+// RAPrefix is one prefix of router advertisements, learned or sent.
+type RAPrefix struct {
+	Prefix     netip.Prefix `json:"prefix"`
+	OnLink     bool         `json:"on_link"`
+	Autonomous bool         `json:"autonomous"`
+	// PreferredUntil and ValidUntil are the ends of its lifetimes; a
+	// prefix being withdrawn has PreferredUntil in the past (RFC 7084
+	// L-13: announced with preferred lifetime 0).
+	PreferredUntil time.Time `json:"preferred_until,omitzero"`
+	ValidUntil     time.Time `json:"valid_until,omitzero"`
+	// Deprecated is true for a prefix announced only to withdraw it.
+	Deprecated bool `json:"deprecated"`
+}
+
+// RAAdvertiser is the RA sender of a lan interface.
+type RAAdvertiser struct {
+	Interface string `json:"interface"`
+	// Prefixes are the prefixes announced, the withdrawn ones with them
+	// until their short valid lifetime ends.
+	Prefixes []RAPrefix `json:"prefixes"`
+	// RDNSS and DNSSL are the DNS servers and search domains announced.
+	RDNSS []netip.Addr `json:"rdnss"`
+	DNSSL []string     `json:"dnssl"`
+	// Managed and Other are the M and O flags.
+	Managed bool `json:"managed"`
+	Other   bool `json:"other"`
+	// RouterLifetime is the router lifetime announced.
+	RouterLifetime time.Duration `json:"router_lifetime_ns"`
+	MTU            int           `json:"mtu"`
+	// Counters has at least "sent", "solicited_sent" and "rs_received";
+	// Drops counts RSs and RAs refused, by reason.
+	Counters map[string]uint64 `json:"counters"`
+	Drops    map[string]uint64 `json:"drops"`
+}
+
+// DHCPv6Server is the stateless DHCPv6 server of a lan interface.
+type DHCPv6Server struct {
+	Interface string            `json:"interface"`
+	DNS       []netip.Addr      `json:"dns"`
+	Domains   []string          `json:"domains"`
+	Counters  map[string]uint64 `json:"counters"`
+	Drops     map[string]uint64 `json:"drops"`
+}
+
+// IPv6 is the Snapshot's home-network IPv6 section.
+type IPv6 struct {
+	// Delegation is the delegating wan's DHCPv6 client; nil when no
+	// interface asks for a prefix.
+	Delegation *DHCPv6Client `json:"delegation,omitempty"`
+	// LANPrefixes are the lan interfaces' /64s of the delegation, by
+	// interface, e.g. {"lan": "2001:db8:aa00:1::/64"}.
+	LANPrefixes map[string]netip.Prefix `json:"lan_prefixes"`
+	// WANRA are the wan interfaces' RA learners, LANRA the lan
+	// interfaces' RA senders, DHCPv6Servers their stateless servers.
+	WANRA         []RALearner    `json:"wan_ra"`
+	LANRA         []RAAdvertiser `json:"lan_ra"`
+	DHCPv6Servers []DHCPv6Server `json:"dhcpv6_servers"`
+}
+
+// normalizeIPv6 makes the IPv6 section safe to keep and encode: its own
+// slices and maps, never nil.
+func normalizeIPv6(snap *Snapshot) {
+	v := snap.IPv6
+	if v == nil {
+		return
+	}
+	n := *v
+	cloneMap := func(m map[string]uint64) map[string]uint64 {
+		if m == nil {
+			return map[string]uint64{}
+		}
+		return maps.Clone(m)
+	}
+	addrs := func(a []netip.Addr) []netip.Addr { return append(make([]netip.Addr, 0, len(a)), a...) }
+	strs := func(a []string) []string { return append(make([]string, 0, len(a)), a...) }
+	if d := v.Delegation; d != nil {
+		c := *d
+		c.Prefixes = append(make([]DelegatedPrefix, 0, len(d.Prefixes)), d.Prefixes...)
+		c.DNS, c.Domains = addrs(d.DNS), strs(d.Domains)
+		c.Counters, c.Drops = cloneMap(d.Counters), cloneMap(d.Drops)
+		n.Delegation = &c
+	}
+	n.LANPrefixes = maps.Clone(v.LANPrefixes)
+	if n.LANPrefixes == nil {
+		n.LANPrefixes = map[string]netip.Prefix{}
+	}
+	n.WANRA = slices.Clone(v.WANRA)
+	for i := range n.WANRA {
+		l := &n.WANRA[i]
+		l.Routers = append(make([]RARouter, 0, len(l.Routers)), l.Routers...)
+		l.Prefixes = append(make([]RAPrefix, 0, len(l.Prefixes)), l.Prefixes...)
+		l.DNS, l.Domains = addrs(l.DNS), strs(l.Domains)
+		l.Counters, l.Drops = cloneMap(l.Counters), cloneMap(l.Drops)
+	}
+	if n.WANRA == nil {
+		n.WANRA = []RALearner{}
+	}
+	n.LANRA = slices.Clone(v.LANRA)
+	for i := range n.LANRA {
+		a := &n.LANRA[i]
+		a.Prefixes = append(make([]RAPrefix, 0, len(a.Prefixes)), a.Prefixes...)
+		a.RDNSS, a.DNSSL = addrs(a.RDNSS), strs(a.DNSSL)
+		a.Counters, a.Drops = cloneMap(a.Counters), cloneMap(a.Drops)
+	}
+	if n.LANRA == nil {
+		n.LANRA = []RAAdvertiser{}
+	}
+	n.DHCPv6Servers = slices.Clone(v.DHCPv6Servers)
+	for i := range n.DHCPv6Servers {
+		s := &n.DHCPv6Servers[i]
+		s.DNS, s.Domains = addrs(s.DNS), strs(s.Domains)
+		s.Counters, s.Drops = cloneMap(s.Counters), cloneMap(s.Drops)
+	}
+	if n.DHCPv6Servers == nil {
+		n.DHCPv6Servers = []DHCPv6Server{}
+	}
+	snap.IPv6 = &n
+}
+
+// ipv6Collector exports the IPv6 section: per-interface series only, none
+// per host or per prefix beyond the delegation's.
+type ipv6Collector struct {
+	s *Server
+
+	pdInfo, pdValid, pdPreferred, pdRenew, pdEvents, pdDrops *prometheus.Desc
+	raRouters, raPrefixes, raEvents, raDrops                 *prometheus.Desc
+	advPrefixes, advEvents, advDrops                         *prometheus.Desc
+	d6Events, d6Drops                                        *prometheus.Desc
+}
+
+func newIPv6Collector(s *Server) *ipv6Collector {
+	d := prometheus.NewDesc
+	ifl := []string{"interface"}
+	ev := []string{"interface", "event"}
+	rs := []string{"interface", "reason"}
+	return &ipv6Collector{
+		s:           s,
+		pdInfo:      d("gvrouter_dhcpv6_client_prefix_info", "1 for each prefix delegated to the router, with its state.", []string{"interface", "prefix", "state"}, nil),
+		pdValid:     d("gvrouter_dhcpv6_client_prefix_valid_until_seconds", "When the delegated prefix's valid lifetime ends, Unix time.", []string{"interface", "prefix"}, nil),
+		pdPreferred: d("gvrouter_dhcpv6_client_prefix_preferred_until_seconds", "When the delegated prefix's preferred lifetime ends, Unix time.", []string{"interface", "prefix"}, nil),
+		pdRenew:     d("gvrouter_dhcpv6_client_renew_seconds", "When the DHCPv6 client renews (T1), Unix time.", ifl, nil),
+		pdEvents:    d("gvrouter_dhcpv6_client_events_total", "DHCPv6 client messages and events, by name.", ev, nil),
+		pdDrops:     d("gvrouter_dhcpv6_client_drops_total", "DHCPv6 messages the client dropped, by reason.", rs, nil),
+		raRouters:   d("gvrouter_ra_learned_routers", "Default routers learned from RAs on a wan interface.", ifl, nil),
+		raPrefixes:  d("gvrouter_ra_learned_prefixes", "Prefixes learned from RAs on a wan interface.", ifl, nil),
+		raEvents:    d("gvrouter_ra_learner_events_total", "RA learner events on a wan interface, by name.", ev, nil),
+		raDrops:     d("gvrouter_ra_learner_drops_total", "RAs a wan interface's learner dropped, by reason.", rs, nil),
+		advPrefixes: d("gvrouter_ra_advertised_prefixes", "Prefixes announced in a lan interface's RAs, withdrawn ones included.", ifl, nil),
+		advEvents:   d("gvrouter_ra_advertiser_events_total", "RAs sent and RSs received on a lan interface, by name.", ev, nil),
+		advDrops:    d("gvrouter_ra_advertiser_drops_total", "RSs and RAs a lan interface's advertiser refused, by reason.", rs, nil),
+		d6Events:    d("gvrouter_dhcpv6_server_events_total", "Stateless DHCPv6 server events on a lan interface, by name.", ev, nil),
+		d6Drops:     d("gvrouter_dhcpv6_server_drops_total", "DHCPv6 messages a lan interface's server dropped, by reason.", rs, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *ipv6Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.pdInfo, c.pdValid, c.pdPreferred, c.pdRenew, c.pdEvents, c.pdDrops,
+		c.raRouters, c.raPrefixes, c.raEvents, c.raDrops,
+		c.advPrefixes, c.advEvents, c.advDrops, c.d6Events, c.d6Drops,
+	} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. An entry whose interface
+// repeats an earlier one is skipped: the registry would reject the scrape.
+func (c *ipv6Collector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.s.current()
+	if snap.IPv6 == nil {
+		return
+	}
+	v := snap.IPv6
+	send := func(desc *prometheus.Desc, typ prometheus.ValueType, val float64, labels ...string) {
+		m, err := prometheus.NewConstMetric(desc, typ, val, labels...)
+		if err != nil {
+			m = prometheus.NewInvalidMetric(desc, err)
+		}
+		ch <- m
+	}
+	gauge := func(desc *prometheus.Desc, val float64, labels ...string) {
+		send(desc, prometheus.GaugeValue, val, labels...)
+	}
+	counters := func(desc *prometheus.Desc, m map[string]uint64, iface string) {
+		for k, n := range m {
+			send(desc, prometheus.CounterValue, float64(n), iface, k)
+		}
+	}
+	unix := func(t time.Time) float64 { return float64(t.UnixMilli()) / 1e3 }
+	if d := v.Delegation; d != nil {
+		seen := map[netip.Prefix]bool{}
+		for _, p := range d.Prefixes {
+			if seen[p.Prefix] {
+				continue
+			}
+			seen[p.Prefix] = true
+			gauge(c.pdInfo, 1, d.Interface, p.Prefix.String(), d.State)
+			if !p.ValidUntil.IsZero() {
+				gauge(c.pdValid, unix(p.ValidUntil), d.Interface, p.Prefix.String())
+			}
+			if !p.PreferredUntil.IsZero() {
+				gauge(c.pdPreferred, unix(p.PreferredUntil), d.Interface, p.Prefix.String())
+			}
+		}
+		if !d.Renew.IsZero() {
+			gauge(c.pdRenew, unix(d.Renew), d.Interface)
+		}
+		counters(c.pdEvents, d.Counters, d.Interface)
+		counters(c.pdDrops, d.Drops, d.Interface)
+	}
+	seen := map[string]bool{}
+	for i := range v.WANRA {
+		l := &v.WANRA[i]
+		if seen[l.Interface] {
+			continue
+		}
+		seen[l.Interface] = true
+		gauge(c.raRouters, float64(len(l.Routers)), l.Interface)
+		gauge(c.raPrefixes, float64(len(l.Prefixes)), l.Interface)
+		counters(c.raEvents, l.Counters, l.Interface)
+		counters(c.raDrops, l.Drops, l.Interface)
+	}
+	clear(seen)
+	for i := range v.LANRA {
+		a := &v.LANRA[i]
+		if seen[a.Interface] {
+			continue
+		}
+		seen[a.Interface] = true
+		gauge(c.advPrefixes, float64(len(a.Prefixes)), a.Interface)
+		counters(c.advEvents, a.Counters, a.Interface)
+		counters(c.advDrops, a.Drops, a.Interface)
+	}
+	clear(seen)
+	for i := range v.DHCPv6Servers {
+		s := &v.DHCPv6Servers[i]
+		if seen[s.Interface] {
+			continue
+		}
+		seen[s.Interface] = true
+		counters(c.d6Events, s.Counters, s.Interface)
+		counters(c.d6Drops, s.Drops, s.Interface)
+	}
+}
