@@ -40,6 +40,7 @@ type lab struct {
 	proxy      *proxy   // status page at 127.0.0.1:PORT, nil when not running
 	benchSrv   *child   // the NAT bench modes' iperf3 server (startBenchServer)
 	isp        *child   // the ISP's dnsmasq in the WAN namespace (startISP)
+	radvd, kea *child   // the ISP's IPv6: radvd and kea-dhcp6 in the WAN namespace (startISP6)
 	// cfgEdits change the router's lab config before it is written (a
 	// bench mode's bigger DHCP pool).
 	cfgEdits []func(*labConfig)
@@ -361,6 +362,7 @@ func (l *lab) teardown() error {
 		errs = append(errs, err)
 	}
 	l.stopISP()
+	l.stopISP6()
 	for i := len(l.cleanups) - 1; i >= 0; i-- {
 		l.cleanups[i]()
 	}

@@ -28,6 +28,12 @@ type child struct {
 // startChild starts args[0] with args[1:] in namespace ns; its stdout and
 // stderr go to logPath.
 func startChild(log *slog.Logger, name, ns, logPath string, args ...string) (*child, error) {
+	return startChildEnv(log, name, ns, logPath, nil, args...)
+}
+
+// startChildEnv is startChild with env added to the child's environment
+// (e.g. KEA_PIDFILE_DIR=...).
+func startChildEnv(log *slog.Logger, name, ns, logPath string, env []string, args ...string) (*child, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lab: %s: %w", name, err)
@@ -35,6 +41,9 @@ func startChild(log *slog.Logger, name, ns, logPath string, args ...string) (*ch
 	// Not bound to a context: the lab stops children itself, gently first.
 	cmd := command(context.Background(), ns, args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("lab: start %s: %w", name, err)
