@@ -418,3 +418,37 @@ func TestSetOptions(t *testing.T) {
 		t.Errorf("Status = %+v", st)
 	}
 }
+
+// TestRealClients answers the Information-requests dhclient 4.4.3 and
+// dhcpcd 9.4.1 sent in TestInterop, captured off the wire: dhcpcd's also
+// carries a Vendor Class and asks for SOL_MAX_RT and INF_MAX_RT (82, 83),
+// which the server does not send.
+func TestRealClients(t *testing.T) {
+	for _, tc := range []struct {
+		name, req string
+		clientID  string
+	}{
+		{"dhclient 4.4.3 -S", `0b7b23c6  0001 000a 0003 0001 0200 0000 0201  0006 0006 0017 0018 0020  0008 0002 0000`, "00030001020000000201"},
+		{"dhcpcd 9.4.1 --inform6", `0b30cc16  0001 000e 0001 0001 32a2 e809 0200 0000 0202  0006 000a 0017 0018 0020 0052 0053  0008 0002 0000
+			0010 003d 0000 9f08 0037 ` + hex.EncodeToString([]byte("dhcpcd-9.4.1:Linux-6.18.44-fc-v1045:x86_64:GenuineIntel")),
+			"0001 0001 32a2 e809 0200 0000 0202"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newTestServer(t, testConfig())
+			req := unhex(t, tc.req)
+			r, ok := s.handle(pkt(req))
+			if !ok {
+				t.Fatalf("no Reply; drops %v", dropCounts(s))
+			}
+			if !bytes.Equal(r.Payload[:4], append([]byte{msgReply}, req[1:4]...)) {
+				t.Errorf("header % x", r.Payload[:4])
+			}
+			if got := codes(t, r.Payload); !slices.Equal(got, []uint16{2, 1, 23, 24, 32}) {
+				t.Errorf("options %v, want [2 1 23 24 32]", got)
+			}
+			if cid := splitOptions(t, r.Payload[4:])[1][1].([]byte); !bytes.Equal(cid, unhex(t, tc.clientID)) {
+				t.Errorf("Client Identifier % x, want %s", cid, tc.clientID)
+			}
+		})
+	}
+}
