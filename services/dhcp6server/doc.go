@@ -31,6 +31,13 @@
 // refuses. Options the server does not read are ignored, whatever their
 // body: unknown ones as §16 requires, known ones as it allows.
 //
+// RFC 9915, 8415's successor, says in §16 that servers SHOULD NOT accept
+// unicast from clients, having dropped the Server Unicast option. An
+// Information-request unicast to the server's link-local address still
+// comes from the link (its source must be link-local too) and costs what a
+// multicast one does, so it is answered, rather than bounced with the
+// UseMulticast status that RFC 9915 retires.
+//
 // The Reply (§18.3.6) carries the request's transaction ID, our Server
 // Identifier and, byte for byte, the client's Client Identifier if it sent
 // one; an Information-request without one is answered too (the SHOULD of
@@ -72,9 +79,10 @@
 //
 // # Floods
 //
-// Every datagram costs a few cheap checks; what costs more, parsing the
-// message with the wire library and sending a Reply, is rationed by token
-// buckets: each source address gets sourceBurst Replies and then
+// Every datagram costs a few cheap checks (and a valid Information-request
+// a parse); what costs more, building and sending a Reply, is rationed by
+// token buckets, taken only once a message has passed every check, so the
+// drop counters still say what a flooding host sent: each source address gets sourceBurst Replies and then
 // sourceRate per second, so one looping or hostile host cannot crowd out
 // the rest, and the server as a whole gets globalBurst and globalRate, so
 // that a flood from ever-new spoofed sources costs at most that much. The
@@ -89,6 +97,7 @@
 // non-link-local addresses on the LAN (where its DNS forwarder listens),
 // Domains the LAN's domain. Its Transport is a rawudp IPv6 Conn on UDP 547
 // behind a frame tap (EtherType 0x86dd, IPProto 17, DstPort 547) that
-// takes only frames to ff02::1:2 or Addr, on an interface that receives
-// the multicast MAC 33:33:00:01:00:02. The router's RA sets the O flag.
+// takes only frames to ff02::1:2 or Addr, so that a host's DHCPv6 traffic
+// to some other server passes through, on a port that receives the
+// multicast MAC 33:33:00:01:00:02. The router's RA sets the O flag.
 package dhcp6server
