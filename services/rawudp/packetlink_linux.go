@@ -18,14 +18,26 @@ type PacketLink struct {
 	ifi *net.Interface
 }
 
-// OpenPacketLink opens a PacketLink on the kernel interface ifname (needs
-// CAP_NET_RAW).
+// OpenPacketLink opens a PacketLink for IPv4 frames on the kernel
+// interface ifname (needs CAP_NET_RAW), for Conns from New.
 func OpenPacketLink(ifname string) (*PacketLink, error) {
+	return openPacketLink(ifname, unix.ETH_P_IP)
+}
+
+// OpenPacketLink6 opens a PacketLink for IPv6 frames on the kernel
+// interface ifname (needs CAP_NET_RAW), for Conns from New6.
+func OpenPacketLink6(ifname string) (*PacketLink, error) {
+	return openPacketLink(ifname, unix.ETH_P_IPV6)
+}
+
+// openPacketLink opens a PacketLink for the frames of EtherType
+// ethertype on ifname.
+func openPacketLink(ifname string, ethertype uint16) (*PacketLink, error) {
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return nil, fmt.Errorf("rawudp: %w", err)
 	}
-	proto := htons(unix.ETH_P_IP)
+	proto := htons(ethertype)
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(proto))
 	if err != nil {
 		return nil, fmt.Errorf("rawudp: socket on %s: %w", ifname, err)

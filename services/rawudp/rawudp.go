@@ -23,39 +23,53 @@ type Link interface {
 // Packet is one UDP datagram with its addresses.
 type Packet struct {
 	Payload []byte
-	// Src and Dst are the IPv4 addresses and UDP ports.
+	// Src and Dst are the IP addresses and UDP ports: IPv4 on a Conn
+	// from New, IPv6 on one from New6 (received addresses carry no
+	// zone; on Send a zone is ignored).
 	Src, Dst netip.AddrPort
 	// SrcMAC and DstMAC are the Ethernet addresses. On Send, SrcMAC is
-	// ignored (the link's) and a nil DstMAC means broadcast.
+	// ignored (the link's); a nil DstMAC means broadcast on an IPv4
+	// Conn, and on an IPv6 Conn the multicast MAC of a multicast Dst
+	// (RFC 2464 §7) or, for a unicast Dst, ErrNoDstMAC.
 	SrcMAC, DstMAC net.HardwareAddr
 }
 
 // Broadcast is the Ethernet broadcast address.
 var Broadcast = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
-// Errors.
+// Errors of Send and Recv.
 var (
-	ErrClosed  = errors.New("rawudp: closed")
-	ErrTooBig  = errors.New("rawudp: datagram larger than the link MTU")
-	ErrAddress = errors.New("rawudp: source and destination must be IPv4")
+	// ErrClosed: the Conn was closed.
+	ErrClosed = errors.New("rawudp: closed")
+	// ErrTooBig: the IP packet would be larger than MTU.
+	ErrTooBig = errors.New("rawudp: datagram larger than the link MTU")
+	// ErrAddress: Src or Dst is not of the Conn's IP version (IPv4 for
+	// New, IPv6 for New6; an IPv4-mapped IPv6 address counts as IPv4).
+	ErrAddress = errors.New("rawudp: source or destination of the wrong IP version")
+	// ErrNoDstMAC: an IPv6 datagram to a unicast address without a
+	// DstMAC. The Conn does no neighbour discovery: the caller knows the
+	// peer's MAC (for DHCPv6, the Ethernet source of its message).
+	ErrNoDstMAC = errors.New("rawudp: no destination MAC for a unicast IPv6 destination")
 )
 
 // Stats counts what a Conn did. Fields are read with Load.
 type Stats struct {
 	Received  atomic.Uint64 // datagrams queued for Recv
 	Sent      atomic.Uint64 // datagrams sent
-	Malformed atomic.Uint64 // frames for our port with a bad IPv4 or UDP header or checksum
+	Malformed atomic.Uint64 // frames for our port with a bad IP or UDP header or checksum
 	QueueFull atomic.Uint64 // datagrams dropped because Recv was not keeping up
 	Fragments atomic.Uint64 // IPv4 fragments, which DHCP never needs
 }
 
-// MTU is the largest IPv4 packet Send builds (RFC 894 Ethernet).
+// MTU is the largest IP packet Send builds (RFC 894, RFC 2464 Ethernet).
 const MTU = 1500
 
-// Conn is one UDP port on a Link. It is safe for concurrent use.
+// Conn is one UDP port on a Link, over IPv4 (New) or IPv6 (New6). It is
+// safe for concurrent use.
 type Conn struct {
 	link  Link
 	port  uint16
+	v6    bool
 	queue chan Packet
 	done  chan struct{}
 	once  sync.Once
@@ -63,8 +77,8 @@ type Conn struct {
 	ipID  atomic.Uint32
 }
 
-// New returns a Conn for UDP port (e.g. 68) on link that queues at most
-// queue received datagrams (e.g. 64; at least 1).
+// New returns a Conn for IPv4 UDP port (e.g. 68) on link that queues at
+// most queue received datagrams (e.g. 64; at least 1).
 func New(link Link, port uint16, queue int) *Conn {
 	return &Conn{link: link, port: port, queue: make(chan Packet, max(queue, 1)), done: make(chan struct{})}
 }
@@ -81,10 +95,14 @@ func (c *Conn) Close() error {
 	return nil
 }
 
-// Match reports whether frame is an IPv4 UDP datagram to the Conn's port,
-// the test a link's tap uses to steal the frame from the IP stack. It
-// does not validate the frame.
+// Match reports whether frame is a UDP datagram of the Conn's IP version
+// to the Conn's port, the test a link's tap uses to steal the frame from
+// the IP stack. It does not validate the frame. For IPv6 see New6: only
+// a UDP header straight after the fixed header matches.
 func (c *Conn) Match(frame []byte) bool {
+	if c.v6 {
+		return match6(frame, c.port)
+	}
 	if len(frame) < 14+20+8 || binary.BigEndian.Uint16(frame[12:]) != 0x0800 {
 		return false
 	}
@@ -96,17 +114,23 @@ func (c *Conn) Match(frame []byte) bool {
 	return binary.BigEndian.Uint16(ip[ihl+2:]) == c.port
 }
 
-// Deliver parses an Ethernet frame and queues it for Recv if it is an IPv4
-// UDP datagram to the Conn's port. It reports whether the frame was for
-// the port (queued or counted as dropped); false leaves it to the caller.
-// frame is not kept.
+// Deliver parses an Ethernet frame and queues it for Recv if it is a UDP
+// datagram of the Conn's IP version to the Conn's port. It reports
+// whether the frame was for the port (queued or counted as dropped);
+// false leaves it to the caller. frame is not kept.
 func (c *Conn) Deliver(frame []byte) bool {
 	if !c.Match(frame) {
 		return false
 	}
-	p, ok := parse(frame)
+	var p Packet
+	var ok bool
+	if c.v6 {
+		p, ok = parse6(frame)
+	} else {
+		p, ok = parse(frame)
+	}
 	if !ok {
-		if isFragment(frame[14:]) {
+		if !c.v6 && isFragment(frame[14:]) {
 			c.stats.Fragments.Add(1)
 		} else {
 			c.stats.Malformed.Add(1)
@@ -140,6 +164,9 @@ func (c *Conn) Send(p Packet) error {
 	case <-c.done:
 		return ErrClosed
 	default:
+	}
+	if c.v6 {
+		return c.send6(p)
 	}
 	if !p.Src.Addr().Unmap().Is4() || !p.Dst.Addr().Unmap().Is4() {
 		return ErrAddress
