@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/status"
 )
 
 // Home-network IPv6 (issue 19) in config terms. What the ISP's router
@@ -205,4 +206,17 @@ func (r *Router) dropStaleIPv6Locked(cfg *config.Config) {
 		r.pd6 = nil
 	}
 	r.assignSubnetsLocked(cfg)
+}
+
+// ipv6StatusLocked fills the status page's IPv6 section; nil when none of
+// it runs. r.mu must be held.
+func (r *Router) ipv6StatusLocked() *status.IPv6 {
+	v := &status.IPv6{DHCPv6Servers: r.dhcp6ServersStatusLocked()}
+	if subnets := lanSubnets(r.pd6, r.lanIDs); len(subnets) > 0 {
+		v.LANPrefixes = subnets
+	}
+	if v.DHCPv6Servers == nil && v.LANPrefixes == nil && v.Delegation == nil && v.WANRA == nil && v.LANRA == nil {
+		return nil
+	}
+	return v
 }

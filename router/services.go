@@ -77,6 +77,9 @@ func (r *Router) syncServicesLocked(cfg *config.Config) error {
 				want[dhcp4ClientPrefix+ic.Name] = sp
 			}
 		}
+		if sp, ok := r.dhcp6ServerSpec(cfg, ic); ok {
+			want[dhcp6ServerPrefix+ic.Name] = sp
+		}
 		if ic.DHCPServer != nil {
 			if sp, err := r.dhcpServerSpec(cfg, ic); err != nil {
 				r.log.Error("dhcp server not started", "interface", ic.Name, "err", err)

@@ -46,6 +46,7 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 	s.DHCPServers = r.dhcpServersStatusLocked()
 	s.DHCPClients = r.dhcpClientsStatusLocked()
 	s.DNS = r.dnsStatusLocked()
+	s.IPv6 = r.ipv6StatusLocked()
 	fs := r.net.FragmentStats()
 	s.Fragments = &status.Fragments{Tracked: fs.Tracked, Evicted: fs.Evicted}
 	for _, ic := range r.cfg.Interfaces {

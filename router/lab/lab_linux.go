@@ -160,7 +160,7 @@ func (l *lab) preflight() error {
 	}
 	tools := []string{"ip"}
 	if l.wanByDHCP() {
-		tools = append(tools, "dnsmasq", "udhcpc") // the lab ISP (isp_linux.go), a LAN DHCP client
+		tools = append(tools, "dnsmasq", "udhcpc", "dhclient") // the lab ISP (isp_linux.go), LAN DHCP and DHCPv6 clients
 	}
 	if l.opt.Bench {
 		tools = append(tools, "iperf3")

@@ -149,6 +149,7 @@ func TestRun(t *testing.T) {
 		"ok   TCP LAN→WAN IPv6", "ok   TCP WAN→LAN IPv6",
 		"ok   masquerade: TCP LAN→WAN", "ok   port forward: TCP WAN→LAN", "ok   hairpin", "ok   UDP 3000-byte datagram",
 		"ok   traceroute", "ok   fast path",
+		"ok   LAN host DNS by stateless DHCPv6 from the router (ISC dhclient -6 -S) DNS fd77:1::1, domain lan",
 		"ok   status page from LAN host http://10.77.1.1/api/status",
 		fmt.Sprintf("ok   status page from this machine http://127.0.0.1:%d/api/status", port),
 		"ok   router counters rose",

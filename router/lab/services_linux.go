@@ -30,6 +30,54 @@ func (l *lab) serviceProofs(ctx context.Context, add func(name, detail string, e
 	add("LAN host address by DHCP from the router (busybox udhcpc)", d, err)
 	d, err = l.dnsProof(ctx)
 	add("LAN host resolves "+ispWebName+" through the router's DNS", d, err)
+	d, err = l.dhcp6InfoProof(ctx)
+	add("LAN host DNS by stateless DHCPv6 from the router (ISC dhclient -6 -S)", d, err)
+}
+
+// labDomain is the LAN's domain: the lab config sets none, so the
+// router's default (config.DefaultDomain, OpenWrt's "lan").
+const labDomain = "lan"
+
+// dhclient6ProofScript records what ISC dhclient was given and
+// configures nothing.
+const dhclient6ProofScript = `#!/bin/sh
+ns=$(echo $new_dhcp6_name_servers | tr ' ' ,)
+dom=$(echo $new_dhcp6_domain_search | tr ' ' ,)
+echo "$reason dns=$ns domain=$dom refresh=$new_dhcp6_info_refresh_time" >> %s
+exit 0
+`
+
+// dhcp6InfoProof runs ISC dhclient in information-only mode (-S) on the
+// LAN host against the router's stateless DHCPv6 server: it must hand out
+// the router's LAN address as DNS server and the lab's domain.
+func (l *lab) dhcp6InfoProof(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, proofTimeout)
+	defer cancel()
+	events := filepath.Join(l.dir, "dhclient6-proof.events")
+	script := filepath.Join(l.dir, "dhclient6-proof.sh")
+	conf := filepath.Join(l.dir, "dhclient6-proof.conf")
+	if err := os.WriteFile(script, []byte(fmt.Sprintf(dhclient6ProofScript, events)), 0o700); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(conf, []byte("request dhcp6.name-servers, dhcp6.domain-search, dhcp6.info-refresh-time;\n"), 0o600); err != nil {
+		return "", err
+	}
+	c, err := startChild(l.log, "lan-dhclient6", l.lanNS, filepath.Join(l.dir, "dhclient6-proof.log"),
+		"dhclient", "-6", "-S", "-d", "-v", "-cf", conf, "-lf", filepath.Join(l.dir, "dhclient6.leases"),
+		"-pf", filepath.Join(l.dir, "dhclient6.pid"), "-sf", script, hostIf)
+	if err != nil {
+		return "", err
+	}
+	defer c.stop()
+	// dhclient -S reports the Reply as RENEW6.
+	ev, err := waitEvent(ctx, events, "RENEW6", proofTimeout)
+	if err != nil {
+		return "", fmt.Errorf("no Reply to dhclient's Information-request: %w; dhclient log:\n%s", err, tail(c.logPath, 1500))
+	}
+	if ev["dns"] != lanRouter6.Addr().String() || strings.TrimSuffix(ev["domain"], ".") != labDomain {
+		return "", fmt.Errorf("dhclient got DNS %q domain %q, want %s and %s", ev["dns"], ev["domain"], lanRouter6.Addr(), labDomain)
+	}
+	return fmt.Sprintf("DNS %s, domain %s, refresh %s s", ev["dns"], strings.TrimSuffix(ev["domain"], "."), ev["refresh"]), nil
 }
 
 // dnsProof resolves an ISP name from the LAN host through the router's

@@ -1,0 +1,147 @@
+package router
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/services/dhcp6server"
+	"github.com/gvrouter/gvrouter/services/rawudp"
+	"github.com/gvrouter/gvrouter/stack"
+)
+
+// The stateless DHCPv6 server (issue 19) of each lan interface with
+// ipv6.dhcpv6 on (the default) answers Information-requests with the
+// router's forwarder as DNS server and the domain: hosts that see the O
+// flag of the router's RAs ask it. It runs on the interface's raw frames
+// (port 547), as the DHCPv4 server does, and only where there is a DNS
+// address to hand out: the forwarder runs and the interface has a
+// non-link-local IPv6 address (static, or ::1 of its delegated /64).
+
+// dhcp6RefreshTime is the Information Refresh Time handed out (RFC 8415
+// §21.23): an hour, not the default day, because the DNS address changes
+// with the delegation.
+const dhcp6RefreshTime = time.Hour
+
+// dhcp6ServerPrefix names the servers among the running services.
+const dhcp6ServerPrefix = "dhcp6server "
+
+// dhcp6ServerSpec is the stateless DHCPv6 server of lan interface ic, if
+// it gets one. cfg is the config in force (delegated addresses included).
+func (r *Router) dhcp6ServerSpec(cfg *config.Config, ic config.Interface) (serviceSpec, bool) {
+	if ic.Role != config.RoleLAN || !ic.IPv6OrDefault().DHCPv6 || !dnsWanted(cfg) {
+		return serviceSpec{}, false
+	}
+	ifc := r.net.Interface(ic.Name)
+	if ifc == nil {
+		return serviceSpec{}, false
+	}
+	dns := lanDNS6(ic)
+	if len(dns) == 0 {
+		return serviceSpec{}, false
+	}
+	dc := dhcp6server.Config{
+		HWAddr:      ifc.MAC(),
+		Addr:        netip.AddrFrom16(eui64LinkLocal(ifc.MAC())),
+		DNS:         dns,
+		Domains:     []string{cfg.DomainName()},
+		RefreshTime: dhcp6RefreshTime,
+	}
+	if err := dc.Validate(); err != nil {
+		r.log.Error("stateless DHCPv6 server not started", "interface", ic.Name, "err", err)
+		return serviceSpec{}, false
+	}
+	return serviceSpec{spec: dc, iface: ic.Name, start: func(r *Router, name string) (*runningService, error) {
+		return r.startDHCP6ServerLocked(name, ic.Name, dc)
+	}}, true
+}
+
+// lanDNS6 is the router's IPv6 DNS addresses on a lan interface: its
+// addresses that are neither link-local nor multicast, where the
+// forwarder listens (dnsSpec).
+func lanDNS6(ic config.Interface) []netip.Addr {
+	var out []netip.Addr
+	for _, p := range ic.Addresses {
+		a := p.Addr()
+		if a.Is6() && !a.Is4In6() && !a.IsLinkLocalUnicast() && !a.IsMulticast() && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// startDHCP6ServerLocked runs the server on the interface's frames to UDP
+// 547 at ff02::1:2 or its link-local address. r.mu must be held.
+func (r *Router) startDHCP6ServerLocked(name, iface string, dc dhcp6server.Config) (*runningService, error) {
+	ifc := r.net.Interface(iface)
+	if ifc == nil {
+		return nil, errNoInterface(iface)
+	}
+	conn := rawudp.New6(ifc, dhcp6server.ServerPort, dhcpServerQueue)
+	own := dc.Addr
+	tap := dstTap6{conn: conn, accept: func(dst netip.Addr) bool {
+		return dst == own || dst == dhcp6server.AllRelayAgentsAndServers
+	}}
+	remove, err := ifc.AddTap(stack.TapMatch{EtherType: 0x86dd, IPProto: 17, DstPort: dhcp6server.ServerPort}, tap)
+	if err != nil {
+		return nil, err
+	}
+	spec := dc
+	dc.Log = r.log.With("service", name)
+	srv, err := dhcp6server.New(dc, conn)
+	if err != nil {
+		remove()
+		conn.Close()
+		return nil, err
+	}
+	s := &runningService{name: name, spec: spec, ifc: ifc, impl: srv, undo: []func(){remove, func() { conn.Close() }}}
+	r.startService(s, srv.Run)
+	return s, nil
+}
+
+// dstTap6 is an IPv6 rawudp.Conn that takes only datagrams to the
+// addresses accept allows, leaving a LAN host's forwarded DHCPv6 to some
+// other server to the usual path.
+type dstTap6 struct {
+	conn   *rawudp.Conn
+	accept func(dst netip.Addr) bool
+}
+
+// Deliver implements stack.Tap.
+func (t dstTap6) Deliver(frame []byte) bool {
+	if len(frame) < 14+40 {
+		return false
+	}
+	if !t.accept(netip.AddrFrom16([16]byte(frame[14+24 : 14+40]))) {
+		return false
+	}
+	return t.conn.Deliver(frame)
+}
+
+// dhcp6ServersStatusLocked fills the status page's stateless DHCPv6
+// sections. r.mu must be held.
+func (r *Router) dhcp6ServersStatusLocked() []status.DHCPv6Server {
+	var out []status.DHCPv6Server
+	for _, s := range r.sortedServicesLocked() {
+		srv, ok := s.impl.(*dhcp6server.Server)
+		if !ok {
+			continue
+		}
+		st := srv.Status()
+		ss := srv.Stats()
+		d := status.DHCPv6Server{
+			Interface: s.ifc.Name(), DNS: st.DNS, Domains: st.Domains,
+			Counters: map[string]uint64{
+				"received": ss.Received.Load(), "replied": ss.Replied.Load(), "send_errors": ss.SendErrors.Load(),
+			},
+			Drops: map[string]uint64{},
+		}
+		for i := range ss.Drops {
+			d.Drops[dhcp6server.DropReason(i).String()] = ss.Drops[i].Load()
+		}
+		out = append(out, d)
+	}
+	return out
+}
