@@ -147,13 +147,15 @@ func natRules(cfg *config.Config, ids natIDs, portMTU func(port string) int, res
 	r.Forwards = append(r.Forwards, hostForwards(cfg, id)...)
 	for _, a := range cfg.Firewall.Allow6 {
 		proto, any := a.ProtoNumber()
-		r.Allow6 = append(r.Allow6, natengine.Allow6{
-			Proto:     proto,
-			AnyProto:  any,
-			Dst:       a.To,
-			FirstPort: a.FirstPort,
-			LastPort:  a.LastPort,
-		})
+		for _, dst := range allow6Dsts(cfg, a) {
+			r.Allow6 = append(r.Allow6, natengine.Allow6{
+				Proto:     proto,
+				AnyProto:  any,
+				Dst:       dst,
+				FirstPort: a.FirstPort,
+				LastPort:  a.LastPort,
+			})
+		}
 	}
 	if len(reserved) > 0 {
 		set := make(map[reservedPort]bool, len(reserved))
@@ -448,3 +450,32 @@ func (r *Router) Flows() []status.Flow {
 }
 
 var _ status.FlowSource = (*Router)(nil)
+
+// allow6Dsts is what an allow6 rule admits flows to: its to: prefix, or
+// for a suffix: rule the host with that interface ID in each IPv6 /64 of
+// the lan interfaces (or of its interface:) in force, delegated ones
+// included, so the rule follows a renumbering by the ISP.
+func allow6Dsts(cfg *config.Config, a config.Allow6) []netip.Prefix {
+	if !a.Suffix.IsValid() {
+		return []netip.Prefix{a.To}
+	}
+	id := a.Suffix.As16()
+	var out []netip.Prefix
+	for _, ic := range cfg.Interfaces {
+		if ic.Role != config.RoleLAN || a.Interface != "" && ic.Name != a.Interface {
+			continue
+		}
+		for _, p := range ic.Addresses {
+			if !p.Addr().Is6() || p.Addr().Is4In6() || p.Bits() != config.LANPrefixLength || p.Addr().IsLinkLocalUnicast() {
+				continue
+			}
+			b := p.Masked().Addr().As16()
+			copy(b[8:], id[8:])
+			host := netip.PrefixFrom(netip.AddrFrom16(b), 128)
+			if !slices.Contains(out, host) {
+				out = append(out, host)
+			}
+		}
+	}
+	return out
+}

@@ -157,7 +157,13 @@ type Allow6 struct {
 	// another IANA protocol number in decimal, e.g. "47" (GRE), "50"
 	// (ESP); 6 and 17 are stored as "tcp" and "udp".
 	Proto     string
-	To        netip.Prefix // e.g. 2001:db8:1::10/128 or fd00:1::/64
+	To netip.Prefix // e.g. 2001:db8:1::10/128 or fd00:1::/64
+	// Suffix, instead of To, names a host by its interface ID (the low
+	// 64 bits, e.g. ::1234 or ::211:22ff:fe33:4455) in every IPv6 /64
+	// of the lan interfaces, or of Interface only: with a delegated
+	// prefix the rule follows the host when the ISP renumbers.
+	Suffix    netip.Addr
+	Interface string       // with Suffix: one lan interface; "" = every lan interface
 	FirstPort uint16       // 1 and 65535 when no port is written; only tcp, udp and "" take one
 	LastPort  uint16
 	Pos       Pos
@@ -217,7 +223,7 @@ var (
 	conntrackKeys   = []string{"max", "timeouts"}
 	timeoutKeys     = []string{"tcp_established", "tcp_transitory", "udp_unreplied", "udp_stream", "icmp", "other"}
 	firewallKeys    = []string{"wan_input", "allow6"}
-	allow6Keys      = []string{"proto", "to", "port"}
+	allow6Keys      = []string{"proto", "to", "suffix", "interface", "port"}
 	filteringNames  = []string{FilteringEndpointIndependent, FilteringAddressDependent, FilteringAddressAndPortDependent}
 	inputNames      = []string{InputDrop, InputAccept}
 	protoNames      = []string{ProtoTCP, ProtoUDP}
@@ -527,6 +533,33 @@ func (d *decoder) allow6(n *yaml.Node) Allow6 {
 			a.src.markBad("port")
 		}
 	}
+	if e, ok := m["interface"]; ok {
+		a.src.set("interface", posOf(e.val))
+		if v, ok := d.str(e, what); ok {
+			a.Interface = v
+		} else {
+			a.src.markBad("interface")
+		}
+	}
+	if e, ok := m["suffix"]; ok {
+		a.src.set("suffix", posOf(e.val))
+		v, ok := d.str(e, what)
+		ad, err := netip.ParseAddr(v)
+		switch {
+		case !ok:
+		case err != nil || !ad.Is6() || ad.Is4In6() || ad.Zone() != "":
+			d.errorf(e.val, "%s: suffix: bad interface ID %q: want an IPv6 address with the first 64 bits zero, like ::1234", what, v)
+		case ad.As16() != [16]byte(append(make([]byte, 8), ad.AsSlice()[8:]...)):
+			d.errorf(e.val, "%s: suffix: %s has prefix bits set: an interface ID is the last 64 bits only, like ::%s", what, v, hostPart(ad))
+		case ad.IsUnspecified():
+			d.errorf(e.val, "%s: suffix: :: is no host (the subnet-router anycast address)", what)
+		default:
+			a.Suffix = ad
+		}
+		if !a.Suffix.IsValid() {
+			a.src.markBad("suffix")
+		}
+	}
 	if e, ok := m["to"]; ok {
 		a.src.set("to", posOf(e.val))
 		s, ok := d.str(e, what)
@@ -706,8 +739,22 @@ func (c *Config) validateNAT(l *errorList) {
 	}
 	for i := range fw.Allow6 {
 		a := &fw.Allow6[i]
-		if !a.To.IsValid() && !a.src.bad["to"] {
-			l.add(a.Pos, "firewall: allow6: to is required (an IPv6 prefix or address)")
+		switch {
+		case a.To.IsValid() && a.Suffix.IsValid():
+			l.add(a.src.at("suffix", a.Pos), "firewall: allow6: to and suffix both written: use one (to: a prefix or address; suffix: a host's interface ID in the lan /64s)")
+		case !a.To.IsValid() && !a.Suffix.IsValid() && !a.src.bad["to"] && !a.src.bad["suffix"]:
+			l.add(a.Pos, "firewall: allow6: to or suffix is required (an IPv6 prefix or address, or a host's interface ID such as ::1234)")
+		}
+		if a.Interface != "" {
+			ic := c.Interface(a.Interface)
+			switch {
+			case !a.Suffix.IsValid():
+				l.add(a.src.at("interface", a.Pos), "firewall: allow6: interface goes with suffix (the lan interface whose /64 holds the host)")
+			case ic == nil:
+				l.add(a.src.at("interface", a.Pos), "firewall: allow6: interface %q is not defined", a.Interface)
+			case ic.Role != RoleLAN:
+				l.add(a.src.at("interface", a.Pos), "firewall: allow6: interface %q is not a lan interface", a.Interface)
+			}
 		}
 		if a.FirstPort == 0 || a.LastPort < a.FirstPort {
 			l.add(a.src.at("port", a.Pos), "firewall: allow6: bad ports %d-%d", a.FirstPort, a.LastPort)
@@ -855,3 +902,10 @@ func firstShared(a, b []string) string {
 }
 
 func slicesContains(l []string, s string) bool { return contains(l, s) }
+
+// hostPart is the low 64 bits of a, as an address (::x:y:z:w).
+func hostPart(a netip.Addr) string {
+	b := a.As16()
+	clear(b[:8])
+	return netip.AddrFrom16(b).String()[2:]
+}

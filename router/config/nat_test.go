@@ -188,7 +188,14 @@ func TestParseNATErrors(t *testing.T) {
 				`nat.yaml:5:60: interface "wan": has IPv6 addresses`, `nat.yaml:6:61: interface "wan6": has IPv6 addresses`}},
 		{"allow6 v4", "firewall: {allow6: [{to: 192.168.1.0/24}]}\n", []string{`nat.yaml:9:26: firewall: allow6: to: 192.168.1.0/24 is not IPv6 (IPv4 uses nat: forwards)`}},
 		{"allow6 host bits", "firewall: {allow6: [{to: \"2001:db8::1/64\"}]}\n", []string{`nat.yaml:9:26: firewall: allow6: to: "2001:db8::1/64" has host bits set; did you mean 2001:db8::/64?`}},
-		{"allow6 no to", "firewall: {allow6: [{proto: tcp, port: 22}]}\n", []string{`nat.yaml:9:21: firewall: allow6: to is required`}},
+		{"allow6 no to", "firewall: {allow6: [{proto: tcp, port: 22}]}\n", []string{`nat.yaml:9:21: firewall: allow6: to or suffix is required`}},
+		{"allow6 suffix with prefix bits", "firewall: {allow6: [{suffix: \"2001:db8::1234\"}]}\n", []string{`nat.yaml:9:30: firewall: allow6: suffix: 2001:db8::1234 has prefix bits set: an interface ID is the last 64 bits only, like ::1234`}},
+		{"allow6 suffix not an address", "firewall: {allow6: [{suffix: host1}]}\n", []string{`nat.yaml:9:30: firewall: allow6: suffix: bad interface ID "host1"`}},
+		{"allow6 suffix unspecified", "firewall: {allow6: [{suffix: \"::\"}]}\n", []string{`nat.yaml:9:30: firewall: allow6: suffix: :: is no host`}},
+		{"allow6 to and suffix", "firewall: {allow6: [{to: \"2001:db8::/64\", suffix: \"::1\"}]}\n", []string{`nat.yaml:9:51: firewall: allow6: to and suffix both written`}},
+		{"allow6 interface without suffix", "firewall: {allow6: [{to: \"2001:db8::/64\", interface: lan}]}\n", []string{`nat.yaml:9:54: firewall: allow6: interface goes with suffix`}},
+		{"allow6 interface wan", "firewall: {allow6: [{suffix: \"::1\", interface: wan}]}\n", []string{`nat.yaml:9:48: firewall: allow6: interface "wan" is not a lan interface`}},
+		{"allow6 interface unknown", "firewall: {allow6: [{suffix: \"::1\", interface: dmz}]}\n", []string{`nat.yaml:9:48: firewall: allow6: interface "dmz" is not defined`}},
 		{"allow6 bad proto", "firewall: {allow6: [{proto: icmp, to: \"2001:db8::/64\"}]}\n", []string{`nat.yaml:9:29: firewall: allow6: unknown proto "icmp": want tcp, udp, any or a protocol number like 47 (GRE), or leave it out for tcp and udp`}},
 		{"allow6 proto out of range", "firewall: {allow6: [{proto: 256, to: \"2001:db8::/64\"}]}\n", []string{`nat.yaml:9:29: firewall: allow6: unknown proto "256"`}},
 		{"allow6 extension header", "firewall: {allow6: [{proto: 44, to: \"2001:db8::/64\"}]}\n", []string{`nat.yaml:9:29: firewall: allow6: proto 44 is an IPv6 extension header, never a flow's protocol (RFC 8200)`}},
@@ -248,5 +255,19 @@ func TestValidateNATInCode(t *testing.T) {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("Validate() = %v, want %q in it", err, w)
 		}
+	}
+}
+
+// TestParseAllow6Suffix: a suffix: rule with interface: parses to the
+// interface ID and the lan interface, with tcp/22.
+func TestParseAllow6Suffix(t *testing.T) {
+	c, err := Parse("nat.yaml", []byte(natBase+"firewall: {allow6: [{suffix: \"::211:22ff:fe33:4455\", interface: lan, proto: tcp, port: 22}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.Firewall.Allow6[0]
+	if a.Suffix != netip.MustParseAddr("::211:22ff:fe33:4455") || a.Interface != "lan" || a.To.IsValid() ||
+		a.Proto != ProtoTCP || a.FirstPort != 22 || a.LastPort != 22 {
+		t.Errorf("allow6 = %+v", a)
 	}
 }
