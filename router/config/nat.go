@@ -156,15 +156,15 @@ type Allow6 struct {
 	// Proto is "tcp", "udp", "" for both, "any" for every protocol, or
 	// another IANA protocol number in decimal, e.g. "47" (GRE), "50"
 	// (ESP); 6 and 17 are stored as "tcp" and "udp".
-	Proto     string
-	To netip.Prefix // e.g. 2001:db8:1::10/128 or fd00:1::/64
+	Proto string
+	To    netip.Prefix // e.g. 2001:db8:1::10/128 or fd00:1::/64
 	// Suffix, instead of To, names a host by its interface ID (the low
 	// 64 bits, e.g. ::1234 or ::211:22ff:fe33:4455) in every IPv6 /64
 	// of the lan interfaces, or of Interface only: with a delegated
 	// prefix the rule follows the host when the ISP renumbers.
 	Suffix    netip.Addr
-	Interface string       // with Suffix: one lan interface; "" = every lan interface
-	FirstPort uint16       // 1 and 65535 when no port is written; only tcp, udp and "" take one
+	Interface string // with Suffix: one lan interface; "" = every lan interface
+	FirstPort uint16 // 1 and 65535 when no port is written; only tcp, udp and "" take one
 	LastPort  uint16
 	Pos       Pos
 
