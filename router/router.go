@@ -208,7 +208,8 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	if err := r.applyNATLocked(); err != nil {
 		return nil, fmt.Errorf("nat: %w", err)
 	}
-	r.wg.Add(2)
+	r.dnsHosts.iface = n.Interface
+	r.wg.Add(3)
 	go func() {
 		defer r.wg.Done()
 		r.sweepNAT(ctx, r.nat)
@@ -216,6 +217,10 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	go func() {
 		defer r.wg.Done()
 		r.leaseLoop(ctx)
+	}()
+	go func() {
+		defer r.wg.Done()
+		r.dnsHosts.watchNeighbors(ctx)
 	}()
 	r.bindMACsecLocked()
 	r.bindPortsLocked()

@@ -150,6 +150,7 @@ func TestRun(t *testing.T) {
 		"ok   masquerade: TCP LAN→WAN", "ok   port forward: TCP WAN→LAN", "ok   hairpin", "ok   UDP 3000-byte datagram",
 		"ok   traceroute", "ok   fast path",
 		"ok   LAN host DNS by stateless DHCPv6 from the router (ISC dhclient -6 -S) DNS fd77:1::1, domain lan",
+		"ok   LAN host's lease name resolves to its IPv6 address (AAAA, over IPv6) lab-v6host.lan AAAA fd77:1::2",
 		"ok   status page from LAN host http://10.77.1.1/api/status",
 		fmt.Sprintf("ok   status page from this machine http://127.0.0.1:%d/api/status", port),
 		"ok   router counters rose",

@@ -32,6 +32,66 @@ func (l *lab) serviceProofs(ctx context.Context, add func(name, detail string, e
 	add("LAN host resolves "+ispWebName+" through the router's DNS", d, err)
 	d, err = l.dhcp6InfoProof(ctx)
 	add("LAN host DNS by stateless DHCPv6 from the router (ISC dhclient -6 -S)", d, err)
+	d, err = l.aaaaProof(ctx)
+	add("LAN host's lease name resolves to its IPv6 address (AAAA, over IPv6)", d, err)
+}
+
+// aaaaHost is the host name the AAAA proof's DHCP lease carries.
+const aaaaHost = "lab-v6host"
+
+// aaaaProof leases an address with a host name to the LAN host (busybox
+// udhcpc, the lease kept), lets the router see the host's IPv6 address in
+// NDP (a ping), and resolves the name's AAAA from the LAN host through
+// the forwarder's IPv6 address with Go's stub resolver; then releases
+// the lease.
+func (l *lab) aaaaProof(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, proofTimeout)
+	defer cancel()
+	script := filepath.Join(l.dir, "udhcpc-aaaa.sh")
+	if err := os.WriteFile(script, []byte(fmt.Sprintf(udhcpcProofScript, filepath.Join(l.dir, "udhcpc-aaaa.events"))), 0o700); err != nil {
+		return "", err
+	}
+	udhcpc := func(release bool) error {
+		args := []string{"-q", "-n", "-i", hostIf, "-s", script, "-x", "hostname:" + aaaaHost, "-t", "5", "-T", "1"}
+		if release {
+			args = append(args, "-R")
+		}
+		out, err := output(ctx, l.lanNS, "udhcpc", args...)
+		if err != nil {
+			return fmt.Errorf("udhcpc: %w: %s", err, out)
+		}
+		return nil
+	}
+	if err := udhcpc(false); err != nil {
+		return "", err
+	}
+	defer udhcpc(true)
+	if _, err := ping(ctx, l.lanNS, lanRouter6.Addr()); err != nil {
+		return "", err
+	}
+	server := netip.AddrPortFrom(lanRouter6.Addr(), 53).String()
+	res := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var c net.Conn
+		err := inNetns(l.lanNS, func() error {
+			var err error
+			c, err = (&net.Dialer{}).DialContext(ctx, network, server)
+			return err
+		})
+		return c, err
+	}}
+	name := aaaaHost + "." + labDomain
+	var addrs []netip.Addr
+	var err error
+	// The router reads its neighbour caches every 5 s.
+	for start := time.Now(); ; time.Sleep(250 * time.Millisecond) {
+		addrs, err = res.LookupNetIP(ctx, "ip6", name)
+		if err == nil && len(addrs) == 1 && addrs[0] == lanHost6.Addr() {
+			return fmt.Sprintf("%s AAAA %s via %s after %v", name, addrs[0], server, time.Since(start).Round(time.Millisecond)), nil
+		}
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("%s AAAA = %v (%v), want %s (the LAN host's address)", name, addrs, err, lanHost6.Addr())
+		}
+	}
 }
 
 // labDomain is the LAN's domain: the lab config sets none, so the
