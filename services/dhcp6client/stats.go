@@ -1,0 +1,83 @@
+package dhcp6client
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Stats counts what a Client did. Fields are read with Load.
+type Stats struct {
+	Solicits   atomic.Uint64 // Solicits sent, retransmissions included
+	Advertises atomic.Uint64 // Advertises accepted (usable, whether chosen or not)
+	Requests   atomic.Uint64 // Requests sent, retransmissions included
+	Renews     atomic.Uint64 // Renews sent, retransmissions included
+	Rebinds    atomic.Uint64 // Rebinds sent (at T2 and to confirm a saved lease), retransmissions included
+	Releases   atomic.Uint64 // Releases sent, retransmissions included
+	Replies    atomic.Uint64 // Replies accepted, to every kind of message
+
+	Renewals       atomic.Uint64 // times the client entered RENEW (at T1)
+	Rebindings     atomic.Uint64 // times the client entered REBIND (at T2)
+	Expiries       atomic.Uint64 // prefixes and addresses withdrawn at the end of their valid lifetime
+	Losses         atomic.Uint64 // leases lost entirely (every prefix expired), back to SOLICIT
+	NoPrefixAvail  atomic.Uint64 // IA_PDs with status NoPrefixAvail, in Advertises and Replies
+	NoBinding      atomic.Uint64 // Replies to Renew or Rebind whose IA_PD had status NoBinding (then Request)
+	RequestRefused atomic.Uint64 // Replies to Request without a usable prefix: back to SOLICIT after a back-off
+	Exhausted      atomic.Uint64 // exchanges given up after MRC or MRD (RFC 8415 §15)
+
+	LeaseFileErrors atomic.Uint64 // lease files unreadable, corrupt or truncated; failed writes
+	DUIDFileErrors  atomic.Uint64 // DUID files unreadable or corrupt (replaced); failed writes
+	SendErrors      atomic.Uint64 // messages the Transport refused
+
+	// Drops are the messages received and not used, by reason. A drop
+	// changes nothing: the exchange in flight carries on.
+	Drops Drops
+}
+
+// Drops counts received messages the client did not use, by reason.
+type Drops struct {
+	Malformed  atomic.Uint64 // not a DHCPv6 message: too short, truncated or unparsable options
+	Relay      atomic.Uint64 // Relay-forward or Relay-reply, which are never for a client (RFC 8415 §19)
+	NotServer  atomic.Uint64 // not from UDP port 547
+	Type       atomic.Uint64 // a type the state does not take: an Advertise after SOLICIT, a Reply in SOLICIT, Reconfigure, a client's message
+	Unexpected atomic.Uint64 // no exchange pending (INIT, BOUND)
+	XID        atomic.Uint64 // transaction id not the pending exchange's (RFC 8415 §16.3, §16.10)
+	ClientID   atomic.Uint64 // Client Identifier missing or not our DUID (RFC 8415 §16.3, §16.10)
+	ServerID   atomic.Uint64 // Server Identifier missing or invalid, or not the server REQUEST or RENEW is with
+	NoPrefix   atomic.Uint64 // no usable prefix in our IA_PD: an Advertise (RFC 8415 §18.2.9), or a Reply to Renew or Rebind that renews nothing
+	Status     atomic.Uint64 // a message-level Status Code other than Success (UnspecFail, UseMulticast, NoAddrsAvail, ...)
+}
+
+// Total is the sum of the drops.
+func (d *Drops) Total() uint64 {
+	return d.Malformed.Load() + d.Relay.Load() + d.NotServer.Load() + d.Type.Load() + d.Unexpected.Load() +
+		d.XID.Load() + d.ClientID.Load() + d.ServerID.Load() + d.NoPrefix.Load() + d.Status.Load()
+}
+
+// Status is a snapshot of a Client for the status page.
+type Status struct {
+	// State is the state's name, e.g. "BOUND" (see the package doc).
+	State string
+	// Since is when the client entered State.
+	Since time.Time
+	// Lease is the applied lease (prefixes and their lifetimes, T1, T2,
+	// server DUID, DNS, domains), nil when there is none.
+	Lease *Lease
+	// DUID is the client's own DUID.
+	DUID []byte
+	// Server is the DUID of the server the client is asking in REQUEST
+	// (the chosen Advertise's), else the lease's; nil when none.
+	Server []byte
+	// Next is when the client next acts by itself (a transmission, T1,
+	// T2, an expiry); zero when it only waits.
+	Next time.Time
+	// LastError is the last error the client logged (a failed send, a
+	// lease or DUID file error), "" if none.
+	LastError string
+	// LeaseFileError is the last lease file error (a corrupt or truncated
+	// file, which was ignored and is replaced at the next Reply, or a
+	// failed write), "" if none.
+	LeaseFileError string
+	// DUIDFileError is the last DUID file error (a corrupt file, which
+	// was replaced by a new DUID, or a failed write), "" if none.
+	DUIDFileError string
+}
