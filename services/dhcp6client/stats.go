@@ -42,7 +42,7 @@ type Drops struct {
 	Unexpected atomic.Uint64 // no exchange pending (INIT, BOUND)
 	XID        atomic.Uint64 // transaction id not the pending exchange's (RFC 8415 §16.3, §16.10)
 	ClientID   atomic.Uint64 // Client Identifier missing or not our DUID (RFC 8415 §16.3, §16.10)
-	ServerID   atomic.Uint64 // Server Identifier missing or invalid, or not the server REQUEST or RENEW is with
+	ServerID   atomic.Uint64 // Server Identifier missing or invalid, or not the server REQUEST, RENEW or RELEASE is with
 	NoPrefix   atomic.Uint64 // no usable prefix in our IA_PD: an Advertise (RFC 8415 §18.2.9), or a Reply to Renew or Rebind that renews nothing
 	Status     atomic.Uint64 // a message-level Status Code other than Success (UnspecFail, UseMulticast, NoAddrsAvail, ...)
 }
