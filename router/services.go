@@ -77,6 +77,13 @@ func (r *Router) syncServicesLocked(cfg *config.Config) error {
 				want[dhcp4ClientPrefix+ic.Name] = sp
 			}
 		}
+		if ic.Role == config.RoleWAN && cfg.DelegatingWAN() == ic.Name {
+			if sp, err := r.dhcp6ClientSpec(ic); err != nil {
+				r.log.Error("dhcpv6 client not started", "interface", ic.Name, "err", err)
+			} else {
+				want[dhcp6ClientPrefix+ic.Name] = sp
+			}
+		}
 		if sp, ok := r.dhcp6ServerSpec(cfg, ic); ok {
 			want[dhcp6ServerPrefix+ic.Name] = sp
 		}

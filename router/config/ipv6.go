@@ -37,6 +37,10 @@ type IPv6 struct {
 	// too (address: on; default off: most ISPs number the WAN link by RA
 	// or not at all).
 	Address bool
+	// Release sends a DHCPv6 Release for the delegation when the router
+	// stops cleanly (release: on; default off: a restart then keeps the
+	// prefix, and the LAN its addresses).
+	Release bool
 	// AcceptRA learns the default route and on-link prefixes from the
 	// ISP's router advertisements, as Linux's accept_ra=2 does on a
 	// forwarding interface (ra: on|off; default on on a wan interface).
@@ -63,9 +67,9 @@ type IPv6 struct {
 }
 
 var (
-	ipv6WANKeys = []string{"pd", "address", "ra"}
+	ipv6WANKeys = []string{"pd", "address", "release", "ra"}
 	ipv6LANKeys = []string{"subnet", "ra", "managed", "other", "dhcpv6"}
-	ipv6Keys    = []string{"pd", "address", "ra", "subnet", "managed", "other", "dhcpv6"}
+	ipv6Keys    = []string{"pd", "address", "release", "ra", "subnet", "managed", "other", "dhcpv6"}
 )
 
 // DefaultIPv6 is the ipv6: mapping in force for an interface of role that
@@ -110,6 +114,7 @@ func (d *decoder) ipv6(ifc *Interface, e entry, what string) {
 		}
 	}
 	onOff("address", &v.Address)
+	onOff("release", &v.Release)
 	var ra bool
 	if _, ok := m["ra"]; ok {
 		onOff("ra", &ra)
@@ -140,6 +145,9 @@ func (c *Config) validateIPv6(l *errorList, ifc *Interface, what string) {
 	}
 	if v.src.written("pd") && !v.src.bad["pd"] && (v.PD < MinPDLength || v.PD > MaxPDLength) {
 		l.add(v.src.at("pd", v.Pos), "%s: pd %d out of range %d..%d (the length of the delegated prefix asked for, e.g. 56)", what, v.PD, MinPDLength, MaxPDLength)
+	}
+	if ifc.Role == RoleWAN && v.Release && v.PD == 0 {
+		l.add(v.src.at("release", v.Pos), "%s: release: there is no delegation to release without pd (e.g. pd: 56)", what)
 	}
 	if v.src.written("subnet") && !v.src.bad["subnet"] && v.Subnet < 0 {
 		l.add(v.src.at("subnet", v.Pos), "%s: subnet %d: want 0 or more (the /64's number within the delegated prefix)", what, v.Subnet)

@@ -84,6 +84,8 @@ func TestIPv6Errors(t *testing.T) {
 		{"subnet twice", "ipv6: {ra: off, dhcpv6: off}", "ipv6: {subnet: 1}", `interface "guest": ipv6: subnet 1 is interface "lan"'s too`},
 		{"subnet without pd", "    ipv6: {pd: 56, address: on}\n", "", "ipv6: subnet: no wan interface asks for a delegated prefix"},
 		{"ra word", "ra: off", "ra: maybe", "ra: want on or off"},
+		{"release without pd", "    ipv6: {pd: 56, address: on}\n", "    ipv6: {release: on}\n", `interface "wan": ipv6: release: there is no delegation to release without pd`},
+		{"release on lan", "ipv6: {subnet: 1}", "ipv6: {subnet: 1, release: on}", `interface "lan": ipv6: release is for wan interfaces`},
 		{"unknown key", "ipv6: {subnet: 1}", "ipv6: {subnet: 1, slaac: on}", "slaac"},
 	}
 	allServices(t)
@@ -135,5 +137,17 @@ func TestSubnetOf(t *testing.T) {
 		if !ok || got != netip.MustParsePrefix(tt.want) {
 			t.Errorf("SubnetOf(%s, %d) = %v %v, want %s", tt.del, tt.n, got, ok, tt.want)
 		}
+	}
+}
+
+// TestParseIPv6Release: release: on on the delegating wan is kept.
+func TestParseIPv6Release(t *testing.T) {
+	allServices(t)
+	c, err := Parse("v6.yaml", []byte(strings.Replace(ipv6Base, "pd: 56, address: on", "pd: 56, address: on, release: on", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := c.Interface("wan").IPv6; !v.Release || v.PD != 56 {
+		t.Errorf("wan ipv6 = %+v, want release on with pd 56", v)
 	}
 }

@@ -1,0 +1,162 @@
+package router
+
+import (
+	"encoding/hex"
+	"net/netip"
+	"strings"
+
+	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/services/dhcp6client"
+	"github.com/gvrouter/gvrouter/services/rawudp"
+	"github.com/gvrouter/gvrouter/stack"
+)
+
+// The DHCPv6 client (issue 19) of the delegating wan interface (ipv6:
+// {pd: N}) asks the ISP for a prefix (IA_PD); what it holds is applied by
+// the reload path (ipv6.go): each lan interface's ::1 in its /64 of it,
+// the unassigned rest refused, the ISP's DNS servers as upstreams. It
+// runs on the interface's raw frames to UDP 546 at its link-local
+// address (IPv6 is routed, not translated: no NAT port to reserve).
+
+// dhcp6ClientSettings is what a reload compares: a change restarts the
+// client (its lease file lets it confirm the same prefix by Rebind).
+type dhcp6ClientSettings struct {
+	MAC         string
+	PDLength    int
+	WantAddress bool
+	Release     bool
+	DUIDFile    string
+	LeaseFile   string
+}
+
+// dhcp6ClientSpec is the DHCPv6 client of the delegating wan interface.
+func (r *Router) dhcp6ClientSpec(ic config.Interface) (serviceSpec, error) {
+	dir, err := r.serviceDir("dhcp6")
+	if err != nil {
+		return serviceSpec{}, err
+	}
+	ifc := r.net.Interface(ic.Name)
+	if ifc == nil {
+		return serviceSpec{}, errNoInterface(ic.Name)
+	}
+	v := ic.IPv6OrDefault()
+	set := dhcp6ClientSettings{
+		MAC: ifc.MAC().String(), PDLength: v.PD, WantAddress: v.Address, Release: v.Release,
+		DUIDFile:  dir + "/duid",
+		LeaseFile: dir + "/" + ic.Name + ".client.json",
+	}
+	return serviceSpec{spec: set, iface: ic.Name, start: func(r *Router, name string) (*runningService, error) {
+		return r.startDHCP6ClientLocked(name, ic.Name, set)
+	}}, nil
+}
+
+// startDHCP6ClientLocked runs the client on the interface's frames. r.mu
+// must be held.
+func (r *Router) startDHCP6ClientLocked(name, iface string, set dhcp6ClientSettings) (*runningService, error) {
+	ifc := r.net.Interface(iface)
+	if ifc == nil {
+		return nil, errNoInterface(iface)
+	}
+	s := &runningService{name: name, spec: set, ifc: ifc}
+	fail := func(err error) (*runningService, error) {
+		for i := len(s.undo) - 1; i >= 0; i-- {
+			s.undo[i]()
+		}
+		return nil, err
+	}
+	conn := rawudp.New6(ifc, dhcp6client.ClientPort, dhcpClientQueue)
+	s.undo = append(s.undo, func() { conn.Close() })
+	ll := dhcp6client.LinkLocal(ifc.MAC())
+	tap := dstTap6{conn: conn, accept: func(dst netip.Addr) bool { return dst == ll }}
+	remove, err := ifc.AddTap(stack.TapMatch{EtherType: 0x86dd, IPProto: 17, DstPort: dhcp6client.ClientPort}, tap)
+	if err != nil {
+		return fail(err)
+	}
+	s.undo = append(s.undo, remove)
+	log := r.log.With("service", name)
+	cl, err := dhcp6client.New(dhcp6client.Config{
+		Transport: conn, HWAddr: ifc.MAC(), SrcAddr: ll, PDLength: set.PDLength, WantAddress: set.WantAddress,
+		DUIDFile: set.DUIDFile, LeaseFile: set.LeaseFile, ReleaseOnStop: set.Release, Logger: log,
+		OnChange: func(l *dhcp6client.Lease) {
+			r.leaseQ.post(name, leaseChange{owner: s, iface: iface, pd: delegationOf(l)})
+		},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	s.impl = cl
+	r.startService(s, cl.Run)
+	return s, nil
+}
+
+// delegationOf turns the client's lease into what the router applies: its
+// first delegated prefix short enough to carve /64s from (an ISP hands
+// out one; a second is ignored), nil for none.
+func delegationOf(l *dhcp6client.Lease) *delegation {
+	if l == nil {
+		return nil
+	}
+	for _, p := range l.Prefixes {
+		if p.Prefix.Addr().Is6() && p.Prefix.Bits() <= config.LANPrefixLength {
+			return &delegation{
+				Prefix: p.Prefix.Masked(), PreferredUntil: p.PreferredUntil, ValidUntil: p.ValidUntil,
+				DNS: append([]netip.Addr(nil), l.DNS...), Domains: append([]string(nil), l.Domains...),
+			}
+		}
+	}
+	return nil
+}
+
+// dhcp6ClientStatusLocked fills the status page's delegation section; nil
+// when no client runs. r.mu must be held.
+func (r *Router) dhcp6ClientStatusLocked() *status.DHCPv6Client {
+	for _, s := range r.sortedServicesLocked() {
+		cl, ok := s.impl.(*dhcp6client.Client)
+		if !ok {
+			continue
+		}
+		st := cl.Status()
+		ss := cl.Stats()
+		d := &status.DHCPv6Client{
+			Interface: s.ifc.Name(),
+			State:     strings.ToLower(st.State),
+			DUID:      hex.EncodeToString(st.DUID),
+			LastError: joinNonEmpty(st.LastError, st.LeaseFileError),
+			Counters: map[string]uint64{
+				"solicit": ss.Solicits.Load(), "advertise": ss.Advertises.Load(), "request": ss.Requests.Load(),
+				"renew": ss.Renews.Load(), "rebind": ss.Rebinds.Load(), "release": ss.Releases.Load(),
+				"reply": ss.Replies.Load(), "renewals": ss.Renewals.Load(), "rebindings": ss.Rebindings.Load(),
+				"expired": ss.Expiries.Load(), "lost": ss.Losses.Load(), "no_prefix_avail": ss.NoPrefixAvail.Load(),
+				"no_binding": ss.NoBinding.Load(), "request_refused": ss.RequestRefused.Load(),
+				"exhausted": ss.Exhausted.Load(), "lease_file_errors": ss.LeaseFileErrors.Load(),
+				"duid_file_errors": ss.DUIDFileErrors.Load(), "send_errors": ss.SendErrors.Load(),
+			},
+			Drops: dhcp6ClientDrops(&ss.Drops),
+		}
+		if l := st.Lease; l != nil {
+			d.ServerDUID = hex.EncodeToString(l.ServerID)
+			d.Renew, d.Rebind = l.T1, l.T2
+			d.DNS, d.Domains = l.DNS, l.Domains
+			if l.Address != nil {
+				d.Address = l.Address.Addr
+			}
+			for _, p := range l.Prefixes {
+				d.Prefixes = append(d.Prefixes, status.DelegatedPrefix{Prefix: p.Prefix, PreferredUntil: p.PreferredUntil, ValidUntil: p.ValidUntil})
+			}
+		} else if len(st.Server) > 0 {
+			d.ServerDUID = hex.EncodeToString(st.Server)
+		}
+		return d
+	}
+	return nil
+}
+
+func dhcp6ClientDrops(d *dhcp6client.Drops) map[string]uint64 {
+	return map[string]uint64{
+		"malformed": d.Malformed.Load(), "relay": d.Relay.Load(), "not_server": d.NotServer.Load(),
+		"type": d.Type.Load(), "unexpected": d.Unexpected.Load(), "xid": d.XID.Load(),
+		"client_id": d.ClientID.Load(), "server_id": d.ServerID.Load(), "no_prefix": d.NoPrefix.Load(),
+		"status": d.Status.Load(),
+	}
+}
