@@ -211,7 +211,8 @@ func (r *Router) dropStaleIPv6Locked(cfg *config.Config) {
 // ipv6StatusLocked fills the status page's IPv6 section; nil when none of
 // it runs. r.mu must be held.
 func (r *Router) ipv6StatusLocked() *status.IPv6 {
-	v := &status.IPv6{DHCPv6Servers: r.dhcp6ServersStatusLocked(), Delegation: r.dhcp6ClientStatusLocked()}
+	v := &status.IPv6{DHCPv6Servers: r.dhcp6ServersStatusLocked(), Delegation: r.dhcp6ClientStatusLocked(),
+		LANRA: r.raAdvertisersStatusLocked()}
 	if subnets := lanSubnets(r.pd6, r.lanIDs); len(subnets) > 0 {
 		v.LANPrefixes = subnets
 	}

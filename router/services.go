@@ -84,6 +84,9 @@ func (r *Router) syncServicesLocked(cfg *config.Config) error {
 				want[dhcp6ClientPrefix+ic.Name] = sp
 			}
 		}
+		if sp, ok := r.raAdvertiserSpec(cfg, ic); ok {
+			want[raAdvertiserPrefix+ic.Name] = sp
+		}
 		if sp, ok := r.dhcp6ServerSpec(cfg, ic); ok {
 			want[dhcp6ServerPrefix+ic.Name] = sp
 		}
@@ -117,6 +120,7 @@ func (r *Router) syncServicesLocked(cfg *config.Config) error {
 		r.services[name] = s
 	}
 	r.syncDNSUpstreamsLocked()
+	r.syncRALocked()
 	return errors.Join(errs...)
 }
 

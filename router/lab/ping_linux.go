@@ -24,6 +24,12 @@ const (
 // addr until pingWant replies came back or proofTimeout passed; the first
 // requests may be lost while the router resolves neighbours.
 func ping(ctx context.Context, ns string, to netip.Addr) (string, error) {
+	return pingFrom(ctx, ns, netip.Addr{}, to)
+}
+
+// pingFrom is ping with the echo requests sent from address from (zero:
+// the kernel's choice).
+func pingFrom(ctx context.Context, ns string, from, to netip.Addr) (string, error) {
 	network, proto := "ip4:icmp", 1
 	var reqType, replyType icmp.Type = ipv4.ICMPTypeEcho, ipv4.ICMPTypeEchoReply
 	if to.Is6() {
@@ -33,7 +39,11 @@ func ping(ctx context.Context, ns string, to netip.Addr) (string, error) {
 	var pc *icmp.PacketConn
 	err := inNetns(ns, func() error {
 		var err error
-		pc, err = icmp.ListenPacket(network, "")
+		laddr := ""
+		if from.IsValid() {
+			laddr = from.String()
+		}
+		pc, err = icmp.ListenPacket(network, laddr)
 		return err
 	})
 	if err != nil {

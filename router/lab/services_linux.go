@@ -3,11 +3,13 @@ package lab
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -34,6 +36,69 @@ func (l *lab) serviceProofs(ctx context.Context, add func(name, detail string, e
 	add("LAN host DNS by stateless DHCPv6 from the router (ISC dhclient -6 -S)", d, err)
 	d, err = l.aaaaProof(ctx)
 	add("LAN host's lease name resolves to its IPv6 address (AAAA, over IPv6)", d, err)
+	d, err = l.slaacProof(ctx)
+	add("LAN host autoconfigures by SLAAC from the router's RAs (its kernel)", d, err)
+}
+
+// slaacProof waits until the LAN host's own kernel has formed an address
+// in the router's LAN /64 from the router's RAs (accept_ra and autoconf
+// are on in the host's namespace, as on any host) and a default route
+// via the router's link-local address, then pings the WAN host from that
+// address through the router and its IPv6 firewall.
+func (l *lab) slaacProof(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, proofTimeout)
+	defer cancel()
+	lanNet := lanRouter6.Masked()
+	var slaac netip.Addr
+	var via string
+	for {
+		out, err := output(ctx, l.lanNS, "ip", "-6", "-j", "addr", "show", "dev", hostIf)
+		if err != nil {
+			return "", err
+		}
+		slaac = dynamicAddrIn(out, lanNet)
+		rt, _ := output(ctx, l.lanNS, "ip", "-6", "route", "show", "default", "dev", hostIf)
+		for _, line := range strings.Split(string(rt), "\n") {
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == "default" && f[1] == "via" && strings.HasPrefix(f[2], "fe80:") &&
+				strings.Contains(line, "proto ra") {
+				via = f[2]
+			}
+		}
+		if slaac.IsValid() && via != "" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("after %v: SLAAC address in %s %v, default route via %q; want both from the router's RAs", proofTimeout, lanNet, slaac, via)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if _, err := pingFrom(ctx, l.lanNS, slaac, wanHost6.Addr()); err != nil {
+		return "", fmt.Errorf("ping from the SLAAC address %s: %w", slaac, err)
+	}
+	return fmt.Sprintf("%s (dynamic), default via %s; ping %s from it", slaac, via, wanHost6.Addr()), nil
+}
+
+// dynamicAddrIn returns the first address in p that `ip -j addr` output
+// lists as dynamic (from SLAAC), or the zero Addr.
+func dynamicAddrIn(ipJSON []byte, p netip.Prefix) netip.Addr {
+	var links []struct {
+		AddrInfo []struct {
+			Local   string `json:"local"`
+			Dynamic bool   `json:"dynamic"`
+		} `json:"addr_info"`
+	}
+	if json.Unmarshal(ipJSON, &links) != nil {
+		return netip.Addr{}
+	}
+	for _, l := range links {
+		for _, a := range l.AddrInfo {
+			if ad, err := netip.ParseAddr(a.Local); err == nil && a.Dynamic && p.Contains(ad) {
+				return ad
+			}
+		}
+	}
+	return netip.Addr{}
 }
 
 // aaaaHost is the host name the AAAA proof's DHCP lease carries.
@@ -85,8 +150,11 @@ func (l *lab) aaaaProof(ctx context.Context) (string, error) {
 	// The router reads its neighbour caches every 5 s.
 	for start := time.Now(); ; time.Sleep(250 * time.Millisecond) {
 		addrs, err = res.LookupNetIP(ctx, "ip6", name)
-		if err == nil && len(addrs) == 1 && addrs[0] == lanHost6.Addr() {
-			return fmt.Sprintf("%s AAAA %s via %s after %v", name, addrs[0], server, time.Since(start).Round(time.Millisecond)), nil
+		// The host's SLAAC address (from the router's RAs) may be
+		// listed beside its static one: both are its own.
+		if err == nil && slices.Contains(addrs, lanHost6.Addr()) &&
+			!slices.ContainsFunc(addrs, func(a netip.Addr) bool { return !lanRouter6.Masked().Contains(a) }) {
+			return fmt.Sprintf("%s AAAA %v via %s after %v", name, addrs, server, time.Since(start).Round(time.Millisecond)), nil
 		}
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("%s AAAA = %v (%v), want %s (the LAN host's address)", name, addrs, err, lanHost6.Addr())

@@ -271,6 +271,24 @@ func lifetimes(p Prefix, now time.Time) (valid, preferred time.Duration) {
 	return valid.Truncate(time.Second), min(preferred, valid).Truncate(time.Second)
 }
 
+// SetDNS replaces the RDNSS servers and DNSSL domains announced (the
+// forwarder's address follows the delegation) and sends an RA soon.
+func (a *Advertiser) SetDNS(rdnss []netip.Addr, dnssl []string) error {
+	for _, x := range rdnss {
+		if !x.Is6() || x.Is4In6() || x.IsMulticast() {
+			return fmt.Errorf("ra: RDNSS %v is not an IPv6 unicast address", x)
+		}
+	}
+	a.mu.Lock()
+	same := slices.Equal(a.cfg.RDNSS, rdnss) && slices.Equal(a.cfg.DNSSL, dnssl)
+	a.cfg.RDNSS, a.cfg.DNSSL = slices.Clone(rdnss), slices.Clone(dnssl)
+	a.mu.Unlock()
+	if !same {
+		a.poke()
+	}
+	return nil
+}
+
 // Status returns what is announced now.
 func (a *Advertiser) Status() Status {
 	now := a.cfg.Now()

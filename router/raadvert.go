@@ -1,0 +1,169 @@
+package router
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/services/ra"
+	"github.com/gvrouter/gvrouter/stack"
+)
+
+// Router advertisements (issue 19): each lan interface with ipv6.ra on
+// (the default) that has an IPv6 /64 — static, or its share of the
+// delegation — announces it for SLAAC, with the router's forwarder as
+// RDNSS and the domain as DNSSL. The advertiser runs on the interface's
+// ICMPv6 frames (it takes the RSs, netstack sees the rest) and is not
+// restarted when the delegation changes: its prefixes and DNS are set in
+// place (syncRALocked), so a renumbering announces the old prefix
+// deprecated instead of a final RA.
+
+// raAdvertiserPrefix names the advertisers among the running services.
+const raAdvertiserPrefix = "ra6advertiser "
+
+// raSettings is what a reload compares: a change restarts the advertiser.
+type raSettings struct {
+	MAC            string
+	SrcAddr        netip.Addr
+	MTU            int
+	Managed, Other bool
+}
+
+// raAdvertiserSpec is the advertiser of lan interface ic, if it gets one:
+// RAs on, and a /64 to announce now or a delegation to come.
+func (r *Router) raAdvertiserSpec(cfg *config.Config, ic config.Interface) (serviceSpec, bool) {
+	v := ic.IPv6OrDefault()
+	if ic.Role != config.RoleLAN || !v.RA {
+		return serviceSpec{}, false
+	}
+	if len(lanPrefixes64(ic)) == 0 && cfg.DelegatingWAN() == "" {
+		return serviceSpec{}, false
+	}
+	ifc := r.net.Interface(ic.Name)
+	if ifc == nil {
+		return serviceSpec{}, false
+	}
+	mtu := ic.MTU
+	if mtu == 0 {
+		mtu = r.portMTULocked(ic.Port)
+	}
+	if mtu < 1280 {
+		mtu = 0 // not announced: the port's is unknown
+	}
+	set := raSettings{MAC: ifc.MAC().String(), SrcAddr: netip.AddrFrom16(eui64LinkLocal(ifc.MAC())), MTU: mtu,
+		Managed: v.Managed, Other: v.Other}
+	return serviceSpec{spec: set, iface: ic.Name, start: func(r *Router, name string) (*runningService, error) {
+		return r.startRAAdvertiserLocked(name, ic.Name, set)
+	}}, true
+}
+
+// lanPrefixes64 is the /64s of a lan interface's IPv6 addresses that are
+// neither link-local nor multicast: what SLAAC can use.
+func lanPrefixes64(ic config.Interface) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ic.Addresses {
+		a := p.Addr()
+		if !a.Is6() || a.Is4In6() || a.IsLinkLocalUnicast() || a.IsMulticast() || p.Bits() != config.LANPrefixLength {
+			continue
+		}
+		if !slices.Contains(out, p.Masked()) {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+// startRAAdvertiserLocked runs the advertiser on the interface's ICMPv6
+// frames. r.mu must be held.
+func (r *Router) startRAAdvertiserLocked(name, iface string, set raSettings) (*runningService, error) {
+	ifc := r.net.Interface(iface)
+	if ifc == nil {
+		return nil, errNoInterface(iface)
+	}
+	adv, err := ra.New(ra.Config{
+		Link: ifc, SrcAddr: set.SrcAddr, MTU: set.MTU, Managed: set.Managed, Other: set.Other,
+		Logger: r.log.With("service", name),
+	})
+	if err != nil {
+		return nil, err
+	}
+	remove, err := ifc.AddTap(stack.TapMatch{EtherType: 0x86dd, IPProto: 58}, adv)
+	if err != nil {
+		return nil, err
+	}
+	s := &runningService{name: name, spec: set, ifc: ifc, impl: adv, undo: []func(){remove}}
+	r.startService(s, adv.Run)
+	return s, nil
+}
+
+// syncRALocked gives each running advertiser the prefixes and DNS of its
+// interface in the config in force: static /64s with radvd's default
+// lifetimes, the delegated /64 with the delegation's. r.mu must be held.
+func (r *Router) syncRALocked() {
+	for _, s := range r.services {
+		adv, ok := s.impl.(*ra.Advertiser)
+		if !ok {
+			continue
+		}
+		ic := r.cfg.Interface(s.ifc.Name())
+		if ic == nil {
+			continue
+		}
+		delegated, hasPD := lanSubnets(r.pd6, r.lanIDs)[ic.Name]
+		var ps []ra.Prefix
+		for _, p := range lanPrefixes64(*ic) {
+			if hasPD && p == delegated {
+				ps = append(ps, ra.Prefix{Prefix: p, ValidUntil: r.pd6.ValidUntil, PreferredUntil: r.pd6.PreferredUntil})
+			} else {
+				ps = append(ps, ra.Prefix{Prefix: p})
+			}
+		}
+		if err := adv.SetPrefixes(ps); err != nil {
+			r.log.Error("router advertisements: prefixes", "interface", ic.Name, "err", err)
+		}
+		var dnssl []string
+		if dnsWanted(r.cfg) {
+			dnssl = []string{r.cfg.DomainName()}
+		}
+		var rdnss []netip.Addr
+		if dnsWanted(r.cfg) {
+			rdnss = lanDNS6(*ic)
+		}
+		if err := adv.SetDNS(rdnss, dnssl); err != nil {
+			r.log.Error("router advertisements: DNS", "interface", ic.Name, "err", err)
+		}
+	}
+}
+
+// raAdvertisersStatusLocked fills the status page's LAN RA sections.
+// r.mu must be held.
+func (r *Router) raAdvertisersStatusLocked() []status.RAAdvertiser {
+	var out []status.RAAdvertiser
+	for _, s := range r.sortedServicesLocked() {
+		adv, ok := s.impl.(*ra.Advertiser)
+		if !ok {
+			continue
+		}
+		st := adv.Status()
+		ss := adv.Stats()
+		a := status.RAAdvertiser{
+			Interface: s.ifc.Name(), RDNSS: st.RDNSS, DNSSL: st.DNSSL, Managed: st.Managed, Other: st.Other,
+			RouterLifetime: st.RouterLifetime, MTU: st.MTU,
+			Counters: map[string]uint64{
+				"sent": ss.Sent.Load(), "solicited_sent": ss.SolicitedSent.Load(), "rs_received": ss.RSReceived.Load(),
+				"rs_coalesced": ss.RSCoalesced.Load(), "other_router_ra": ss.OtherRA.Load(), "send_errors": ss.SendErrors.Load(),
+			},
+			Drops: map[string]uint64{},
+		}
+		for i := range ss.Drops {
+			a.Drops[ra.DropReason(i).String()] = ss.Drops[i].Load()
+		}
+		for _, p := range st.Prefixes {
+			a.Prefixes = append(a.Prefixes, status.RAPrefix{Prefix: p.Prefix, OnLink: true, Autonomous: true,
+				PreferredUntil: p.PreferredUntil, ValidUntil: p.ValidUntil, Deprecated: p.Withdrawn})
+		}
+		out = append(out, a)
+	}
+	return out
+}
