@@ -72,6 +72,15 @@ type labInterface struct {
 	DHCPServer *labDHCPServer `yaml:"dhcp_server,omitempty"`
 	// DHCP sets the WAN DHCP client (dhcp:) of addresses: [dhcp, ...].
 	DHCP *labDHCPClient `yaml:"dhcp,omitempty"`
+	// IPv6 is the ipv6: mapping: the WAN's prefix delegation.
+	IPv6 *labIPv6 `yaml:"ipv6,omitempty"`
+}
+
+// labIPv6 asks the lab ISP's kea-dhcp6 for a delegated prefix (pd:); RAs
+// from the ISP are not learned (ra: off), the WAN's IPv6 is static.
+type labIPv6 struct {
+	PD int    `yaml:"pd,omitempty"`
+	RA string `yaml:"ra,omitempty"`
 }
 
 // labDHCPClient is the WAN's DHCP client: the hostname the ISP's dnsmasq
@@ -138,7 +147,7 @@ func routerConfig(prefix string, statusPort int, topology, gro string, conntrack
 			// (option 121, for the traceroute proof) come from the lab
 			// ISP's DHCP server (isp_linux.go); IPv6 stays static.
 			{Name: wan, Port: wanPort, Addresses: append([]string{"dhcp"}, prefixes(wanRouter6)...), Role: "wan", GRO: gro,
-				DHCP: &labDHCPClient{Hostname: wanHostname}},
+				DHCP: &labDHCPClient{Hostname: wanHostname}, IPv6: &labIPv6{PD: ispPDLength, RA: "off"}},
 		},
 		NAT: labNAT{
 			Masquerade: []string{wan},

@@ -50,6 +50,9 @@ func (l *lab) keaConfig(o isp6Options) ([]byte, error) {
 	cfg := map[string]any{
 		"Dhcp6": map[string]any{
 			"interfaces-config": map[string]any{"interfaces": []string{hostIf}},
+			// The server DUID file and such: in the run's directory,
+			// never the machine's /var/lib/kea.
+			"data-directory": l.dir,
 			"lease-database": map[string]any{
 				"type": "memfile", "persist": true, "name": filepath.Join(l.dir, "kea-leases6.csv"), "lfc-interval": 0,
 			},
@@ -95,24 +98,15 @@ func radvdConfig() string {
 	}, "\n") + "\n"
 }
 
-// startISP6 starts radvd and kea-dhcp6 in the WAN host's namespace.
-// teardown stops them.
+// startISP6 starts the ISP's delegating kea-dhcp6 in the WAN host's
+// namespace; teardown stops it.
 func (l *lab) startISP6(ctx context.Context, o isp6Options) error {
 	l.stopISP6()
-	rpath := filepath.Join(l.dir, "radvd.conf")
-	if err := os.WriteFile(rpath, []byte(radvdConfig()), 0o600); err != nil {
-		return fmt.Errorf("lab: ISP radvd: %w", err)
-	}
-	// radvd needs forwarding on to announce itself as a router.
-	if _, err := output(ctx, l.wanNS, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"); err != nil {
+	// Kea binds to the link-local address, which DAD holds tentative
+	// for a second after the link came up.
+	if err := waitLinkLocal(ctx, l.wanNS, hostIf, 5*time.Second); err != nil {
 		return err
 	}
-	rd, err := startChild(l.log, "isp-radvd", l.wanNS, filepath.Join(l.dir, "radvd.log"),
-		"radvd", "--nodaemon", "--config="+rpath, "--pidfile="+filepath.Join(l.dir, "radvd.pid"), "--logmethod=stderr")
-	if err != nil {
-		return err
-	}
-	l.radvd = rd
 	kc, err := l.keaConfig(o)
 	if err != nil {
 		return err
@@ -127,12 +121,36 @@ func (l *lab) startISP6(ctx context.Context, o isp6Options) error {
 		return err
 	}
 	l.kea = kea
-	for _, c := range []*child{rd, kea} {
-		select {
-		case <-c.done:
-			return fmt.Errorf("lab: ISP %s exited: %v; %s", c.name, c.err, tail(c.logPath, 2000))
-		case <-time.After(300 * time.Millisecond):
-		}
+	return l.settle(kea)
+}
+
+// startRadvd starts radvd as the ISP's router on the WAN link (for the
+// RA learner's proofs); teardown stops it.
+func (l *lab) startRadvd(ctx context.Context) error {
+	rpath := filepath.Join(l.dir, "radvd.conf")
+	if err := os.WriteFile(rpath, []byte(radvdConfig()), 0o600); err != nil {
+		return fmt.Errorf("lab: ISP radvd: %w", err)
+	}
+	// radvd needs forwarding on to announce itself as a router.
+	if _, err := output(ctx, l.wanNS, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"); err != nil {
+		return err
+	}
+	rd, err := startChild(l.log, "isp-radvd", l.wanNS, filepath.Join(l.dir, "radvd.log"),
+		"radvd", "--nodaemon", "--config="+rpath, "--pidfile="+filepath.Join(l.dir, "radvd.pid"), "--logmethod=stderr")
+	if err != nil {
+		return err
+	}
+	l.radvd = rd
+	return l.settle(rd)
+}
+
+// settle fails if c exits within its first 300 ms (a bad config, a taken
+// port).
+func (l *lab) settle(c *child) error {
+	select {
+	case <-c.done:
+		return fmt.Errorf("lab: ISP %s exited: %v; %s", c.name, c.err, tail(c.logPath, 2000))
+	case <-time.After(300 * time.Millisecond):
 	}
 	return nil
 }
@@ -156,4 +174,20 @@ func (l *lab) stopISP6() {
 func (l *lab) routeDelegation(ctx context.Context, prefix netip.Prefix, via netip.Addr) error {
 	_, err := output(ctx, l.wanNS, "ip", "-6", "route", "replace", prefix.String(), "via", via.String(), "dev", hostIf)
 	return err
+}
+
+// waitLinkLocal waits until dev in namespace ns has a link-local address
+// that is no longer tentative.
+func waitLinkLocal(ctx context.Context, ns, dev string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		out, err := output(ctx, ns, "ip", "-6", "addr", "show", "dev", dev, "scope", "link")
+		if err == nil && strings.Contains(string(out), "inet6 fe80:") && !strings.Contains(string(out), "tentative") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("lab: %s in %s has no usable link-local address after %v: %s %v", dev, ns, d, out, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -38,6 +38,62 @@ func (l *lab) serviceProofs(ctx context.Context, add func(name, detail string, e
 	add("LAN host's lease name resolves to its IPv6 address (AAAA, over IPv6)", d, err)
 	d, err = l.slaacProof(ctx)
 	add("LAN host autoconfigures by SLAAC from the router's RAs (its kernel)", d, err)
+	d, err = l.delegationProof(ctx)
+	add("IPv6 prefix delegated by the ISP (kea-dhcp6) numbers the LAN", d, err)
+}
+
+// delegationProof waits for the router's DHCPv6 client to hold a /56 of
+// the ISP's pool, checks that the LAN got its /64 of it (the router's ::1
+// there, on the status page), lets the LAN host's kernel form a SLAAC
+// address in it from the router's RAs, routes the delegation to the
+// router on the WAN host as the ISP's edge does, and pings the WAN host
+// from that address.
+func (l *lab) delegationProof(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*proofTimeout)
+	defer cancel()
+	var pd, lan netip.Prefix
+	for {
+		snap, err := l.statusSince(ctx, time.Time{})
+		if err == nil && snap.IPv6 != nil && snap.IPv6.Delegation != nil && snap.IPv6.Delegation.State == "bound" &&
+			len(snap.IPv6.Delegation.Prefixes) > 0 {
+			pd = snap.IPv6.Delegation.Prefixes[0].Prefix
+			lanName, _ := routerInterfaces(l.opt.Topology)
+			lan = snap.IPv6.LANPrefixes[lanName]
+			if lan.IsValid() {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("no delegation bound with a LAN /64 on the status page (last error %v); kea log:\n%s", err, tail(filepath.Join(l.dir, "kea.log"), 1500))
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	if pd.Bits() != ispPDLength || !ispPDPool.Contains(pd.Addr()) || !pd.Contains(lan.Addr()) || lan.Bits() != 64 {
+		return "", fmt.Errorf("delegation %s with LAN %s, want a /%d of %s holding the LAN's /64", pd, lan, ispPDLength, ispPDPool)
+	}
+	if err := l.routeDelegation(ctx, pd, wanRouter6.Addr()); err != nil {
+		return "", err
+	}
+	var slaac netip.Addr
+	for !slaac.IsValid() {
+		out, err := output(ctx, l.lanNS, "ip", "-6", "-j", "addr", "show", "dev", hostIf)
+		if err != nil {
+			return "", err
+		}
+		if slaac = dynamicAddrIn(out, lan); slaac.IsValid() {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("the LAN host formed no SLAAC address in the delegated %s", lan)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if _, err := pingFrom(ctx, l.lanNS, slaac, wanHost6.Addr()); err != nil {
+		return "", fmt.Errorf("ping from the delegated address %s: %w", slaac, err)
+	}
+	return fmt.Sprintf("%s delegated, LAN %s, host %s pings %s", pd, lan, slaac, wanHost6.Addr()), nil
 }
 
 // slaacProof waits until the LAN host's own kernel has formed an address
@@ -202,7 +258,8 @@ func (l *lab) dhcp6InfoProof(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("no Reply to dhclient's Information-request: %w; dhclient log:\n%s", err, tail(c.logPath, 1500))
 	}
-	if ev["dns"] != lanRouter6.Addr().String() || strings.TrimSuffix(ev["domain"], ".") != labDomain {
+	// The router's address in the delegated /64 may be listed too.
+	if !slices.Contains(strings.Split(ev["dns"], ","), lanRouter6.Addr().String()) || strings.TrimSuffix(ev["domain"], ".") != labDomain {
 		return "", fmt.Errorf("dhclient got DNS %q domain %q, want %s and %s", ev["dns"], ev["domain"], lanRouter6.Addr(), labDomain)
 	}
 	return fmt.Sprintf("DNS %s, domain %s, refresh %s s", ev["dns"], strings.TrimSuffix(ev["domain"], "."), ev["refresh"]), nil
