@@ -212,7 +212,7 @@ func (r *Router) dropStaleIPv6Locked(cfg *config.Config) {
 // it runs. r.mu must be held.
 func (r *Router) ipv6StatusLocked() *status.IPv6 {
 	v := &status.IPv6{DHCPv6Servers: r.dhcp6ServersStatusLocked(), Delegation: r.dhcp6ClientStatusLocked(),
-		LANRA: r.raAdvertisersStatusLocked()}
+		LANRA: r.raAdvertisersStatusLocked(), WANRA: r.raLearnersStatusLocked()}
 	if subnets := lanSubnets(r.pd6, r.lanIDs); len(subnets) > 0 {
 		v.LANPrefixes = subnets
 	}

@@ -84,6 +84,9 @@ func (r *Router) syncServicesLocked(cfg *config.Config) error {
 				want[dhcp6ClientPrefix+ic.Name] = sp
 			}
 		}
+		if sp, ok := r.raLearnerSpec(ic); ok {
+			want[raLearnerPrefix+ic.Name] = sp
+		}
 		if sp, ok := r.raAdvertiserSpec(cfg, ic); ok {
 			want[raAdvertiserPrefix+ic.Name] = sp
 		}

@@ -134,9 +134,6 @@ func (c *Config) validateIPv6(l *errorList, ifc *Interface, what string) {
 	if notYetRunning["ipv6"] {
 		l.add(v.Pos, "%s: prefix delegation and router advertisements are %s yet", what, errNotSupportedSuffix)
 	}
-	if ifc.Role == RoleWAN && v.src.written("ra") && !v.src.bad["ra"] && v.AcceptRA && notYetRunning["ipv6-ra-learn"] {
-		l.add(v.src.at("ra", v.Pos), "%s: ra: learning the default route from the ISP's router advertisements is %s yet; write the IPv6 default route under routes: (or ra: off)", what, errNotSupportedSuffix)
-	}
 	allowed, keysOf := ipv6LANKeys, RoleWAN
 	if ifc.Role == RoleWAN {
 		allowed, keysOf = ipv6WANKeys, RoleLAN

@@ -76,8 +76,9 @@ type labInterface struct {
 	IPv6 *labIPv6 `yaml:"ipv6,omitempty"`
 }
 
-// labIPv6 asks the lab ISP's kea-dhcp6 for a delegated prefix (pd:); RAs
-// from the ISP are not learned (ra: off), the WAN's IPv6 is static.
+// labIPv6 asks the lab ISP's kea-dhcp6 for a delegated prefix (pd:); the
+// WAN's IPv6 address is static, its default route learned from the ISP's
+// radvd (ra: on, the default).
 type labIPv6 struct {
 	PD int    `yaml:"pd,omitempty"`
 	RA string `yaml:"ra,omitempty"`
@@ -147,7 +148,7 @@ func routerConfig(prefix string, statusPort int, topology, gro string, conntrack
 			// (option 121, for the traceroute proof) come from the lab
 			// ISP's DHCP server (isp_linux.go); IPv6 stays static.
 			{Name: wan, Port: wanPort, Addresses: append([]string{"dhcp"}, prefixes(wanRouter6)...), Role: "wan", GRO: gro,
-				DHCP: &labDHCPClient{Hostname: wanHostname}, IPv6: &labIPv6{PD: ispPDLength, RA: "off"}},
+				DHCP: &labDHCPClient{Hostname: wanHostname}, IPv6: &labIPv6{PD: ispPDLength}},
 		},
 		NAT: labNAT{
 			Masquerade: []string{wan},

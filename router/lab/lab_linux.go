@@ -83,6 +83,9 @@ func Run(ctx context.Context, opt Options) (err error) {
 		if err := l.startISP6(ctx, isp6Options{}); err != nil {
 			return err
 		}
+		if err := l.startRadvd(ctx); err != nil {
+			return err
+		}
 	}
 	if l.swNS != "" {
 		fmt.Fprintf(l.out, "lab %s: LAN host %s (%s, %s) — BCM53012 switch %s (%s VLAN %d, %s VLAN %d, %s tagged) — router %s (%s: %s.1, %s.2) — WAN host %s (%s, %s)\n",
@@ -163,9 +166,9 @@ func (l *lab) preflight() error {
 	}
 	tools := []string{"ip"}
 	if l.wanByDHCP() {
-		// The lab ISP (dnsmasq, kea-dhcp6: isp_linux.go, isp6_linux.go),
+		// The lab ISP (dnsmasq, kea-dhcp6, radvd: isp_linux.go, isp6_linux.go),
 		// the LAN host's DHCP and DHCPv6 clients.
-		tools = append(tools, "dnsmasq", "kea-dhcp6", "udhcpc", "dhclient")
+		tools = append(tools, "dnsmasq", "kea-dhcp6", "radvd", "udhcpc", "dhclient")
 	}
 	if l.opt.Bench {
 		tools = append(tools, "iperf3")

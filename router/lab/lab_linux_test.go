@@ -151,6 +151,7 @@ func TestRun(t *testing.T) {
 		"ok   traceroute", "ok   fast path",
 		"ok   LAN host DNS by stateless DHCPv6 from the router (ISC dhclient -6 -S) DNS fd77:1::1",
 		"ok   IPv6 prefix delegated by the ISP (kea-dhcp6) numbers the LAN fd77:80",
+		"ok   IPv6 default route learned from the ISP's RAs (radvd)    ::/0 via fe80:",
 		"ok   LAN host's lease name resolves to its IPv6 address (AAAA, over IPv6) lab-v6host.lan AAAA [fd77:1::2",
 		"ok   LAN host autoconfigures by SLAAC from the router's RAs (its kernel) fd77:1::",
 		"ok   status page from LAN host http://10.77.1.1/api/status",

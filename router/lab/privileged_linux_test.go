@@ -19,10 +19,10 @@ func requirePrivileged(t *testing.T, tools ...string) {
 	if os.Geteuid() != 0 {
 		fail("lab tests need root (network namespaces)")
 	}
-	// Every NAT lab runs the ISP's dnsmasq and kea-dhcp6 and proves a LAN
+	// Every NAT lab runs the ISP's dnsmasq, kea-dhcp6 and radvd and proves a LAN
 	// lease with busybox udhcpc and stateless DHCPv6 with ISC dhclient
 	// (isp_linux.go, isp6_linux.go, services_linux.go).
-	for _, tool := range append([]string{"ip", "dnsmasq", "kea-dhcp6", "udhcpc", "dhclient"}, tools...) {
+	for _, tool := range append([]string{"ip", "dnsmasq", "kea-dhcp6", "radvd", "udhcpc", "dhclient"}, tools...) {
 		if _, err := exec.LookPath(tool); err != nil {
 			fail("lab tests need %s: %v", tool, err)
 		}

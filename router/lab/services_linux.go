@@ -40,6 +40,37 @@ func (l *lab) serviceProofs(ctx context.Context, add func(name, detail string, e
 	add("LAN host autoconfigures by SLAAC from the router's RAs (its kernel)", d, err)
 	d, err = l.delegationProof(ctx)
 	add("IPv6 prefix delegated by the ISP (kea-dhcp6) numbers the LAN", d, err)
+	d, err = l.raLearnProof(ctx)
+	add("IPv6 default route learned from the ISP's RAs (radvd)", d, err)
+}
+
+// raLearnProof waits until the router's WAN RA learner knows the WAN
+// host's radvd as default router and the router's table has the IPv6
+// default route via its link-local address on the WAN.
+func (l *lab) raLearnProof(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, proofTimeout)
+	defer cancel()
+	_, wan := routerInterfaces(l.opt.Topology)
+	for {
+		snap, err := l.statusSince(ctx, time.Time{})
+		if err == nil && snap.IPv6 != nil {
+			for _, w := range snap.IPv6.WANRA {
+				if w.Interface != wan || len(w.Routers) == 0 || !w.Routers[0].Address.IsLinkLocalUnicast() {
+					continue
+				}
+				via := w.Routers[0].Address.String()
+				if hasRoute(snap, "::/0", via, wan) {
+					return fmt.Sprintf("::/0 via %s dev %s (router lifetime until %s), %d RAs", via, wan,
+						w.Routers[0].Expires.Format(time.TimeOnly), w.Counters["ra"]), nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("no IPv6 default route learned from radvd on %s (%v); radvd log:\n%s", wan, err, tail(filepath.Join(l.dir, "radvd.log"), 1500))
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // delegationProof waits for the router's DHCPv6 client to hold a /56 of

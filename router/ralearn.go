@@ -1,0 +1,93 @@
+package router
+
+import (
+	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/services/ra"
+	"github.com/gvrouter/gvrouter/stack"
+)
+
+// The RA learner (issue 19) of each wan interface with ipv6.ra on (the
+// default) takes the ISP's router advertisements as Linux's accept_ra=2
+// does on a forwarding interface: the most preferred default router
+// becomes the wan's IPv6 default route, on-link prefixes routes on the
+// wan, RDNSS servers upstreams, each for as long as its lifetime lasts,
+// through the reload path (withIPv6). Netstack, a forwarding stack,
+// ignores RAs itself; turning its own handling on would install routes
+// behind the router's back and take a LAN host's RAs too.
+
+// raLearnerSettings is what a reload compares.
+type raLearnerSettings struct {
+	MAC string
+}
+
+// raLearnerSpec is the learner of wan interface ic, if it gets one.
+func (r *Router) raLearnerSpec(ic config.Interface) (serviceSpec, bool) {
+	if ic.Role != config.RoleWAN || !ic.IPv6OrDefault().AcceptRA {
+		return serviceSpec{}, false
+	}
+	ifc := r.net.Interface(ic.Name)
+	if ifc == nil {
+		return serviceSpec{}, false
+	}
+	set := raLearnerSettings{MAC: ifc.MAC().String()}
+	return serviceSpec{spec: set, iface: ic.Name, start: func(r *Router, name string) (*runningService, error) {
+		return r.startRALearnerLocked(name, ic.Name, set)
+	}}, true
+}
+
+// startRALearnerLocked runs the learner on the interface's ICMPv6 frames
+// (it watches them, consuming none). r.mu must be held.
+func (r *Router) startRALearnerLocked(name, iface string, set raLearnerSettings) (*runningService, error) {
+	ifc := r.net.Interface(iface)
+	if ifc == nil {
+		return nil, errNoInterface(iface)
+	}
+	s := &runningService{name: name, spec: set, ifc: ifc}
+	log := r.log.With("service", name)
+	l := ra.NewLearner(ra.LearnerConfig{Logger: log, OnChange: func(st ra.State) {
+		lr := &learnedRA{OnLink: st.OnLink, DNS: st.RDNSS}
+		for _, rt := range st.Routers {
+			lr.Routers = append(lr.Routers, rt.Addr)
+		}
+		log.Info("IPv6 router advertisements", "interface", iface, "routers", lr.Routers, "on_link", lr.OnLink, "rdnss", lr.DNS)
+		r.leaseQ.post(name, leaseChange{owner: s, iface: iface, ra: lr})
+	}})
+	remove, err := ifc.AddTap(stack.TapMatch{EtherType: 0x86dd, IPProto: 58}, l)
+	if err != nil {
+		return nil, err
+	}
+	s.impl, s.undo = l, []func(){remove}
+	r.startService(s, l.Run)
+	return s, nil
+}
+
+// raLearnersStatusLocked fills the status page's WAN RA sections. r.mu
+// must be held.
+func (r *Router) raLearnersStatusLocked() []status.RALearner {
+	var out []status.RALearner
+	for _, s := range r.sortedServicesLocked() {
+		l, ok := s.impl.(*ra.Learner)
+		if !ok {
+			continue
+		}
+		st := l.State()
+		ss := l.Stats()
+		x := status.RALearner{
+			Interface: s.ifc.Name(), DNS: st.RDNSS, MTU: st.MTU,
+			Counters: map[string]uint64{"ra": ss.RAs.Load(), "expired": ss.Expired.Load(), "too_many": ss.TooMany.Load(),
+				"mtu_ignored": ss.MTUIgnored.Load()},
+			Drops: map[string]uint64{"source": ss.DropsSource.Load(), "hop_limit": ss.DropsHop.Load(), "code": ss.DropsCode.Load(),
+				"checksum": ss.DropsSum.Load(), "option_length_zero": ss.DropsOption.Load(), "malformed": ss.DropsInvalid.Load()},
+		}
+		for _, rt := range st.Routers {
+			pref := map[int]string{0: "medium", 1: "high", 3: "low"}[int(rt.Preference)]
+			x.Routers = append(x.Routers, status.RARouter{Address: rt.Addr, MAC: rt.MAC.String(), Preference: pref, Expires: rt.Expires})
+		}
+		for _, p := range st.OnLink {
+			x.Prefixes = append(x.Prefixes, status.RAPrefix{Prefix: p, OnLink: true})
+		}
+		out = append(out, x)
+	}
+	return out
+}
