@@ -131,9 +131,15 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 	}
 	if !slices.EqualFunc(old.Status.Listen, cfg.Status.Listen, config.Listen.Equal) ||
 		!sameInterfaceAddrs(old, cfg) {
+		sinks := r.sinks
 		r.closeListenersLocked()
 		if err := r.listenLocked(cfg.Status); err != nil {
 			errs = append(errs, err)
+		}
+		for _, a := range sinks {
+			if err := r.serveDiscardLocked(a); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if err := r.syncServicesLocked(cfg); err != nil {

@@ -12,13 +12,18 @@ import (
 // measures how fast the router terminates TCP. It is for the lab's GRO
 // bench (router run -bench-sink), not part of the config: a production
 // router has no business sinking traffic. The listener closes with the
-// router, and on a reload that changes the status listeners.
+// router; a reload that restarts the status listeners (their interface's
+// addresses changed, say by a delegation) opens it again.
 func (r *Router) ServeDiscard(addr netip.AddrPort) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed || r.net == nil {
 		return errors.New("router: closed")
 	}
+	return r.serveDiscardLocked(addr)
+}
+
+func (r *Router) serveDiscardLocked(addr netip.AddrPort) error {
 	ln, err := r.net.ListenTCP(addr)
 	if err != nil {
 		return fmt.Errorf("router: discard listener %s: %w", addr, err)

@@ -138,6 +138,10 @@ func TestRunFakeRouter(t *testing.T) {
 		// Nothing serves DHCP: the ISP's dnsmasq never ACKed the fake,
 		// and nothing answers the LAN host's udhcpc.
 		"FAIL WAN address by DHCP", "FAIL LAN host address by DHCP", "FAIL LAN host resolves",
+		// Nor does anything serve IPv6: no DHCPv6, no RAs, no delegation,
+		// no RAs learned.
+		"FAIL LAN host DNS by stateless DHCPv6", "FAIL LAN host's lease name resolves", "FAIL LAN host autoconfigures by SLAAC",
+		"FAIL IPv6 prefix delegated by the ISP", "FAIL IPv6 default route learned",
 		"FAIL kernel in router namespace forwarded nothing",
 		"FAIL no kernel addresses on lan0, wan0",
 	} {
@@ -145,8 +149,8 @@ func TestRunFakeRouter(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	if !strings.Contains(err.Error(), "10 of 20 proofs failed") {
-		t.Errorf("Run() error = %v, want 10 of 20 proofs failed", err)
+	if !strings.Contains(err.Error(), "15 of 25 proofs failed") {
+		t.Errorf("Run() error = %v, want 15 of 25 proofs failed", err)
 	}
 	if ns := labNamespaces(t, os.Getpid()); len(ns) != 0 {
 		t.Errorf("namespaces left after Run: %v", ns)

@@ -58,10 +58,10 @@ func (l *lab) keaConfig(o isp6Options) ([]byte, error) {
 			},
 			"renew-timer": o.renew, "rebind-timer": o.rebind,
 			"preferred-lifetime": o.preferred, "valid-lifetime": o.valid,
-			"option-data": []map[string]any{
-				{"name": "dns-servers", "data": wanHost6.Addr().String()},
-				{"name": "domain-search", "data": ispZone},
-			},
+			// No DNS options: the lab's DNS proofs expect the ISP's
+			// one IPv4 server (from the DHCPv4 lease) as the only
+			// upstream; services/dhcp6client and services/ra test
+			// options 23 and RDNSS against kea and radvd.
 			"subnet6": []map[string]any{{
 				"id": 1, "subnet": wanHost6.Masked().String(), "interface": hostIf,
 				"pd-pools": []map[string]any{{
@@ -79,7 +79,7 @@ func (l *lab) keaConfig(o isp6Options) ([]byte, error) {
 
 // radvdConfig is radvd's config for the WAN link: the WAN host as default
 // router, the WAN prefix on-link (no SLAAC for the router: it has its
-// static address), the WAN host's DNS.
+// static address); no RDNSS (see keaConfig).
 func radvdConfig() string {
 	return strings.Join([]string{
 		"interface " + hostIf + " {",
@@ -93,7 +93,6 @@ func radvdConfig() string {
 		"    AdvValidLifetime 300;",
 		"    AdvPreferredLifetime 120;",
 		"  };",
-		"  RDNSS " + wanHost6.Addr().String() + " { AdvRDNSSLifetime 60; };",
 		"};",
 	}, "\n") + "\n"
 }

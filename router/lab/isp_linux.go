@@ -58,9 +58,7 @@ func (l *lab) ispConfig(o ispOptions) string {
 		"# the lab ISP, written by router lab run " + l.prefix,
 		"interface=" + hostIf,
 		"bind-interfaces",
-		// Both families: the router also learns fd77:2::2 as a DNS
-		// server from kea (option 23) and radvd (RDNSS).
-		"listen-address=" + gw + "," + wanHost6.Addr().String(),
+		"listen-address=" + gw,
 		"no-resolv", "no-hosts", "no-poll",
 		"log-dhcp", "log-queries=extra", "log-facility=-",
 		"dhcp-authoritative",
