@@ -538,7 +538,7 @@ func (a *Advertiser) watchRA(frame []byte) {
 	a.stats.Inconsistent.Add(1)
 	if l := a.lastLog.Load(); (l == 0 || now.UnixNano()-l >= int64(logEvery)) && a.lastLog.CompareAndSwap(l, now.UnixNano()) {
 		a.log.Warn("ra: another router advertises inconsistent information (RFC 4861 §6.2.7)",
-			"router", m.src, "mac", net.HardwareAddr(bytes.Clone(m.srcMAC)), "differs", diffs)
+			"router", m.src, "mac", net.HardwareAddr(m.srcMAC).String(), "differs", diffs)
 	}
 }
 

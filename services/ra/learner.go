@@ -441,7 +441,7 @@ func (l *Learner) applyRouterLocked(r learnedRA, ra *ndp.RouterAdvertisement, no
 		st.Routers[i] = e
 	case len(st.Routers) < maxRouters:
 		st.Routers = append(st.Routers, e)
-		l.log.Info("ra: router learnt", "router", r.src, "mac", r.mac, "preference", e.Preference, "lifetime", ra.RouterLifetime)
+		l.log.Info("ra: router learnt", "router", r.src, "mac", r.mac.String(), "preference", e.Preference, "lifetime", ra.RouterLifetime)
 	default:
 		l.stats.RoutersFull.Add(1)
 		return
