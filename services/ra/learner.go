@@ -148,6 +148,27 @@ type State struct {
 	Managed, Other bool
 }
 
+// OnLinkPrefixes returns the prefixes with the L flag: the routes on the
+// link (§6.3.4), e.g. for the router's WAN routing table.
+func (s State) OnLinkPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range s.Prefixes {
+		if p.OnLink {
+			out = append(out, p.Prefix)
+		}
+	}
+	return out
+}
+
+// DNSServers returns the RDNSS addresses, in the order first learnt.
+func (s State) DNSServers() []netip.Addr {
+	var out []netip.Addr
+	for _, d := range s.RDNSS {
+		out = append(out, d.Addr)
+	}
+	return out
+}
+
 // clone returns a deep copy of s.
 func (s State) clone() State {
 	s.Routers = slices.Clone(s.Routers)

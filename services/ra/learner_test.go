@@ -246,6 +246,9 @@ func TestRFC4861_6_3_4_Prefixes(t *testing.T) {
 		if got := h.lastChange().Prefixes; !slices.EqualFunc(got, want, samePrefixL) {
 			t.Fatalf("prefixes %+v, want %+v", got, want)
 		}
+		if got := h.l.State().OnLinkPrefixes(); !slices.Equal(got, []netip.Prefix{want[0].Prefix, want[1].Prefix}) {
+			t.Errorf("OnLinkPrefixes() = %v, want the first two", got)
+		}
 		if got := h.l.stats.PrefixesIgnored.Load(); got != 4 {
 			t.Errorf("prefixes_ignored = %d, want 4", got)
 		}
@@ -335,6 +338,9 @@ func TestRFC8106_5_DNS(t *testing.T) {
 		}
 		if len(st.DNSSL) != 2 || st.DNSSL[0].Domain != "isp.example" || st.DNSSL[1].Domain != "lan" {
 			t.Errorf("DNSSL %+v", st.DNSSL)
+		}
+		if got := st.DNSServers(); !slices.Equal(got, []netip.Addr{netip.MustParseAddr("2001:db8::53"), netip.MustParseAddr("2001:db8::54")}) {
+			t.Errorf("DNSServers() = %v", got)
 		}
 		if h.l.stats.DNSIgnored.Load() != 1 {
 			t.Errorf("dns_ignored = %d, want 1 (ff02::1)", h.l.stats.DNSIgnored.Load())
