@@ -1,6 +1,9 @@
 package router
 
 import (
+	"net/netip"
+	"time"
+
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/services/ra"
@@ -45,14 +48,18 @@ func (r *Router) startRALearnerLocked(name, iface string, set raLearnerSettings)
 	}
 	s := &runningService{name: name, spec: set, ifc: ifc}
 	log := r.log.With("service", name)
-	l := ra.NewLearner(ra.LearnerConfig{Logger: log, OnChange: func(st ra.State) {
-		lr := &learnedRA{OnLink: st.OnLink, DNS: st.RDNSS}
-		for _, rt := range st.Routers {
-			lr.Routers = append(lr.Routers, rt.Addr)
-		}
-		log.Info("IPv6 router advertisements", "interface", iface, "routers", lr.Routers, "on_link", lr.OnLink, "rdnss", lr.DNS)
-		r.leaseQ.post(name, leaseChange{owner: s, iface: iface, ra: lr})
-	}})
+	l, err := ra.NewLearner(ra.LearnerConfig{Link: ifc, SrcAddr: netip.AddrFrom16(eui64LinkLocal(ifc.MAC())), Solicit: true,
+		Logger: log, OnChange: func(st ra.State) {
+			lr := &learnedRA{OnLink: st.OnLinkPrefixes(), DNS: st.DNSServers()}
+			for _, rt := range st.Routers {
+				lr.Routers = append(lr.Routers, rt.Addr)
+			}
+			log.Info("IPv6 router advertisements", "interface", iface, "routers", lr.Routers, "on_link", lr.OnLink, "rdnss", lr.DNS)
+			r.leaseQ.post(name, leaseChange{owner: s, iface: iface, ra: lr})
+		}})
+	if err != nil {
+		return nil, err
+	}
 	remove, err := ifc.AddTap(stack.TapMatch{EtherType: 0x86dd, IPProto: 58}, l)
 	if err != nil {
 		return nil, err
@@ -74,18 +81,22 @@ func (r *Router) raLearnersStatusLocked() []status.RALearner {
 		st := l.State()
 		ss := l.Stats()
 		x := status.RALearner{
-			Interface: s.ifc.Name(), DNS: st.RDNSS, MTU: st.MTU,
-			Counters: map[string]uint64{"ra": ss.RAs.Load(), "expired": ss.Expired.Load(), "too_many": ss.TooMany.Load(),
-				"mtu_ignored": ss.MTUIgnored.Load()},
-			Drops: map[string]uint64{"source": ss.DropsSource.Load(), "hop_limit": ss.DropsHop.Load(), "code": ss.DropsCode.Load(),
-				"checksum": ss.DropsSum.Load(), "option_length_zero": ss.DropsOption.Load(), "malformed": ss.DropsInvalid.Load()},
+			Interface: s.ifc.Name(), DNS: st.DNSServers(), MTU: st.MTU,
+			Counters: map[string]uint64{"ra": ss.Received.Load(), "expired": ss.Expired.Load(),
+				"too_many":    ss.RoutersFull.Load() + ss.PrefixesFull.Load() + ss.DNSFull.Load(),
+				"mtu_ignored": ss.MTUIgnored.Load(), "rs_sent": ss.RSSent.Load(), "options_ignored": ss.OptionsIgnored.Load(),
+				"prefixes_ignored": ss.PrefixesIgnored.Load()},
+			Drops: map[string]uint64{},
+		}
+		for i := range ss.Drops {
+			x.Drops[ra.DropReason(i).String()] = ss.Drops[i].Load()
 		}
 		for _, rt := range st.Routers {
-			pref := map[int]string{0: "medium", 1: "high", 3: "low"}[int(rt.Preference)]
-			x.Routers = append(x.Routers, status.RARouter{Address: rt.Addr, MAC: rt.MAC.String(), Preference: pref, Expires: rt.Expires})
+			x.Routers = append(x.Routers, status.RARouter{Address: rt.Addr, MAC: rt.MAC.String(), Preference: rt.Preference.String(), Expires: rt.Expires})
 		}
-		for _, p := range st.OnLink {
-			x.Prefixes = append(x.Prefixes, status.RAPrefix{Prefix: p, OnLink: true})
+		for _, p := range st.Prefixes {
+			x.Prefixes = append(x.Prefixes, status.RAPrefix{Prefix: p.Prefix, OnLink: p.OnLink, Autonomous: p.Autonomous,
+				ValidUntil: p.ValidUntil, PreferredUntil: p.PreferredUntil, Deprecated: !p.PreferredUntil.IsZero() && !p.PreferredUntil.After(time.Now())})
 		}
 		out = append(out, x)
 	}

@@ -1,8 +1,8 @@
 package ra
 
 import (
+	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,232 +17,190 @@ import (
 	"github.com/mdlayher/ndp"
 )
 
-// Link sends an interface's Ethernet frames (the router's
-// stack.Interface, or a packet socket in tests).
-type Link interface {
-	WriteFrame(frame []byte) error
-	HardwareAddr() net.HardwareAddr
-}
+// ErrRunning is returned by Run when another Run of the same Advertiser
+// or Learner is in progress.
+var ErrRunning = errors.New("ra: already running")
 
-// RFC 4861 §10 router constants and radvd's prefix lifetime defaults.
 const (
-	DefaultMaxInterval     = 600 * time.Second
-	MinMaxInterval         = 4 * time.Second
-	MaxMaxInterval         = 1800 * time.Second
-	maxInitialInterval     = 16 * time.Second
-	maxInitialAdverts      = 3
-	minDelayBetweenRAs     = 3 * time.Second
-	maxRADelay             = 500 * time.Millisecond
-	DefaultValidLifetime   = 24 * time.Hour
-	DefaultPreferredLife   = 4 * time.Hour
-	withdrawnValidLifetime = 2 * time.Hour // RFC 7084 L-13 / RFC 4862 §5.5.3 e
+	// otherRACheckEvery spaces the comparisons of other routers' RAs
+	// with ours (§6.2.7): one parse per 100 ms at most, whatever a host
+	// floods; routers advertise every few minutes.
+	otherRACheckEvery = 100 * time.Millisecond
+	// logEvery spaces the warnings about inconsistent routers.
+	logEvery = 10 * time.Second
+	// lifetimeSkew is how far another router's prefix lifetimes may be
+	// from ours before they count as inconsistent: §6.2.7 asks for some
+	// skew, for propagation delay and clocks, when lifetimes count down.
+	lifetimeSkew = 10 * time.Second
 )
 
-// Prefix is one /64 announced with the A and L flags. Its lifetimes are
-// ValidUntil and PreferredUntil when set (a delegated prefix: they count
-// down with the delegation), else Valid and Preferred (0: a day and four
-// hours, radvd's defaults), the same in every RA.
-type Prefix struct {
-	Prefix                     netip.Prefix
-	ValidUntil, PreferredUntil time.Time
-	Valid, Preferred           time.Duration
-}
-
-// Config configures an Advertiser.
-type Config struct {
-	Link Link
-	// SrcAddr is the interface's link-local address, the RAs' source
-	// (§4.2: it must be link-local). Required.
-	SrcAddr netip.Addr
-	// MTU, if not 0, is announced in an MTU option (≥ 1280).
-	MTU int
-	// HopLimit is the Cur Hop Limit announced; 0 = unspecified (hosts
-	// keep their own).
-	HopLimit uint8
-	// Managed and Other are the M and O flags.
-	Managed, Other bool
-	// RDNSS and DNSSL are the DNS servers and search domains announced
-	// (RFC 8106), with DNSLifetime (0: 3 × MaxInterval).
-	RDNSS       []netip.Addr
-	DNSSL       []string
-	DNSLifetime time.Duration
-	// MaxInterval and MinInterval bound the unsolicited RAs' interval
-	// (§6.2.1: 4 s ≤ Max ≤ 1800 s, 3 s ≤ Min ≤ 0.75 × Max); 0 = 600 s and
-	// 0.33 × Max.
-	MaxInterval, MinInterval time.Duration
-	// RouterLifetime is the router lifetime announced; 0 = 3 × Max.
-	RouterLifetime time.Duration
-	Prefixes       []Prefix
-	// Now is the clock (nil: time.Now); Logger may be nil.
-	Now    func() time.Time
-	Logger *slog.Logger
-}
-
-// Stats counts what an Advertiser did. Read with Load.
-type Stats struct {
-	Sent          atomic.Uint64 // RAs sent, final ones included
-	SolicitedSent atomic.Uint64 // of Sent, those answering an RS
-	RSReceived    atomic.Uint64 // valid RSs
-	RSCoalesced   atomic.Uint64 // valid RSs answered by an RA already scheduled or rate-limited (§6.2.6)
-	OtherRA       atomic.Uint64 // RAs from another router on the link (§6.2.7), left to netstack
-	SendErrors    atomic.Uint64
-	Drops         [numDrops]atomic.Uint64
-}
-
-// DropReason is why an RS was dropped (§6.1.1).
-type DropReason int
-
-// Drop reasons.
-const (
-	DropMalformed  DropReason = iota // truncated IPv6 or ICMPv6, bad payload length
-	DropChecksum                     // ICMPv6 checksum wrong
-	DropHopLimit                     // hop limit not 255: not from this link
-	DropCode                         // ICMP code not 0
-	DropOptionZero                   // an option of length 0
-	DropUnspecSLLA                   // source :: with a source link-layer address option
-	numDrops
-)
-
-// NumDrops is the number of drop reasons.
-const NumDrops = int(numDrops)
-
-var dropNames = [...]string{"malformed", "checksum", "hop_limit", "code", "option_length_zero", "unspecified_with_slla"}
-
-func (r DropReason) String() string {
-	if r < 0 || r >= numDrops {
-		return fmt.Sprintf("DropReason(%d)", int(r))
-	}
-	return dropNames[r]
-}
-
-// Status is what the Advertiser announces now.
+// Status is a snapshot of an Advertiser for the status page.
 type Status struct {
-	Prefixes       []AnnouncedPrefix
-	RDNSS          []netip.Addr
-	DNSSL          []string
+	// Prefixes are the prefixes announced now, the withdrawn ones
+	// (Withdrawn) last.
+	Prefixes []AnnouncedPrefix
+	// RDNSS and DNSSL are the DNS servers and search domains announced.
+	RDNSS []netip.Addr
+	DNSSL []string
+	// Managed, Other and HopLimit are the M and O flags and the Cur Hop
+	// Limit announced.
 	Managed, Other bool
+	HopLimit       uint8
+	// RouterLifetime is the Router Lifetime announced, 0 with
+	// NotDefaultRouter.
 	RouterLifetime time.Duration
-	MTU            int
-	LastSent       time.Time
+	// MTU is the MTU option announced; 0 for none.
+	MTU int
+	// MinInterval and MaxInterval bound the unsolicited RAs' interval.
+	MinInterval, MaxInterval time.Duration
+	// Running reports whether Run is in progress.
+	Running bool
+	// LastSent is when the last RA went; zero before the first.
+	LastSent time.Time
+	// NextSend is when the next one is due; zero when not running.
+	NextSend time.Time
 }
 
-// AnnouncedPrefix is a prefix with the ends of the lifetimes announced.
+// AnnouncedPrefix is a prefix with the ends of the lifetimes announced
+// for it now.
 type AnnouncedPrefix struct {
-	Prefix                     netip.Prefix
+	Prefix netip.Prefix
+	// ValidUntil and PreferredUntil are now plus the lifetimes announced;
+	// zero for Infinity.
 	ValidUntil, PreferredUntil time.Time
-	Withdrawn                  bool
+	// Withdrawn: removed by SetPrefixes and announced deprecated until
+	// ValidUntil (see the package doc, "Renumbering").
+	Withdrawn bool
 }
 
-// Advertiser sends one lan interface's RAs.
+// Advertiser sends one LAN interface's Router Advertisements and answers
+// its Router Solicitations. Its methods are safe for concurrent use;
+// Deliver is the link's frame tap.
 type Advertiser struct {
 	cfg   Config
+	clock Clock
+	log   *slog.Logger
+	mac   net.HardwareAddr
 	stats Stats
-	kick  chan struct{} // an RS or SetPrefixes wants an RA soon
-	rsDue atomic.Bool   // an RS is waiting for its RA
+	// kick wakes Run for an RS or a change; rsWaiting counts the valid
+	// RSs Run has not yet scheduled an answer for; changed says that
+	// SetPrefixes or SetDNS changed what is announced.
+	kick      chan struct{}
+	rsWaiting atomic.Uint64
+	changed   atomic.Bool
+	running   atomic.Bool
+	lastCheck atomic.Int64 // unix ns of the last comparison of another router's RA
+	lastLog   atomic.Int64 // unix ns of the last inconsistency warning
 
+	// mu protects the fields below.
 	mu        sync.Mutex
 	prefixes  []Prefix
-	withdrawn []AnnouncedPrefix // removed prefixes, announced deprecated until ValidUntil
-	lastMcast time.Time
-	running   bool
+	withdrawn []AnnouncedPrefix // oldest first; PreferredUntil unused
+	rdnss     []netip.Addr
+	dnssl     []string
+	lastSent  time.Time
+	nextSend  time.Time
 }
 
-// New validates cfg and returns an Advertiser.
+// New returns an Advertiser for cfg, or the errors Validate found. Run
+// starts it.
 func New(cfg Config) (*Advertiser, error) {
-	if cfg.Link == nil {
-		return nil, errors.New("ra: no link")
-	}
-	if len(cfg.Link.HardwareAddr()) != 6 {
-		return nil, errors.New("ra: the link has no Ethernet address")
-	}
-	if !cfg.SrcAddr.Is6() || !cfg.SrcAddr.IsLinkLocalUnicast() {
-		return nil, fmt.Errorf("ra: source %v is not an IPv6 link-local address (RFC 4861 §4.2)", cfg.SrcAddr)
-	}
-	cfg.SrcAddr = cfg.SrcAddr.WithZone("")
-	if cfg.MaxInterval == 0 {
-		cfg.MaxInterval = DefaultMaxInterval
-	}
-	if cfg.MaxInterval < MinMaxInterval || cfg.MaxInterval > MaxMaxInterval {
-		return nil, fmt.Errorf("ra: max interval %v out of %v..%v (RFC 4861 §6.2.1)", cfg.MaxInterval, MinMaxInterval, MaxMaxInterval)
-	}
-	if cfg.MinInterval == 0 {
-		cfg.MinInterval = max(cfg.MaxInterval*33/100, 3*time.Second)
-	}
-	if cfg.MinInterval < 3*time.Second || cfg.MinInterval > cfg.MaxInterval*3/4 {
-		return nil, fmt.Errorf("ra: min interval %v out of 3s..%v (RFC 4861 §6.2.1)", cfg.MinInterval, cfg.MaxInterval*3/4)
-	}
-	if cfg.RouterLifetime == 0 {
-		cfg.RouterLifetime = 3 * cfg.MaxInterval
-	}
-	if cfg.RouterLifetime > 9000*time.Second {
-		return nil, fmt.Errorf("ra: router lifetime %v over 9000 s (RFC 4861 §6.2.1)", cfg.RouterLifetime)
-	}
-	if cfg.DNSLifetime == 0 {
-		cfg.DNSLifetime = 3 * cfg.MaxInterval
-	}
-	if cfg.MTU != 0 && cfg.MTU < 1280 {
-		return nil, fmt.Errorf("ra: MTU %d below the IPv6 minimum 1280", cfg.MTU)
-	}
-	for _, a := range cfg.RDNSS {
-		if !a.Is6() || a.Is4In6() || a.IsMulticast() {
-			return nil, fmt.Errorf("ra: RDNSS %v is not an IPv6 unicast address", a)
-		}
-	}
-	if err := checkPrefixes(cfg.Prefixes); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	cfg = cfg.withDefaults()
+	a := &Advertiser{
+		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, mac: slices.Clone(cfg.Link.HardwareAddr()),
+		kick: make(chan struct{}, 1), prefixes: cfg.Prefixes, rdnss: cfg.RDNSS, dnssl: cfg.DNSSL,
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	a := &Advertiser{cfg: cfg, kick: make(chan struct{}, 1), prefixes: slices.Clone(cfg.Prefixes)}
 	return a, nil
 }
 
-func checkPrefixes(ps []Prefix) error {
-	for _, p := range ps {
-		if !p.Prefix.Addr().Is6() || p.Prefix.Addr().Is4In6() || p.Prefix.Bits() != 64 || p.Prefix.Masked() != p.Prefix {
-			return fmt.Errorf("ra: prefix %v is not an IPv6 /64 (SLAAC needs one, RFC 4862 §5.5.3)", p.Prefix)
-		}
-		if p.Prefix.Addr().IsLinkLocalUnicast() || p.Prefix.Addr().IsMulticast() {
-			return fmt.Errorf("ra: prefix %v is link-local or multicast", p.Prefix)
-		}
-	}
-	return nil
-}
-
-// Stats returns the counters.
+// Stats returns the Advertiser's counters.
 func (a *Advertiser) Stats() *Stats { return &a.stats }
 
-// SetPrefixes replaces the prefixes announced and sends an RA soon (as an
-// RS would, within the 3 s rate limit). A prefix no longer in ps is
+// SetPrefixes replaces the prefixes announced (each checked as
+// Config.Prefixes is; on an error nothing changes) and, if they changed,
+// sends an RA at once, or 3 s after the last one (§6.2.6), followed by
+// two more at most 16 s apart (§6.2.4). A prefix no longer in ps is
 // announced withdrawn: preferred lifetime 0 and a valid lifetime of what
-// it had left, at most two hours (RFC 7084 L-13).
+// it had left, at most two hours, counting down (RFC 7084 L-13 b), until
+// that ends.
 func (a *Advertiser) SetPrefixes(ps []Prefix) error {
-	if err := checkPrefixes(ps); err != nil {
-		return err
+	if errs := checkPrefixes(ps); len(errs) > 0 {
+		return errors.Join(errs...)
 	}
-	now := a.cfg.Now()
+	now := a.clock.Now()
 	a.mu.Lock()
+	if slices.EqualFunc(a.prefixes, ps, samePrefix) {
+		a.mu.Unlock()
+		return nil
+	}
 	for _, old := range a.prefixes {
-		if slices.ContainsFunc(ps, func(p Prefix) bool { return p.Prefix == old.Prefix }) {
-			continue
-		}
-		valid, _ := lifetimes(old, now)
-		w := AnnouncedPrefix{Prefix: old.Prefix, ValidUntil: now.Add(min(valid, withdrawnValidLifetime)), PreferredUntil: now, Withdrawn: true}
-		a.withdrawn = slices.DeleteFunc(a.withdrawn, func(x AnnouncedPrefix) bool { return x.Prefix == old.Prefix })
-		if valid > 0 {
-			a.withdrawn = append(a.withdrawn, w)
+		if !slices.ContainsFunc(ps, func(p Prefix) bool { return p.Prefix == old.Prefix }) {
+			valid, _ := lifetimes(old, now)
+			a.withdrawLocked(old.Prefix, valid, now)
 		}
 	}
-	a.withdrawn = slices.DeleteFunc(a.withdrawn, func(x AnnouncedPrefix) bool {
-		return slices.ContainsFunc(ps, func(p Prefix) bool { return p.Prefix == x.Prefix })
+	a.withdrawn = slices.DeleteFunc(a.withdrawn, func(w AnnouncedPrefix) bool {
+		return slices.ContainsFunc(ps, func(p Prefix) bool { return p.Prefix == w.Prefix })
 	})
 	a.prefixes = slices.Clone(ps)
 	a.mu.Unlock()
+	a.log.Info("ra: prefixes changed", "prefixes", prefixList(ps))
+	a.changed.Store(true)
 	a.poke()
+	return nil
+}
+
+// samePrefix reports whether p and q announce the same.
+func samePrefix(p, q Prefix) bool {
+	return p.Prefix == q.Prefix && p.ValidUntil.Equal(q.ValidUntil) && p.PreferredUntil.Equal(q.PreferredUntil) &&
+		p.Valid == q.Valid && p.Preferred == q.Preferred
+}
+
+func prefixList(ps []Prefix) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.Prefix)
+	}
+	return out
+}
+
+// withdrawLocked starts announcing p withdrawn, valid having been its
+// valid lifetime; the oldest withdrawn prefix is forgotten when
+// maxWithdrawn already are. a.mu must be held.
+func (a *Advertiser) withdrawLocked(p netip.Prefix, valid time.Duration, now time.Time) {
+	a.withdrawn = slices.DeleteFunc(a.withdrawn, func(w AnnouncedPrefix) bool { return w.Prefix == p })
+	if valid <= 0 {
+		return // already invalid: nothing to tell
+	}
+	a.withdrawn = append(a.withdrawn, AnnouncedPrefix{
+		Prefix: p, ValidUntil: now.Add(min(valid, withdrawnValidLifetime)), PreferredUntil: now, Withdrawn: true,
+	})
+	if n := len(a.withdrawn) - maxWithdrawn; n > 0 {
+		a.withdrawn = slices.Delete(a.withdrawn, 0, n)
+		a.stats.WithdrawnForgotten.Add(uint64(n))
+	}
+}
+
+// SetDNS replaces the RDNSS servers and DNSSL domains announced (each
+// checked as Config's are; on an error nothing changes) and, if they
+// changed, sends an RA as SetPrefixes does.
+func (a *Advertiser) SetDNS(rdnss []netip.Addr, dnssl []string) error {
+	if errs := checkDNS(rdnss, dnssl); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	dnssl = normDomains(dnssl)
+	a.mu.Lock()
+	same := slices.Equal(a.rdnss, rdnss) && slices.Equal(a.dnssl, dnssl)
+	a.rdnss, a.dnssl = slices.Clone(rdnss), dnssl
+	a.mu.Unlock()
+	if !same {
+		a.log.Info("ra: DNS changed", "rdnss", rdnss, "dnssl", dnssl)
+		a.changed.Store(true)
+		a.poke()
+	}
 	return nil
 }
 
@@ -253,14 +211,16 @@ func (a *Advertiser) poke() {
 	}
 }
 
-// lifetimes returns p's valid and preferred lifetimes at now.
+// lifetimes returns p's valid and preferred lifetimes at now, in whole
+// seconds (rounded down), at most Infinity, the preferred one at most
+// the valid one.
 func lifetimes(p Prefix, now time.Time) (valid, preferred time.Duration) {
 	valid, preferred = p.Valid, p.Preferred
 	if valid == 0 {
 		valid = DefaultValidLifetime
 	}
 	if preferred == 0 {
-		preferred = DefaultPreferredLife
+		preferred = DefaultPreferredLifetime
 	}
 	if !p.ValidUntil.IsZero() {
 		valid = max(p.ValidUntil.Sub(now), 0)
@@ -268,37 +228,50 @@ func lifetimes(p Prefix, now time.Time) (valid, preferred time.Duration) {
 	if !p.PreferredUntil.IsZero() {
 		preferred = max(p.PreferredUntil.Sub(now), 0)
 	}
-	return valid.Truncate(time.Second), min(preferred, valid).Truncate(time.Second)
+	valid = wire(valid)
+	return valid, min(wire(preferred), valid)
 }
 
-// SetDNS replaces the RDNSS servers and DNSSL domains announced (the
-// forwarder's address follows the delegation) and sends an RA soon.
-func (a *Advertiser) SetDNS(rdnss []netip.Addr, dnssl []string) error {
-	for _, x := range rdnss {
-		if !x.Is6() || x.Is4In6() || x.IsMulticast() {
-			return fmt.Errorf("ra: RDNSS %v is not an IPv6 unicast address", x)
-		}
+// wire is d as a lifetime field carries it: whole seconds, Infinity at
+// most.
+func wire(d time.Duration) time.Duration {
+	if d >= Infinity {
+		return Infinity
 	}
-	a.mu.Lock()
-	same := slices.Equal(a.cfg.RDNSS, rdnss) && slices.Equal(a.cfg.DNSSL, dnssl)
-	a.cfg.RDNSS, a.cfg.DNSSL = slices.Clone(rdnss), slices.Clone(dnssl)
-	a.mu.Unlock()
-	if !same {
-		a.poke()
-	}
-	return nil
+	return d.Truncate(time.Second)
 }
 
-// Status returns what is announced now.
+// until is now+d, or zero for Infinity.
+func until(now time.Time, d time.Duration) time.Time {
+	if d == Infinity {
+		return time.Time{}
+	}
+	return now.Add(d)
+}
+
+// routerLifetime is the Router Lifetime announced outside the final RA.
+func (a *Advertiser) routerLifetime() time.Duration {
+	if a.cfg.NotDefaultRouter {
+		return 0
+	}
+	return a.cfg.RouterLifetime
+}
+
+// Status returns a snapshot of the Advertiser.
 func (a *Advertiser) Status() Status {
-	now := a.cfg.Now()
+	now := a.clock.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	st := Status{RDNSS: slices.Clone(a.cfg.RDNSS), DNSSL: slices.Clone(a.cfg.DNSSL), Managed: a.cfg.Managed,
-		Other: a.cfg.Other, RouterLifetime: a.cfg.RouterLifetime, MTU: a.cfg.MTU, LastSent: a.lastMcast}
+	st := Status{
+		RDNSS: slices.Clone(a.rdnss), DNSSL: slices.Clone(a.dnssl), Managed: a.cfg.Managed, Other: a.cfg.Other,
+		HopLimit: a.cfg.HopLimit, RouterLifetime: a.routerLifetime(), MTU: a.cfg.MTU,
+		MinInterval: a.cfg.MinInterval, MaxInterval: a.cfg.MaxInterval,
+		Running: a.running.Load(), LastSent: a.lastSent, NextSend: a.nextSend,
+	}
 	for _, p := range a.prefixes {
-		v, pr := lifetimes(p, now)
-		st.Prefixes = append(st.Prefixes, AnnouncedPrefix{Prefix: p.Prefix, ValidUntil: now.Add(v), PreferredUntil: now.Add(pr)})
+		if v, pr := lifetimes(p, now); v > 0 {
+			st.Prefixes = append(st.Prefixes, AnnouncedPrefix{Prefix: p.Prefix, ValidUntil: until(now, v), PreferredUntil: until(now, pr)})
+		}
 	}
 	for _, w := range a.withdrawn {
 		if w.ValidUntil.After(now) {
@@ -308,121 +281,188 @@ func (a *Advertiser) Status() Status {
 	return st
 }
 
-// Run sends RAs until ctx ends, then the final one (router lifetime 0,
-// prefixes deprecated), and returns nil.
-func (a *Advertiser) Run(ctx context.Context) error {
-	a.mu.Lock()
-	if a.running {
-		a.mu.Unlock()
-		return errors.New("ra: already running")
+// schedule is when Run sends. It is owned by Run's goroutine.
+type schedule struct {
+	next      time.Time // the next unsolicited RA
+	soon      time.Time // an earlier RA, for an RS or a change; zero for none
+	answering bool      // the next RA answers an RS
+	last      time.Time // the last multicast RA; zero before the first
+	initial   int       // RAs sent since start or the last change, up to maxInitialAdverts
+}
+
+// due is when the next RA goes.
+func (s *schedule) due() time.Time {
+	if !s.soon.IsZero() && s.soon.Before(s.next) {
+		return s.soon
 	}
-	a.running = true
-	a.mu.Unlock()
-	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	initial := maxInitialAdverts
-	timer := time.NewTimer(0) // the first RA at once (§6.2.4 allows a random delay; none is needed here)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			a.send(true, false)
-			return nil
-		case <-a.kick:
-			// An RS or new prefixes: a multicast RA after a random
-			// delay of up to 0.5 s, and not sooner than 3 s after the
-			// last one (§6.2.6).
-			a.mu.Lock()
-			wait := max(time.Duration(rnd.Int64N(int64(maxRADelay))), a.lastMcast.Add(minDelayBetweenRAs).Sub(a.cfg.Now()))
-			a.mu.Unlock()
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
-			}
-			timer.Reset(wait)
-		case <-timer.C:
-			solicited := a.rsDue.Swap(false)
-			a.send(false, solicited)
-			next := a.cfg.MinInterval + time.Duration(rnd.Int64N(int64(a.cfg.MaxInterval-a.cfg.MinInterval)+1))
-			if initial > 0 {
-				initial--
-				next = min(next, maxInitialInterval)
-			}
-			timer.Reset(next)
-		}
+	return s.next
+}
+
+func (s *schedule) setSoon(at time.Time) {
+	if s.soon.IsZero() || at.Before(s.soon) {
+		s.soon = at
 	}
 }
 
-// allNodes is ff02::1 and its Ethernet group (RFC 2464 §7).
-var (
-	allNodes    = netip.AddrFrom16([16]byte{0xff, 0x02, 15: 1})
-	allNodesMAC = net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}
-)
+// Run sends RAs until ctx is done, then sends the final one (§6.2.5:
+// router lifetime 0, every prefix deprecated, DNS lifetimes 0) and
+// returns nil. The first RA goes at once. Only one Run may be in
+// progress (ErrRunning); an Advertiser may be run again after Run
+// returns.
+func (a *Advertiser) Run(ctx context.Context) error {
+	if !a.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer a.running.Store(false)
+	a.log.Debug("ra: routineAdvertise started", "src", a.cfg.SrcAddr)
+	defer a.log.Debug("ra: routineAdvertise stopped", "src", a.cfg.SrcAddr)
+	rnd := rand.New(a.cfg.Rand)
+	wake := make(chan struct{}, 1)
+	a.changed.Store(false) // the first RA carries everything
+	s := schedule{next: a.clock.Now()}
+	for {
+		now := a.clock.Now()
+		a.takeRequests(&s, now, rnd)
+		due := s.due()
+		a.mu.Lock()
+		a.nextSend = due
+		a.mu.Unlock()
+		if !due.After(now) {
+			a.send(now, s.answering, false)
+			s.last, s.soon, s.answering = now, time.Time{}, false
+			s.initial = min(s.initial+1, maxInitialAdverts)
+			iv := a.cfg.MinInterval + time.Duration(rnd.Int64N(int64(a.cfg.MaxInterval-a.cfg.MinInterval)+1))
+			if s.initial < maxInitialAdverts {
+				iv = min(iv, maxInitialInterval)
+			}
+			// Every multicast RA, solicited or not, restarts the
+			// interval (§6.2.4, §6.2.6).
+			s.next = now.Add(iv)
+			continue
+		}
+		t := a.clock.AfterFunc(due.Sub(now), func() {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		})
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			a.send(a.clock.Now(), false, true)
+			a.mu.Lock()
+			a.nextSend = time.Time{}
+			a.mu.Unlock()
+			return nil
+		case <-a.kick:
+		case <-wake:
+		}
+		t.Stop()
+	}
+}
 
-// send builds and writes one multicast RA; final announces router
-// lifetime 0 and every prefix deprecated.
-func (a *Advertiser) send(final, solicited bool) {
-	now := a.cfg.Now()
+// takeRequests schedules the RA that answers the RSs received since the
+// last call, and the one a change asks for.
+func (a *Advertiser) takeRequests(s *schedule, now time.Time, rnd *rand.Rand) {
+	if n := a.rsWaiting.Swap(0); n > 0 {
+		if s.answering {
+			a.stats.RSCoalesced.Add(n)
+		} else {
+			// §6.2.6: a random delay up to MAX_RA_DELAY_TIME, after
+			// MIN_DELAY_BETWEEN_RAS from the last multicast RA if that
+			// was sooner; an RA already due earlier answers instead.
+			a.stats.RSCoalesced.Add(n - 1)
+			s.answering = true
+			r := time.Duration(rnd.Int64N(int64(maxRADelay) + 1))
+			at := now.Add(r)
+			if !s.last.IsZero() && now.Sub(s.last) < minDelayBetweenRAs {
+				at = s.last.Add(minDelayBetweenRAs + r)
+			}
+			if at.After(s.next) {
+				at = s.next
+			}
+			s.setSoon(at)
+		}
+	}
+	if a.changed.Swap(false) {
+		at := now
+		if !s.last.IsZero() && now.Sub(s.last) < minDelayBetweenRAs {
+			at = s.last.Add(minDelayBetweenRAs)
+		}
+		s.setSoon(at)
+		s.initial = 0
+	}
+}
+
+// send builds and writes one multicast RA to all-nodes; final is the one
+// of §6.2.5.
+func (a *Advertiser) send(now time.Time, solicited, final bool) {
+	m := a.message(now, final)
+	icmp, err := ndp.MarshalMessageChecksum(m, a.cfg.SrcAddr, AllNodes)
+	if err != nil {
+		a.stats.SendErrors.Add(1)
+		a.log.Error("ra: building an RA", "err", err)
+		return
+	}
+	frame := buildFrame(MulticastMAC(AllNodes), a.mac, a.cfg.SrcAddr, AllNodes, icmp)
+	if err := a.cfg.Link.WriteFrame(frame); err != nil {
+		a.stats.SendErrors.Add(1)
+		a.log.Warn("ra: sending an RA", "err", err)
+		return
+	}
 	a.mu.Lock()
+	a.lastSent = now
+	a.mu.Unlock()
+	a.stats.Sent.Add(1)
+	if solicited {
+		a.stats.SolicitedSent.Add(1)
+	}
+}
+
+// message is the RA to send at now.
+func (a *Advertiser) message(now time.Time, final bool) *ndp.RouterAdvertisement {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	m := &ndp.RouterAdvertisement{
 		CurrentHopLimit:      a.cfg.HopLimit,
 		ManagedConfiguration: a.cfg.Managed,
 		OtherConfiguration:   a.cfg.Other,
-		RouterLifetime:       a.cfg.RouterLifetime,
+		RouterLifetime:       a.routerLifetime(),
 	}
 	if final {
 		m.RouterLifetime = 0
 	}
-	m.Options = append(m.Options, &ndp.LinkLayerAddress{Direction: ndp.Source, Addr: a.cfg.Link.HardwareAddr()})
+	m.Options = append(m.Options, &ndp.LinkLayerAddress{Direction: ndp.Source, Addr: a.mac})
 	if a.cfg.MTU != 0 {
 		m.Options = append(m.Options, ndp.NewMTU(uint32(a.cfg.MTU)))
 	}
 	for _, p := range a.prefixes {
 		v, pr := lifetimes(p, now)
+		if v == 0 {
+			continue // its delegation ended: nothing left to announce
+		}
 		if final {
-			pr = 0
-			v = min(v, withdrawnValidLifetime)
+			v, pr = min(v, withdrawnValidLifetime), 0
 		}
 		m.Options = append(m.Options, prefixOption(p.Prefix, v, pr))
 	}
 	a.withdrawn = slices.DeleteFunc(a.withdrawn, func(w AnnouncedPrefix) bool { return !w.ValidUntil.After(now) })
 	for _, w := range a.withdrawn {
-		m.Options = append(m.Options, prefixOption(w.Prefix, w.ValidUntil.Sub(now).Truncate(time.Second), 0))
-	}
-	if len(a.cfg.RDNSS) > 0 {
-		lt := a.cfg.DNSLifetime
-		if final {
-			lt = 0
+		if v := wire(w.ValidUntil.Sub(now)); v > 0 {
+			m.Options = append(m.Options, prefixOption(w.Prefix, v, 0))
 		}
-		m.Options = append(m.Options, &ndp.RecursiveDNSServer{Lifetime: lt, Servers: slices.Clone(a.cfg.RDNSS)})
 	}
-	if len(a.cfg.DNSSL) > 0 {
-		lt := a.cfg.DNSLifetime
-		if final {
-			lt = 0
-		}
-		m.Options = append(m.Options, &ndp.DNSSearchList{Lifetime: lt, DomainNames: slices.Clone(a.cfg.DNSSL)})
+	lt := a.cfg.DNSLifetime
+	if final {
+		lt = 0 // the forwarder stops with the router (RFC 8106 §5.1)
 	}
-	a.lastMcast = now
-	a.mu.Unlock()
-
-	icmp, err := ndp.MarshalMessageChecksum(m, a.cfg.SrcAddr, allNodes)
-	if err != nil {
-		a.stats.SendErrors.Add(1)
-		a.cfg.Logger.Error("ra: building an RA", "err", err)
-		return
+	if len(a.rdnss) > 0 {
+		m.Options = append(m.Options, &ndp.RecursiveDNSServer{Lifetime: lt, Servers: slices.Clone(a.rdnss)})
 	}
-	frame := buildFrame(allNodesMAC, a.cfg.Link.HardwareAddr(), a.cfg.SrcAddr, allNodes, icmp)
-	if err := a.cfg.Link.WriteFrame(frame); err != nil {
-		a.stats.SendErrors.Add(1)
-		a.cfg.Logger.Warn("ra: sending an RA", "err", err)
-		return
+	if len(a.dnssl) > 0 {
+		m.Options = append(m.Options, &ndp.DNSSearchList{Lifetime: lt, DomainNames: slices.Clone(a.dnssl)})
 	}
-	a.stats.Sent.Add(1)
-	if solicited {
-		a.stats.SolicitedSent.Add(1)
-	}
+	return m
 }
 
 func prefixOption(p netip.Prefix, valid, preferred time.Duration) *ndp.PrefixInformation {
@@ -432,120 +472,136 @@ func prefixOption(p netip.Prefix, valid, preferred time.Duration) *ndp.PrefixInf
 	}
 }
 
-// buildFrame wraps an ICMPv6 message (checksum set) in IPv6, hop limit
-// 255 (§6.1.2), and Ethernet.
-func buildFrame(dstMAC, srcMAC net.HardwareAddr, src, dst netip.Addr, icmp []byte) []byte {
-	f := make([]byte, 14+40+len(icmp))
-	copy(f[0:6], dstMAC)
-	copy(f[6:12], srcMAC)
-	binary.BigEndian.PutUint16(f[12:], 0x86dd)
-	ip := f[14:]
-	ip[0] = 0x60
-	binary.BigEndian.PutUint16(ip[4:], uint16(len(icmp)))
-	ip[6] = 58
-	ip[7] = 255
-	s, d := src.As16(), dst.As16()
-	copy(ip[8:24], s[:])
-	copy(ip[24:40], d[:])
-	copy(ip[40:], icmp)
-	return f
+// Deliver is the link's tap (it implements the router's stack.Tap): it
+// is offered the ICMPv6 frames the interface receives for this host and
+// reports whether it consumed one. It consumes Router Solicitations,
+// valid (answered, see Run) or not (counted under their DropReason), and
+// leaves everything else to the caller; RAs from other routers are
+// counted and compared with ours first (§6.2.7). It does not block, keep
+// or modify frame, and may be called concurrently.
+func (a *Advertiser) Deliver(frame []byte) bool {
+	typ, ok := icmpType(frame)
+	if !ok {
+		return false
+	}
+	switch typ {
+	case typeRS:
+		a.handleRS(frame)
+		return true
+	case typeRA:
+		a.watchRA(frame)
+	}
+	return false
 }
 
-// ICMPv6 types of RFC 4861 §4.
-const (
-	typeRS = 133
-	typeRA = 134
-)
-
-// Deliver takes an Ethernet frame the interface received (an ICMPv6
-// frame, as the router's tap offers) and reports whether it consumed it:
-// a router solicitation, valid or dropped. Every other frame, RAs from
-// other routers included (counted), is left to the caller. It does not
-// block or keep frame.
-func (a *Advertiser) Deliver(frame []byte) bool {
-	if len(frame) < 14+40+4 || binary.BigEndian.Uint16(frame[12:]) != 0x86dd {
-		return false
+// handleRS checks an RS (§6.1.1) and asks Run for its answer.
+func (a *Advertiser) handleRS(frame []byte) {
+	m, r, ok := checkND(frame, rsMinLen)
+	if ok && m.src.IsUnspecified() && m.hasSLLA {
+		r, ok = DropUnspecifiedWithSLLA, false
 	}
-	ip := frame[14:]
-	if ip[0]>>4 != 6 || ip[6] != 58 {
-		return false
-	}
-	switch ip[40] {
-	case typeRS:
-	case typeRA:
-		a.stats.OtherRA.Add(1)
-		return false
-	default:
-		return false
-	}
-	if r, ok := checkRS(ip); !ok {
+	if !ok {
 		a.stats.Drops[r].Add(1)
-		return true
+		return
 	}
 	a.stats.RSReceived.Add(1)
-	if a.rsDue.Swap(true) {
-		a.stats.RSCoalesced.Add(1)
-	}
+	a.rsWaiting.Add(1)
 	a.poke()
-	return true
 }
 
-// checkRS validates a router solicitation as RFC 4861 §6.1.1 asks, ip
-// being its IPv6 packet.
-func checkRS(ip []byte) (DropReason, bool) {
-	plen := int(binary.BigEndian.Uint16(ip[4:]))
-	if plen < 8 || 40+plen > len(ip) {
-		return DropMalformed, false
+// watchRA counts another router's RA and compares it with ours.
+func (a *Advertiser) watchRA(frame []byte) {
+	if bytes.Equal(frame[6:12], a.mac) {
+		return // our own, looped back
 	}
-	icmp := ip[40 : 40+plen]
-	if ip[7] != 255 {
-		return DropHopLimit, false
+	a.stats.OtherRA.Add(1)
+	m, _, ok := checkND(frame, raMinLen)
+	if !ok || !m.src.IsLinkLocalUnicast() {
+		a.stats.OtherRAInvalid.Add(1)
+		return
 	}
-	if icmp[1] != 0 {
-		return DropCode, false
+	now := a.clock.Now()
+	last := a.lastCheck.Load()
+	if last != 0 && now.UnixNano()-last < int64(otherRACheckEvery) || !a.lastCheck.CompareAndSwap(last, now.UnixNano()) {
+		a.stats.OtherRAUnchecked.Add(1)
+		return
 	}
-	if checksum(ip[8:24], ip[24:40], icmp) != 0 {
-		return DropChecksum, false
+	ra, _ := parseRA(m.icmp)
+	if ra == nil {
+		a.stats.OtherRAInvalid.Add(1)
+		return
 	}
-	unspecified := [16]byte(ip[8:24]) == [16]byte{}
-	for opts := icmp[8:]; len(opts) > 0; {
-		if len(opts) < 2 {
-			return DropMalformed, false
-		}
-		n := int(opts[1]) * 8
-		if n == 0 {
-			return DropOptionZero, false
-		}
-		if n > len(opts) {
-			return DropMalformed, false
-		}
-		if opts[0] == 1 && unspecified { // Source Link-Layer Address
-			return DropUnspecSLLA, false
-		}
-		opts = opts[n:]
+	diffs := a.inconsistencies(ra, now)
+	if len(diffs) == 0 {
+		return
 	}
-	return 0, true
+	a.stats.Inconsistent.Add(1)
+	if l := a.lastLog.Load(); (l == 0 || now.UnixNano()-l >= int64(logEvery)) && a.lastLog.CompareAndSwap(l, now.UnixNano()) {
+		a.log.Warn("ra: another router advertises inconsistent information (RFC 4861 §6.2.7)",
+			"router", m.src, "mac", net.HardwareAddr(m.srcMAC).String(), "differs", diffs)
+	}
 }
 
-// checksum is the ICMPv6 checksum over the pseudo-header (RFC 8200 §8.1)
-// and msg, 0 when msg's checksum field is right.
-func checksum(src, dst, msg []byte) uint16 {
-	var s uint32
-	add := func(b []byte) {
-		for len(b) >= 2 {
-			s += uint32(binary.BigEndian.Uint16(b))
-			b = b[2:]
-		}
-		if len(b) == 1 {
-			s += uint32(b[0]) << 8
+// inconsistencies lists what ra says otherwise than our RAs (§6.2.7): a
+// Cur Hop Limit, an MTU, both specified and different; the M or O flag;
+// the lifetimes of a prefix we announce, more than lifetimeSkew apart.
+// Reachable Time and Retrans Timer we leave unspecified, so they never
+// conflict, and announcing other prefixes is not an error.
+func (a *Advertiser) inconsistencies(ra *ndp.RouterAdvertisement, now time.Time) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var d []string
+	if ra.CurrentHopLimit != 0 && a.cfg.HopLimit != 0 && ra.CurrentHopLimit != a.cfg.HopLimit {
+		d = append(d, fmt.Sprintf("cur hop limit %d, ours %d", ra.CurrentHopLimit, a.cfg.HopLimit))
+	}
+	if ra.ManagedConfiguration != a.cfg.Managed {
+		d = append(d, fmt.Sprintf("M flag %v, ours %v", ra.ManagedConfiguration, a.cfg.Managed))
+	}
+	if ra.OtherConfiguration != a.cfg.Other {
+		d = append(d, fmt.Sprintf("O flag %v, ours %v", ra.OtherConfiguration, a.cfg.Other))
+	}
+	for _, o := range ra.Options {
+		switch o := o.(type) {
+		case *ndp.MTU:
+			if a.cfg.MTU != 0 && int64(o.MTU) != int64(a.cfg.MTU) {
+				d = append(d, fmt.Sprintf("MTU %d, ours %d", o.MTU, a.cfg.MTU))
+			}
+		case *ndp.PrefixInformation:
+			if o.PrefixLength > 128 {
+				continue
+			}
+			p := netip.PrefixFrom(o.Prefix, int(o.PrefixLength))
+			v, pr, ok := a.announcedLocked(p, now)
+			if ok && (skewed(o.ValidLifetime, v) || skewed(o.PreferredLifetime, pr)) {
+				d = append(d, fmt.Sprintf("prefix %v valid %v preferred %v, ours %v and %v", p, o.ValidLifetime, o.PreferredLifetime, v, pr))
+			}
 		}
 	}
-	add(src)
-	add(dst)
-	s += uint32(len(msg)) + 58
-	add(msg)
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
+	return d
+}
+
+// announcedLocked returns the lifetimes we announce for p now, if we do.
+// a.mu must be held.
+func (a *Advertiser) announcedLocked(p netip.Prefix, now time.Time) (valid, preferred time.Duration, ok bool) {
+	for _, q := range a.prefixes {
+		if q.Prefix == p {
+			valid, preferred = lifetimes(q, now)
+			return valid, preferred, true
+		}
 	}
-	return ^uint16(s)
+	for _, w := range a.withdrawn {
+		if w.Prefix == p {
+			return wire(max(w.ValidUntil.Sub(now), 0)), 0, true
+		}
+	}
+	return 0, 0, false
+}
+
+// skewed reports whether two lifetimes differ by more than lifetimeSkew,
+// Infinity being equal only to itself.
+func skewed(x, y time.Duration) bool {
+	if x == Infinity || y == Infinity {
+		return x != y
+	}
+	return x-y > lifetimeSkew || y-x > lifetimeSkew
 }

@@ -2,102 +2,47 @@ package ra
 
 import (
 	"context"
-
-	"net"
+	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/gvrouter/gvrouter/internal/netnstest"
 )
 
-// packetLink is a Link on a kernel interface through an AF_PACKET
-// socket, which also hands every received frame to deliver.
-type packetLink struct {
-	fd  int
-	ifi *net.Interface
+// twoNS is two namespaces joined by a veth: ours (the interface the
+// service runs on through a packetLink, its kernel IPv6 off, as the
+// router keeps its ports) and peer's.
+type twoNS struct {
+	ours, peer      *netnstest.Netns
+	ourIf, peerIf   string
+	ourMAC, peerMAC string
+	link            *packetLink
+	ourLL           netip.Addr
 }
 
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
-func openPacketLink(t *testing.T, n *netnstest.Netns, ifname string) *packetLink {
+// newTwoNS makes the namespaces; peerSysctls (names under
+// net.ipv6.conf.IF) are set on the peer's interface before it comes up.
+func newTwoNS(t *testing.T, prefix string, peerSysctls ...string) *twoNS {
 	t.Helper()
-	var l *packetLink
-	var err error
-	n.Do(t, func() {
-		var ifi *net.Interface
-		if ifi, err = net.InterfaceByName(ifname); err != nil {
-			return
-		}
-		var fd int
-		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_IPV6))); err != nil {
-			return
-		}
-		if err = unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IPV6), Ifindex: ifi.Index}); err != nil {
-			unix.Close(fd)
-			return
-		}
-		tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
-		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-		l = &packetLink{fd: fd, ifi: ifi}
-	})
-	if err != nil {
-		t.Fatalf("packet socket on %s: %v", ifname, err)
+	n := &twoNS{
+		ours: netnstest.New(t, prefix+"o"), peer: netnstest.New(t, prefix+"p"),
+		ourIf: "o0", peerIf: "p0", ourMAC: "02:00:5e:10:00:01", peerMAC: "02:00:5e:10:00:02",
 	}
-	t.Cleanup(func() { unix.Close(l.fd) })
-	return l
-}
-
-func (l *packetLink) WriteFrame(f []byte) error {
-	return unix.Sendto(l.fd, f, 0, &unix.SockaddrLinklayer{Ifindex: l.ifi.Index})
-}
-
-func (l *packetLink) HardwareAddr() net.HardwareAddr { return l.ifi.HardwareAddr }
-
-// run hands received frames (not our own) to deliver until ctx ends.
-func (l *packetLink) run(ctx context.Context, deliver func([]byte) bool) {
-	buf := make([]byte, 9000)
-	for ctx.Err() == nil {
-		n, from, err := unix.Recvfrom(l.fd, buf, 0)
-		if err != nil {
-			continue
-		}
-		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
-			continue
-		}
-		deliver(buf[:n])
+	n.ours.IP(t, "link", "add", n.ourIf, "address", n.ourMAC, "type", "veth", "peer", "name", n.peerIf, "address", n.peerMAC, "netns", n.peer.Name())
+	n.ours.Run(t, "sysctl", "-qw", "net.ipv6.conf."+n.ourIf+".disable_ipv6=1")
+	for _, kv := range peerSysctls {
+		n.peer.Run(t, "sysctl", "-qw", "net.ipv6.conf."+n.peerIf+"."+kv)
 	}
-}
-
-// linkLocal is the EUI-64 link-local address of mac.
-func linkLocal(mac net.HardwareAddr) netip.Addr {
-	return netip.AddrFrom16([16]byte{0xfe, 0x80, 8: mac[0] ^ 2, 9: mac[1], 10: mac[2], 11: 0xff, 12: 0xfe, 13: mac[3], 14: mac[4], 15: mac[5]})
-}
-
-// slaacLab is a router namespace (its kernel's IPv6 off on r0, as the
-// router keeps its ports) and a host namespace whose kernel does SLAAC
-// on h0 from the RAs (accept_ra 1, autoconf 1, not forwarding).
-type slaacLab struct {
-	rtr, host *netnstest.Netns
-	link      *packetLink
-}
-
-func newSLAACLab(t *testing.T) *slaacLab {
-	netnstest.Privileged(t, "ip")
-	l := &slaacLab{rtr: netnstest.New(t, "rar"), host: netnstest.New(t, "rah")}
-	l.rtr.IP(t, "link", "add", "r0", "address", "02:00:5e:10:00:01", "type", "veth", "peer", "name", "h0", "address", "02:00:5e:10:00:02", "netns", l.host.Name())
-	l.rtr.Run(t, "sysctl", "-qw", "net.ipv6.conf.r0.disable_ipv6=1")
-	for _, kv := range []string{"net.ipv6.conf.h0.accept_ra=1", "net.ipv6.conf.h0.autoconf=1", "net.ipv6.conf.h0.forwarding=0",
-		"net.ipv6.conf.h0.accept_dad=0"} {
-		l.host.Run(t, "sysctl", "-qw", kv)
-	}
-	l.rtr.IP(t, "link", "set", "r0", "up")
-	l.host.IP(t, "link", "set", "h0", "up")
-	l.link = openPacketLink(t, l.rtr, "r0")
-	return l
+	n.ours.IP(t, "link", "set", n.ourIf, "up")
+	n.link = openPacketLink(t, n.ours, n.ourIf)
+	n.ourLL = LinkLocal(n.link.HardwareAddr())
+	n.peer.IP(t, "link", "set", n.peerIf, "up")
+	return n
 }
 
 // waitFor polls f until it returns "" or d passes, then fails t with the
@@ -105,7 +50,7 @@ func newSLAACLab(t *testing.T) *slaacLab {
 func waitFor(t *testing.T, d time.Duration, f func() string) {
 	t.Helper()
 	var msg string
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if msg = f(); msg == "" {
 			return
 		}
@@ -113,137 +58,188 @@ func waitFor(t *testing.T, d time.Duration, f func() string) {
 	t.Fatal(msg)
 }
 
-// TestInteropKernelSLAAC: the host's own kernel forms an address in the
-// announced /64 with our lifetimes and a default route via our
-// link-local address; rdisc6 reads prefix, lifetimes, MTU, RDNSS, DNSSL
-// and the O flag; a changed prefix deprecates the old address
-// (preferred_lft 0); the final RA on stop removes the default route.
+// ipAddr is an address as `ip -j addr` prints it.
+type ipAddr struct {
+	Local      string `json:"local"`
+	PrefixLen  int    `json:"prefixlen"`
+	Dynamic    bool   `json:"dynamic"`
+	Deprecated bool   `json:"deprecated"`
+	Valid      int64  `json:"valid_life_time"`
+	Preferred  int64  `json:"preferred_life_time"`
+}
+
+// hostAddrs returns the addresses of ifname in n that lie in p.
+func hostAddrs(t *testing.T, n *netnstest.Netns, ifname string, p netip.Prefix) []ipAddr {
+	t.Helper()
+	out := n.Run(t, "ip", "-n", n.Name(), "-6", "-j", "addr", "show", "dev", ifname)
+	var links []struct {
+		AddrInfo []ipAddr `json:"addr_info"`
+	}
+	if err := json.Unmarshal([]byte(out), &links); err != nil {
+		t.Fatalf("ip -j addr: %v: %s", err, out)
+	}
+	var in []ipAddr
+	for _, l := range links {
+		for _, a := range l.AddrInfo {
+			if ad, err := netip.ParseAddr(a.Local); err == nil && p.Contains(ad) {
+				in = append(in, a)
+			}
+		}
+	}
+	return in
+}
+
+// defaultRoutes returns the gateways of ifname's default routes in n.
+func defaultRoutes(t *testing.T, n *netnstest.Netns, ifname string) []string {
+	t.Helper()
+	out := n.Run(t, "ip", "-n", n.Name(), "-6", "-j", "route", "show", "default", "dev", ifname)
+	var rs []struct {
+		Gateway string `json:"gateway"`
+	}
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("ip -j route: %v: %s", err, out)
+	}
+	var gws []string
+	for _, r := range rs {
+		gws = append(gws, r.Gateway)
+	}
+	return gws
+}
+
+// testLogger sends a service's log to t.Log.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+// TestInteropKernelSLAAC runs the Advertiser against a LAN host's own
+// Linux kernel (accept_ra 1, autoconf 1, not forwarding), and rdisc6
+// from ndisc6 on that host. The kernel forms an address in the prefix
+// with our lifetimes, takes the default route through our link-local
+// address, and our MTU and hop limit; rdisc6, soliciting, decodes every
+// field: flags, router lifetime, prefix and its lifetimes counting down,
+// MTU, SLLA, RDNSS, DNSSL. SetPrefixes renumbers: the kernel forms an
+// address in the new prefix and deprecates the old one (preferred 0,
+// still valid). On stop the final RA removes the default route and
+// deprecates the new prefix too.
 func TestInteropKernelSLAAC(t *testing.T) {
-	netnstest.Privileged(t, "ip", "rdisc6")
-	l := newSLAACLab(t)
-	src := linkLocal(l.link.HardwareAddr())
-	p1 := netip.MustParsePrefix("2001:db8:77:1::/64")
-	p2 := netip.MustParsePrefix("2001:db8:88:1::/64")
+	t.Parallel()
+	netnstest.Privileged(t, "ip", "sysctl", "rdisc6")
+	n := newTwoNS(t, "ras", "accept_ra=1", "autoconf=1", "forwarding=0", "accept_dad=0")
+	pOld := netip.MustParsePrefix("2001:db8:77:1::/64")
+	pNew := netip.MustParsePrefix("2001:db8:88:1::/64")
+	start := time.Now()
 	a, err := New(Config{
-		Link: l.link, SrcAddr: src, MTU: 1480, Other: true,
-		RDNSS: []netip.Addr{netip.MustParseAddr("2001:db8:77:1::1")}, DNSSL: []string{"lan"},
-		MaxInterval: 10 * time.Second, RouterLifetime: 90 * time.Second,
-		Prefixes: []Prefix{{Prefix: p1, ValidUntil: time.Now().Add(3600 * time.Second), PreferredUntil: time.Now().Add(1800 * time.Second)}},
+		Link: n.link, SrcAddr: n.ourLL, MTU: 1480, HopLimit: 61, Managed: true,
+		RDNSS: []netip.Addr{netip.MustParseAddr("2001:db8:77:1::53")}, DNSSL: []string{"lan", "example.org"},
+		MaxInterval: 4 * time.Second, RouterLifetime: 90 * time.Second, DNSLifetime: 120 * time.Second,
+		Prefixes: []Prefix{{Prefix: pOld, ValidUntil: start.Add(3600 * time.Second), PreferredUntil: start.Add(1800 * time.Second)}},
+		Logger:   testLogger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go l.link.run(ctx, a.Deliver)
+	n.link.run(ctx, a.Deliver)
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 
-	addrs := func() string { return l.host.Run(t, "ip", "-n", l.host.Name(), "-6", "addr", "show", "dev", "h0") }
-	routes := func() string { return l.host.Run(t, "ip", "-n", l.host.Name(), "-6", "route", "show", "dev", "h0") }
 	waitFor(t, 10*time.Second, func() string {
-		if s := addrs(); !strings.Contains(s, "inet6 2001:db8:77:1:") {
-			return "no SLAAC address in " + p1.String() + " on the host:\n" + s
+		as := hostAddrs(t, n.peer, n.peerIf, pOld)
+		if len(as) != 1 || !as[0].Dynamic {
+			return fmt.Sprintf("no dynamic SLAAC address in %v on the host: %+v", pOld, as)
+		}
+		if as[0].Valid > 3600 || as[0].Valid < 3590 || as[0].Preferred > 1800 || as[0].Preferred < 1790 {
+			return fmt.Sprintf("SLAAC address lifetimes %d/%d s, want ours: ~3600/1800", as[0].Valid, as[0].Preferred)
+		}
+		if gws := defaultRoutes(t, n.peer, n.peerIf); len(gws) != 1 || gws[0] != n.ourLL.String() {
+			return fmt.Sprintf("default routes via %v, want via %v", gws, n.ourLL)
 		}
 		return ""
 	})
-	if s := addrs(); !strings.Contains(s, "dynamic") || !strings.Contains(s, "valid_lft 3") {
-		t.Errorf("the SLAAC address is not dynamic with our ~3600 s valid lifetime:\n%s", s)
+	for path, want := range map[string]string{
+		"/proc/sys/net/ipv6/conf/" + n.peerIf + "/mtu":       "1480",
+		"/proc/sys/net/ipv6/conf/" + n.peerIf + "/hop_limit": "61",
+	} {
+		if got := n.peer.Sysctl(t, path); got != want {
+			t.Errorf("host's %s = %s, want %s from our RA", path, got, want)
+		}
 	}
-	waitFor(t, 5*time.Second, func() string {
-		if s := routes(); !strings.Contains(s, "default via "+src.String()) {
-			return "no default route via " + src.String() + ":\n" + s
-		}
-		return ""
-	})
 
-	// rdisc6 solicits (an RS: the solicited path) and prints the RA.
-	out := l.host.Run(t, "rdisc6", "-1", "-w", "3000", "h0")
+	// rdisc6 solicits (our solicited path) and prints the RA it gets.
+	out := n.peer.Run(t, "rdisc6", "-1", "-w", "4000", n.peerIf)
 	flat := strings.Join(strings.Fields(out), " ")
 	for _, want := range []string{
-		"Stateful other conf. : Yes", "Stateful address conf. : No",
+		"Hop limit : 61 ",
+		"Stateful address conf. : Yes", "Stateful other conf. : No",
+		"Router preference : medium",
 		"Router lifetime : 90 (0x0000005a) seconds",
-		"Prefix : 2001:db8:77:1::/64 On-link : Yes Autonomous address conf.: Yes Valid time : 359",
-		"Pref. time : 179",
+		"Prefix : 2001:db8:77:1::/64 On-link : Yes Autonomous address conf.: Yes Valid time : 35",
+		"Pref. time : 17",
 		"MTU : 1480 bytes (valid)",
-		"Recursive DNS server : 2001:db8:77:1::1 DNS server lifetime : 30 ",
-		"DNS search list : lan",
-		"from " + src.String(),
+		"Source link-layer address: " + strings.ToUpper(n.ourMAC),
+		"Recursive DNS server : 2001:db8:77:1::53 DNS server lifetime : 120 ",
+		"DNS search list : lan example.org DNS search list lifetime: 120 ",
+		"from " + n.ourLL.String(),
 	} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("rdisc6 output lacks %q:\n%s", want, out)
 		}
 	}
-	if a.Stats().RSReceived.Load() == 0 || a.Stats().SolicitedSent.Load() == 0 {
-		t.Errorf("rs_received %d, solicited_sent %d after rdisc6, want both > 0", a.Stats().RSReceived.Load(), a.Stats().SolicitedSent.Load())
+	if st := a.Stats(); st.RSReceived.Load() == 0 || st.SolicitedSent.Load() == 0 {
+		t.Errorf("rs_received %d, solicited_sent %d after rdisc6, want both > 0", st.RSReceived.Load(), st.SolicitedSent.Load())
 	}
 
-	// Renumbered: p2 comes, p1 stays valid but deprecated.
-	if err := a.SetPrefixes([]Prefix{{Prefix: p2}}); err != nil {
+	// Renumbered: pNew comes, pOld stays valid but deprecated.
+	if err := a.SetPrefixes([]Prefix{{Prefix: pNew, Valid: 600 * time.Second, Preferred: 300 * time.Second}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() string {
-		s := addrs()
-		if !strings.Contains(s, "inet6 2001:db8:88:1:") {
-			return "no address in the new prefix:\n" + s
+	waitFor(t, 8*time.Second, func() string {
+		if as := hostAddrs(t, n.peer, n.peerIf, pNew); len(as) != 1 || as[0].Preferred < 290 {
+			return fmt.Sprintf("no preferred address in the new prefix: %+v", as)
 		}
-		for _, blk := range strings.Split(s, "inet6 ")[1:] {
-			if strings.HasPrefix(blk, "2001:db8:77:1:") && !strings.Contains(blk, "preferred_lft 0sec") {
-				return "the old prefix's address is not deprecated:\n" + s
-			}
+		if as := hostAddrs(t, n.peer, n.peerIf, pOld); len(as) != 1 || as[0].Preferred != 0 || !as[0].Deprecated || as[0].Valid <= 0 || as[0].Valid > 3600 {
+			return fmt.Sprintf("the old prefix's address %+v, want deprecated, preferred_lft 0, still valid", as)
 		}
 		return ""
 	})
-	var st Status = a.Status()
-	if len(st.Prefixes) != 2 || !st.Prefixes[1].Withdrawn || st.Prefixes[1].Prefix != p1 {
-		t.Errorf("status prefixes = %+v, want p2 and p1 withdrawn", st.Prefixes)
+	if st := a.Status(); len(st.Prefixes) != 2 || st.Prefixes[1].Prefix != pOld || !st.Prefixes[1].Withdrawn {
+		t.Errorf("Status prefixes %+v, want %v and %v withdrawn", st.Prefixes, pNew, pOld)
 	}
 
-	// Stop: the final RA has router lifetime 0.
+	// Stop: the final RA has router lifetime 0 and deprecates pNew.
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, func() string {
-		if s := routes(); strings.Contains(s, "default via") {
-			return "the default route stayed after the final RA:\n" + s
+		if gws := defaultRoutes(t, n.peer, n.peerIf); len(gws) != 0 {
+			return fmt.Sprintf("default routes via %v after the final RA, want none", gws)
+		}
+		if as := hostAddrs(t, n.peer, n.peerIf, pNew); len(as) != 1 || as[0].Preferred != 0 {
+			return fmt.Sprintf("new prefix's address %+v after the final RA, want deprecated", as)
 		}
 		return ""
 	})
-	t.Logf("sent %d (solicited %d), rs %d, coalesced %d", a.Stats().Sent.Load(), a.Stats().SolicitedSent.Load(),
-		a.Stats().RSReceived.Load(), a.Stats().RSCoalesced.Load())
+	st := a.Stats()
+	t.Logf("sent %d (solicited %d), rs %d, coalesced %d, drops %v", st.Sent.Load(), st.SolicitedSent.Load(),
+		st.RSReceived.Load(), st.RSCoalesced.Load(), dropMap(st.Drops[:]))
 }
 
-// TestNewErrors: what RFC 4861 §6.2.1 forbids is refused with a reason.
-func TestNewErrors(t *testing.T) {
-	link := &fakeLink{mac: net.HardwareAddr{2, 0, 0, 0, 0, 1}}
-	ll := netip.MustParseAddr("fe80::1")
-	for _, tc := range []struct {
-		name string
-		cfg  Config
-		want string
-	}{
-		{"no link", Config{SrcAddr: ll}, "no link"},
-		{"global source", Config{Link: link, SrcAddr: netip.MustParseAddr("2001:db8::1")}, "not an IPv6 link-local"},
-		{"max too small", Config{Link: link, SrcAddr: ll, MaxInterval: time.Second}, "max interval"},
-		{"min too big", Config{Link: link, SrcAddr: ll, MaxInterval: 10 * time.Second, MinInterval: 9 * time.Second}, "min interval"},
-		{"lifetime too long", Config{Link: link, SrcAddr: ll, RouterLifetime: 3 * time.Hour}, "router lifetime"},
-		{"mtu", Config{Link: link, SrcAddr: ll, MTU: 1000}, "MTU 1000"},
-		{"prefix /56", Config{Link: link, SrcAddr: ll, Prefixes: []Prefix{{Prefix: netip.MustParsePrefix("2001:db8::/56")}}}, "not an IPv6 /64"},
-	} {
-		if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: New = %v, want an error with %q", tc.name, err, tc.want)
+// dropMap returns the non-zero drop counters by name.
+func dropMap(drops []atomic.Uint64) map[string]uint64 {
+	out := map[string]uint64{}
+	for i := range drops {
+		if v := drops[i].Load(); v > 0 {
+			out[DropReason(i).String()] = v
 		}
 	}
+	return out
 }
-
-type fakeLink struct {
-	mac    net.HardwareAddr
-	frames [][]byte
-}
-
-func (f *fakeLink) WriteFrame(b []byte) error {
-	f.frames = append(f.frames, append([]byte(nil), b...))
-	return nil
-}
-func (f *fakeLink) HardwareAddr() net.HardwareAddr { return f.mac }
