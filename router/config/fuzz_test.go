@@ -49,6 +49,7 @@ func format(c *Config) []byte {
 		}
 		b.WriteString("]")
 		formatDHCP(&b, &ifc)
+		formatIPv6(&b, &ifc)
 		b.WriteString("}\n")
 	}
 	b.WriteString("routes:\n")
@@ -112,6 +113,34 @@ func format(c *Config) []byte {
 		fmt.Fprintf(&b, "    - %q\n", l.String())
 	}
 	return []byte(b.String())
+}
+
+// formatIPv6 writes an interface's ipv6: mapping with every key of its
+// role (inside its flow mapping).
+func formatIPv6(b *strings.Builder, ifc *Interface) {
+	v := ifc.IPv6
+	if v == nil {
+		return
+	}
+	onOff := func(x bool) string {
+		if x {
+			return "on"
+		}
+		return "off"
+	}
+	if ifc.Role == RoleWAN {
+		fmt.Fprintf(b, ", ipv6: {address: %s, release: %s, ra: %s", onOff(v.Address), onOff(v.Release), onOff(v.AcceptRA))
+		if v.PD != 0 {
+			fmt.Fprintf(b, ", pd: %d", v.PD)
+		}
+		b.WriteString("}")
+		return
+	}
+	fmt.Fprintf(b, ", ipv6: {ra: %s, dhcpv6: %s, managed: %s, other: %s", onOff(v.RA), onOff(v.DHCPv6), onOff(v.Managed), onOff(v.Other))
+	if v.Subnet != SubnetAuto {
+		fmt.Fprintf(b, ", subnet: %d", v.Subnet)
+	}
+	b.WriteString("}")
 }
 
 // formatDHCP writes an interface's dhcp: and dhcp_server: keys (inside
@@ -194,6 +223,9 @@ func clearPos(c *Config) *Config {
 	for i := range c.Interfaces {
 		c.Interfaces[i].Pos = Pos{}
 		c.Interfaces[i].dhcpOptions = false
+		if v := c.Interfaces[i].IPv6; v != nil {
+			v.Pos, v.src = Pos{}, src{}
+		}
 		if d := c.Interfaces[i].DHCP; d != nil {
 			d.Pos = Pos{}
 		}
