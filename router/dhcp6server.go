@@ -31,7 +31,7 @@ const dhcp6ServerPrefix = "dhcp6server "
 // dhcp6ServerSpec is the stateless DHCPv6 server of lan interface ic, if
 // it gets one. cfg is the config in force (delegated addresses included).
 func (r *Router) dhcp6ServerSpec(cfg *config.Config, ic config.Interface) (serviceSpec, bool) {
-	if ic.Role != config.RoleLAN || !ic.IPv6OrDefault().DHCPv6 || !dnsWanted(cfg) {
+	if ic.Role != config.RoleLAN || !cfg.IPv6Settings(&ic).DHCPv6 || !dnsWanted(cfg) {
 		return serviceSpec{}, false
 	}
 	ifc := r.net.Interface(ic.Name)

@@ -198,7 +198,7 @@ func (r *Router) assignSubnetsLocked(cfg *config.Config) {
 // or asks a delegation for. r.mu must be held.
 func (r *Router) dropStaleIPv6Locked(cfg *config.Config) {
 	for name := range r.ra6 {
-		if ic := cfg.Interface(name); ic == nil || ic.Role != config.RoleWAN || !ic.IPv6OrDefault().AcceptRA {
+		if ic := cfg.Interface(name); ic == nil || ic.Role != config.RoleWAN || !cfg.IPv6Settings(ic).AcceptRA {
 			delete(r.ra6, name)
 		}
 	}

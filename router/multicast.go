@@ -71,7 +71,7 @@ func portGroups(cfg *config.Config, port string, mac net.HardwareAddr) []net.Har
 		}
 		if ic.Role == config.RoleLAN {
 			add(hw.IPv6MulticastMAC(allRouters))
-			if ic.IPv6OrDefault().DHCPv6 {
+			if cfg.IPv6Settings(ic).DHCPv6 {
 				add(hw.IPv6MulticastMAC(allDHCPAgents))
 			}
 		}

@@ -33,7 +33,7 @@ type raSettings struct {
 // raAdvertiserSpec is the advertiser of lan interface ic, if it gets one:
 // RAs on, and a /64 to announce now or a delegation to come.
 func (r *Router) raAdvertiserSpec(cfg *config.Config, ic config.Interface) (serviceSpec, bool) {
-	v := ic.IPv6OrDefault()
+	v := cfg.IPv6Settings(&ic)
 	if ic.Role != config.RoleLAN || !v.RA {
 		return serviceSpec{}, false
 	}

@@ -25,8 +25,8 @@ type raLearnerSettings struct {
 }
 
 // raLearnerSpec is the learner of wan interface ic, if it gets one.
-func (r *Router) raLearnerSpec(ic config.Interface) (serviceSpec, bool) {
-	if ic.Role != config.RoleWAN || !ic.IPv6OrDefault().AcceptRA {
+func (r *Router) raLearnerSpec(cfg *config.Config, ic config.Interface) (serviceSpec, bool) {
+	if ic.Role != config.RoleWAN || !cfg.IPv6Settings(&ic).AcceptRA {
 		return serviceSpec{}, false
 	}
 	ifc := r.net.Interface(ic.Name)

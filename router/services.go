@@ -84,7 +84,7 @@ func (r *Router) syncServicesLocked(cfg *config.Config) error {
 				want[dhcp6ClientPrefix+ic.Name] = sp
 			}
 		}
-		if sp, ok := r.raLearnerSpec(ic); ok {
+		if sp, ok := r.raLearnerSpec(cfg, ic); ok {
 			want[raLearnerPrefix+ic.Name] = sp
 		}
 		if sp, ok := r.raAdvertiserSpec(cfg, ic); ok {

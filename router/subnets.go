@@ -63,8 +63,8 @@ func (s *subnetIDs) assign(cfg *config.Config, pdBits int) (map[string]int, erro
 	used := map[int]bool{}
 	var lans []string
 	for _, ic := range cfg.Interfaces {
-		if ic.Role != config.RoleLAN {
-			continue
+		if ic.Role != config.RoleLAN || cfg.CarriesMACsec(ic.Name) {
+			continue // a SecY's lower interface gets no /64 (IPv6Settings)
 		}
 		if v := ic.IPv6; v != nil && v.Subnet != config.SubnetAuto {
 			if v.Subnet < n {

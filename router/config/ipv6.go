@@ -88,6 +88,18 @@ func (i *Interface) IPv6OrDefault() *IPv6 {
 	return DefaultIPv6(i.Role)
 }
 
+// IPv6Settings returns the ipv6: settings in force on interface ic: its
+// own mapping or DefaultIPv6 for its role, but all off on an interface
+// that carries a SecY. Netstack would send the RSs, RAs and DHCPv6 of
+// such an interface untagged on the wire, outside MACsec, and take its
+// peers' in clear; IPv6 belongs on the SecY above it.
+func (c *Config) IPv6Settings(ic *Interface) *IPv6 {
+	if c.CarriesMACsec(ic.Name) {
+		return &IPv6{Subnet: SubnetAuto, Pos: ic.Pos}
+	}
+	return ic.IPv6OrDefault()
+}
+
 // ipv6 decodes an interface's ipv6: mapping. The role is not known yet
 // (keys may come in any order), so every key is read here and the ones
 // the role does not take are reported by validateIPv6.
@@ -142,6 +154,9 @@ func (c *Config) validateIPv6(l *errorList, ifc *Interface, what string) {
 		if _, ok := v.src.pos[k]; ok && !contains(allowed, k) {
 			l.add(v.src.at(k, v.Pos), "%s: %s is for %s interfaces (this one is %s)", what, k, keysOf, quote(ifc.Role))
 		}
+	}
+	if ms := c.macsecOn(ifc.Name); ms != nil && (v.PD > 0 || v.Address || v.AcceptRA && ifc.Role == RoleWAN || v.RA && ifc.Role == RoleLAN || v.DHCPv6 && ifc.Role == RoleLAN) {
+		l.add(v.Pos, "%s: interface %q carries macsec %q, so its IPv6 would cross the link in clear, outside MACsec; give the SecY the IPv6 addresses, and set this off (ipv6: {ra: off})", what, ifc.Name, ms.Name)
 	}
 	if v.src.written("pd") && !v.src.bad["pd"] && (v.PD < MinPDLength || v.PD > MaxPDLength) {
 		l.add(v.src.at("pd", v.Pos), "%s: pd %d out of range %d..%d (the length of the delegated prefix asked for, e.g. 56)", what, v.PD, MinPDLength, MaxPDLength)

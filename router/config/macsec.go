@@ -118,6 +118,20 @@ func (c *Config) MACsecByName(name string) *MACsec {
 	return nil
 }
 
+// CarriesMACsec reports whether interface name is the lower interface
+// of a SecY (a macsec: entry's on:).
+func (c *Config) CarriesMACsec(name string) bool { return c.macsecOn(name) != nil }
+
+// macsecOn returns the SecY on interface name, or nil.
+func (c *Config) macsecOn(name string) *MACsec {
+	for i := range c.MACsec {
+		if c.MACsec[i].On == name {
+			return &c.MACsec[i]
+		}
+	}
+	return nil
+}
+
 func macsecWhat(name string) string {
 	if name == "" {
 		return "macsec"

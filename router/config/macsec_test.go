@@ -203,3 +203,35 @@ func TestParseMACsecParallel(t *testing.T) {
 			def.SameSecY(&auto), def.SameSecY(&off), auto.SameSecY(&always), off.SameSecY(&always))
 	}
 }
+
+// TestMACsecLowerIPv6: a SecY's lower interface runs no IPv6 service
+// (its frames would cross the link in clear), by default silently and,
+// when its ipv6: mapping turns one on, with an error naming the line.
+func TestMACsecLowerIPv6(t *testing.T) {
+	allServices(t)
+	const ms = "macsec:\n  - {name: ms1, on: wan, tx: [{an: 0, key_id: \"01\", key: " + testKey128 + "}]}\n"
+	c, err := Parse("name.yaml", []byte(macsecBase+ms))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.CarriesMACsec("wan") || c.CarriesMACsec("lan") {
+		t.Errorf("CarriesMACsec(wan, lan) = %v, %v, want true, false", c.CarriesMACsec("wan"), c.CarriesMACsec("lan"))
+	}
+	if v := c.IPv6Settings(c.Interface("wan")); v.AcceptRA || v.PD != 0 || v.RA || v.DHCPv6 {
+		t.Errorf("IPv6Settings(wan under ms1) = %+v, want all off", v)
+	}
+	if v := c.IPv6Settings(c.Interface("lan")); !v.RA {
+		t.Errorf("IPv6Settings(lan) = %+v, want the lan default (ra on)", v)
+	}
+	for _, tt := range []struct{ block, want string }{
+		{"    ipv6: {ra: on}\n", `name.yaml:12:5: interface "wan": ipv6: interface "wan" carries macsec "ms1", so its IPv6 would cross the link in clear`},
+		{"    ipv6: {pd: 56}\n", `carries macsec "ms1"`},
+	} {
+		if _, err := Parse("name.yaml", []byte(macsecBase+tt.block+ms)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(lower with %q) = %v, want an error containing %q", tt.block, err, tt.want)
+		}
+	}
+	if _, err := Parse("name.yaml", []byte(macsecBase+"    ipv6: {ra: off}\n"+ms)); err != nil {
+		t.Errorf("Parse(lower with ipv6: {ra: off}) = %v, want accepted", err)
+	}
+}

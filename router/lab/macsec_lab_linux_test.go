@@ -42,6 +42,7 @@ type capture struct {
 	mu     sync.Mutex
 	recs   []pnRec
 	others map[uint16]int
+	clear  []byte // the first of the others, to name who sent it
 	err    error
 }
 
@@ -117,6 +118,9 @@ func (c *capture) routineRead() {
 			}
 		} else {
 			c.others[et]++
+			if c.clear == nil {
+				c.clear = append([]byte(nil), f...)
+			}
 		}
 		c.mu.Unlock()
 	}
@@ -268,7 +272,7 @@ func TestRunMACsec(t *testing.T) {
 				return fmt.Errorf("%d MACsec frames on the link during a ping, want >= 6", len(recs))
 			}
 			if others[0x0800]+others[0x86dd]+others[0x0806] > 0 {
-				return fmt.Errorf("frames in clear on the MACsec link: %v", others)
+				return fmt.Errorf("frames in clear on the MACsec link: %v, the first % x", others, capt.clear)
 			}
 			var errs []error
 			for _, ns := range []string{l.rtrNS, l.rtr2NS} {
