@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/gvrouter/gvrouter/services/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 )
 
@@ -82,7 +83,7 @@ func TestRFC5227_2_1_1_Probe(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				clk := newFakeClock()
 				link := &frameLink{clk: clk}
-				p, err := NewARPProber(ARPProberConfig{Link: link, Clock: clk, Rand: counting(tc.src)})
+				p, err := NewARPProber(ARPProberConfig{Link: link, Clock: clk, Rand: fakeclock.NewCounting(tc.src)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -94,7 +95,7 @@ func TestRFC5227_2_1_1_Probe(t *testing.T) {
 					inUse, err = p.InUse(context.Background(), offered)
 					end = clk.Now().Sub(epoch)
 				}()
-				clk.advance(10 * time.Second)
+				clk.Advance(10 * time.Second)
 				<-done
 				if inUse || err != nil {
 					t.Errorf("InUse(free address) = %v, %v; want false, nil", inUse, err)
@@ -143,7 +144,7 @@ func TestRFC5227_2_1_1_Conflict(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				clk := newFakeClock()
 				link := &frameLink{clk: clk}
-				p, err := NewARPProber(ARPProberConfig{Link: link, Clock: clk, Rand: counting(1 << 63)})
+				p, err := NewARPProber(ARPProberConfig{Link: link, Clock: clk, Rand: fakeclock.NewCounting(1 << 63)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -160,7 +161,7 @@ func TestRFC5227_2_1_1_Conflict(t *testing.T) {
 					inUse, err = p.InUse(context.Background(), offered)
 					end = clk.Now().Sub(epoch)
 				}()
-				clk.advance(10 * time.Second)
+				clk.Advance(10 * time.Second)
 				<-done
 				if inUse != tc.inUse || err != nil {
 					t.Errorf("InUse = %v, %v; want %v, nil", inUse, err, tc.inUse)
@@ -231,7 +232,7 @@ func TestARPProberErrors(t *testing.T) {
 			defer close(done)
 			_, err = p.InUse(context.Background(), offered)
 		}()
-		clk.advance(10 * time.Second)
+		clk.Advance(10 * time.Second)
 		<-done
 		if !errors.Is(err, errSend) {
 			t.Errorf("InUse on a failing link = %v, want %v", err, errSend)

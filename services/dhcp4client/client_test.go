@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/gvrouter/gvrouter/services/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 )
@@ -95,7 +96,7 @@ func TestRFC2131_4_4_1_Acquire(t *testing.T) {
 			t.Errorf("Status = %s offered %v, want REQUESTING %v", got.State, got.Offered, offered)
 		}
 
-		h.clk.advance(2 * time.Second) // the ACK takes 2 s; lease times count from the REQUEST
+		h.clk.Advance(2 * time.Second) // the ACK takes 2 s; lease times count from the REQUEST
 		h.inject(pkt(reply(r.msg, dhcpv4.MessageTypeAck, serverIP, offered, cid, withSeconds(dhcpv4.OptionInterfaceMTU, 0)), serverIP, serverMAC))
 		if got := h.prober.asked; !slices.Equal(got, []netip.Addr{offered}) {
 			t.Errorf("probed %v, want %v", got, offered)
@@ -151,8 +152,8 @@ func TestRFC2131_4_1_Backoff(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := newHarness(t, func(c *Config) { c.Rand = counting(tc.src) }).start()
-				h.clk.advance(10 * time.Minute)
+				h := newHarness(t, func(c *Config) { c.Rand = fakeclock.NewCounting(tc.src) }).start()
+				h.clk.Advance(10 * time.Minute)
 				out := h.tr.take()
 				var got []time.Duration
 				for i := 1; i < len(out); i++ {
@@ -197,7 +198,7 @@ func TestRFC2131_4_4_1_RequestGivesUp(t *testing.T) {
 		h := newHarness(t, nil).start()
 		d := h.one(dhcpv4.MessageTypeDiscover)
 		h.inject(pkt(reply(d.msg, dhcpv4.MessageTypeOffer, serverIP, offered), serverIP, serverMAC))
-		h.clk.advance(4*time.Second + 8*time.Second + 16*time.Second + 32*time.Second + 64*time.Second - time.Nanosecond)
+		h.clk.Advance(4*time.Second + 8*time.Second + 16*time.Second + 32*time.Second + 64*time.Second - time.Nanosecond)
 		out := h.tr.take()
 		var at []time.Duration
 		for _, o := range out {
@@ -209,7 +210,7 @@ func TestRFC2131_4_4_1_RequestGivesUp(t *testing.T) {
 		if want := []time.Duration{0, 4 * time.Second, 12 * time.Second, 28 * time.Second, 60 * time.Second}; !slices.Equal(at, want) {
 			t.Errorf("DHCPREQUESTs at %v, want %v", at, want)
 		}
-		h.clk.advance(time.Nanosecond)
+		h.clk.Advance(time.Nanosecond)
 		h.one(dhcpv4.MessageTypeDiscover)
 		if got := h.c.Status().State; got != "SELECTING" {
 			t.Errorf("state = %s, want SELECTING", got)
@@ -235,9 +236,9 @@ func TestRFC2131_4_4_5_RenewAtT1(t *testing.T) {
 		if want := epoch.Add(10 * time.Minute); !l.T1.Equal(want) {
 			t.Fatalf("T1 = %v, want %v (option 58)", l.T1, want)
 		}
-		h.clk.advanceTo(l.T1.Add(-time.Nanosecond))
+		h.clk.AdvanceTo(l.T1.Add(-time.Nanosecond))
 		h.none()
-		h.clk.advance(time.Nanosecond)
+		h.clk.Advance(time.Nanosecond)
 		rn := h.one(dhcpv4.MessageTypeRequest)
 		if rn.p.Src != netip.AddrPortFrom(offered, 68) || rn.p.Dst != netip.AddrPortFrom(serverIP, 67) || !bytes.Equal(rn.p.DstMAC, relayMAC) {
 			t.Errorf("renewal sent %v -> %v (MAC %v), want %v:68 -> %v:67 (MAC %v)", rn.p.Src, rn.p.Dst, rn.p.DstMAC, offered, serverIP, relayMAC)
@@ -254,7 +255,7 @@ func TestRFC2131_4_4_5_RenewAtT1(t *testing.T) {
 		if got := h.c.Status().State; got != "RENEWING" {
 			t.Errorf("state = %s, want RENEWING", got)
 		}
-		h.clk.advance(time.Second)
+		h.clk.Advance(time.Second)
 		h.inject(pkt(reply(rn.msg, dhcpv4.MessageTypeAck, serverIP, offered, withSeconds(dhcpv4.OptionRenewTimeValue, 600), withSeconds(dhcpv4.OptionRebindingTimeValue, 1200)), serverIP, relayMAC))
 		if ch := h.takeChanges(); len(ch) != 0 {
 			t.Errorf("OnLease after a renewal with the same configuration = %+v, want no call", ch)
@@ -277,7 +278,7 @@ func TestRFC2131_4_4_5_RenewRetransmit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil).start()
 		l := h.bind(withSeconds(dhcpv4.OptionIPAddressLeaseTime, 8000), withSeconds(dhcpv4.OptionRenewTimeValue, 4000), withSeconds(dhcpv4.OptionRebindingTimeValue, 7000))
-		h.clk.advanceTo(l.Expiry.Add(-time.Nanosecond))
+		h.clk.AdvanceTo(l.Expiry.Add(-time.Nanosecond))
 		out := h.tr.take()
 		var got []string
 		for _, o := range out {
@@ -323,7 +324,7 @@ func TestRFC2131_4_4_5_RebindAtT2(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil).start()
 		l := h.bind()
-		h.clk.advanceTo(l.T2)
+		h.clk.AdvanceTo(l.T2)
 		out := h.tr.take()
 		last := out[len(out)-1]
 		if got := h.c.Status().State; got != "REBINDING" || last.p.Dst.Addr() != bcast {
@@ -352,12 +353,12 @@ func TestRFC2131_4_4_5_Expiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil).start()
 		l := h.bind()
-		h.clk.advanceTo(l.Expiry.Add(-time.Nanosecond))
+		h.clk.AdvanceTo(l.Expiry.Add(-time.Nanosecond))
 		h.tr.take()
 		if ch := h.takeChanges(); len(ch) != 0 {
 			t.Fatalf("OnLease before expiry: %+v", ch)
 		}
-		h.clk.advance(time.Nanosecond)
+		h.clk.Advance(time.Nanosecond)
 		ch := h.takeChanges()
 		if len(ch) != 1 || ch[0].new != nil || ch[0].old == nil || ch[0].old.Addr != l.Addr {
 			t.Fatalf("OnLease at expiry = %+v, want one (lease, nil)", ch)
@@ -382,10 +383,8 @@ func TestRFC2131_4_4_5_ClockJump(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil).start()
 		l := h.bind()
-		h.clk.mu.Lock()
-		h.clk.now = l.Expiry.Add(time.Minute)
-		h.clk.mu.Unlock()
-		h.clk.advance(0)
+		h.clk.Set(l.Expiry.Add(time.Minute))
+		h.clk.Advance(0)
 		if ch := h.takeChanges(); len(ch) != 1 || ch[0].new != nil {
 			t.Errorf("OnLease after a jump past expiry = %+v, want (lease, nil)", ch)
 		}
@@ -400,7 +399,7 @@ func TestRFC2131_4_4_5_NakInRenewing(t *testing.T) {
 		dir := t.TempDir()
 		h := newHarness(t, func(c *Config) { c.LeaseFile = filepath.Join(dir, "lease.json") }).start()
 		l := h.bind()
-		h.clk.advanceTo(l.T1)
+		h.clk.AdvanceTo(l.T1)
 		rn := h.one(dhcpv4.MessageTypeRequest)
 		// A NAK from another server is not the renewal's answer.
 		h.inject(pkt(reply(rn.msg, dhcpv4.MessageTypeNak, server2IP, netip.IPv4Unspecified()), server2IP, server2MAC))
@@ -428,7 +427,7 @@ func TestRFC2131_3_1_4_RepeatedNaks(t *testing.T) {
 		h := newHarness(t, nil).start()
 		var at []time.Duration
 		for _, wait := range []time.Duration{0, 0, 4 * time.Second, 8 * time.Second} {
-			h.clk.advance(wait)
+			h.clk.Advance(wait)
 			d := h.one(dhcpv4.MessageTypeDiscover)
 			at = append(at, d.at.Sub(epoch))
 			if len(at) == 4 {
@@ -487,13 +486,13 @@ func TestRFC2131_3_2_InitReboot(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			path, l := saved(t)
 			h := newHarness(t, func(c *Config) { c.LeaseFile = path }).start()
-			h.clk.advance(DefaultRebootTimeout - time.Nanosecond)
+			h.clk.Advance(DefaultRebootTimeout - time.Nanosecond)
 			for _, o := range h.tr.take() {
 				if o.msg.MessageType() != dhcpv4.MessageTypeRequest {
 					t.Errorf("sent %v in REBOOTING", o.msg.MessageType())
 				}
 			}
-			h.clk.advance(time.Nanosecond)
+			h.clk.Advance(time.Nanosecond)
 			d := h.one(dhcpv4.MessageTypeDiscover)
 			if got := opt(d.msg, dhcpv4.OptionRequestedIPAddress); !bytes.Equal(got, l.Addr.Addr().AsSlice()) {
 				t.Errorf("DHCPDISCOVER after REBOOTING asks for %v, want %v", got, l.Addr.Addr())
@@ -504,7 +503,7 @@ func TestRFC2131_3_2_InitReboot(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			path, l := saved(t)
 			h := newHarness(t, func(c *Config) { c.LeaseFile = path })
-			h.clk.now = l.Expiry
+			h.clk.Set(l.Expiry)
 			h.start()
 			d := h.one(dhcpv4.MessageTypeDiscover)
 			if got := opt(d.msg, dhcpv4.OptionRequestedIPAddress); !bytes.Equal(got, l.Addr.Addr().AsSlice()) {
@@ -650,9 +649,9 @@ func TestRFC2131_3_1_5_DeclineInUse(t *testing.T) {
 		if st := h.c.Status(); st.State != "INIT" || !st.Next.Equal(epoch.Add(DefaultDeclineWait)) {
 			t.Errorf("Status after DHCPDECLINE = %s next %v, want INIT until %v", st.State, st.Next, epoch.Add(DefaultDeclineWait))
 		}
-		h.clk.advance(DefaultDeclineWait - time.Nanosecond)
+		h.clk.Advance(DefaultDeclineWait - time.Nanosecond)
 		h.none()
-		h.clk.advance(time.Nanosecond)
+		h.clk.Advance(time.Nanosecond)
 		d2 := h.one(dhcpv4.MessageTypeDiscover)
 		if opt(d2.msg, dhcpv4.OptionRequestedIPAddress) != nil || d2.msg.TransactionID == d.msg.TransactionID {
 			t.Errorf("DHCPDISCOVER after DHCPDECLINE asks for the declined address or reuses the xid")
@@ -737,11 +736,11 @@ func TestSendErrors(t *testing.T) {
 		h := newHarness(t, nil)
 		h.tr.fail = errSend
 		h.start()
-		h.clk.advance(4 * time.Second)
+		h.clk.Advance(4 * time.Second)
 		h.tr.mu.Lock()
 		h.tr.fail = nil
 		h.tr.mu.Unlock()
-		h.clk.advance(8 * time.Second)
+		h.clk.Advance(8 * time.Second)
 		h.one(dhcpv4.MessageTypeDiscover)
 		if got := h.c.Stats().SendErrors.Load(); got != 2 {
 			t.Errorf("SendErrors = %d, want 2", got)

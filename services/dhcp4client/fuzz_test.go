@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gvrouter/gvrouter/services/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 )
@@ -23,7 +24,7 @@ func fuzzClient(t *testing.T, st State, inUse bool) (*Client, *fakeTransport) {
 	clk := newFakeClock()
 	tr := &fakeTransport{clk: clk}
 	pr := &fakeProber{inUse: map[netip.Addr]bool{}}
-	c, err := New(Config{Transport: tr, HWAddr: clientMAC, Clock: clk, Rand: counting(1), Prober: pr, MinMTU: 576})
+	c, err := New(Config{Transport: tr, HWAddr: clientMAC, Clock: clk, Rand: fakeclock.NewCounting(1), Prober: pr, MinMTU: 576})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,117 +7,30 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/gvrouter/gvrouter/services/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/iana"
 )
 
-// epoch is the fake clock's start.
-var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+// epoch is where newFakeClock starts.
+var epoch = fakeclock.Epoch
 
-// fakeClock is a Clock whose time moves only when a test says so.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
+// fakeClock is a fakeclock.Clock as a Clock: the time moves only when a
+// test says so (Advance, AdvanceTo, Set).
+type fakeClock struct{ *fakeclock.Clock }
 
-type fakeTimer struct {
-	clk  *fakeClock
-	when time.Time
-	f    func()
-	done bool // fired or stopped
-}
+func newFakeClock() fakeClock { return newFakeClockAt(epoch) }
 
-func newFakeClock() *fakeClock { return &fakeClock{now: epoch} }
+func newFakeClockAt(t time.Time) fakeClock { return fakeClock{fakeclock.NewAt(t)} }
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{clk: c, when: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.clk.mu.Lock()
-	defer t.clk.mu.Unlock()
-	was := !t.done
-	t.done = true
-	return was
-}
-
-// step fires the earliest pending timer due at or before target, moving
-// the time to it, and reports whether there was one.
-func (c *fakeClock) step(target time.Time) bool {
-	c.mu.Lock()
-	c.timers = slices.DeleteFunc(c.timers, func(t *fakeTimer) bool { return t.done })
-	var first *fakeTimer
-	for _, t := range c.timers {
-		if !t.when.After(target) && (first == nil || t.when.Before(first.when)) {
-			first = t
-		}
-	}
-	if first == nil {
-		c.mu.Unlock()
-		return false
-	}
-	if first.when.After(c.now) {
-		c.now = first.when
-	}
-	first.done = true
-	c.mu.Unlock()
-	first.f()
-	return true
-}
-
-// advance moves the clock by d, firing every timer on the way at its own
-// time and letting the bubble's goroutines act on each before the next
-// (synctest.Wait). It must run inside a synctest bubble.
-func (c *fakeClock) advance(d time.Duration) {
-	target := c.Now().Add(d)
-	synctest.Wait()
-	for c.step(target) {
-		synctest.Wait()
-	}
-	c.mu.Lock()
-	c.now = target
-	c.mu.Unlock()
-	synctest.Wait()
-}
-
-// advanceTo is advance to an absolute time.
-func (c *fakeClock) advanceTo(t time.Time) { c.advance(t.Sub(c.Now())) }
-
-// countingSource is a rand.Source that returns v plus the number of earlier
-// calls: the jitter (drawn from the high bits) stays where v puts it,
-// and each xid (the low 32 bits) differs.
-// counting returns a countingSource starting at v.
-func counting(v uint64) *countingSource { return &countingSource{v: v} }
-
-type countingSource struct {
-	mu sync.Mutex
-	v  uint64
-}
-
-func (s *countingSource) Uint64() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.v++
-	return s.v - 1
-}
+// AfterFunc implements Clock.
+func (c fakeClock) AfterFunc(d time.Duration, f func()) Timer { return c.Clock.AfterFunc(d, f) }
 
 // sent is a datagram the client sent, with its time and parsed message.
 type sent struct {
@@ -199,7 +112,7 @@ var (
 // bubble.
 type harness struct {
 	t      *testing.T
-	clk    *fakeClock
+	clk    fakeClock
 	tr     *fakeTransport
 	prober *fakeProber
 	c      *Client
@@ -222,7 +135,7 @@ func newHarness(t *testing.T, mod func(*Config)) *harness {
 		HWAddr:    clientMAC,
 		Prober:    h.prober,
 		Clock:     clk,
-		Rand:      counting(1 << 63), // the middle: every back-off without jitter
+		Rand:      fakeclock.NewCounting(1 << 63), // the middle: every back-off without jitter
 		Logger:    slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
 		OnLease: func(old, new *Lease) {
 			h.mu.Lock()

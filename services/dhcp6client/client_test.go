@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/gvrouter/gvrouter/services/internal/fakeclock"
 	"github.com/insomniacslk/dhcp/dhcpv6"
 	"github.com/insomniacslk/dhcp/iana"
 )
@@ -74,9 +75,9 @@ func TestRFC8415_18_2_1_Solicit(t *testing.T) {
 			t.Errorf("state at start = %s, want INIT", got)
 		}
 		// The middle source draws half of SOL_MAX_DELAY.
-		h.clk.advance(solMaxDelay/2 - time.Nanosecond)
+		h.clk.Advance(solMaxDelay/2 - time.Nanosecond)
 		h.none()
-		h.clk.advance(time.Nanosecond)
+		h.clk.Advance(time.Nanosecond)
 		s := h.one(dhcpv6.MessageTypeSolicit)
 		checkMulticast(t, s)
 		if got, want := raw(s.msg, dhcpv6.OptionClientID), []byte{0, 3, 0, 1, 2, 0, 0, 0, 0, 1}; !bytes.Equal(got, want) {
@@ -102,9 +103,9 @@ func TestRFC8415_18_2_1_Solicit(t *testing.T) {
 		if got := h.state(); got != "SOLICIT" {
 			t.Errorf("state = %s, want SOLICIT", got)
 		}
-		h.clk.advance(firstSolicitRT - time.Nanosecond)
+		h.clk.Advance(firstSolicitRT - time.Nanosecond)
 		h.none()
-		h.clk.advance(time.Nanosecond)
+		h.clk.Advance(time.Nanosecond)
 		s2 := h.one(dhcpv6.MessageTypeSolicit)
 		if s2.msg.TransactionID != s.msg.TransactionID {
 			t.Errorf("retransmission with xid %v, want the first's %v", s2.msg.TransactionID, s.msg.TransactionID)
@@ -119,7 +120,7 @@ func TestRFC8415_18_2_1_Solicit(t *testing.T) {
 	t.Run("WantAddress", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			h := newHarness(t, func(c *Config) { c.WantAddress, c.PDLength = true, 0 }).start()
-			h.clk.advance(solMaxDelay)
+			h.clk.Advance(solMaxDelay)
 			s := h.one(dhcpv6.MessageTypeSolicit)
 			if nas := s.msg.Options.IANA(); len(nas) != 1 || nas[0].IaId != ourIAID || len(nas[0].Options.Options) != 0 {
 				t.Errorf("IA_NA %v, want one, empty, IAID %x", nas, ourIAID)
@@ -165,9 +166,9 @@ func TestRFC8415_15_Retransmission(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := newHarness(t, func(c *Config) { c.Rand = counting(tc.src) }).start()
-				h.clk.advance(solMaxDelay)
-				h.clk.advance(5 * time.Hour)
+				h := newHarness(t, func(c *Config) { c.Rand = fakeclock.NewCounting(tc.src) }).start()
+				h.clk.Advance(solMaxDelay)
+				h.clk.Advance(5 * time.Hour)
 				out := h.tr.take()
 				var got []time.Duration
 				for _, o := range out[1:] {
@@ -216,13 +217,13 @@ func TestRFC8415_18_2_1_Advertise(t *testing.T) {
 	t.Run("most preferred", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			h := newHarness(t, nil).start()
-			h.clk.advance(solMaxDelay)
+			h.clk.Advance(solMaxDelay)
 			s := h.one(dhcpv6.MessageTypeSolicit)
 			h.inject(pkt(server(s.msg, dhcpv6.MessageTypeAdvertise, serverDUID, pref(10)), serverLL, serverMAC))
 			h.inject(pkt(server(s.msg, dhcpv6.MessageTypeAdvertise, server2DUID, pref(20), other), server2LL, serverMAC))
 			h.inject(pkt(server(s.msg, dhcpv6.MessageTypeAdvertise, serverDUID), serverLL, serverMAC)) // no preference option: 0
 			h.none()
-			h.clk.advanceTo(s.at.Add(firstSolicitRT))
+			h.clk.AdvanceTo(s.at.Add(firstSolicitRT))
 			r := h.one(dhcpv6.MessageTypeRequest)
 			checkMulticast(t, r)
 			if got := raw(r.msg, dhcpv6.OptionServerID); !bytes.Equal(got, server2DUID) {
@@ -248,9 +249,9 @@ func TestRFC8415_18_2_1_Advertise(t *testing.T) {
 	t.Run("255 at once", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			h := newHarness(t, nil).start()
-			h.clk.advance(solMaxDelay)
+			h.clk.Advance(solMaxDelay)
 			s := h.one(dhcpv6.MessageTypeSolicit)
-			h.clk.advanceTo(s.at.Add(firstSolicitRT / 2))
+			h.clk.AdvanceTo(s.at.Add(firstSolicitRT / 2))
 			h.inject(pkt(server(s.msg, dhcpv6.MessageTypeAdvertise, server2DUID, pref(255)), server2LL, serverMAC))
 			r := h.one(dhcpv6.MessageTypeRequest)
 			if got := raw(r.msg, dhcpv6.OptionServerID); !bytes.Equal(got, server2DUID) || !r.at.Equal(s.at.Add(firstSolicitRT/2)) {
@@ -261,11 +262,11 @@ func TestRFC8415_18_2_1_Advertise(t *testing.T) {
 	t.Run("after the first RT", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			h := newHarness(t, nil).start()
-			h.clk.advance(solMaxDelay)
+			h.clk.Advance(solMaxDelay)
 			s := h.one(dhcpv6.MessageTypeSolicit)
-			h.clk.advanceTo(s.at.Add(firstSolicitRT))
+			h.clk.AdvanceTo(s.at.Add(firstSolicitRT))
 			s2 := h.one(dhcpv6.MessageTypeSolicit)
-			h.clk.advance(time.Second)
+			h.clk.Advance(time.Second)
 			h.inject(pkt(server(s2.msg, dhcpv6.MessageTypeAdvertise, serverDUID), serverLL, serverMAC))
 			h.one(dhcpv6.MessageTypeRequest)
 		})
@@ -277,11 +278,11 @@ func TestRFC8415_18_2_1_Advertise(t *testing.T) {
 func TestRFC8415_18_2_2_RequestGivesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil).start()
-		h.clk.advance(solMaxDelay)
+		h.clk.Advance(solMaxDelay)
 		s := h.one(dhcpv6.MessageTypeSolicit)
 		h.inject(pkt(server(s.msg, dhcpv6.MessageTypeAdvertise, serverDUID, withOption(dhcpv6.OptPreference(255))), serverLL, serverMAC))
 		first := h.clk.Now()
-		h.clk.advance(181*time.Second - time.Nanosecond)
+		h.clk.Advance(181*time.Second - time.Nanosecond)
 		var at []time.Duration
 		for _, o := range h.tr.take() {
 			if o.msg.MessageType != dhcpv6.MessageTypeRequest {
@@ -296,7 +297,7 @@ func TestRFC8415_18_2_2_RequestGivesUp(t *testing.T) {
 		if !slices.Equal(at, want) {
 			t.Errorf("Requests at %v, want %v", at, want)
 		}
-		h.clk.advance(time.Nanosecond)
+		h.clk.Advance(time.Nanosecond)
 		h.one(dhcpv6.MessageTypeSolicit)
 		if got := h.c.Stats().Exhausted.Load(); got != 1 || h.state() != "SOLICIT" {
 			t.Errorf("Exhausted %d in %s, want 1 in SOLICIT", got, h.state())
@@ -308,12 +309,12 @@ func TestRFC8415_18_2_2_RequestGivesUp(t *testing.T) {
 func TestRFC8415_18_2_10_1_Bind(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, func(c *Config) { c.WantAddress = true }).start()
-		h.clk.advance(solMaxDelay)
+		h.clk.Advance(solMaxDelay)
 		s := h.one(dhcpv6.MessageTypeSolicit)
 		h.inject(pkt(server(s.msg, dhcpv6.MessageTypeAdvertise, serverDUID, withOption(dhcpv6.OptPreference(255))), serverLL, serverMAC))
 		r := h.one(dhcpv6.MessageTypeRequest)
 		sentAt := r.at
-		h.clk.advance(reqTimeout / 2) // the Reply takes 0.5 s: lifetimes count from the Request
+		h.clk.Advance(reqTimeout / 2) // the Reply takes 0.5 s: lifetimes count from the Request
 		na := &dhcpv6.OptIANA{IaId: ourIAID, T1: 20 * time.Minute, T2: 40 * time.Minute}
 		na.Options.Add(&dhcpv6.OptIAAddress{IPv6Addr: leasedAddr.AsSlice(), PreferredLifetime: 50 * time.Minute, ValidLifetime: time.Hour})
 		h.inject(pkt(server(r.msg, dhcpv6.MessageTypeReply, serverDUID, withOption(na)), serverLL, serverMAC))
@@ -343,7 +344,7 @@ func TestRFC8415_18_2_10_1_Bind(t *testing.T) {
 			t.Errorf("Replies = %d, want 1", got)
 		}
 		// The Renew names the address too.
-		h.clk.advanceTo(want.T1)
+		h.clk.AdvanceTo(want.T1)
 		rn := h.one(dhcpv6.MessageTypeRenew)
 		if nas := rn.msg.Options.IANA(); len(nas) != 1 || nas[0].Options.OneAddress() == nil || !nas[0].Options.OneAddress().IPv6Addr.Equal(leasedAddr.AsSlice()) {
 			t.Errorf("Renew IA_NA %v, want one naming %v", nas, leasedAddr)
@@ -391,7 +392,7 @@ func TestRFC8415_21_21_T1T2(t *testing.T) {
 	t.Run("T1 above T2 discards the IA_PD", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			h := newHarness(t, nil).start()
-			h.clk.advance(solMaxDelay)
+			h.clk.Advance(solMaxDelay)
 			s := h.one(dhcpv6.MessageTypeSolicit)
 			h.inject(pkt(server(s.msg, dhcpv6.MessageTypeAdvertise, serverDUID, withOption(dhcpv6.OptPreference(255))), serverLL, serverMAC))
 			r := h.one(dhcpv6.MessageTypeRequest)
@@ -411,9 +412,9 @@ func TestRFC8415_18_2_4_RenewRebindExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil).start()
 		l := h.bind()
-		h.clk.advanceTo(l.T1.Add(-time.Nanosecond))
+		h.clk.AdvanceTo(l.T1.Add(-time.Nanosecond))
 		h.none()
-		h.clk.advance(time.Nanosecond)
+		h.clk.Advance(time.Nanosecond)
 		rn := h.one(dhcpv6.MessageTypeRenew)
 		checkMulticast(t, rn)
 		if got := raw(rn.msg, dhcpv6.OptionServerID); !bytes.Equal(got, serverDUID) {
@@ -429,7 +430,7 @@ func TestRFC8415_18_2_4_RenewRebindExpiry(t *testing.T) {
 			t.Errorf("Status %s lease %v, want RENEW with the lease", st.State, st.Lease)
 		}
 		// REN_TIMEOUT 10 s doubling to REN_MAX_RT 600 s, until T2 (18 min on).
-		h.clk.advanceTo(l.T2.Add(-time.Nanosecond))
+		h.clk.AdvanceTo(l.T2.Add(-time.Nanosecond))
 		var at []time.Duration
 		for _, o := range h.tr.take() {
 			if o.msg.MessageType != dhcpv6.MessageTypeRenew || o.msg.TransactionID != rn.msg.TransactionID {
@@ -440,7 +441,7 @@ func TestRFC8415_18_2_4_RenewRebindExpiry(t *testing.T) {
 		if want := expectRTs(renTimeout, renMaxRT, 0, l.T2.Sub(l.T1)-time.Nanosecond); !slices.Equal(at, want) {
 			t.Errorf("Renew retransmissions at %v, want %v", at, want)
 		}
-		h.clk.advance(time.Nanosecond)
+		h.clk.Advance(time.Nanosecond)
 		rb := h.one(dhcpv6.MessageTypeRebind)
 		if raw(rb.msg, dhcpv6.OptionServerID) != nil {
 			t.Errorf("Rebind with a Server Identifier (RFC 8415 §18.2.5: MUST NOT)")
@@ -452,7 +453,7 @@ func TestRFC8415_18_2_4_RenewRebindExpiry(t *testing.T) {
 			t.Errorf("%s, renewals %d, rebindings %d, exhausted %d; want REBIND, 1, 1, 1", h.state(), s.Renewals.Load(), s.Rebindings.Load(), s.Exhausted.Load())
 		}
 		end := l.Prefixes[0].ValidUntil
-		h.clk.advanceTo(end.Add(-time.Nanosecond))
+		h.clk.AdvanceTo(end.Add(-time.Nanosecond))
 		for _, o := range h.tr.take() {
 			if o.msg.MessageType != dhcpv6.MessageTypeRebind {
 				t.Fatalf("sent %v in REBIND", o.msg.MessageType)
@@ -461,7 +462,7 @@ func TestRFC8415_18_2_4_RenewRebindExpiry(t *testing.T) {
 		if ch := h.takeChanges(); len(ch) != 0 {
 			t.Fatalf("OnChange before the valid lifetime ended: %v", ch)
 		}
-		h.clk.advance(time.Nanosecond)
+		h.clk.Advance(time.Nanosecond)
 		if ch := h.takeChanges(); len(ch) != 1 || ch[0] != nil {
 			t.Fatalf("OnChange at the end of the valid lifetime = %v, want one nil", ch)
 		}
@@ -482,13 +483,13 @@ func TestRFC8415_18_2_10_1_Renewed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil).start()
 		l := h.bind()
-		h.clk.advanceTo(l.T1)
+		h.clk.AdvanceTo(l.T1)
 		rn := h.one(dhcpv6.MessageTypeRenew)
 		h.inject(pkt(server(rn.msg, dhcpv6.MessageTypeReply, server2DUID), server2LL, serverMAC))
 		if got := h.c.Stats().Drops.ServerID.Load(); got != 1 || h.state() != "RENEW" {
 			t.Errorf("Reply from another server in RENEW: Drops.ServerID %d, %s; want 1, RENEW", got, h.state())
 		}
-		h.clk.advance(3 * time.Second)
+		h.clk.Advance(3 * time.Second)
 		h.inject(pkt(server(rn.msg, dhcpv6.MessageTypeReply, serverDUID, withIAPD(iaPDOpt(time.Hour, 90*time.Minute,
 			prefixOpt(delegated, 2*time.Hour, 3*time.Hour), prefixOpt(delegated2, time.Hour, 2*time.Hour)))), serverLL, serverMAC))
 		ch := h.takeChanges()
@@ -506,7 +507,7 @@ func TestRFC8415_18_2_10_1_Renewed(t *testing.T) {
 		if h.state() != "BOUND" {
 			t.Errorf("state %s after the renewal, want BOUND", h.state())
 		}
-		h.clk.advanceTo(n.T1)
+		h.clk.AdvanceTo(n.T1)
 		rn2 := h.one(dhcpv6.MessageTypeRenew)
 		h.inject(pkt(server(rn2.msg, dhcpv6.MessageTypeReply, serverDUID, withIAPD(iaPDOpt(0, 0,
 			prefixOpt(delegated, 2*time.Hour, 3*time.Hour), prefixOpt(delegated2, 0, 0)))), serverLL, serverMAC))
@@ -524,7 +525,7 @@ func TestRFC8415_18_2_10_1_NoPrefixAvail(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil).start()
 		noPrefix := withIAPD(iaPDOpt(0, 0, statusOpt(iana.StatusNoPrefixAvail)))
-		h.clk.advance(solMaxDelay)
+		h.clk.Advance(solMaxDelay)
 		s := h.one(dhcpv6.MessageTypeSolicit)
 		h.inject(pkt(server(s.msg, dhcpv6.MessageTypeAdvertise, serverDUID, noPrefix, withOption(dhcpv6.OptPreference(255))), serverLL, serverMAC))
 		h.none()
@@ -538,9 +539,9 @@ func TestRFC8415_18_2_10_1_NoPrefixAvail(t *testing.T) {
 			if h.state() != "INIT" || h.c.Stats().RequestRefused.Load() != uint64(i+1) {
 				t.Fatalf("refusal %d: %s, RequestRefused %d; want INIT, %d", i+1, h.state(), h.c.Stats().RequestRefused.Load(), i+1)
 			}
-			h.clk.advance(wait - time.Nanosecond)
+			h.clk.Advance(wait - time.Nanosecond)
 			h.none()
-			h.clk.advance(time.Nanosecond)
+			h.clk.Advance(time.Nanosecond)
 			s = h.one(dhcpv6.MessageTypeSolicit)
 		}
 		if got := h.c.Stats().NoPrefixAvail.Load(); got != 4 {
@@ -558,7 +559,7 @@ func TestRFC8415_18_2_10_1_NoBinding(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil).start()
 		l := h.bind()
-		h.clk.advanceTo(l.T1)
+		h.clk.AdvanceTo(l.T1)
 		rn := h.one(dhcpv6.MessageTypeRenew)
 		h.inject(pkt(server(rn.msg, dhcpv6.MessageTypeReply, serverDUID, withIAPD(iaPDOpt(0, 0, statusOpt(iana.StatusNoBinding)))), serverLL, serverMAC))
 		r := h.one(dhcpv6.MessageTypeRequest)
@@ -582,11 +583,11 @@ func TestPrefixExpiry(t *testing.T) {
 		h := newHarness(t, nil).start()
 		l := h.bind(withIAPD(iaPDOpt(10*time.Minute, 20*time.Minute,
 			prefixOpt(delegated, time.Hour, 2*time.Hour), prefixOpt(delegated2, 30*time.Minute, 30*time.Minute))))
-		h.clk.advanceTo(l.Prefixes[1].ValidUntil.Add(-time.Nanosecond))
+		h.clk.AdvanceTo(l.Prefixes[1].ValidUntil.Add(-time.Nanosecond))
 		if ch := h.takeChanges(); len(ch) != 0 {
 			t.Fatalf("OnChange %v before the expiry", ch)
 		}
-		h.clk.advance(time.Nanosecond)
+		h.clk.Advance(time.Nanosecond)
 		ch := h.takeChanges()
 		if len(ch) != 1 || ch[0] == nil || len(ch[0].Prefixes) != 1 || ch[0].Prefixes[0].Prefix != delegated {
 			t.Fatalf("OnChange at %v's expiry = %+v, want a lease with %v only", delegated2, ch, delegated)
@@ -610,10 +611,10 @@ func TestRFC8415_21_24_SolMaxRT(t *testing.T) {
 		t.Run(strconv.Itoa(int(tc.value)), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := newHarness(t, nil).start()
-				h.clk.advance(solMaxDelay)
+				h.clk.Advance(solMaxDelay)
 				s := h.one(dhcpv6.MessageTypeSolicit)
 				h.inject(pkt(server(s.msg, dhcpv6.MessageTypeAdvertise, serverDUID, without(dhcpv6.OptionIAPD), solMax(tc.value)), serverLL, serverMAC))
-				h.clk.advance(3 * time.Hour)
+				h.clk.Advance(3 * time.Hour)
 				out := h.tr.take()
 				last := out[len(out)-1].at.Sub(out[len(out)-2].at)
 				if last != tc.want {
@@ -632,14 +633,14 @@ func TestSendError(t *testing.T) {
 		h.tr.mu.Lock()
 		h.tr.fail = errSend
 		h.tr.mu.Unlock()
-		h.clk.advance(solMaxDelay)
+		h.clk.Advance(solMaxDelay)
 		if got := h.c.Stats().SendErrors.Load(); got != 1 || h.c.Status().LastError == "" {
 			t.Errorf("SendErrors %d, LastError %q; want 1 and the error", got, h.c.Status().LastError)
 		}
 		h.tr.mu.Lock()
 		h.tr.fail = nil
 		h.tr.mu.Unlock()
-		h.clk.advance(firstSolicitRT)
+		h.clk.Advance(firstSolicitRT)
 		h.one(dhcpv6.MessageTypeSolicit)
 	})
 }

@@ -128,7 +128,7 @@ func checkDrops(t *testing.T, h *harness, req *dhcpv6.Message, cases []dropCase)
 func TestRFC8415_16_Drops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil).start()
-		h.clk.advance(solMaxDelay)
+		h.clk.Advance(solMaxDelay)
 		s := h.one(dhcpv6.MessageTypeSolicit)
 		checkDrops(t, h, s.msg, solicitDrops)
 		if got := h.c.Stats().Advertises.Load(); got != 0 {
@@ -155,7 +155,7 @@ func TestRFC8415_16_Drops(t *testing.T) {
 		checkDrops(t, h, r.msg, []dropCase{
 			{"Reply in BOUND", replyTo(serverDUID), 0, func(d *Drops) *atomic.Uint64 { return &d.Unexpected }},
 		})
-		h.clk.advanceTo(l.T1)
+		h.clk.AdvanceTo(l.T1)
 		rn := h.one(dhcpv6.MessageTypeRenew)
 		checkDrops(t, h, rn.msg, []dropCase{
 			{"Reply renewing nothing", replyTo(serverDUID, without(dhcpv6.OptionIAPD)), 0, func(d *Drops) *atomic.Uint64 { return &d.NoPrefix }},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gvrouter/gvrouter/services/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 	"github.com/insomniacslk/dhcp/dhcpv6"
 	"github.com/insomniacslk/dhcp/iana"
@@ -37,10 +38,10 @@ func fuzzLease() *Lease {
 // fuzz state, as Run would have left it a second after its last
 // transmission.
 func fuzzClient(t *testing.T, i int) (*Client, *fakeTransport, *[]*Lease) {
-	clk := &fakeClock{now: epoch.Add(40 * time.Minute)}
+	clk := newFakeClockAt(epoch.Add(40 * time.Minute))
 	tr := &fakeTransport{clk: clk}
 	changes := &[]*Lease{}
-	c, err := New(Config{Transport: tr, HWAddr: clientMAC, PDLength: 56, WantAddress: true, Clock: clk, Rand: counting(1),
+	c, err := New(Config{Transport: tr, HWAddr: clientMAC, PDLength: 56, WantAddress: true, Clock: clk, Rand: fakeclock.NewCounting(1),
 		OnChange: func(l *Lease) { *changes = append(*changes, l) }})
 	if err != nil {
 		t.Fatal(err)

@@ -6,119 +6,33 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/gvrouter/gvrouter/services/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 	"github.com/insomniacslk/dhcp/dhcpv6"
 	"github.com/insomniacslk/dhcp/iana"
 	"github.com/insomniacslk/dhcp/rfc1035label"
 )
 
-// epoch is the fake clock's start.
-var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+// epoch is where newFakeClock starts.
+var epoch = fakeclock.Epoch
 
-// fakeClock is a Clock whose time moves only when a test says so.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
+// fakeClock is a fakeclock.Clock as a Clock: the time moves only when a
+// test says so (Advance, AdvanceTo, Set).
+type fakeClock struct{ *fakeclock.Clock }
 
-type fakeTimer struct {
-	clk  *fakeClock
-	when time.Time
-	f    func()
-	done bool // fired or stopped
-}
+func newFakeClock() fakeClock { return newFakeClockAt(epoch) }
 
-func newFakeClock() *fakeClock { return &fakeClock{now: epoch} }
+func newFakeClockAt(t time.Time) fakeClock { return fakeClock{fakeclock.NewAt(t)} }
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
+// AfterFunc implements Clock.
+func (c fakeClock) AfterFunc(d time.Duration, f func()) Timer { return c.Clock.AfterFunc(d, f) }
 
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{clk: c, when: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.clk.mu.Lock()
-	defer t.clk.mu.Unlock()
-	was := !t.done
-	t.done = true
-	return was
-}
-
-// step fires the earliest pending timer due at or before target, moving
-// the time to it, and reports whether there was one.
-func (c *fakeClock) step(target time.Time) bool {
-	c.mu.Lock()
-	c.timers = slices.DeleteFunc(c.timers, func(t *fakeTimer) bool { return t.done })
-	var first *fakeTimer
-	for _, t := range c.timers {
-		if !t.when.After(target) && (first == nil || t.when.Before(first.when)) {
-			first = t
-		}
-	}
-	if first == nil {
-		c.mu.Unlock()
-		return false
-	}
-	if first.when.After(c.now) {
-		c.now = first.when
-	}
-	first.done = true
-	c.mu.Unlock()
-	first.f()
-	return true
-}
-
-// advance moves the clock by d, firing every timer on the way at its own
-// time and letting the bubble's goroutines act on each before the next.
-// It must run inside a synctest bubble.
-func (c *fakeClock) advance(d time.Duration) {
-	target := c.Now().Add(d)
-	synctest.Wait()
-	for c.step(target) {
-		synctest.Wait()
-	}
-	c.mu.Lock()
-	c.now = target
-	c.mu.Unlock()
-	synctest.Wait()
-}
-
-// advanceTo is advance to an absolute time.
-func (c *fakeClock) advanceTo(t time.Time) { c.advance(t.Sub(c.Now())) }
-
-// countingSource is a rand.Source that returns v plus the number of
-// earlier calls: the jitter (drawn from the high bits) stays where v
-// puts it, and each transaction id (the low 24 bits) differs.
-type countingSource struct {
-	mu sync.Mutex
-	v  uint64
-}
-
-func counting(v uint64) *countingSource { return &countingSource{v: v} }
-
-func (s *countingSource) Uint64() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.v++
-	return s.v - 1
-}
-
-// middle starts a countingSource whose draws are the middle of their
+// middle starts a counting source whose draws are the middle of their
 // ranges: RAND 0, a Solicit's first RAND 0.05, an initial delay of half
 // SOL_MAX_DELAY.
 const middle = 1 << 63
@@ -195,7 +109,7 @@ var ourIAID = [4]byte{0, 0, 0, 1}
 // bubble.
 type harness struct {
 	t   *testing.T
-	clk *fakeClock
+	clk fakeClock
 	tr  *fakeTransport
 	c   *Client
 	cfg Config
@@ -216,14 +130,14 @@ func newHarness(t *testing.T, mod func(*Config)) *harness {
 // newHarnessAt is newHarness with the fake clock starting at at.
 func newHarnessAt(t *testing.T, at time.Time, mod func(*Config)) *harness {
 	t.Helper()
-	clk := &fakeClock{now: at}
+	clk := newFakeClockAt(at)
 	h := &harness{t: t, clk: clk, tr: &fakeTransport{clk: clk, in: make(chan rawudp.Packet, 16)}}
 	h.cfg = Config{
 		Transport: h.tr,
 		HWAddr:    clientMAC,
 		PDLength:  56,
 		Clock:     clk,
-		Rand:      counting(middle),
+		Rand:      fakeclock.NewCounting(middle),
 		Logger:    slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
 		OnChange: func(l *Lease) {
 			h.mu.Lock()
@@ -272,7 +186,7 @@ func (h *harness) waitDone() error {
 		case err := <-h.done:
 			return err
 		default:
-			h.clk.advance(100 * time.Millisecond)
+			h.clk.Advance(100 * time.Millisecond)
 		}
 	}
 }
@@ -395,10 +309,10 @@ var firstSolicitRT = solTimeout + 1 + solTimeout/20
 // lease OnChange got.
 func (h *harness) bind(mods ...func(*dhcpv6.Message)) *Lease {
 	h.t.Helper()
-	h.clk.advance(solMaxDelay)
+	h.clk.Advance(solMaxDelay)
 	s := h.one(dhcpv6.MessageTypeSolicit)
 	h.inject(pkt(server(s.msg, dhcpv6.MessageTypeAdvertise, serverDUID), serverLL, serverMAC))
-	h.clk.advanceTo(s.at.Add(firstSolicitRT))
+	h.clk.AdvanceTo(s.at.Add(firstSolicitRT))
 	r := h.one(dhcpv6.MessageTypeRequest)
 	h.inject(pkt(server(r.msg, dhcpv6.MessageTypeReply, serverDUID, mods...), serverLL, serverMAC))
 	ch := h.takeChanges()

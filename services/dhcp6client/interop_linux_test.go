@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gvrouter/gvrouter/internal/netnstest"
+	"github.com/gvrouter/gvrouter/services/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 	"github.com/insomniacslk/dhcp/dhcpv6"
 	"golang.org/x/sys/unix"
@@ -308,7 +309,7 @@ func startClient(t *testing.T, n *netnstest.Netns, mod func(*Config)) *clientSid
 		HWAddr:    link.HardwareAddr(),
 		PDLength:  56,
 		Clock:     scaledClock{start: time.Now()},
-		Rand:      counting(middle), // a 0.5 s initial delay, no jitter
+		Rand:      fakeclock.NewCounting(middle), // a 0.5 s initial delay, no jitter
 		Logger:    slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
 		OnChange:  func(l *Lease) { cs.changes <- l },
 	}

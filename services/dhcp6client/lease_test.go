@@ -82,7 +82,7 @@ func TestRFC8415_18_2_12_SavedLease(t *testing.T) {
 			h, l := bound(t, nil)
 			h2 := restart(t, h, 10*time.Minute, nil).start()
 			start := h2.clk.Now()
-			h2.clk.advance(cnfMaxRD - time.Nanosecond)
+			h2.clk.Advance(cnfMaxRD - time.Nanosecond)
 			var at []time.Duration
 			for _, o := range h2.tr.take() {
 				if o.msg.MessageType != dhcpv6.MessageTypeRebind {
@@ -97,7 +97,7 @@ func TestRFC8415_18_2_12_SavedLease(t *testing.T) {
 			if ch := h2.takeChanges(); len(ch) != 0 {
 				t.Fatalf("OnChange %v before CNF_MAX_RD", ch)
 			}
-			h2.clk.advance(time.Nanosecond)
+			h2.clk.Advance(time.Nanosecond)
 			ch := h2.takeChanges()
 			if len(ch) != 1 || ch[0] == nil {
 				t.Fatalf("OnChange after CNF_MAX_RD = %v, want the saved lease (RFC 8415 §18.2.3: SHOULD continue to use it)", ch)
@@ -108,7 +108,7 @@ func TestRFC8415_18_2_12_SavedLease(t *testing.T) {
 			if h2.state() != "BOUND" {
 				t.Errorf("state %s, want BOUND (before T1)", h2.state())
 			}
-			h2.clk.advanceTo(l.T1)
+			h2.clk.AdvanceTo(l.T1)
 			h2.one(dhcpv6.MessageTypeRenew)
 		})
 	})
@@ -116,7 +116,7 @@ func TestRFC8415_18_2_12_SavedLease(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			h, l := bound(t, nil)
 			h2 := restart(t, h, l.T2.Sub(h.clk.Now())+time.Minute, nil).start()
-			h2.clk.advance(cnfMaxRD)
+			h2.clk.Advance(cnfMaxRD)
 			h2.tr.take()
 			if ch := h2.takeChanges(); len(ch) != 1 || h2.state() != "REBIND" {
 				t.Errorf("unconfirmed lease past T2: %v in %s, want applied in REBIND", ch, h2.state())
@@ -130,7 +130,7 @@ func TestRFC8415_18_2_12_SavedLease(t *testing.T) {
 			if h2.state() != "INIT" {
 				t.Errorf("state with an expired saved lease %s, want INIT", h2.state())
 			}
-			h2.clk.advance(solMaxDelay)
+			h2.clk.Advance(solMaxDelay)
 			h2.one(dhcpv6.MessageTypeSolicit)
 		})
 	})
@@ -170,7 +170,7 @@ func TestRFC8415_18_2_12_SavedLease(t *testing.T) {
 			if _, err := os.Stat(h.cfg.LeaseFile); err != nil {
 				t.Fatalf("lease file after bind: %v", err)
 			}
-			h.clk.advanceTo(l.Prefixes[0].ValidUntil)
+			h.clk.AdvanceTo(l.Prefixes[0].ValidUntil)
 			if _, err := os.Stat(h.cfg.LeaseFile); !os.IsNotExist(err) {
 				t.Errorf("lease file after the loss: %v, want it removed", err)
 			}
@@ -200,7 +200,7 @@ func TestRFC8415_11_DUID(t *testing.T) {
 	h2 := newHarness(t, func(c *Config) {
 		c.DUIDFile = path
 		c.HWAddr = serverMAC
-		c.Clock = &fakeClock{now: epoch.Add(time.Hour)}
+		c.Clock = newFakeClockAt(epoch.Add(time.Hour))
 	})
 	if !bytes.Equal(h2.c.DUID(), want) || h2.c.Stats().DUIDFileErrors.Load() != 0 {
 		t.Errorf("DUID after a restart %x (errors %d), want %x", h2.c.DUID(), h2.c.Stats().DUIDFileErrors.Load(), want)

@@ -23,7 +23,7 @@ var (
 // inside a synctest bubble.
 type advHarness struct {
 	t      *testing.T
-	clk    *fakeClock
+	clk    fakeClock
 	link   *recLink
 	a      *Advertiser
 	cancel context.CancelFunc
@@ -90,7 +90,7 @@ func sec(s float64) time.Duration { return time.Duration(s * float64(time.Second
 // TestRFC4861_6_2_1_Validate: every bound of §6.2.1 and of the fields'
 // documentation is refused, all problems reported at once.
 func TestRFC4861_6_2_1_Validate(t *testing.T) {
-	link := newRecLink(nil)
+	link := newRecLink(fakeClock{})
 	ok := Config{Link: link, SrcAddr: ourLL}
 	for _, tc := range []struct {
 		name string
@@ -180,7 +180,7 @@ func TestRFC4861_6_2_4_InitialAdvertisements(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := newAdv(t, func(c *Config) { c.Rand = tc.src }).start()
-				h.clk.advance(1300 * time.Second)
+				h.clk.Advance(1300 * time.Second)
 				ras := h.ras()
 				if got := times(ras); !slices.Equal(got[:min(len(got), len(tc.want))], tc.want) {
 					t.Errorf("RAs at %v, want %v", got, tc.want)
@@ -204,7 +204,7 @@ func TestRFC4861_6_2_4_IntervalsInRange(t *testing.T) {
 			c.MaxInterval, c.MinInterval = 60*time.Second, 20*time.Second
 			c.Rand = rand.NewPCG(1, 2)
 		}).start()
-		h.clk.advance(3 * time.Hour)
+		h.clk.Advance(3 * time.Hour)
 		at := times(h.ras())
 		if len(at) < 3*3600/60 {
 			t.Fatalf("%d RAs in 3 h with intervals of 20 s to 60 s", len(at))
@@ -233,7 +233,7 @@ func TestRFC4861_6_2_4_IntervalsInRange(t *testing.T) {
 func TestRFC4861_6_2_6_SolicitedRA(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newAdv(t, nil).start()
-		h.clk.advance(100 * time.Second) // 0, 16, 32 s; the next at 632 s
+		h.clk.Advance(100 * time.Second) // 0, 16, 32 s; the next at 632 s
 		if got := times(h.ras()); !slices.Equal(got, []time.Duration{0, 16 * time.Second, 32 * time.Second}) {
 			t.Fatalf("initial RAs at %v", got)
 		}
@@ -245,40 +245,40 @@ func TestRFC4861_6_2_6_SolicitedRA(t *testing.T) {
 		}
 
 		deliver() // at 100 s: long after the last RA
-		h.clk.advance(sec(0.499))
+		h.clk.Advance(sec(0.499))
 		if r := h.ras(); len(r) != 0 {
 			t.Fatalf("answered at %v, before the 0.5 s delay", times(r))
 		}
-		h.clk.advance(sec(0.001))
+		h.clk.Advance(sec(0.001))
 		if got := times(h.ras()); !slices.Equal(got, []time.Duration{sec(100.5)}) {
 			t.Fatalf("answer at %v, want 100.5 s", got)
 		}
 
-		h.clk.advance(time.Second)
+		h.clk.Advance(time.Second)
 		deliver() // at 101.5 s, 1 s after an RA: at 100.5 + 3 + 0.5
-		h.clk.advance(10 * time.Second)
+		h.clk.Advance(10 * time.Second)
 		if got := times(h.ras()); !slices.Equal(got, []time.Duration{sec(104)}) {
 			t.Fatalf("answer at %v, want 104 s (MIN_DELAY_BETWEEN_RAS after the last, plus the delay)", got)
 		}
 
 		// The answer at 104 s restarted the interval: the next
 		// unsolicited RA is at 704 s. An RS at 703.8 s is answered by it.
-		h.clk.advance(sec(703.8) - h.clk.since())
+		h.clk.Advance(sec(703.8) - h.clk.since())
 		if r := h.ras(); len(r) != 0 {
 			t.Fatalf("RAs at %v before 704 s", times(r))
 		}
 		deliver()
-		h.clk.advance(sec(0.2))
+		h.clk.Advance(sec(0.2))
 		if got := times(h.ras()); !slices.Equal(got, []time.Duration{sec(704)}) {
 			t.Fatalf("RAs at %v, want the scheduled one at 704 s", got)
 		}
 
 		// A burst at 800 s: one answer.
-		h.clk.advance(96 * time.Second)
+		h.clk.Advance(96 * time.Second)
 		for range 50 {
 			deliver()
 		}
-		h.clk.advance(time.Second)
+		h.clk.Advance(time.Second)
 		if got := times(h.ras()); !slices.Equal(got, []time.Duration{sec(800.5)}) {
 			t.Fatalf("burst answered at %v, want once at 800.5 s", got)
 		}
@@ -296,16 +296,16 @@ func TestRFC4861_6_2_6_SolicitedRA(t *testing.T) {
 func TestRFC4861_6_2_6_RSFlood(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newAdv(t, func(c *Config) { c.Rand = rand.NewPCG(3, 4) }).start()
-		h.clk.advance(time.Hour)
+		h.clk.Advance(time.Hour)
 		h.ras()
 		rs := rsFrame(netip.IPv6Unspecified(), 255, 0, false)
 		var sentAt []time.Duration
 		for range 6000 {
 			sentAt = append(sentAt, h.clk.since())
 			h.a.Deliver(rs)
-			h.clk.advance(10 * time.Millisecond)
+			h.clk.Advance(10 * time.Millisecond)
 		}
-		h.clk.advance(4 * time.Second)
+		h.clk.Advance(4 * time.Second)
 		at := times(h.ras())
 		for i := 1; i < len(at); i++ {
 			if at[i]-at[i-1] < 3*time.Second {
@@ -334,7 +334,7 @@ func TestRFC4861_6_2_6_RSFlood(t *testing.T) {
 func TestRFC4861_6_1_1_RSValidation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newAdv(t, nil).start()
-		h.clk.advance(time.Hour)
+		h.clk.Advance(time.Hour)
 		h.ras()
 		unspec := netip.IPv6Unspecified()
 		slla := optSLLAOf(hostMAC)
@@ -369,7 +369,7 @@ func TestRFC4861_6_1_1_RSValidation(t *testing.T) {
 				t.Errorf("%s: %s drops %d, want %d", tc.name, tc.drop, got, before+1)
 			}
 		}
-		h.clk.advance(5 * time.Second)
+		h.clk.Advance(5 * time.Second)
 		if r := h.ras(); len(r) != 0 || h.a.stats.RSReceived.Load() != 0 {
 			t.Fatalf("bad RSs got %d RAs, rs_received %d", len(r), h.a.stats.RSReceived.Load())
 		}
@@ -385,7 +385,7 @@ func TestRFC4861_6_1_1_RSValidation(t *testing.T) {
 				t.Errorf("%s: a valid RS was not consumed", name)
 			}
 		}
-		h.clk.advance(time.Second)
+		h.clk.Advance(time.Second)
 		if got := h.a.stats.RSReceived.Load(); got != 6 {
 			t.Errorf("rs_received = %d, want 6", got)
 		}
@@ -398,7 +398,7 @@ func TestRFC4861_6_1_1_RSValidation(t *testing.T) {
 // TestDeliverLeavesOthers: NS, NA, echo, MLD, UDP, IPv4 and a fragment
 // header are left to the caller and counted nowhere.
 func TestDeliverLeavesOthers(t *testing.T) {
-	a, err := New(Config{Link: newRecLink(nil), SrcAddr: ourLL})
+	a, err := New(Config{Link: newRecLink(fakeClock{}), SrcAddr: ourLL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +487,7 @@ func TestRFC4861_4_2_Fields(t *testing.T) {
 			if err := h.a.SetPrefixes(ps2); err != nil {
 				t.Fatal(err)
 			}
-			h.clk.advance(5 * time.Second)
+			h.clk.Advance(5 * time.Second)
 			ras := h.ras()
 			if len(ras) != 2 {
 				t.Fatalf("%d RAs, want 2; send errors %d", len(ras), h.a.Stats().SendErrors.Load())
@@ -509,7 +509,7 @@ func TestRFC4861_6_2_1_LifetimesCountDown(t *testing.T) {
 			c.MaxInterval, c.MinInterval = 600*time.Second, 200*time.Second
 			c.Prefixes = []Prefix{{Prefix: p1, ValidUntil: epoch.Add(3600*time.Second + 500*time.Millisecond), PreferredUntil: epoch.Add(1800 * time.Second)}}
 		}).start()
-		h.clk.advance(33 * time.Second)
+		h.clk.Advance(33 * time.Second)
 		for i, r := range h.ras() {
 			p := r.prefixes[0]
 			wantV := 3600*time.Second - r.at
@@ -518,7 +518,7 @@ func TestRFC4861_6_2_1_LifetimesCountDown(t *testing.T) {
 				t.Errorf("RA %d at %v: valid %v preferred %v, want %v and %v", i, r.at, p.valid, p.preferred, wantV, wantP)
 			}
 		}
-		h.clk.advance(3000 * time.Second) // past the preferred end
+		h.clk.Advance(3000 * time.Second) // past the preferred end
 		ras := h.ras()
 		if len(ras) < 4 || ras[len(ras)-1].at < 1800*time.Second {
 			t.Fatalf("RAs at %v, want some after the preferred end", times(ras))
@@ -529,7 +529,7 @@ func TestRFC4861_6_2_1_LifetimesCountDown(t *testing.T) {
 				t.Errorf("RA at %v: %+v, want preferred %v, valid %v", r.at, r.prefixes, wantP, 3600*time.Second-r.at)
 			}
 		}
-		h.clk.advance(2000 * time.Second) // past the valid end
+		h.clk.Advance(2000 * time.Second) // past the valid end
 		for _, r := range h.ras() {
 			if r.at > 3601*time.Second && len(r.prefixes) != 0 {
 				t.Errorf("RA at %v still announces %+v after the valid end", r.at, r.prefixes)
@@ -554,12 +554,12 @@ func TestRFC7084_L13_WithdrawnPrefix(t *testing.T) {
 				{Prefix: p3, Valid: 30 * time.Minute, Preferred: 10 * time.Minute},
 			}
 		}).start()
-		h.clk.advance(100 * time.Second)
+		h.clk.Advance(100 * time.Second)
 		h.ras()
 		if err := h.a.SetPrefixes([]Prefix{{Prefix: p2}}); err != nil {
 			t.Fatal(err)
 		}
-		h.clk.advance(40 * time.Second)
+		h.clk.Advance(40 * time.Second)
 		ras := h.ras()
 		if got := times(ras); len(got) < 3 || got[0] != 100*time.Second || got[1] != 116*time.Second || got[2] != 132*time.Second {
 			t.Fatalf("RAs after the change at %v, want 100 s, 116 s, 132 s", got)
@@ -577,11 +577,11 @@ func TestRFC7084_L13_WithdrawnPrefix(t *testing.T) {
 			t.Errorf("Status prefixes %+v", st.Prefixes)
 		}
 		// An hour later p1 counts down and p3 is gone.
-		h.clk.advance(time.Hour - 40*time.Second)
+		h.clk.Advance(time.Hour - 40*time.Second)
 		if err := h.a.SetDNS([]netip.Addr{netip.MustParseAddr("2001:db8::53")}, nil); err != nil {
 			t.Fatal(err)
 		}
-		h.clk.advance(time.Second)
+		h.clk.Advance(time.Second)
 		ras = h.ras()
 		last := ras[len(ras)-1]
 		want = []seenPrefix{
@@ -595,7 +595,7 @@ func TestRFC7084_L13_WithdrawnPrefix(t *testing.T) {
 		if err := h.a.SetPrefixes([]Prefix{{Prefix: p2}, {Prefix: p1, Valid: time.Hour, Preferred: time.Hour}}); err != nil {
 			t.Fatal(err)
 		}
-		h.clk.advance(4 * time.Second)
+		h.clk.Advance(4 * time.Second)
 		ras = h.ras()
 		want = []seenPrefix{
 			{p2, true, true, DefaultValidLifetime, DefaultPreferredLifetime},
@@ -605,12 +605,12 @@ func TestRFC7084_L13_WithdrawnPrefix(t *testing.T) {
 			t.Errorf("after p1 came back: %+v, want %+v", ras, want)
 		}
 		// The same set again is no change: no prompt RA.
-		h.clk.advance(time.Minute)
+		h.clk.Advance(time.Minute)
 		h.ras()
 		if err := h.a.SetPrefixes([]Prefix{{Prefix: p2}, {Prefix: p1, Valid: time.Hour, Preferred: time.Hour}}); err != nil {
 			t.Fatal(err)
 		}
-		h.clk.advance(5 * time.Second)
+		h.clk.Advance(5 * time.Second)
 		if r := h.ras(); len(r) != 0 {
 			t.Errorf("an unchanged SetPrefixes sent RAs at %v", times(r))
 		}
@@ -631,7 +631,7 @@ func TestWithdrawnBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		h.clk.advance(5 * time.Second)
+		h.clk.Advance(5 * time.Second)
 		ras := h.ras()
 		r := ras[len(ras)-1]
 		if len(r.prefixes) != 1+maxWithdrawn || r.prefixes[1].prefix != netip.MustParsePrefix("2001:db8:0:3::/64") {
@@ -655,7 +655,7 @@ func TestRFC4861_6_2_5_FinalRA(t *testing.T) {
 				{Prefix: p2, Valid: time.Hour, Preferred: 30 * time.Minute},
 			}
 		}).start()
-		h.clk.advance(100 * time.Second)
+		h.clk.Advance(100 * time.Second)
 		h.ras()
 		if !h.a.Status().Running {
 			t.Error("Status.Running = false during Run")
@@ -686,14 +686,14 @@ func TestRunTwiceAndSendErrors(t *testing.T) {
 		if err := h.a.Run(context.Background()); err != ErrRunning {
 			t.Errorf("second Run = %v, want ErrRunning", err)
 		}
-		h.clk.advance(20 * time.Second)
+		h.clk.Advance(20 * time.Second)
 		if got := h.a.Stats().SendErrors.Load(); got != 2 || h.a.Stats().Sent.Load() != 0 {
 			t.Errorf("send_errors %d sent %d, want 2 and 0", got, h.a.Stats().Sent.Load())
 		}
 		h.link.mu.Lock()
 		h.link.err = nil
 		h.link.mu.Unlock()
-		h.clk.advance(20 * time.Second)
+		h.clk.Advance(20 * time.Second)
 		if got := h.a.Stats().Sent.Load(); got != 1 {
 			t.Errorf("sent %d once the link is back, want 1", got)
 		}
@@ -735,7 +735,7 @@ func TestRFC4861_6_2_7_OtherRouters(t *testing.T) {
 			if got := h.a.stats.Inconsistent.Load() - before; got != map[bool]uint64{false: 0, true: 1}[tc.inconsistent] {
 				t.Errorf("%s: inconsistent moved by %d, want %v", tc.name, got, tc.inconsistent)
 			}
-			h.clk.advance(otherRACheckEvery)
+			h.clk.Advance(otherRACheckEvery)
 		}
 		// The first is compared; the second, within otherRACheckEvery,
 		// only counted.
@@ -759,7 +759,7 @@ func TestRFC4861_6_2_7_OtherRouters(t *testing.T) {
 func TestSetDNS(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newAdv(t, func(c *Config) { c.RDNSS = []netip.Addr{netip.MustParseAddr("2001:db8::53")} }).start()
-		h.clk.advance(time.Minute)
+		h.clk.Advance(time.Minute)
 		h.ras()
 		if err := h.a.SetDNS([]netip.Addr{netip.MustParseAddr("2001:db8::53")}, nil); err != nil {
 			t.Fatal(err)
@@ -767,14 +767,14 @@ func TestSetDNS(t *testing.T) {
 		if err := h.a.SetDNS([]netip.Addr{netip.MustParseAddr("ff02::1")}, nil); err == nil {
 			t.Error("SetDNS(ff02::1) = nil")
 		}
-		h.clk.advance(5 * time.Second)
+		h.clk.Advance(5 * time.Second)
 		if r := h.ras(); len(r) != 0 {
 			t.Errorf("RAs %v after an unchanged SetDNS", times(r))
 		}
 		if err := h.a.SetDNS(nil, []string{"home.arpa."}); err != nil {
 			t.Fatal(err)
 		}
-		h.clk.advance(time.Second)
+		h.clk.Advance(time.Second)
 		r := h.ras()
 		if len(r) != 1 || len(r[0].rdnss) != 0 || !slices.Equal(r[0].dnssl, []string{"home.arpa"}) {
 			t.Errorf("after SetDNS: %+v", r)

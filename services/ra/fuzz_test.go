@@ -171,9 +171,7 @@ func FuzzAdvertiserDeliver(f *testing.F) {
 		frame := fuzzFrame(data, mode, AllRouters)
 		in := bytes.Clone(frame)
 		before, received := rsCounters(), a.stats.RSReceived.Load()
-		clk.mu.Lock()
-		clk.now = clk.now.Add(time.Second) // every RA compared
-		clk.mu.Unlock()
+		clk.Set(clk.Now().Add(time.Second)) // every RA compared
 		took := a.Deliver(frame)
 		if !bytes.Equal(in, frame) {
 			t.Fatal("Deliver changed the frame")

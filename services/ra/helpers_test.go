@@ -11,95 +11,29 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
+	"github.com/gvrouter/gvrouter/services/internal/fakeclock"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
-// epoch is the fake clock's start.
-var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+// epoch is where newFakeClock starts.
+var epoch = fakeclock.Epoch
 
-// fakeClock is a Clock whose time moves only when a test says so.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
+// fakeClock is a fakeclock.Clock as a Clock: the time moves only when a
+// test says so (Advance, AdvanceTo, Set).
+type fakeClock struct{ *fakeclock.Clock }
 
-type fakeTimer struct {
-	clk  *fakeClock
-	when time.Time
-	f    func()
-	done bool // fired or stopped
-}
+func newFakeClock() fakeClock { return newFakeClockAt(epoch) }
 
-func newFakeClock() *fakeClock { return &fakeClock{now: epoch} }
+func newFakeClockAt(t time.Time) fakeClock { return fakeClock{fakeclock.NewAt(t)} }
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{clk: c, when: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.clk.mu.Lock()
-	defer t.clk.mu.Unlock()
-	was := !t.done
-	t.done = true
-	return was
-}
-
-// step fires the earliest pending timer due at or before target, moving
-// the time to it, and reports whether there was one.
-func (c *fakeClock) step(target time.Time) bool {
-	c.mu.Lock()
-	c.timers = slices.DeleteFunc(c.timers, func(t *fakeTimer) bool { return t.done })
-	var first *fakeTimer
-	for _, t := range c.timers {
-		if !t.when.After(target) && (first == nil || t.when.Before(first.when)) {
-			first = t
-		}
-	}
-	if first == nil {
-		c.mu.Unlock()
-		return false
-	}
-	if first.when.After(c.now) {
-		c.now = first.when
-	}
-	first.done = true
-	c.mu.Unlock()
-	first.f()
-	return true
-}
-
-// advance moves the clock by d, firing every timer on the way at its own
-// time and letting the bubble's goroutines act on each before the next.
-// It must run inside a synctest bubble.
-func (c *fakeClock) advance(d time.Duration) {
-	target := c.Now().Add(d)
-	synctest.Wait()
-	for c.step(target) {
-		synctest.Wait()
-	}
-	c.mu.Lock()
-	c.now = target
-	c.mu.Unlock()
-	synctest.Wait()
-}
+// AfterFunc implements Clock.
+func (c fakeClock) AfterFunc(d time.Duration, f func()) Timer { return c.Clock.AfterFunc(d, f) }
 
 // since is the time passed since epoch.
-func (c *fakeClock) since() time.Duration { return c.Now().Sub(epoch) }
+func (c fakeClock) since() time.Duration { return c.Now().Sub(epoch) }
 
 // constSource is a rand.Source that always returns its value: with
 // drawMin every Int64N(n) is 0, with drawMax n-1 (math/rand/v2 draws by
@@ -117,7 +51,7 @@ const (
 // time it was written at.
 type recLink struct {
 	mac net.HardwareAddr
-	clk *fakeClock
+	clk fakeClock
 
 	mu     sync.Mutex
 	frames []sentFrame
@@ -129,7 +63,7 @@ type sentFrame struct {
 	data []byte
 }
 
-func newRecLink(clk *fakeClock) *recLink {
+func newRecLink(clk fakeClock) *recLink {
 	return &recLink{mac: net.HardwareAddr{0x02, 0, 0, 0, 0, 0x01}, clk: clk}
 }
 
@@ -140,7 +74,7 @@ func (l *recLink) WriteFrame(b []byte) error {
 		return l.err
 	}
 	var at time.Duration
-	if l.clk != nil {
+	if l.clk.Clock != nil {
 		at = l.clk.since()
 	}
 	l.frames = append(l.frames, sentFrame{at: at, data: bytes.Clone(b)})

@@ -19,7 +19,7 @@ import (
 // a synctest bubble, and records OnChange calls.
 type lrnHarness struct {
 	t      *testing.T
-	clk    *fakeClock
+	clk    fakeClock
 	link   *recLink
 	l      *Learner
 	cancel context.CancelFunc
@@ -166,16 +166,16 @@ func TestRFC4861_6_3_4_DefaultRouter(t *testing.T) {
 		if st := h.l.State(); len(st.Routers) != 2 || st.Routers[1].MAC.String() != other2MAC.String() {
 			t.Fatalf("routers %+v, want the second with the frame's MAC %v", st.Routers, other2MAC)
 		}
-		h.clk.advance(20 * time.Second)
+		h.clk.Advance(20 * time.Second)
 		h.deliver(raFrame(otherMAC, otherLL, raICMP(raHdr{lifetime: 30}, optSLLAOf(slla)))) // renewed to 50 s
 		if n := h.nchanges(); n != 2 {
 			t.Errorf("%d changes after a renewal, want 2", n)
 		}
-		h.clk.advance(30*time.Second - time.Nanosecond)
+		h.clk.Advance(30*time.Second - time.Nanosecond)
 		if st := h.l.State(); len(st.Routers) != 2 {
 			t.Fatalf("router gone before its renewed lifetime: %+v", st.Routers)
 		}
-		h.clk.advance(time.Nanosecond)
+		h.clk.Advance(time.Nanosecond)
 		if st := h.lastChange(); !slices.Equal(routerAddrs(st), []netip.Addr{other2LL}) || h.l.stats.Expired.Load() != 1 {
 			t.Fatalf("at 50 s: routers %v (expired %d), want only %v", routerAddrs(st), h.l.stats.Expired.Load(), other2LL)
 		}
@@ -253,7 +253,7 @@ func TestRFC4861_6_3_4_Prefixes(t *testing.T) {
 			t.Errorf("prefixes_ignored = %d, want 4", got)
 		}
 		n := h.nchanges()
-		h.clk.advance(50 * time.Second) // 2001:db8:1::/48 deprecated
+		h.clk.Advance(50 * time.Second) // 2001:db8:1::/48 deprecated
 		if h.nchanges() != n+1 {
 			t.Errorf("deprecation at 50 s: %d changes, want %d", h.nchanges(), n+1)
 		}
@@ -261,11 +261,11 @@ func TestRFC4861_6_3_4_Prefixes(t *testing.T) {
 		if got := len(h.l.State().Prefixes); got != 2 {
 			t.Errorf("on-link prefix with valid lifetime 0: %d prefixes, want 2", got)
 		}
-		h.clk.advance(7150*time.Second - time.Nanosecond)
+		h.clk.Advance(7150*time.Second - time.Nanosecond)
 		if got := len(h.l.State().Prefixes); got != 2 {
 			t.Errorf("%d prefixes before 7200 s, want 2", got)
 		}
-		h.clk.advance(time.Nanosecond)
+		h.clk.Advance(time.Nanosecond)
 		if got := h.lastChange().Prefixes; len(got) != 1 || got[0].Prefix != netip.MustParsePrefix("2001:db8:4:1::/64") {
 			t.Errorf("prefixes after 7200 s %+v, want the infinite one", got)
 		}
@@ -345,14 +345,14 @@ func TestRFC8106_5_DNS(t *testing.T) {
 		if h.l.stats.DNSIgnored.Load() != 1 {
 			t.Errorf("dns_ignored = %d, want 1 (ff02::1)", h.l.stats.DNSIgnored.Load())
 		}
-		h.clk.advance(30 * time.Second)
+		h.clk.Advance(30 * time.Second)
 		h.deliver(raFrame(otherMAC, otherLL, raICMP(raHdr{lifetime: 1800},
 			optRDNSS(0, "2001:db8::54"), optRDNSS(0xffffffff, "2001:db8::53"), optDNSSL(60, "lan"))))
 		st = h.l.State()
 		if len(st.RDNSS) != 1 || !st.RDNSS[0].Expires.IsZero() || len(st.DNSSL) != 2 || !st.DNSSL[1].Expires.Equal(epoch.Add(90*time.Second)) {
 			t.Errorf("after lifetime 0 and renewal: RDNSS %+v DNSSL %+v", st.RDNSS, st.DNSSL)
 		}
-		h.clk.advance(30 * time.Second) // isp.example ends at 60 s
+		h.clk.Advance(30 * time.Second) // isp.example ends at 60 s
 		st = h.lastChange()
 		if len(st.DNSSL) != 1 || st.DNSSL[0].Domain != "lan" {
 			t.Errorf("DNSSL at 60 s: %+v, want lan only", st.DNSSL)
@@ -433,7 +433,7 @@ func TestRFC4861_6_3_7_Solicit(t *testing.T) {
 	t.Run("three", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			h := newLrn(t, func(c *LearnerConfig) { c.Solicit = true }).start()
-			h.clk.advance(time.Minute)
+			h.clk.Advance(time.Minute)
 			fs := h.link.take()
 			var at []time.Duration
 			for _, f := range fs {
@@ -455,11 +455,11 @@ func TestRFC4861_6_3_7_Solicit(t *testing.T) {
 	t.Run("answered", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			h := newLrn(t, func(c *LearnerConfig) { c.Solicit = true }).start()
-			h.clk.advance(2 * time.Second)
+			h.clk.Advance(2 * time.Second)
 			h.deliver(raFrame(otherMAC, otherLL, raICMP(raHdr{lifetime: 0}))) // no router: keep asking
-			h.clk.advance(4 * time.Second)
+			h.clk.Advance(4 * time.Second)
 			h.deliver(raFrame(otherMAC, otherLL, raICMP(raHdr{lifetime: 1800})))
-			h.clk.advance(time.Minute)
+			h.clk.Advance(time.Minute)
 			if n := len(h.link.take()); n != 2 {
 				t.Errorf("%d RSs, want 2: the second RA had a router", n)
 			}
@@ -468,7 +468,7 @@ func TestRFC4861_6_3_7_Solicit(t *testing.T) {
 	t.Run("unspecified", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			h := newLrn(t, func(c *LearnerConfig) { c.Solicit, c.SrcAddr = true, netip.IPv6Unspecified() }).start()
-			h.clk.advance(2 * time.Second)
+			h.clk.Advance(2 * time.Second)
 			fs := h.link.take()
 			if len(fs) != 1 {
 				t.Fatalf("%d RSs", len(fs))
@@ -481,7 +481,7 @@ func TestRFC4861_6_3_7_Solicit(t *testing.T) {
 	t.Run("off", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			h := newLrn(t, nil).start()
-			h.clk.advance(time.Minute)
+			h.clk.Advance(time.Minute)
 			if n := len(h.link.take()); n != 0 {
 				t.Errorf("%d RSs without Solicit", n)
 			}
@@ -537,7 +537,7 @@ func TestLearnerOptionsIgnored(t *testing.T) {
 // TestLearnerQueueFull: RAs that come faster than Run takes them are
 // counted, learnerQueue of them kept.
 func TestLearnerQueueFull(t *testing.T) {
-	l, err := NewLearner(LearnerConfig{Link: newRecLink(nil)})
+	l, err := NewLearner(LearnerConfig{Link: newRecLink(fakeClock{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,13 +560,13 @@ func TestNewLearnerErrors(t *testing.T) {
 	}{
 		"no link":       {LearnerConfig{}, "no link"},
 		"multicast MAC": {LearnerConfig{Link: &recLink{mac: net.HardwareAddr{1, 0, 0, 0, 0, 1}}}, "not a unicast Ethernet"},
-		"global source": {LearnerConfig{Link: newRecLink(nil), SrcAddr: netip.MustParseAddr("2001:db8::1")}, "neither link-local nor ::"},
+		"global source": {LearnerConfig{Link: newRecLink(fakeClock{}), SrcAddr: netip.MustParseAddr("2001:db8::1")}, "neither link-local nor ::"},
 	} {
 		if _, err := NewLearner(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: NewLearner = %v, want %q", name, err, tc.want)
 		}
 	}
-	l, err := NewLearner(LearnerConfig{Link: newRecLink(nil)})
+	l, err := NewLearner(LearnerConfig{Link: newRecLink(fakeClock{})})
 	if err != nil || l.src != LinkLocal(net.HardwareAddr{2, 0, 0, 0, 0, 1}) {
 		t.Errorf("NewLearner without SrcAddr: %v, source %v", err, l.src)
 	}
