@@ -54,24 +54,18 @@ func (r *Router) dhcp6ClientSpec(ic config.Interface) (serviceSpec, error) {
 // startDHCP6ClientLocked runs the client on the interface's frames. r.mu
 // must be held.
 func (r *Router) startDHCP6ClientLocked(name, iface string, set dhcp6ClientSettings) (*runningService, error) {
-	ifc := r.net.Interface(iface)
-	if ifc == nil {
-		return nil, errNoInterface(iface)
-	}
-	s := &runningService{name: name, spec: set, ifc: ifc}
-	fail := func(err error) (*runningService, error) {
-		for i := len(s.undo) - 1; i >= 0; i-- {
-			s.undo[i]()
-		}
+	s, err := r.newServiceLocked(name, iface, set)
+	if err != nil {
 		return nil, err
 	}
+	ifc := s.ifc
 	conn := rawudp.New6(ifc, dhcp6client.ClientPort, dhcpClientQueue)
 	s.undo = append(s.undo, func() { conn.Close() })
 	ll := dhcp6client.LinkLocal(ifc.MAC())
-	tap := dstTap6{conn: conn, accept: func(dst netip.Addr) bool { return dst == ll }}
+	tap := dstTap{conn: conn, accept: func(dst netip.Addr) bool { return dst == ll }}
 	remove, err := ifc.AddTap(stack.TapMatch{EtherType: 0x86dd, IPProto: 17, DstPort: dhcp6client.ClientPort}, tap)
 	if err != nil {
-		return fail(err)
+		return s.abort(err)
 	}
 	s.undo = append(s.undo, remove)
 	log := r.log.With("service", name)
@@ -83,7 +77,7 @@ func (r *Router) startDHCP6ClientLocked(name, iface string, set dhcp6ClientSetti
 		},
 	})
 	if err != nil {
-		return fail(err)
+		return s.abort(err)
 	}
 	s.impl = cl
 	r.startService(s, cl.Run)

@@ -81,7 +81,7 @@ func (r *Router) startDHCP6ServerLocked(name, iface string, dc dhcp6server.Confi
 	}
 	conn := rawudp.New6(ifc, dhcp6server.ServerPort, dhcpServerQueue)
 	own := dc.Addr
-	tap := dstTap6{conn: conn, accept: func(dst netip.Addr) bool {
+	tap := dstTap{conn: conn, accept: func(dst netip.Addr) bool {
 		return dst == own || dst == dhcp6server.AllRelayAgentsAndServers
 	}}
 	remove, err := ifc.AddTap(stack.TapMatch{EtherType: 0x86dd, IPProto: 17, DstPort: dhcp6server.ServerPort}, tap)
@@ -99,25 +99,6 @@ func (r *Router) startDHCP6ServerLocked(name, iface string, dc dhcp6server.Confi
 	s := &runningService{name: name, spec: spec, ifc: ifc, impl: srv, undo: []func(){remove, func() { conn.Close() }}}
 	r.startService(s, srv.Run)
 	return s, nil
-}
-
-// dstTap6 is an IPv6 rawudp.Conn that takes only datagrams to the
-// addresses accept allows, leaving a LAN host's forwarded DHCPv6 to some
-// other server to the usual path.
-type dstTap6 struct {
-	conn   *rawudp.Conn
-	accept func(dst netip.Addr) bool
-}
-
-// Deliver implements stack.Tap.
-func (t dstTap6) Deliver(frame []byte) bool {
-	if len(frame) < 14+40 {
-		return false
-	}
-	if !t.accept(netip.AddrFrom16([16]byte(frame[14+24 : 14+40]))) {
-		return false
-	}
-	return t.conn.Deliver(frame)
 }
 
 // dhcp6ServersStatusLocked fills the status page's stateless DHCPv6

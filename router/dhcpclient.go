@@ -59,36 +59,30 @@ func (r *Router) dhcpClientSpec(ic config.Interface) (serviceSpec, error) {
 // the NAT engine so that no LAN flow is translated onto it. r.mu must be
 // held.
 func (r *Router) startDHCPClientLocked(name, iface string, set dhcpClientSettings) (*runningService, error) {
-	ifc := r.net.Interface(iface)
-	if ifc == nil {
-		return nil, errNoInterface(iface)
-	}
-	s := &runningService{name: name, spec: set, ifc: ifc}
-	fail := func(err error) (*runningService, error) {
-		for i := len(s.undo) - 1; i >= 0; i-- {
-			s.undo[i]()
-		}
+	s, err := r.newServiceLocked(name, iface, set)
+	if err != nil {
 		return nil, err
 	}
+	ifc := s.ifc
 	release, err := r.nat.ReservePortAny(natengine.ProtoUDP, 68)
 	if err != nil {
-		return fail(err)
+		return s.abort(err)
 	}
 	s.undo = append(s.undo, release)
 	conn := rawudp.New(ifc, 68, dhcpClientQueue)
 	s.undo = append(s.undo, func() { conn.Close() })
 	remove, err := ifc.AddTap(stack.TapMatch{EtherType: 0x0800, IPProto: 17, DstPort: 68}, conn)
 	if err != nil {
-		return fail(err)
+		return s.abort(err)
 	}
 	s.undo = append(s.undo, remove)
 	prober, err := dhcp4client.NewARPProber(dhcp4client.ARPProberConfig{Link: ifc})
 	if err != nil {
-		return fail(err)
+		return s.abort(err)
 	}
 	removeARP, err := ifc.AddTap(stack.TapMatch{EtherType: 0x0806}, prober)
 	if err != nil {
-		return fail(err)
+		return s.abort(err)
 	}
 	s.undo = append(s.undo, removeARP)
 	var clientID []byte
@@ -111,7 +105,7 @@ func (r *Router) startDHCPClientLocked(name, iface string, set dhcpClientSetting
 		},
 	})
 	if err != nil {
-		return fail(err)
+		return s.abort(err)
 	}
 	s.impl = cl
 	r.startService(s, cl.Run)

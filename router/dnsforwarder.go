@@ -158,21 +158,15 @@ func (r *Router) startDNSLocked(name string, set dnsSettings) (*runningService, 
 	s := &runningService{name: name, spec: set, impl: f}
 	var pcs []*stack.UDPConn
 	var lns []net.Listener
-	fail := func(err error) (*runningService, error) {
-		for i := len(s.undo) - 1; i >= 0; i-- {
-			s.undo[i]()
-		}
-		return nil, err
-	}
 	for _, ap := range set.Listen {
 		pc, err := netw.ListenUDPConn(ap)
 		if err != nil {
-			return fail(err)
+			return s.abort(err)
 		}
 		s.undo = append(s.undo, func() { pc.Close() })
 		ln, err := netw.ListenTCP(ap)
 		if err != nil {
-			return fail(err)
+			return s.abort(err)
 		}
 		s.undo = append(s.undo, func() { ln.Close() })
 		pcs, lns = append(pcs, pc), append(lns, ln)

@@ -46,9 +46,31 @@ type runningService struct {
 func (s *runningService) stop() {
 	s.cancel()
 	<-s.done
+	s.release()
+}
+
+// release runs the undo steps, last first.
+func (s *runningService) release() {
 	for i := len(s.undo) - 1; i >= 0; i-- {
 		s.undo[i]()
 	}
+}
+
+// abort releases what a service that failed to start holds and returns
+// err, for its start function to return.
+func (s *runningService) abort(err error) (*runningService, error) {
+	s.release()
+	return nil, err
+}
+
+// newServiceLocked is the runningService name will be on the interface
+// iface, with the settings spec and nothing held yet. r.mu must be held.
+func (r *Router) newServiceLocked(name, iface string, spec any) (*runningService, error) {
+	ifc := r.net.Interface(iface)
+	if ifc == nil {
+		return nil, errNoInterface(iface)
+	}
+	return &runningService{name: name, spec: spec, ifc: ifc}, nil
 }
 
 // startService runs run on its own goroutine until ctx ends, logging an error
