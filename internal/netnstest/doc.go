@@ -1,7 +1,8 @@
 // Package netnstest holds the helpers that the Linux lab tests of package
-// hw and package hw/vswitch share: a network namespace per test, a raw
-// AF_PACKET socket inside one, the privileged check and the Ethernet frame
-// builders those tests inject and look for.
+// hw and package hw/vswitch, and the services' interop tests, share: a
+// network namespace per test, raw AF_PACKET sockets inside one, the
+// privileged check and the Ethernet frame builders those tests inject and
+// look for.
 //
 // It is for tests only. It imports package testing and reports every
 // failure through a testing.TB, so no production code may import it; it

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestNetns(t *testing.T) {
@@ -52,6 +54,21 @@ func TestNetns(t *testing.T) {
 		}
 		if _, ok := a.WaitFor("netnstest", 200*time.Millisecond); ok {
 			t.Error("a saw its own frame; outgoing frames must be passed over")
+		}
+
+		// A PacketSocket for the test EtherType on vb gets a's frame,
+		// and its receive gives up after its timeout.
+		fd := n.PacketSocket(t, "vb", EtherTypeExperimental)
+		defer unix.Close(fd)
+		a.Send(t, f)
+		buf := make([]byte, 1514)
+		nr, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil || string(buf[:nr]) != string(f) {
+			t.Errorf("PacketSocket read % x, %v; want % x", buf[:max(nr, 0)], err, f)
+		}
+		start := time.Now()
+		if _, _, err := unix.Recvfrom(fd, buf, 0); err != unix.EAGAIN || time.Since(start) > time.Second {
+			t.Errorf("idle PacketSocket read = %v after %v, want EAGAIN within a second", err, time.Since(start))
 		}
 	})
 	if _, err := os.Stat("/run/netns/" + name); !os.IsNotExist(err) {

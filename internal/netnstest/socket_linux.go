@@ -107,3 +107,39 @@ func (s *RawSocket) WaitFor(marker string, d time.Duration) (RxFrame, bool) {
 	}
 	return RxFrame{}, false
 }
+
+// packetRecvTimeout is how long one receive on a PacketSocket waits, so
+// that a reading loop sees its context end.
+const packetRecvTimeout = 100 * time.Millisecond
+
+// PacketSocket opens an AF_PACKET socket bound to ifname inside n for
+// the EtherType proto (unix.ETH_P_ALL also sees the frames the interface
+// sends), each receive waiting at most 100 ms. It returns the file
+// descriptor, which the caller closes.
+func (n *Netns) PacketSocket(tb testing.TB, ifname string, proto uint16) int {
+	tb.Helper()
+	fd := -1
+	var err error
+	n.Do(tb, func() {
+		var ifi *net.Interface
+		if ifi, err = net.InterfaceByName(ifname); err != nil {
+			return
+		}
+		p := htons(proto)
+		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(p)); err != nil {
+			return
+		}
+		if err = unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: p, Ifindex: ifi.Index}); err != nil {
+			return
+		}
+		tv := unix.NsecToTimeval(int64(packetRecvTimeout))
+		err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	})
+	if err != nil {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		tb.Fatalf("AF_PACKET socket on %s in %s: %v", ifname, n.name, err)
+	}
+	return fd
+}

@@ -71,7 +71,7 @@ type watcher struct {
 
 func watch(t *testing.T, ctx context.Context, n *netnstest.Netns, ifname string) *watcher {
 	w := &watcher{}
-	fd := openPacket(t, n, ifname, unix.ETH_P_ALL) // ETH_P_ALL: the only kind that sees outgoing frames too
+	fd := n.PacketSocket(t, ifname, unix.ETH_P_ALL) // ETH_P_ALL: the only kind that sees outgoing frames too
 	go func() {
 		defer unix.Close(fd)
 		buf := make([]byte, 65536)
@@ -138,33 +138,6 @@ func (w *watcher) dump() string {
 		fmt.Fprintf(&b, "  %s %v\n", x.at.Format("15:04:05.000"), x)
 	}
 	return b.String()
-}
-
-// openPacket opens an AF_PACKET socket for EtherType proto on ifname in
-// n, with a 100 ms receive timeout.
-func openPacket(t *testing.T, n *netnstest.Netns, ifname string, proto uint16) int {
-	t.Helper()
-	fd := -1
-	var err error
-	n.Do(t, func() {
-		var ifi *net.Interface
-		if ifi, err = net.InterfaceByName(ifname); err != nil {
-			return
-		}
-		p := proto<<8 | proto>>8
-		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(p)); err != nil {
-			return
-		}
-		if err = unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: p, Ifindex: ifi.Index}); err != nil {
-			return
-		}
-		tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
-		err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	})
-	if err != nil {
-		t.Fatalf("AF_PACKET socket on %s in %s: %v", ifname, n.Name(), err)
-	}
-	return fd
 }
 
 // syncBuffer is a bytes.Buffer safe for a process's output and a test.
@@ -259,7 +232,7 @@ func startClient(t *testing.T, ctx context.Context, n *netnstest.Netns, ifname s
 	if err != nil {
 		t.Fatal(err)
 	}
-	arpFD := openPacket(t, n, ifname, unix.ETH_P_ARP)
+	arpFD := n.PacketSocket(t, ifname, unix.ETH_P_ARP)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(2)

@@ -82,26 +82,7 @@ type watcher struct {
 
 func watch(t *testing.T, ctx context.Context, n *netnstest.Netns, ifname string) *watcher {
 	w := &watcher{}
-	var fd int
-	var err error
-	n.Do(t, func() {
-		var ifi *net.Interface
-		if ifi, err = net.InterfaceByName(ifname); err != nil {
-			return
-		}
-		p := uint16(unix.ETH_P_ALL)<<8 | uint16(unix.ETH_P_ALL)>>8 // the only kind that sees outgoing frames too
-		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(p)); err != nil {
-			return
-		}
-		if err = unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: p, Ifindex: ifi.Index}); err != nil {
-			return
-		}
-		tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
-		err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	})
-	if err != nil {
-		t.Fatalf("watcher on %s: %v", ifname, err)
-	}
+	fd := n.PacketSocket(t, ifname, unix.ETH_P_ALL) // ETH_P_ALL: the only kind that sees outgoing frames too
 	go func() {
 		defer unix.Close(fd)
 		buf := make([]byte, 65536)
