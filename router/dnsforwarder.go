@@ -23,7 +23,8 @@ import (
 // interface. It runs when the config has dns:, and also without it
 // whenever a DHCP server hands out the router's own address as DNS (its
 // default, as OpenWrt's dnsmasq does): a LAN host told to ask the router
-// must get an answer.
+// must get an answer. Its addresses and upstreams change in place
+// (dnsLive): a new delegated /64 on a lan keeps its cache.
 
 // dnsServiceName is the forwarder's name among the running services.
 const dnsServiceName = "dns"
@@ -32,16 +33,23 @@ const dnsServiceName = "dns"
 const dnsPort = 53
 
 // dnsSettings is what a reload compares: a change restarts the forwarder
-// (and empties its cache). The upstreams learnt from a WAN lease are not
-// in it: a new lease only calls SetUpstreams.
+// (and empties its cache).
 type dnsSettings struct {
-	Listen    []netip.AddrPort
-	Upstreams []netip.AddrPort // from dns.upstreams; nil = the WAN leases'
 	Domain    string
-	LocalNets []netip.Prefix // the lan subnets, answered locally by PTR
 	CacheSize int
 	MinTTL    time.Duration
 	MaxTTL    time.Duration
+}
+
+// dnsLive is what the running forwarder takes in place (updateDNSLocked),
+// cache and queries in flight kept: the lan addresses change when a
+// DHCPv6 delegation renumbers a lan, and dns.upstreams by a reload. The
+// upstreams learnt from a WAN lease are in neither: a new lease only
+// calls SetUpstreams.
+type dnsLive struct {
+	Listen    []netip.AddrPort
+	Upstreams []netip.AddrPort // from dns.upstreams; nil = the WAN leases'
+	LocalNets []netip.Prefix   // the lan subnets, answered locally by PTR
 }
 
 // dnsWanted reports whether cfg asks for the forwarder: a dns: section,
@@ -72,8 +80,9 @@ func (r *Router) dnsSpec(cfg *config.Config) (sp serviceSpec, ok bool) {
 		return serviceSpec{}, false
 	}
 	set := dnsSettings{Domain: cfg.DomainName(), CacheSize: config.DefaultDNSCache}
+	var live dnsLive
 	if d := cfg.DNS; d != nil {
-		set.Upstreams = slices.Clone(d.Upstreams)
+		live.Upstreams = slices.Clone(d.Upstreams)
 		if d.CacheSize > 0 {
 			set.CacheSize = d.CacheSize
 		}
@@ -84,20 +93,27 @@ func (r *Router) dnsSpec(cfg *config.Config) (sp serviceSpec, ok bool) {
 			continue
 		}
 		for _, p := range ic.Addresses {
-			set.Listen = append(set.Listen, netip.AddrPortFrom(p.Addr(), dnsPort))
-			set.LocalNets = append(set.LocalNets, p.Masked())
+			live.Listen = append(live.Listen, netip.AddrPortFrom(p.Addr(), dnsPort))
+			live.LocalNets = append(live.LocalNets, p.Masked())
 		}
 	}
-	return serviceSpec{spec: set, start: func(r *Router, name string) (*runningService, error) {
-		return r.startDNSLocked(name, set)
-	}}, true
+	return serviceSpec{
+		spec: set,
+		live: live,
+		start: func(r *Router, name string) (*runningService, error) {
+			return r.startDNSLocked(name, set, live)
+		},
+		update: func(r *Router, s *runningService, live any) error {
+			return r.updateDNSLocked(s, live.(dnsLive))
+		},
+	}, true
 }
 
-// dnsUpstreamsLocked returns the upstreams in force for set, as the
+// dnsUpstreamsLocked returns the upstreams in force for live, as the
 // forwarder wants them. r.mu must be held.
-func (r *Router) dnsUpstreamsLocked(set dnsSettings) []netip.AddrPort {
-	if set.Upstreams != nil {
-		return set.Upstreams
+func (r *Router) dnsUpstreamsLocked(live dnsLive) []netip.AddrPort {
+	if live.Upstreams != nil {
+		return live.Upstreams
 	}
 	var out []netip.AddrPort
 	for _, a := range r.leaseDNSLocked() {
@@ -114,8 +130,7 @@ func (r *Router) syncDNSUpstreamsLocked() {
 	if s == nil {
 		return
 	}
-	set := s.spec.(dnsSettings)
-	ups := r.dnsUpstreamsLocked(set)
+	ups := r.dnsUpstreamsLocked(s.live.(dnsLive))
 	f := s.impl.(*dnsforward.Forwarder)
 	if cur := f.Status().Upstreams; !slices.Equal(cur, ups) {
 		r.log.Info("DNS upstreams", "upstreams", ups)
@@ -123,18 +138,34 @@ func (r *Router) syncDNSUpstreamsLocked() {
 	}
 }
 
+// updateDNSLocked gives the running forwarder s its new addresses and
+// lan subnets; the upstreams follow in syncDNSUpstreamsLocked. r.mu must
+// be held.
+func (r *Router) updateDNSLocked(s *runningService, live dnsLive) error {
+	if len(live.Listen) == 0 {
+		return errors.New("no lan interface has an address to listen on")
+	}
+	f := s.impl.(*dnsforward.Forwarder)
+	f.SetLocalPrefixes(live.LocalNets)
+	if err := f.SetListen(live.Listen); err != nil {
+		return err
+	}
+	r.log.Info("DNS forwarder updated in place", "service", s.name, "listen", live.Listen)
+	return nil
+}
+
 // startDNSLocked opens the forwarder's sockets and runs it. r.mu must be
 // held.
-func (r *Router) startDNSLocked(name string, set dnsSettings) (*runningService, error) {
-	if len(set.Listen) == 0 {
+func (r *Router) startDNSLocked(name string, set dnsSettings, live dnsLive) (*runningService, error) {
+	if len(live.Listen) == 0 {
 		return nil, errors.New("no lan interface has an address to listen on")
 	}
 	netw, nat := r.net, r.nat
 	log := r.log.With("service", name)
 	f, err := dnsforward.New(dnsforward.Config{
-		Upstreams:     r.dnsUpstreamsLocked(set),
+		Upstreams:     r.dnsUpstreamsLocked(live),
 		Domain:        set.Domain,
-		LocalPrefixes: set.LocalNets,
+		LocalPrefixes: live.LocalNets,
 		MaxEntries:    set.CacheSize,
 		MinTTL:        set.MinTTL,
 		MaxTTL:        set.MaxTTL,
@@ -150,56 +181,37 @@ func (r *Router) startDNSLocked(name string, set dnsSettings) (*runningService, 
 			release, err := nat.ReservePortAny(proto, port)
 			return release, err == nil
 		},
+		// The sockets are netstack's; SetListen opens and closes them
+		// as the lan addresses come and go, and Run's end closes all.
+		ListenUDP: func(ap netip.AddrPort) (net.PacketConn, error) {
+			pc, err := netw.ListenUDPConn(ap)
+			if err != nil {
+				return nil, err
+			}
+			return pc, nil
+		},
+		ListenTCP: func(ap netip.AddrPort) (net.Listener, error) {
+			return netw.ListenTCP(ap)
+		},
 		Log: log,
 	})
 	if err != nil {
 		return nil, err
 	}
-	s := &runningService{name: name, spec: set, impl: f}
-	var pcs []*stack.UDPConn
-	var lns []net.Listener
-	for _, ap := range set.Listen {
-		pc, err := netw.ListenUDPConn(ap)
-		if err != nil {
-			return s.abort(err)
-		}
-		s.undo = append(s.undo, func() { pc.Close() })
-		ln, err := netw.ListenTCP(ap)
-		if err != nil {
-			return s.abort(err)
-		}
-		s.undo = append(s.undo, func() { ln.Close() })
-		pcs, lns = append(pcs, pc), append(lns, ln)
+	if err := f.SetListen(live.Listen); err != nil {
+		f.SetListen(nil) // close what did open
+		return nil, err
 	}
+	s := &runningService{name: name, spec: set, live: live, impl: f}
 	r.dnsHosts.setForwarder(f)
 	s.undo = append(s.undo, func() { r.dnsHosts.setForwarder(nil) })
-	log.Info("DNS forwarder", "listen", set.Listen, "domain", set.Domain, "upstreams", f.Status().Upstreams)
+	log.Info("DNS forwarder", "listen", live.Listen, "domain", set.Domain, "upstreams", f.Status().Upstreams)
 	if len(f.Status().Upstreams) == 0 {
 		log.Warn("DNS forwarder has no upstream yet (none in dns.upstreams, no WAN lease with DNS servers): " +
 			"names other than the local ones get SERVFAIL until a lease brings one")
 	}
-	r.startService(s, func(ctx context.Context) error {
-		var wg sync.WaitGroup
-		errc := make(chan error, len(pcs)+len(lns))
-		for _, pc := range pcs {
-			wg.Add(1)
-			go func() { defer wg.Done(); errc <- f.Serve(ctx, pc) }()
-		}
-		for _, ln := range lns {
-			wg.Add(1)
-			go func() { defer wg.Done(); errc <- f.ServeTCP(ctx, ln) }()
-		}
-		runErr := f.Run(ctx)
-		wg.Wait()
-		close(errc)
-		var errs []error
-		for err := range errc {
-			if err != nil {
-				errs = append(errs, err)
-			}
-		}
-		return errors.Join(append(errs, runErr)...)
-	})
+	// Run serves SetListen's sockets until ctx ends, then closes them.
+	r.startService(s, f.Run)
 	return s, nil
 }
 
@@ -320,7 +332,7 @@ func (r *Router) dnsStatusLocked() *status.DNS {
 	if s == nil {
 		return nil
 	}
-	set := s.spec.(dnsSettings)
+	set, live := s.spec.(dnsSettings), s.live.(dnsLive)
 	f := s.impl.(*dnsforward.Forwarder)
 	st := f.Status()
 	d := &status.DNS{
@@ -343,11 +355,11 @@ func (r *Router) dnsStatusLocked() *status.DNS {
 			"in_flight_full": st.InFlightDrops, "tcp_conns_full": st.TCPConnsRefused,
 		},
 	}
-	for _, ap := range set.Listen {
+	for _, ap := range st.Listen {
 		d.Listen = append(d.Listen, ap.String())
 	}
 	source := "dhcp"
-	if set.Upstreams != nil {
+	if live.Upstreams != nil {
 		source = "config"
 	}
 	for _, u := range st.Upstreams {

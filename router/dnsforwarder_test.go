@@ -1,11 +1,23 @@
 package router
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"net/netip"
+	"slices"
 	"testing"
+	"time"
 
+	"github.com/miekg/dns"
+
+	"github.com/gvrouter/gvrouter/hw/hwtest"
+	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/services/dnsforward"
+	"github.com/gvrouter/gvrouter/stack"
 )
 
 const dnsTestBase = `ports: [{name: eth0}]
@@ -47,24 +59,169 @@ func TestDNSWanted(t *testing.T) {
 
 // TestDNSSpec: it listens on every lan address (never the wan one), takes
 // the config's upstreams or none (the leases'), and its settings keep
-// the lease's upstreams out, so that a lease change never restarts it.
+// the lease's upstreams out, so that a lease change never restarts it;
+// addresses and upstreams are taken in place (live), the rest restarts.
 func TestDNSSpec(t *testing.T) {
 	r := &Router{}
 	sp, ok := r.dnsSpec(parseDNSTest(t, "", "dns: {upstreams: [9.9.9.9], domain: home, cache: {size: 500, min_ttl: 10s}}\n"))
 	if !ok {
 		t.Fatal("dnsSpec: no forwarder for a dns: section")
 	}
-	set := sp.spec.(dnsSettings)
+	set, live := sp.spec.(dnsSettings), sp.live.(dnsLive)
 	want := []netip.AddrPort{netip.MustParseAddrPort("192.168.1.1:53"), netip.MustParseAddrPort("[fd00:1::1]:53")}
-	if len(set.Listen) != 2 || set.Listen[0] != want[0] || set.Listen[1] != want[1] {
-		t.Errorf("Listen = %v, want %v (lan only)", set.Listen, want)
+	if len(live.Listen) != 2 || live.Listen[0] != want[0] || live.Listen[1] != want[1] {
+		t.Errorf("Listen = %v, want %v (lan only)", live.Listen, want)
 	}
-	if len(set.Upstreams) != 1 || set.Upstreams[0] != netip.MustParseAddrPort("9.9.9.9:53") || set.Domain != "home" || set.CacheSize != 500 {
-		t.Errorf("settings = %+v", set)
+	if len(live.Upstreams) != 1 || live.Upstreams[0] != netip.MustParseAddrPort("9.9.9.9:53") || set.Domain != "home" || set.CacheSize != 500 {
+		t.Errorf("settings = %+v, %+v", set, live)
+	}
+	if sp.update == nil {
+		t.Error("dnsSpec has no update hook: a new lan address would restart the forwarder")
 	}
 	sp, _ = r.dnsSpec(parseDNSTest(t, ", dhcp_server: {range: 192.168.1.100-192.168.1.150}", ""))
-	set = sp.spec.(dnsSettings)
-	if set.Upstreams != nil || set.Domain != config.DefaultDomain || set.CacheSize != config.DefaultDNSCache {
-		t.Errorf("default settings = %+v, want no upstreams (the leases'), domain %s, cache %d", set, config.DefaultDomain, config.DefaultDNSCache)
+	set, live = sp.spec.(dnsSettings), sp.live.(dnsLive)
+	if live.Upstreams != nil || set.Domain != config.DefaultDomain || set.CacheSize != config.DefaultDNSCache {
+		t.Errorf("default settings = %+v, %+v, want no upstreams (the leases'), domain %s, cache %d", set, live, config.DefaultDomain, config.DefaultDNSCache)
+	}
+}
+
+// dnsTestRouter is a Router with only what the services need: a netstack
+// whose interfaces write to a fake port, and the NAT engine. Its
+// services stop when t ends.
+func dnsTestRouter(t *testing.T, cfg *config.Config) *Router {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	r := &Router{
+		log: log, ctx: ctx, cancel: cancel, cfg: cfg,
+		services: make(map[string]*runningService),
+		leases:   make(map[string]*appliedLease),
+		ra6:      make(map[string]*learnedRA),
+		nat:      natengine.New(engineConfig(cfg)),
+	}
+	n, err := stack.New(dnsTestStack(cfg), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.net = n
+	r.dnsHosts.iface = n.Interface
+	t.Cleanup(func() {
+		r.mu.Lock()
+		r.stopServicesLocked()
+		r.mu.Unlock()
+		cancel()
+		n.Close()
+	})
+	return r
+}
+
+// dnsTestStack is cfg's interfaces as netstack ones on a fake port.
+func dnsTestStack(cfg *config.Config) stack.Config {
+	var sc stack.Config
+	for i, ic := range cfg.Interfaces {
+		sc.Interfaces = append(sc.Interfaces, stack.InterfaceConfig{
+			Name: ic.Name, MAC: net.HardwareAddr{0x02, 0, 0, 0, 0, byte(i + 1)},
+			Addresses: slices.Clone(ic.Addresses), Writer: &hwtest.Writer{},
+		})
+	}
+	return sc
+}
+
+// TestDNSListenChangeInPlace: a DHCPv6 delegation that gives the lan a
+// new /64 (the reload path's withIPv6), and a change of dns.upstreams,
+// keep the running forwarder (same service, same Forwarder, so its
+// cache): it listens on the new address and answers its reverse names
+// locally. A change of the domain still restarts it.
+func TestDNSListenChangeInPlace(t *testing.T) {
+	const base = `ports: [{name: eth0}]
+interfaces:
+  - {name: lan, port: eth0, role: lan, addresses: [192.168.1.1/24], ipv6: {ra: off, dhcpv6: off}}
+`
+	parse := func(dns string) *config.Config {
+		cfg, err := config.Parse("t.yaml", []byte(base+dns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	cfg := parse("dns: {upstreams: [192.0.2.53]}\n")
+	r := dnsTestRouter(t, cfg)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	apply := func(cfg *config.Config) {
+		t.Helper()
+		if err := r.net.Apply(dnsTestStack(cfg)); err != nil {
+			t.Fatalf("netstack Apply: %v", err)
+		}
+		r.cfg = cfg
+		if err := r.syncServicesLocked(cfg); err != nil {
+			t.Fatalf("syncServicesLocked: %v", err)
+		}
+	}
+	apply(cfg)
+	s := r.services[dnsServiceName]
+	if s == nil {
+		t.Fatal("no dns service")
+	}
+	f := s.impl.(*dnsforward.Forwarder)
+	eq := func(a, b []netip.AddrPort) bool { return slices.Equal(a, b) }
+
+	pd := &delegation{Prefix: netip.MustParsePrefix("2001:db8:aa00::/56"), ValidUntil: time.Now().Add(time.Hour)}
+	apply(withIPv6(cfg, nil, pd, map[string]int{"lan": 1}))
+	newAddr := netip.MustParseAddrPort("[2001:db8:aa00:1::1]:53")
+	if got := r.services[dnsServiceName]; got != s || got.impl != f {
+		t.Fatalf("a new lan /64 restarted the forwarder (service %p -> %p)", s, got)
+	}
+	if got, want := f.Listening(), []netip.AddrPort{netip.MustParseAddrPort("192.168.1.1:53"), newAddr}; !eq(got, want) {
+		t.Errorf("after the delegation, Listening() = %v, want %v", got, want)
+	}
+	// The forwarder holds the new address's port 53 in the netstack.
+	if pc, err := r.net.ListenUDPConn(newAddr); err == nil {
+		pc.Close()
+		t.Errorf("ListenUDPConn(%v) succeeded: the forwarder does not hold it", newAddr)
+	}
+	// The new /64 is a local reverse zone: answered, not forwarded
+	// (asked on a loopback socket of the same forwarder).
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { f.Serve(ctx, pc); close(served) }()
+	defer func() { cancel(); <-served }()
+	q := new(dns.Msg)
+	q.SetQuestion("9.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.1.0.0.0.0.0.a.a.8.b.d.0.1.0.0.2.ip6.arpa.", dns.TypePTR)
+	before := f.Status().LocalAnswers
+	c := &dns.Client{Timeout: 3 * time.Second}
+	if m, _, err := c.Exchange(q, pc.LocalAddr().String()); err != nil || m.Rcode != dns.RcodeNameError || !m.Authoritative {
+		t.Errorf("PTR in the new /64: %v, %v; want a local NXDOMAIN", m, err)
+	}
+	if got := f.Status().LocalAnswers; got != before+1 {
+		t.Errorf("LocalAnswers %d after a PTR in the new /64, want %d", got, before+1)
+	}
+
+	cfg2 := parse("dns: {upstreams: [192.0.2.54]}\n")
+	apply(withIPv6(cfg2, nil, pd, map[string]int{"lan": 1}))
+	if got := r.services[dnsServiceName]; got != s {
+		t.Fatal("a dns.upstreams change restarted the forwarder")
+	}
+	if got, want := f.Status().Upstreams, []netip.AddrPort{netip.MustParseAddrPort("192.0.2.54:53")}; !eq(got, want) {
+		t.Errorf("after the upstreams change, Upstreams = %v, want %v", got, want)
+	}
+
+	// The delegation goes: its address is no longer served.
+	apply(cfg2)
+	if got := r.services[dnsServiceName]; got != s {
+		t.Fatal("losing the delegation restarted the forwarder")
+	}
+	if got, want := f.Listening(), []netip.AddrPort{netip.MustParseAddrPort("192.168.1.1:53")}; !eq(got, want) {
+		t.Errorf("after the delegation went, Listening() = %v, want %v", got, want)
+	}
+
+	apply(parse("dns: {upstreams: [192.0.2.54], domain: home}\n"))
+	if got := r.services[dnsServiceName]; got == s || got == nil {
+		t.Errorf("a domain change kept the forwarder (service %p -> %p), want a restart", s, got)
 	}
 }

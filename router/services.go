@@ -19,7 +19,8 @@ import (
 // per interface with "dhcp" among its addresses, a DHCPv4 server per lan
 // interface with dhcp_server:, and the DNS forwarder. syncServicesLocked
 // starts what the config in force asks for and, on reload, restarts only
-// the services whose settings (or interface) changed.
+// the services whose settings (or interface) changed; a service may take
+// part of its settings in place instead (serviceSpec.update).
 
 // Service name prefixes (the name is the prefix and the interface).
 const (
@@ -32,6 +33,7 @@ const (
 type runningService struct {
 	name   string // e.g. "dhcp4server eth0.1"
 	spec   any    // the settings it was started with; a reload restarts it iff they differ
+	live   any    // the settings it took in place (serviceSpec.live), last applied
 	ifc    *stack.Interface
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -130,8 +132,12 @@ func (r *Router) syncServicesLocked(cfg *config.Config) error {
 	for name, s := range r.services {
 		sp, ok := want[name]
 		if ok && reflect.DeepEqual(sp.spec, s.spec) && s.ifc == r.net.Interface(sp.iface) {
-			delete(want, name)
-			continue
+			err := r.updateServiceLocked(s, sp)
+			if err == nil {
+				delete(want, name)
+				continue
+			}
+			r.log.Warn("service not updated in place, restarting it", "service", name, "err", err)
 		}
 		s.stop()
 		delete(r.services, name)
@@ -142,6 +148,7 @@ func (r *Router) syncServicesLocked(cfg *config.Config) error {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			continue
 		}
+		s.live = sp.live
 		r.services[name] = s
 	}
 	r.syncDNSUpstreamsLocked()
@@ -152,9 +159,33 @@ func (r *Router) syncServicesLocked(cfg *config.Config) error {
 // serviceSpec is a service the config asks for: its settings, its
 // interface and how to start it.
 type serviceSpec struct {
+	// spec is the settings a change of which restarts the service
+	// (compared with reflect.DeepEqual).
 	spec  any
 	iface string
 	start func(r *Router, name string) (*runningService, error)
+	// live is the settings the running service takes in place, and
+	// update gives them to it (s.live holds the last ones it took): a
+	// reload that changes only live keeps the service and its state. An
+	// update error restarts the service. nil update: live is unused.
+	live   any
+	update func(r *Router, s *runningService, live any) error
+}
+
+// updateServiceLocked gives s the in-place settings of sp, if they
+// changed. r.mu must be held.
+func (r *Router) updateServiceLocked(s *runningService, sp serviceSpec) error {
+	if reflect.DeepEqual(sp.live, s.live) {
+		return nil
+	}
+	if sp.update == nil {
+		return errors.New("settings changed and the service takes none in place")
+	}
+	if err := sp.update(r, s, sp.live); err != nil {
+		return err
+	}
+	s.live = sp.live
+	return nil
 }
 
 // stopServicesLocked stops every service (Close). r.mu must be held.

@@ -132,6 +132,13 @@ type Config struct {
 	// is called when the query is done.
 	ReservePort func(proto uint8, port uint16) (release func(), ok bool)
 
+	// ListenUDP and ListenTCP open the client-side sockets of one
+	// address, e.g. 192.168.1.1:53, for SetListen: the router opens them
+	// in its netstack. Both or neither; unset, the caller serves its own
+	// sockets with Serve and ServeTCP.
+	ListenUDP func(addr netip.AddrPort) (net.PacketConn, error)
+	ListenTCP func(addr netip.AddrPort) (net.Listener, error)
+
 	// MaxEntries bounds the cached answers; 0 = DefaultMaxEntries.
 	MaxEntries int
 	// MaxBytes bounds the cache's memory (messages, keys and bookkeeping);
@@ -183,6 +190,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DialTCP == nil {
 		errs = append(errs, errors.New("dnsforward: DialTCP is required"))
+	}
+	if (c.ListenUDP == nil) != (c.ListenTCP == nil) {
+		errs = append(errs, errors.New("dnsforward: ListenUDP and ListenTCP are set together"))
 	}
 	if c.Domain != "" {
 		if _, ok := dns.IsDomainName(c.Domain); !ok || strings.HasPrefix(c.Domain, ".") || c.Domain == "." {

@@ -4,8 +4,10 @@
 //
 // It never imports netstack or the router's config: the caller gives it
 // listening sockets (Serve, ServeTCP: one per LAN address, several at
-// once), dial functions for the upstream side (Config.DialUDP,
-// Config.DialTCP), a clock and a random source. The router passes gonet
+// once) or the functions that open them (Config.ListenUDP,
+// Config.ListenTCP, so that SetListen can change the addresses while it
+// runs, cache and all), dial functions for the upstream side
+// (Config.DialUDP, Config.DialTCP), a clock and a random source. The router passes gonet
 // sockets of its netstack; the tests and the benchmark pass kernel
 // sockets.
 //

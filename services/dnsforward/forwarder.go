@@ -15,14 +15,15 @@ import (
 
 // Forwarder is a caching DNS forwarder. It is safe for concurrent use:
 // Serve and ServeTCP may run on several sockets at once, and
-// SetUpstreams and SetHosts may be called at any time.
+// SetUpstreams, SetHosts, SetLocalPrefixes and SetListen may be called
+// at any time.
 type Forwarder struct {
 	cfg    Config
 	policy ttlPolicy
-	zones  *zones
 	cache  *cache
 	stats  Stats
 
+	zones     atomic.Pointer[zones]
 	upstreams atomic.Pointer[[]netip.AddrPort]
 	preferred atomic.Uint32 // index into upstreams of the last one that answered
 	hosts     atomic.Pointer[hostTable]
@@ -31,6 +32,11 @@ type Forwarder struct {
 
 	mu       sync.Mutex       // mu protects inflight
 	inflight map[string]*call // by cache key
+
+	// listenMu protects listeners and listenOrder (SetListen's sockets).
+	listenMu    sync.Mutex
+	listeners   map[netip.AddrPort]*listener
+	listenOrder []netip.AddrPort // the keys of listeners, in SetListen's order
 
 	// ctx ends the upstream queries when Run returns; wg counts the
 	// goroutines that resolve them (routineResolve).
@@ -119,10 +125,11 @@ func New(cfg Config) (*Forwarder, error) {
 			max:    uint32(min(cfg.MaxTTL/time.Second, 1<<31-1)),
 			negMax: uint32(min(cfg.NegativeMaxTTL/time.Second, 1<<31-1)),
 		},
-		zones:    newZones(&cfg),
-		cache:    newCache(cfg.MaxEntries, cfg.MaxBytes),
-		inflight: make(map[string]*call),
+		cache:     newCache(cfg.MaxEntries, cfg.MaxBytes),
+		inflight:  make(map[string]*call),
+		listeners: make(map[netip.AddrPort]*listener),
 	}
+	f.zones.Store(newZones(&cfg))
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.SetUpstreams(cfg.Upstreams)
 	f.hosts.Store(&hostTable{byName: map[string][]netip.Addr{}, byAddr: map[netip.Addr][]string{}})
@@ -156,6 +163,23 @@ func (f *Forwarder) SetHosts(hosts map[string][]netip.Addr) {
 	f.hosts.Store(t)
 }
 
+// SetLocalPrefixes replaces Config.LocalPrefixes, e.g. when a new
+// delegated prefix numbers a LAN: their reverse names are answered
+// locally from then on. The cache stays. Invalid prefixes are skipped
+// and logged.
+func (f *Forwarder) SetLocalPrefixes(ps []netip.Prefix) {
+	c := f.cfg
+	c.LocalPrefixes = make([]netip.Prefix, 0, len(ps))
+	for _, p := range ps {
+		if !p.IsValid() {
+			f.cfg.Log.Warn("dnsforward: local prefix skipped (not a prefix)", "prefix", p)
+			continue
+		}
+		c.LocalPrefixes = append(c.LocalPrefixes, p)
+	}
+	f.zones.Store(newZones(&c))
+}
+
 // FlushCache empties the cache.
 func (f *Forwarder) FlushCache() { f.cache.flush() }
 
@@ -164,9 +188,10 @@ func (f *Forwarder) FlushCache() { f.cache.flush() }
 const purgeInterval = time.Minute
 
 // Run drops expired cache entries every minute until ctx ends; then it
-// ends the questions in flight to the upstreams (their clients get
-// SERVFAIL) and waits for them. Serve and ServeTCP work without Run,
-// but only Run bounds the lifetime of the upstream goroutines.
+// closes the sockets of SetListen, ends the questions in flight to the
+// upstreams (their clients get SERVFAIL) and waits for them. Serve,
+// ServeTCP and SetListen work without Run, but only Run bounds the
+// lifetime of the upstream goroutines and SetListen's sockets.
 func (f *Forwarder) Run(ctx context.Context) error {
 	t := time.NewTicker(purgeInterval)
 	defer t.Stop()
@@ -174,6 +199,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			f.cancel()
+			f.closeListeners()
 			f.wg.Wait()
 			return nil
 		case <-t.C:
@@ -220,7 +246,8 @@ func (f *Forwarder) reply(e *entry, q *query, to *replyTo, s *scratch, now time.
 func (f *Forwarder) local(q *query, to *replyTo, s *scratch, now time.Time) bool {
 	lname := s.key[:len(s.key)-5]
 	ht := f.hosts.Load()
-	k, rev, apex := f.zones.classify(lname, ht)
+	z := f.zones.Load()
+	k, rev, apex := z.classify(lname, ht)
 	if k == notLocal {
 		return false
 	}
@@ -229,7 +256,7 @@ func (f *Forwarder) local(q *query, to *replyTo, s *scratch, now time.Time) bool
 	if err != nil {
 		return true // cannot happen: parsed before
 	}
-	m := f.zones.localAnswer(name, lname, q.qtype, k, rev, apex, ht)
+	m := z.localAnswer(name, lname, q.qtype, k, rev, apex, ht)
 	f.replyMsg(m, q, to, s, now)
 	return true
 }

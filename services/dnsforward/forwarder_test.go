@@ -734,6 +734,9 @@ func TestConfigValidate(t *testing.T) {
 		{"bad fields", Config{DialUDP: loopbackDialUDP, DialTCP: loopbackDialTCP, Domain: "bad..name", MaxEntries: -1,
 			MinTTL: time.Hour, MaxTTL: time.Minute, Upstreams: []netip.AddrPort{{}}},
 			[]string{"Domain", "MaxEntries", "MinTTL", "Upstreams[0]"}},
+		{"listen half set", Config{DialUDP: loopbackDialUDP, DialTCP: loopbackDialTCP,
+			ListenUDP: func(netip.AddrPort) (net.PacketConn, error) { return nil, errors.New("unused") }},
+			[]string{"ListenUDP and ListenTCP"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

@@ -122,7 +122,8 @@ func wireKey(s string) string {
 	return string(b[:n])
 }
 
-// zones are the names the forwarder answers itself. Immutable after New.
+// zones are the names the forwarder answers itself. Immutable once
+// built; SetLocalPrefixes swaps in new ones.
 type zones struct {
 	domain   string // "lan", "" = none
 	domainW  []byte // its lower-case wire form

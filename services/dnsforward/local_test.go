@@ -132,3 +132,28 @@ func TestParseReverse(t *testing.T) {
 		})
 	}
 }
+
+// TestSetLocalPrefixes: a prefix added at run time makes its reverse
+// names local, ahead of what the cache holds for them, and one removed
+// is forwarded again.
+func TestSetLocalPrefixes(t *testing.T) {
+	const name = "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.5.0.0.0.8.f.4.0.1.0.a.2.ip6.arpa."
+	u := newUpstream(t, name+" 300 IN PTR upstream.example.")
+	f := startForwarder(t, Config{}, u)
+	if r := f.ask(t, "udp", question(name, dns.TypePTR)); len(r.Answer) != 1 || u.count() != 1 {
+		t.Fatalf("before: answer %v, upstream saw %d; want it forwarded", r.Answer, u.count())
+	}
+	f.SetLocalPrefixes([]netip.Prefix{netip.MustParsePrefix("2a01:4f8:5::/48")})
+	r := f.ask(t, "udp", question(name, dns.TypePTR))
+	if r.Rcode != dns.RcodeNameError || !r.Authoritative || u.count() != 1 {
+		t.Errorf("after SetLocalPrefixes: rcode %s AA %v, upstream saw %d; want a local NXDOMAIN, 1",
+			dns.RcodeToString[r.Rcode], r.Authoritative, u.count())
+	}
+	f.SetLocalPrefixes(nil)
+	if r := f.ask(t, "udp", question(name, dns.TypePTR)); len(r.Answer) != 1 || r.Authoritative {
+		t.Errorf("after SetLocalPrefixes(nil): answer %v AA %v, want the cached upstream answer", r.Answer, r.Authoritative)
+	}
+	if st := f.Status(); st.LocalAnswers != 1 || st.CacheHits != 1 {
+		t.Errorf("Status() LocalAnswers %d CacheHits %d, want 1 and 1", st.LocalAnswers, st.CacheHits)
+	}
+}

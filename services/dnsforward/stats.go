@@ -73,6 +73,7 @@ func (f *Forwarder) Stats() *Stats { return &f.stats }
 
 // Status is a snapshot of the forwarder for the status page.
 type Status struct {
+	Listen       []netip.AddrPort // SetListen's addresses being served (Listening)
 	Upstreams    []netip.AddrPort
 	Domain       string
 	Hosts        int // local host names (SetHosts)
@@ -102,6 +103,7 @@ type Status struct {
 func (f *Forwarder) Status() Status {
 	s := &f.stats
 	st := Status{
+		Listen:    f.Listening(),
 		Upstreams: slices.Clone(*f.upstreams.Load()),
 		Domain:    f.cfg.Domain,
 
