@@ -188,11 +188,12 @@ func routerConfig(prefix string, statusPort int, topology, gro string, conntrack
 
 // baselineConfig turns the lab config into the one of wave 1, which
 // every earlier build reads: a static WAN address and the farNet route
-// instead of DHCP, and no LAN DHCP server.
+// instead of DHCP, no LAN DHCP server and no ipv6: mapping.
 func baselineConfig(c *labConfig) {
 	for i := range c.Interfaces {
 		c.Interfaces[i].DHCPServer = nil
 		c.Interfaces[i].DHCP = nil
+		c.Interfaces[i].IPv6 = nil
 	}
 	c.Interfaces[1].Addresses = prefixes(wanRouter4, wanRouter6)
 	c.Routes = append(c.Routes, labRoute{To: farNet.String(), Via: wanHost4.Addr().String()})
