@@ -47,6 +47,7 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 	// (mode by mode, one (a) -P 1 WAN→LAN median once came out 30 % below
 	// every other measurement of the same code).
 	runs := map[rune][][]float64{} // mode → benchCase → bit/s of each run
+	l.benchCost = map[rune][][]float64{}
 	var errs []error
 	for r := 0; r < l.opt.benchRuns() && ctx.Err() == nil; r++ {
 		for _, m := range benchOrder {
@@ -71,6 +72,7 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 	}
 	if strings.ContainsAny(modes, benchOrder) {
 		l.printBench(results, modes)
+		l.printBenchCost(modes)
 	}
 	if strings.ContainsRune(modes, 'f') && ctx.Err() == nil {
 		if err := l.benchFlood(ctx); err != nil {
@@ -208,7 +210,9 @@ func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(
 		if err != nil {
 			return to, undo, err
 		}
+		l.benchBridge = br
 		extra = func() {
+			l.benchBridge = nil
 			if err := br.stop(); err != nil {
 				l.log.Warn("lab: router bridge", "err", err)
 			}
@@ -272,11 +276,16 @@ func (l *lab) benchRound(ctx context.Context, m rune, runs map[rune][][]float64)
 		return err
 	}
 	got := make([]float64, len(benchCases))
+	cost := make([]float64, len(benchCases))
+	pid := l.benchForwarderPID(m)
 	var errs []error
 	for i, c := range benchCases {
+		cost[i] = -1
+		cpu0, cerr := procCPUSeconds(pid)
 		bps, err := l.iperf(ctx, to, c)
 		if err != nil && ctx.Err() == nil {
 			time.Sleep(benchRetryPause)
+			cpu0, cerr = procCPUSeconds(pid)
 			bps, err = l.iperf(ctx, to, c)
 		}
 		if err != nil {
@@ -285,6 +294,9 @@ func (l *lab) benchRound(ctx context.Context, m rune, runs map[rune][][]float64)
 			continue
 		}
 		got[i] = bps
+		if cpu1, err := procCPUSeconds(pid); pid != 0 && cerr == nil && err == nil {
+			cost[i] = cpuMsPerGbit(cpu1-cpu0, bps, float64(l.opt.benchSeconds()+benchOmitSeconds))
+		}
 		l.log.Debug("lab: bench", "mode", benchModeNames[m], "case", c.String(), "mbps", fmt.Sprintf("%.0f", bps/1e6))
 	}
 	if m == 'a' || m == 'A' {
@@ -299,6 +311,16 @@ func (l *lab) benchRound(ctx context.Context, m rune, runs map[rune][][]float64)
 	for i, bps := range got {
 		if bps >= 0 {
 			runs[m][i] = append(runs[m][i], bps)
+		}
+	}
+	if pid != 0 {
+		if l.benchCost[m] == nil {
+			l.benchCost[m] = make([][]float64, len(benchCases))
+		}
+		for i, c := range cost {
+			if c >= 0 {
+				l.benchCost[m][i] = append(l.benchCost[m][i], c)
+			}
 		}
 	}
 	return errors.Join(errs...)

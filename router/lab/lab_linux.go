@@ -39,8 +39,13 @@ type lab struct {
 	baselineUp bool     // router runs Options.BaselineBinary (bench mode A)
 	proxy      *proxy   // status page at 127.0.0.1:PORT, nil when not running
 	benchSrv   *child   // the NAT bench modes' iperf3 server (startBenchServer)
-	isp        *child   // the ISP's dnsmasq in the WAN namespace (startISP)
-	radvd, kea *child   // the ISP's IPv6: radvd and kea-dhcp6 in the WAN namespace (startISP6)
+	// benchBridge is the `router bridge` of bench modes (c) and (C)
+	// while one runs; benchCost is the forwarder's CPU ms per Gbit of
+	// each run: mode → benchCase → runs (bench_cpu_linux.go).
+	benchBridge *child
+	benchCost   map[rune][][]float64
+	isp         *child // the ISP's dnsmasq in the WAN namespace (startISP)
+	radvd, kea  *child // the ISP's IPv6: radvd and kea-dhcp6 in the WAN namespace (startISP6)
 	// cfgEdits change the router's lab config before it is written (a
 	// bench mode's bigger DHCP pool).
 	cfgEdits []func(*labConfig)
