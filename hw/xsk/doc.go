@@ -35,8 +35,23 @@
 // A socket asks for zero-copy (XDP_ZEROCOPY) and falls back to copy mode
 // (XDP_COPY) when the driver cannot; Socket.Mode says which it got. The
 // XDP program is attached in the driver (native) or, failing that, in the
-// generic hook; Program.Mode says which. veth does native XDP but not
-// zero-copy, so the tests run copy mode on native XDP.
+// generic hook; Program.Mode says which.
+//
+// # veth
+//
+// veth has native XDP (attaching a program switches its receive side to
+// NAPI) but no zero-copy (no ndo_xsk_wakeup: XDP_ZEROCOPY fails with
+// EOPNOTSUPP), so on veth a socket runs in copy mode on native XDP.
+// Measured on Linux 6.18, neither direction needs anything on the peer
+// end (no program, and GRO off, veth's default there): frames the peer sends (veth_xmit) reach the program on our end,
+// and XSK transmit in copy mode builds an skb for veth_xmit, which the
+// peer receives like any other. What does need the peer's NAPI (an XDP
+// program, or GRO, on the receiving veth) is a program redirecting
+// frames *into* a veth (ndo_xdp_xmit: XDP_REDIRECT to a devmap, or
+// XDP_TX); the kernel reports it as NETDEV_XDP_ACT_NDO_XMIT on the
+// sending end (veth: "take into account peer device for
+// NETDEV_XDP_ACT_NDO_XMIT xdp_features flag", 2023). This package does
+// neither.
 //
 // # Privileges
 //

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -61,6 +62,12 @@ func newLab(t testing.TB) *lab {
 // when t ends.
 func (l *lab) open(t testing.TB, u *Umem, ifindex int, bind BindMode) (*Socket, *Program) {
 	t.Helper()
+	return l.openMode(t, u, ifindex, bind, AttachAuto)
+}
+
+// openMode is open with the program attached in mode.
+func (l *lab) openMode(t testing.TB, u *Umem, ifindex int, bind BindMode, mode AttachMode) (*Socket, *Program) {
+	t.Helper()
 	var s *Socket
 	var p *Program
 	var err error
@@ -74,7 +81,7 @@ func (l *lab) open(t testing.TB, u *Umem, ifindex int, bind BindMode) (*Socket, 
 		if err = p.Register(s); err != nil {
 			return
 		}
-		_, err = p.Attach(ifindex, AttachAuto)
+		_, err = p.Attach(ifindex, mode)
 	})
 	if s != nil {
 		t.Cleanup(func() {
@@ -130,29 +137,38 @@ func receive(t *testing.T, s *Socket, marker []byte, d time.Duration) ([]byte, b
 }
 
 func TestReceive(t *testing.T) {
+	for _, tc := range []struct {
+		attach AttachMode
+		want   XDPMode
+	}{
+		{AttachAuto, XDPNative},
+		{AttachGeneric, XDPGeneric},
+	} {
+		t.Run(tc.want.String(), func(t *testing.T) { testReceive(t, tc.attach, tc.want) })
+	}
+}
+
+func testReceive(t *testing.T, attach AttachMode, want XDPMode) {
 	l := newLab(t)
 	u := newTestUmem(t, UmemConfig{})
-	s, p := l.open(t, u, l.idxB, BindAuto)
+	s, p := l.openMode(t, u, l.idxB, BindAuto, attach)
 	if s.Mode() != ModeCopy {
 		t.Errorf("Mode() on veth = %v, want copy (veth has no zero-copy)", s.Mode())
 	}
-	if p.Mode() != XDPNative {
-		t.Errorf("Program.Mode() on veth = %v, want native", p.Mode())
+	if p.Mode() != want {
+		t.Errorf("Program.Mode() on veth = %v, want %v", p.Mode(), want)
 	}
 	peer := l.ns.RawSocket(t, "va")
+	// Frames that find the fill ring empty are dropped (RxFillEmpty).
+	s.Refill()
 	for i, size := range []int{60, 1514} {
 		marker := fmt.Sprintf("xsk-rx-%d", i)
 		f := netnstest.Frame(macB, macA, marker)
 		for len(f) < size {
 			f = append(f, byte(len(f)))
 		}
-		// The program may still be settling: resend until it lands.
-		var got []byte
-		ok := false
-		for try := 0; try < 5 && !ok; try++ {
-			peer.Send(t, f)
-			got, ok = receive(t, s, []byte(marker), 500*time.Millisecond)
-		}
+		peer.Send(t, f)
+		got, ok := receive(t, s, []byte(marker), 2*time.Second)
 		if !ok {
 			t.Fatalf("frame %q (%d bytes) from the peer never reached the XSK; stats %+v", marker, size, s.Stats())
 		}
@@ -164,8 +180,29 @@ func TestReceive(t *testing.T) {
 		t.Errorf("Counts() = %+v, want nothing held and %d in all", c, u.Frames())
 	}
 	st := s.Stats()
-	if st.RxPackets < 2 || st.RxInvalid != 0 {
-		t.Errorf("Stats() = %+v, want at least 2 received and no invalid descriptors", st)
+	if st.RxPackets < 2 || st.RxInvalid != 0 || st.RxDropped != 0 {
+		t.Errorf("Stats() = %+v, want at least 2 received and no drops or invalid descriptors", st)
+	}
+}
+
+// TestZeroCopyRefused checks that insisting on zero-copy where the
+// driver has none (veth) fails clearly, and leaves the UMEM usable for a
+// copy-mode socket.
+func TestZeroCopyRefused(t *testing.T) {
+	l := newLab(t)
+	u := newTestUmem(t, UmemConfig{})
+	var err error
+	l.ns.Do(t, func() {
+		var s *Socket
+		if s, err = u.NewSocket(SocketConfig{Ifindex: l.idxB, Bind: BindZeroCopy}); err == nil {
+			s.Close()
+		}
+	})
+	if err == nil || !strings.Contains(err.Error(), "bind (zero-copy)") || !errors.Is(err, syscall.EOPNOTSUPP) {
+		t.Errorf("NewSocket(BindZeroCopy) on veth = %v, want a zero-copy bind error wrapping EOPNOTSUPP", err)
+	}
+	if s, _ := l.open(t, u, l.idxB, BindCopy); s.Mode() != ModeCopy {
+		t.Errorf("Mode() = %v after BindCopy, want copy", s.Mode())
 	}
 }
 
@@ -221,6 +258,68 @@ func TestTransmit(t *testing.T) {
 	}
 	if c := u.Counts(); c.Held != 0 || c.Total() != u.Frames() {
 		t.Errorf("Counts() after bad descriptors = %+v, want nothing held", c)
+	}
+}
+
+// TestTransmitConcurrent sends from several goroutines on one socket
+// (Transmit is safe for concurrent use) and checks that every frame is
+// sent once and comes back to the free list.
+func TestTransmitConcurrent(t *testing.T) {
+	const senders, each = 4, 5000
+	l := newLab(t)
+	u := newTestUmem(t, UmemConfig{Frames: 2 * DefaultRingSize})
+	s, _ := l.open(t, u, l.idxB, BindAuto)
+	f := netnstest.Frame(netnstest.Broadcast, macB, "xsk-concurrent")
+	var wg sync.WaitGroup
+	for range senders {
+		wg.Go(func() {
+			descs := make([]Desc, 32)
+			for sent := 0; sent < each; {
+				n := u.Alloc(descs[:min(len(descs), each-sent)])
+				for i := range descs[:n] {
+					copy(u.Frame(descs[i].Addr, len(f)), f)
+					descs[i].Len = uint32(len(f))
+				}
+				k := s.Transmit(descs[:n])
+				u.Release(descs[k:n])
+				sent += k
+				if k == 0 {
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for end := time.Now().Add(2 * time.Second); u.Counts().Free != u.Frames()-u.Counts().Fill && time.Now().Before(end); {
+		s.Complete()
+		time.Sleep(time.Millisecond)
+	}
+	if c := u.Counts(); c.Free+c.Fill != u.Frames() || c.Total() != u.Frames() {
+		t.Errorf("Counts() after %d concurrent sends = %+v, want every frame back", senders*each, c)
+	}
+	if st := s.Stats(); st.TxPackets != senders*each || st.TxDropped != 0 || st.TxInvalid != 0 || st.WakeErrors != 0 {
+		t.Errorf("Stats() = %+v, want %d sent and nothing dropped", st, senders*each)
+	}
+}
+
+// TestWaitWake checks that Wait ends on Wake at once and on its timeout
+// otherwise.
+func TestWaitWake(t *testing.T) {
+	l := newLab(t)
+	u := newTestUmem(t, UmemConfig{})
+	s, _ := l.open(t, u, l.idxB, BindAuto)
+	start := time.Now()
+	if err := s.Wait(50 * time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) < 40*time.Millisecond {
+		t.Errorf("idle Wait(50ms) = %v after %v, want a deadline error after ~50ms", err, time.Since(start))
+	}
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		s.Wake()
+	}()
+	start = time.Now()
+	s.Wait(10 * time.Second)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Wait ended %v after Wake, want at once", d)
 	}
 }
 
@@ -410,11 +509,64 @@ func BenchmarkPingPong(b *testing.B) {
 // interface it names and wait to be killed (TestMain).
 const childEnv = "GVROUTER_XSK_CHILD_IF"
 
+// permEnv makes the re-executed test binary, run without privileges,
+// try to load the program and print the error.
+const permEnv = "GVROUTER_XSK_CHILD_PERM"
+
 func TestMain(m *testing.M) {
 	if ifname := os.Getenv(childEnv); ifname != "" {
 		os.Exit(child(ifname))
 	}
+	if os.Getenv(permEnv) != "" {
+		if _, err := NewProgram(ProgramConfig{Queues: 1}); err != nil {
+			fmt.Printf("%v\nErrPermission %v\n", err, errors.Is(err, ErrPermission))
+			os.Exit(0)
+		}
+		fmt.Println("loaded")
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
+}
+
+// TestProgramPermission runs the test binary as nobody, with no
+// capabilities: loading the program must fail with ErrPermission naming
+// what is missing.
+func TestProgramPermission(t *testing.T) {
+	netnstest.Privileged(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// nobody must be able to reach and run the binary.
+	dir, err := os.MkdirTemp("", "xskperm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	bin := dir + "/xsk.test"
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), permEnv+"=1")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("unprivileged child: %v: %s", err, out)
+	}
+	got := string(out)
+	t.Logf("unprivileged: %s", got)
+	if !strings.Contains(got, "needs CAP_BPF and CAP_NET_ADMIN") || !strings.Contains(got, "ErrPermission true") {
+		t.Errorf("unprivileged NewProgram said %q, want ErrPermission naming CAP_BPF and CAP_NET_ADMIN", got)
+	}
 }
 
 // child is the re-executed test binary: inside the lab's namespace (ip
