@@ -3,6 +3,7 @@ module github.com/gvrouter/gvrouter
 go 1.26.3
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/google/go-cmp v0.7.0
 	github.com/insomniacslk/dhcp v0.0.0-20260901064844-234b97448fae
 	github.com/mdlayher/ndp v1.1.0
