@@ -123,6 +123,7 @@ td.addrs { white-space: normal; overflow-wrap: anywhere; min-width: 11em; }
 details { margin-top: 22px; }
 details summary { cursor: pointer; font-size: 16px; font-weight: 600; }
 th.wrapth { white-space: normal; }
+table.fit td, table.fit th { white-space: normal; }
 footer { padding: 0 24px 20px; color: var(--muted); font-size: 12px; }
 footer a { color: inherit; }
 @media (max-width: 700px) {
@@ -234,7 +235,7 @@ footer a { color: inherit; }
 <div class="card"><div class="k">Connections</div><div class="v">{{num .Flows}}</div><div class="sub">of {{num .Max}}; {{num .Offloaded}} on the fast path</div></div>
 {{- end}}
 {{- range .DHCPClients}}
-<div class="card"><div class="k">WAN {{.Interface}}</div><div class="v mono">{{if .Address.IsValid}}{{.Address}}{{else}}no lease{{end}}</div><div class="sub">{{or .State "unknown"}}{{with when $.Time .Expiry}}, until {{.}}{{end}}</div></div>
+<div class="card"><div class="k">address on {{.Interface}}</div><div class="v mono">{{if .Address.IsValid}}{{.Address}}{{else}}no lease{{end}}</div><div class="sub">{{or .State "unknown"}}{{with when $.Time .Expiry}}, until {{.}}{{end}}</div></div>
 {{- end}}
 </div>
 {{- end}}
@@ -503,7 +504,7 @@ footer a { color: inherit; }
 {{- with .DNS}}
 
 <h2>DNS</h2>
-<div class="wrap"><table class="narrow">
+<div class="wrap"><table class="narrow fit">
 <thead><tr>
 <th>Listen</th><th>Upstreams</th><th class="num">Queries</th><th class="num">Cache</th><th class="num">Local answers</th>
 <th class="num">Upstream queries</th><th>Upstream errors</th><th>Drops</th>

@@ -115,7 +115,7 @@
     const p = s.process, c = s.conntrack;
     return h`<div class="cards">${p ? h`<div class="card"><div class="k">CPU</div><div class="v">${fixed(p.cpu_percent, 1)}%</div><div class="sub">of one core; ${p.cpus} cores, ${secs(p.cpu_seconds)} used</div></div><div class="card"><div class="k">Memory</div><div class="v">${p.rss_bytes ? bytes(p.rss_bytes) : "unknown"}</div><div class="sub">resident; Go heap ${bytes(p.go_heap_bytes)} of ${bytes(p.go_memory_bytes)}</div></div><div class="card"><div class="k">Goroutines</div><div class="v">${num(p.goroutines)}</div><div class="sub">page connections ${s.http.open_connections}, refused ${count(s.http.refused_connections)}</div></div>` : ""}${c ? h`<div class="card"><div class="k">Connections</div><div class="v">${num(c.flows)}</div><div class="sub">of ${num(c.max)}; ${num(c.offloaded)} on the fast path</div></div>` : ""}${each(s.dhcp_clients, (d) => {
       const until = when(s.time, d.expiry);
-      return h`<div class="card"><div class="k">WAN ${d.interface}</div><div class="v mono">${valid(d.address) ? d.address : "no lease"}</div><div class="sub">${d.state || "unknown"}${until ? ", until " + until : ""}</div></div>`;
+      return h`<div class="card"><div class="k">address on ${d.interface}</div><div class="v mono">${valid(d.address) ? d.address : "no lease"}</div><div class="sub">${d.state || "unknown"}${until ? ", until " + until : ""}</div></div>`;
     })}</div>`;
   }
   const rateCell = (cls, b, p, by, pk) => h`<td class="num"><span class="${cls}">${bits(b)}</span><br><span class="sub">${pps(p)}</span><br><span class="sub">${bytes(by)}, ${count(pk)} pkts</span></td>`;
@@ -157,7 +157,7 @@
       const total = Object.values(d.queries || {}).reduce((a, b) => a + b, 0);
       const n = d.cache_hits + d.cache_misses;
       const mean = d.latency_count ? d.latency_sum_seconds / d.latency_count : 0;
-      dns = h`<h2>DNS</h2><div class="wrap"><table class="narrow"><thead><tr><th>Listen</th><th>Upstreams</th><th class="num">Queries</th><th class="num">Cache</th><th class="num">Local answers</th><th class="num">Upstream queries</th><th>Upstream errors</th><th>Drops</th></tr></thead><tbody><tr><td class="mono">${each(d.listen, (l) => h`<div>${l}</div>`, none("none"))}</td><td class="mono">${each(d.upstreams, (u) => h`<div>${u.address} <span class="sub">${u.source}</span></div>`, none("none"))}</td><td class="num">${count(total)}<br><span class="sub">${counterList(d.queries).map(([r, c]) => `${r} ${count(c)}, `)}${qps(d.rates.queries_per_second)}</span></td><td class="num">${percent(n ? d.cache_hits / n : 0)} hit<br><span class="sub">${count(d.cache_hits)} hits, ${count(d.cache_misses)} misses<br>${num(d.cache_entries)}${d.cache_max ? " of " + num(d.cache_max) : ""} entries</span></td><td class="num">${count(d.local_answers)}</td><td class="num">${count(d.upstream_queries)}<br><span class="sub">mean latency ${latency(mean)}, ${num(d.in_flight)} in flight</span></td><td class="drops-cell">${drops(d.upstream_errors)}</td><td class="drops-cell">${drops(d.drops)}</td></tr></tbody></table></div>`;
+      dns = h`<h2>DNS</h2><div class="wrap"><table class="narrow fit"><thead><tr><th>Listen</th><th>Upstreams</th><th class="num">Queries</th><th class="num">Cache</th><th class="num">Local answers</th><th class="num">Upstream queries</th><th>Upstream errors</th><th>Drops</th></tr></thead><tbody><tr><td class="mono">${each(d.listen, (l) => h`<div>${l}</div>`, none("none"))}</td><td class="mono">${each(d.upstreams, (u) => h`<div>${u.address} <span class="sub">${u.source}</span></div>`, none("none"))}</td><td class="num">${count(total)}<br><span class="sub">${counterList(d.queries).map(([r, c]) => `${r} ${count(c)}, `)}${qps(d.rates.queries_per_second)}</span></td><td class="num">${percent(n ? d.cache_hits / n : 0)} hit<br><span class="sub">${count(d.cache_hits)} hits, ${count(d.cache_misses)} misses<br>${num(d.cache_entries)}${d.cache_max ? " of " + num(d.cache_max) : ""} entries</span></td><td class="num">${count(d.local_answers)}</td><td class="num">${count(d.upstream_queries)}<br><span class="sub">mean latency ${latency(mean)}, ${num(d.in_flight)} in flight</span></td><td class="drops-cell">${drops(d.upstream_errors)}</td><td class="drops-cell">${drops(d.drops)}</td></tr></tbody></table></div>`;
     }
     return h`${clients}${servers}${dns}`;
   }
@@ -260,6 +260,8 @@
     smp.textContent = ts(s.time);
     smp.dataset.seq = String(s.seq);
     smp.dataset.time = s.time;
+    // The sample now drawn, for a test (or a person) to wait on.
+    document.documentElement.dataset.rendered = String(s.seq);
   }
   let seq = 0, failing = false;
   const live = document.getElementById("live");
