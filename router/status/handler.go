@@ -48,9 +48,10 @@ func readOnly(next http.Handler) http.Handler {
 }
 
 // pageTableAuto is the most flows for which the page shows the conntrack
-// table unasked. Past it the page links to it (?table=1): the page reloads
-// every 2 s, and sorting a full 65,536-flow table for each reload would
-// keep a BCM47094 core busy.
+// table unasked. Past it the page links to it (?table=1): without
+// JavaScript the page reloads every 2 s, and sorting a full 65,536-flow
+// table for each reload would keep a BCM47094 core busy. (The script never
+// reloads the table: it is a query, shown as of the page's load.)
 const pageTableAuto = 1000
 
 // pageData is what the page template renders: the latest sample and, when

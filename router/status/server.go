@@ -17,7 +17,7 @@ import (
 const (
 	// SampleInterval is how often Run samples the Source. One second gives
 	// "current" rates that follow traffic changes as a person watches the
-	// page (which refreshes every 2 s) at the cost of one Snapshot a second.
+	// page (which fetches every second) at the cost of one Snapshot a second.
 	SampleInterval = time.Second
 
 	// staleSamples is how many intervals old the latest sample may be before
