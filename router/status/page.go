@@ -132,8 +132,8 @@ footer a { color: inherit; }
   table.stack, table.stack tbody, table.stack tr, table.stack td { display: block; width: 100%; }
   table.stack thead { display: none; }
   table.stack tr { border: 1px solid var(--line); border-radius: 6px; margin-bottom: 8px; }
-  table.stack td { display: flex; justify-content: space-between; gap: 12px; white-space: normal; text-align: right; overflow-wrap: anywhere; }
-  table.stack td::before { color: var(--muted); font-size: 12px; text-transform: uppercase; text-align: left; flex: none; }
+  table.stack td { display: flow-root; white-space: normal; text-align: right; overflow-wrap: anywhere; }
+  table.stack td::before { float: left; margin-right: 12px; color: var(--muted); font-size: 12px; text-transform: uppercase; text-align: left; }
   table.stack td.empty::before { content: none; }
   #ifaces td:nth-child(1)::before { content: "Name"; } #ifaces td:nth-child(2)::before { content: "Port"; }
   #ifaces td:nth-child(3)::before { content: "State"; } #ifaces td:nth-child(4)::before { content: "Addresses"; }
