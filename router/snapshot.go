@@ -47,6 +47,7 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 	s.DHCPClients = r.dhcpClientsStatusLocked()
 	s.DNS = r.dnsStatusLocked()
 	s.IPv6 = r.ipv6StatusLocked()
+	s.Neighbors = r.neighborsStatusLocked()
 	fs := r.net.FragmentStats()
 	s.Fragments = &status.Fragments{Tracked: fs.Tracked, Evicted: fs.Evicted}
 	for _, ic := range r.cfg.Interfaces {

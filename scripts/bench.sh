@@ -47,11 +47,13 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-go build -o "$tmp/router" ./cmd/router
+# The version string the status page and `router version` show (the
+# machines build with -buildvcs=false, so there is no VCS stamp).
+go build -ldflags "-X main.version=$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)" -o "$tmp/router" ./cmd/router
 extra=()
 if [ -n "$baseline" ]; then
 	git -C "$root" worktree add -q --detach "$tmp/baseline-src" "$baseline"
-	(cd "$tmp/baseline-src" && go build -o "$tmp/router-baseline" ./cmd/router)
+	(cd "$tmp/baseline-src" && go build -ldflags "-X main.version=$(git describe --always 2>/dev/null || echo unknown)" -o "$tmp/router-baseline" ./cmd/router)
 	extra=(-bench-baseline "$tmp/router-baseline")
 fi
 

@@ -59,7 +59,7 @@ trap cleanup EXIT
 go build -o "$tmp/dnsforwardbench" ./services/dnsforward/internal/dnsforwardbench
 if [ "$mine" = router ]; then
 	command -v ethtool >/dev/null || { echo "dnsbench.sh: --router needs ethtool" >&2; exit 1; }
-	go build -o "$tmp/router" ./cmd/router
+	go build -ldflags "-X main.version=$(git describe --always --dirty 2>/dev/null || echo unknown)" -o "$tmp/router" ./cmd/router
 	cat >"$tmp/router.yaml" <<EOF
 hardware: generic
 ports: [{name: s1}, {name: s0}]

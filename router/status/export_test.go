@@ -9,6 +9,7 @@ func (s *Server) SetInterval(d time.Duration)   { s.interval = d }
 func (s *Server) Sample() *Snapshot             { return s.sample() }
 
 var (
+	PageJS        = pageJS
 	FormatBytes   = formatBytes
 	FormatBits    = formatBits
 	FormatPPS     = formatPPS

@@ -16,6 +16,7 @@ func (s *Server) newHandler() http.Handler {
 	mux.HandleFunc("/{$}", s.servePage)
 	mux.HandleFunc("/api/status", s.serveJSON)
 	mux.HandleFunc("/api/conntrack", s.serveConntrack)
+	mux.HandleFunc("/api/history", s.serveHistory)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
 		ErrorLog:      promLogger{s.log},
 		ErrorHandling: promhttp.ContinueOnError,
@@ -32,8 +33,11 @@ func readOnly(next http.Handler) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "no-referrer")
-		// The page has inline CSS only: no scripts, images or fetches.
-		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+		// The page has inline CSS and one inline script, allowed by its
+		// hash (so no injected script could run), which may fetch from
+		// this server only. Nothing else: no images, frames or forms
+		// elsewhere.
+		h.Set("Content-Security-Policy", pageCSP)
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			h.Set("Allow", "GET, HEAD")
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -44,9 +48,10 @@ func readOnly(next http.Handler) http.Handler {
 }
 
 // pageTableAuto is the most flows for which the page shows the conntrack
-// table unasked. Past it the page links to it (?table=1): the page reloads
-// every 2 s, and sorting a full 65,536-flow table for each reload would
-// keep a BCM47094 core busy.
+// table unasked. Past it the page links to it (?table=1): without
+// JavaScript the page reloads every 2 s, and sorting a full 65,536-flow
+// table for each reload would keep a BCM47094 core busy. (The script never
+// reloads the table: it is a query, shown as of the page's load.)
 const pageTableAuto = 1000
 
 // pageData is what the page template renders: the latest sample and, when
@@ -55,6 +60,19 @@ type pageData struct {
 	*Snapshot
 	Table      *ConntrackPage
 	TableError string
+}
+
+// HostName returns the name of the DHCP lease of the host with the MAC
+// address mac, "" when it has none.
+func (d pageData) HostName(mac string) string {
+	for _, srv := range d.DHCPServers {
+		for _, l := range srv.Leases {
+			if l.MAC == mac && l.Hostname != "" {
+				return l.Hostname
+			}
+		}
+	}
+	return ""
 }
 
 // TableHidden reports whether the page leaves the table out until asked.
@@ -103,6 +121,26 @@ func (s *Server) serveConntrack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, p)
+}
+
+// serveHistory serves the rates of the last HistoryLen samples, or of
+// those after one the client has: /api/history?since=5120.
+func (s *Server) serveHistory(w http.ResponseWriter, r *http.Request) {
+	after, err := parseSince(r.URL.Query().Get("since"))
+	if err != nil {
+		http.Error(w, "since: want a sample number", http.StatusBadRequest)
+		return
+	}
+	s.current() // a fresh sample when Run is not running
+	// Compact: 900 points a series would be mostly indentation.
+	b, err := json.Marshal(s.hist.since(after, s.interval))
+	if err != nil {
+		s.log.Error("status: encoding history", "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(b, '\n'))
 }
 
 func (s *Server) writeJSON(w http.ResponseWriter, v any) {

@@ -17,6 +17,7 @@ func newRegistry(s *Server) *prometheus.Registry {
 		newFragCollector(s),
 		newServicesCollector(s),
 		newIPv6Collector(s),
+		newNeighborCollector(s),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -17,7 +17,7 @@ import (
 const (
 	// SampleInterval is how often Run samples the Source. One second gives
 	// "current" rates that follow traffic changes as a person watches the
-	// page (which refreshes every 2 s) at the cost of one Snapshot a second.
+	// page (which fetches every second) at the cost of one Snapshot a second.
 	SampleInterval = time.Second
 
 	// staleSamples is how many intervals old the latest sample may be before
@@ -51,6 +51,9 @@ type Server struct {
 	// consecutive samples.
 	sampleMu sync.Mutex
 
+	// hist is the last HistoryLen samples' rates, for /api/history.
+	hist *history
+
 	reg     *prometheus.Registry
 	handler http.Handler
 
@@ -76,6 +79,7 @@ func New(src Source, log *slog.Logger) *Server {
 		now:      time.Now,
 		interval: SampleInterval,
 		servers:  make(map[*http.Server]struct{}),
+		hist:     newHistory(),
 	}
 	s.reg = newRegistry(s)
 	s.handler = s.newHandler()
@@ -154,11 +158,23 @@ func (s *Server) sampleLocked() *Snapshot {
 	snap.Conntrack = normalizeConntrack(snap.Conntrack)
 	normalizeServices(snap)
 	normalizeIPv6(snap)
-	if prev := s.latest.Load(); prev != nil {
-		fillRates(&prev.snap, snap, cur.at.Sub(prev.at))
-		fillConntrackRates(prev.snap.Conntrack, snap.Conntrack, cur.at.Sub(prev.at))
-		fillDNSRates(prev.snap.DNS, snap.DNS, cur.at.Sub(prev.at))
+	normalizeNeighbors(snap)
+	if snap.Process == nil {
+		snap.Process = readProcess()
+	} else {
+		p := *snap.Process
+		snap.Process = &p
 	}
+	snap.Seq = 1
+	if prev := s.latest.Load(); prev != nil {
+		snap.Seq = prev.snap.Seq + 1
+		dt := cur.at.Sub(prev.at)
+		fillRates(&prev.snap, snap, dt)
+		fillConntrackRates(prev.snap.Conntrack, snap.Conntrack, dt)
+		fillDNSRates(prev.snap.DNS, snap.DNS, dt)
+		fillProcessRate(prev.snap.Process, snap.Process, dt)
+	}
+	s.hist.record(snap)
 	s.latest.Store(cur)
 	return snap
 }

@@ -362,8 +362,8 @@ func addrList(a []netip.Addr) string {
 }
 
 // pageLeasesMax is the most leases the page lists per interface: it
-// reloads every 2 s, and a starved /16 pool would be tens of thousands
-// of rows. The JSON has every lease.
+// redraws every second (page.js keeps the same limit), and a starved /16
+// pool would be tens of thousands of rows. The JSON has every lease.
 const pageLeasesMax = 1000
 
 // leasePage is the part of a lease table the page lists.

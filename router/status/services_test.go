@@ -223,7 +223,7 @@ func TestServicesLeaseLost(t *testing.T) {
 	s, _, _ := newServer(t, snap)
 	page := body(t, get(t, s.Handler(), "GET", "/"))
 	for _, want := range []string{
-		"<main>\n<p class=\"alert\">WAN lease on wan: lease lost at 12:00:01: expired</p>",
+		"<section id=\"s-alerts\">\n<p class=\"alert\">WAN lease on wan: lease lost at 12:00:01: expired</p>",
 		`<span class="badge down">selecting</span>`,
 		`<tr><td>last error</td><td class="drops">lease lost at 12:00:01: expired</td></tr>`,
 		`<tr><td>address</td><td class="mono"><span class="none">none</span></td></tr>`,

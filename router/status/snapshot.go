@@ -29,6 +29,14 @@ type Snapshot struct {
 	// UptimeSeconds is Time - Started in seconds, 0 if Started is zero
 	// (set by the Server).
 	UptimeSeconds float64 `json:"uptime_seconds"`
+	// Seq numbers the samples, 1 for the first one the Server took (set
+	// by the Server). The page shows it and /api/history is indexed by
+	// it, so a client can tell two samples apart and ask for the history
+	// after the one it has.
+	Seq uint64 `json:"seq"`
+	// Process is the router process's CPU and memory; the Server fills it
+	// in (process.go) unless the Source did.
+	Process *Process `json:"process,omitempty"`
 
 	// Interfaces are the router's L3 interfaces (netstack NICs).
 	Interfaces []Interface `json:"interfaces"`
@@ -61,6 +69,10 @@ type Snapshot struct {
 	// IPv6 is home-network IPv6 (ipv6.go): the delegation, RAs learned
 	// and sent, stateless DHCPv6; nil when none of it runs.
 	IPv6 *IPv6 `json:"ipv6,omitempty"`
+	// Neighbors is the ARP and NDP neighbour table of every interface
+	// (neighbors.go): the hosts on the LAN the router has heard from;
+	// nil before the router runs.
+	Neighbors []Neighbor `json:"neighbors,omitempty"`
 }
 
 // HTTP is the status server's connections.

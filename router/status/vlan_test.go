@@ -61,7 +61,12 @@ func TestGROFields(t *testing.T) {
 	}}
 	s, _, _ := newServer(t, snap)
 	page := body(t, get(t, s.Handler(), "GET", "/"))
-	for _, want := range []string{"gro selective", "gro 41/7 fwd 5 seg 2 csum 48/1"} {
+	for _, want := range []string{
+		"<td><b>lan</b></td>\n<td>selective</td>",
+		`<td class="num">41</td><td class="num">7</td><td class="num">5</td>` + "\n" +
+			`<td class="num">2</td><td class="num">48</td><td class="num">1</td>`,
+		"<td><b>plain</b></td>\n<td>unknown</td>",
+	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page does not contain %q", want)
 		}

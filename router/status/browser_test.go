@@ -1,0 +1,403 @@
+package status_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/router/status/statustest"
+)
+
+// chromium returns the path of Debian's chromium. Outside CI a machine
+// without it skips the browser test; under CI=true that is a failure, so a
+// green CI means the page ran in a real browser.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/chromium", "chromium"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is not installed (apt-get install chromium); CI must run the browser test")
+	}
+	t.Skip("chromium is not installed (apt-get install chromium)")
+	return ""
+}
+
+// browserRouter is a Server over a fake router whose counters move with
+// every tick: a sine around 2 Mbit/s in, so the graphs have a shape.
+type browserRouter struct {
+	s   *status.Server
+	src *statustest.Source
+	clk *clock
+
+	// mu protects n and cur.
+	mu  sync.Mutex
+	n   int
+	cur status.Snapshot
+}
+
+func newBrowserRouter() *browserRouter {
+	snap := statustest.WithServices(statustest.Example(started), t0)
+	a := netip.MustParseAddr
+	snap.Neighbors = []status.Neighbor{
+		{Interface: "lan", Address: a("192.168.1.100"), MAC: "02:00:00:00:01:0a", State: "reachable"},
+		{Interface: "lan", Address: a("192.168.1.2"), MAC: "02:00:00:00:01:02", State: "stale"},
+		{Interface: "lan", Address: a("192.168.1.77"), MAC: "02:00:00:00:01:77", State: "reachable"},
+		{Interface: "lan", Address: a("fe80::ff:fe00:10a"), MAC: "02:00:00:00:01:0a", State: "stale"},
+		{Interface: "wan", Address: a("198.51.100.1"), MAC: "02:00:5e:00:00:01", State: "reachable"},
+		{Interface: "lan", Address: a("192.168.1.9"), State: "incomplete"},
+	}
+	snap.Interfaces[0].GROMode = "selective"
+	snap.Interfaces[0].GRO = &status.GRO{Coalesced: 9000, Flushed: 1200, BypassedForward: 52_000, ChecksumVerified: 10_200, ChecksumBad: 3}
+	snap.Interfaces[0].NextHopForwarded = 812
+	snap.Interfaces[0].Drops["tiny_first_fragment"] = 2
+	snap.Interfaces[0].Drops["egress_mtu_below_minimum"] = 1
+	snap.Interfaces[1].Drops["spoofed_source"] = 17
+	snap.Netstack = &status.Netstack{IPPacketsReceived: 1_000_000, IPPacketsDelivered: 40_000, IPPacketsSent: 960_000}
+	snap.Fragments = &status.Fragments{Tracked: 3, Evicted: 0}
+	snap.IPv6 = ipv6Snapshot().IPv6 // every IPv6 section, for the text comparison
+	snap.MACsec = []status.MACsec{{
+		Name: "ms1", On: "eth1", SCI: "0200000000010001", Cipher: "gcm-aes-128", Encrypt: true, Protect: true, Replay: true, Validate: "strict",
+		Counters: map[string]uint64{"InPktsBadTag": 0}, TXSC: map[string]uint64{"OutPktsEncrypted": 10},
+		TXSA: []status.MACsecSA{{AN: 0, State: "on", NextPN: 11, KeyID: "01", Counters: map[string]uint64{"OutPktsEncrypted": 10}}},
+		RXSC: []status.MACsecRXSC{{SCI: "0200000000020001", Counters: map[string]uint64{"InPktsOK": 7},
+			SA: []status.MACsecSA{{AN: 0, State: "on", NextPN: 8, KeyID: "02", Counters: map[string]uint64{"InPktsOK": 7}}}}},
+	}}
+	src := statustest.New(snap)
+	clk := &clock{t: t0}
+	s := status.New(src, nil)
+	s.SetClock(clk.Now)
+	s.Sample()
+	return &browserRouter{s: s, src: src, clk: clk, cur: snap}
+}
+
+// tick is one second of the fake router: counters move, edit changes
+// anything else, and the Server samples.
+func (r *browserRouter) tick(edit func(*status.Snapshot)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	r.clk.Advance(time.Second)
+	rx := uint64(250_000 * (1 + 0.6*math.Sin(float64(r.n)/25)))
+	r.cur = statustest.Advance(r.cur, rx/900, rx, rx/3000, rx/12)
+	if edit != nil {
+		edit(&r.cur)
+	}
+	r.src.Set(r.cur)
+	r.s.Sample()
+}
+
+// TestBrowser loads the page in headless chromium against a fake router
+// and checks what a person would: the graphs draw the history, the numbers
+// are those of /api/status for the same sample, the page text before and
+// after the script's first update is the same (no flicker), a link going
+// down turns its badge red within two seconds without a reload, no
+// console errors, only GETs, and no sideways scrolling at 1280 and 1400
+// px or on a 390 px phone. Screenshots go to $STATUS_SCREENSHOTS (a
+// directory) or t.TempDir().
+func TestBrowser(t *testing.T) {
+	leakCheck(t)
+	path := chromium(t)
+	r := newBrowserRouter()
+	for range 299 { // with the first, 300 samples: five minutes of history
+		r.tick(nil)
+	}
+
+	var (
+		mu      sync.Mutex
+		methods = map[string]int{}
+		console []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		methods[req.Method]++
+		mu.Unlock()
+		r.s.Handler().ServeHTTP(w, req)
+	}))
+	defer srv.Close()
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Headless, chromedp.WindowSize(1280, 900))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	bctx, cancelTab := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
+		var msg string
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			msg = "exception: " + e.ExceptionDetails.Text
+			if e.ExceptionDetails.Exception != nil {
+				msg += " " + e.ExceptionDetails.Exception.Description
+			}
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeAssert {
+				var args []string
+				for _, a := range e.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				msg = "console." + string(e.Type) + ": " + strings.Join(args, " ")
+			}
+		case *cdplog.EventEntryAdded:
+			// CSP violations, failed loads and the like.
+			if e.Entry.Level == cdplog.EntryLevelError {
+				msg = "log " + string(e.Entry.Source) + ": " + e.Entry.Text + " " + e.Entry.URL
+			}
+		}
+		if msg != "" {
+			mu.Lock()
+			console = append(console, msg)
+			mu.Unlock()
+		}
+	}))
+	defer cancelTab()
+	ctx, cancel := context.WithTimeout(bctx, 50*time.Second)
+	defer cancel()
+
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	eval := func(what, js string, v any) {
+		t.Helper()
+		raw, err := chromedp.Run(ctx, chromedp.Evaluate[json.RawMessage](js))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if err := json.Unmarshal(raw, v); err != nil {
+			t.Fatalf("%s: decoding %s: %v", what, raw, err)
+		}
+	}
+	waitFor := func(what, js string, timeout time.Duration) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+			t.Fatalf("%s: not within %v: %v", what, timeout, err)
+		}
+	}
+	const sectionText = `Object.fromEntries([...document.querySelectorAll("main section")].map(e => [e.id, e.innerText]))`
+
+	// The page as the templates render it, without the script.
+	if _, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+		t.Fatalf("disabling scripts: %v", err)
+	}
+	do("loading the page without JavaScript", chromedp.Navigate(srv.URL+"/"))
+	var static map[string]string
+	eval("section text without JavaScript", sectionText, &static)
+	if _, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: false}); err != nil {
+		t.Fatalf("enabling scripts: %v", err)
+	}
+
+	// The live page: its script has drawn sample 300 and the graphs.
+	do("loading the page", chromedp.Navigate(srv.URL+"/"))
+	waitFor("the script draws sample 300", `document.documentElement.dataset.rendered === "300"`, 5*time.Second)
+	var live map[string]string
+	eval("section text", sectionText, &live)
+	if diff := cmp.Diff(static, live); diff != "" {
+		t.Errorf("page text changed on the script's first update (-templates +script):\n%s", diff)
+	}
+	if len(live) < 8 {
+		t.Errorf("page has %d sections, want the 11 of page.go: %v", len(live), live)
+	}
+
+	var graphs []struct {
+		Graph  string `json:"graph"`
+		Points int    `json:"points"`
+		Lines  int    `json:"lines"`
+	}
+	const graphJS = `[...document.querySelectorAll("#graphs svg")].map(s => ({graph: s.closest(".graph").dataset.graph,
+		points: +s.dataset.points, lines: [...s.querySelectorAll("polyline")].filter(p => p.getAttribute("points").split(" ").length > 1).length}))`
+	eval("graphs", graphJS, &graphs)
+	if want := 2 * (3 + 3); len(graphs) != want { // bits and packets for 3 interfaces and 3 ports
+		t.Errorf("%d graphs drawn, want %d: %+v", len(graphs), want, graphs)
+	}
+	for _, g := range graphs {
+		if g.Points != 300 || g.Lines != 2 {
+			t.Errorf("graph %s has %d points in %d lines, want the 300 samples of the history in 2 (in and out)", g.Graph, g.Points, g.Lines)
+		}
+	}
+
+	// The numbers are /api/status's for the sample the page shows.
+	var shown struct {
+		Seq  string `json:"seq"`
+		Rows []struct {
+			Name, State, Rx, Tx, Drops string
+		} `json:"rows"`
+	}
+	eval("interface rows", `({seq: document.getElementById("sample").dataset.seq,
+		rows: [...document.querySelectorAll("#ifaces tbody tr")].map(tr => ({Name: tr.cells[0].innerText,
+			State: tr.querySelector(".badge").className + " " + tr.querySelector(".badge").innerText,
+			Rx: tr.cells[6].innerText, Tx: tr.cells[7].innerText, Drops: tr.cells[8].innerText}))})`, &shown)
+	var api status.Snapshot
+	res, err := http.Get(srv.URL + "/api/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(res.Body).Decode(&api)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shown.Seq != fmt.Sprint(api.Seq) {
+		t.Fatalf("page shows sample %s, /api/status has %d", shown.Seq, api.Seq)
+	}
+	if len(shown.Rows) != len(api.Interfaces) {
+		t.Fatalf("page shows %d interfaces, /api/status has %d", len(shown.Rows), len(api.Interfaces))
+	}
+	for k, i := range api.Interfaces {
+		class := map[string]string{"up": "up", "down": "down"}[i.State]
+		cell := func(bits, pps float64, by, pk uint64) string {
+			return status.FormatBits(bits) + "\n" + status.FormatPPS(pps) + "\n" + status.FormatBytes(by) + ", " + status.FormatCount(pk) + " pkts"
+		}
+		want := struct{ Name, State, Rx, Tx, Drops string }{
+			Name: i.Name, State: "badge " + class + " " + i.State,
+			Rx:    cell(i.Rates.RxBitsPerSecond, i.Rates.RxPacketsPerSecond, i.RxBytes, i.RxPackets),
+			Tx:    cell(i.Rates.TxBitsPerSecond, i.Rates.TxPacketsPerSecond, i.TxBytes, i.TxPackets),
+			Drops: dropsText(i.Drops),
+		}
+		if diff := cmp.Diff(want, shown.Rows[k]); diff != "" {
+			t.Errorf("interface %s on the page (-/api/status +page):\n%s", i.Name, diff)
+		}
+	}
+	if i := api.Interfaces[0]; i.Rates.RxBitsPerSecond == 0 || i.RxPackets == 0 {
+		t.Fatalf("the fake router did not move: %+v", i)
+	}
+
+	// wan goes down: its badge turns red within two seconds, in place
+	// (no reload: the marker and the scroll position stay).
+	var y float64
+	eval("scrolling", `window.__noReload = 1; window.scrollTo(0, 300); window.scrollY`, &y)
+	if y != 300 {
+		t.Fatalf("scrollY = %v after scrolling to 300; is the page shorter than the window?", y)
+	}
+	start := time.Now()
+	r.tick(func(s *status.Snapshot) { s.Interfaces[1].State = "down"; s.Ports[1].State = "down" })
+	waitFor("wan's badge turns red", `document.querySelector('.badge[data-iface="wan"]').classList.contains("down")`, 2*time.Second)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("wan's badge turned red %v after the link went down, want within 2 s", d)
+	}
+	var after struct {
+		Marker, Y, Points int
+		Port              string
+		Color             string
+	}
+	eval("after the update", `({Marker: window.__noReload || 0, Y: Math.round(window.scrollY),
+		Points: +document.querySelector('[data-graph="ifs:lan"] svg').dataset.points,
+		Port: document.querySelector('.badge[data-port="eth1"]').innerText,
+		Color: getComputedStyle(document.querySelector('.badge[data-iface="wan"]')).color})`, &after)
+	if after.Marker != 1 || after.Y != 300 || after.Points != 301 || after.Port != "down" || after.Color != "rgb(207, 34, 46)" {
+		t.Errorf("after the update: reload marker %d (want 1), scrollY %d (want 300), lan graph %d points (want 301), eth1 %q (want down), wan badge colour %s (want rgb(207, 34, 46))",
+			after.Marker, after.Y, after.Points, after.Port, after.Color)
+	}
+
+	// Layout: nothing scrolls sideways or is clipped at desktop widths,
+	// and the page fits a phone.
+	dir := os.Getenv("STATUS_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	eval("scrolling back", `window.scrollTo(0, 0); 0`, &y)
+	for _, vp := range []struct {
+		name          string
+		width, height int64
+		mobile        bool
+	}{{"1280", 1280, 900, false}, {"1400", 1400, 900, false}, {"phone", 390, 844, true}} {
+		if vp.mobile {
+			do("phone viewport", chromedp.EmulateViewport(vp.width, vp.height, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+		} else {
+			do(vp.name+" viewport", chromedp.EmulateViewport(vp.width, vp.height))
+		}
+		var lay struct {
+			DocScroll, DocClient, TableScroll, TableClient int
+			Clipped, Scrolling                             []string
+		}
+		eval(vp.name+" layout", `(() => { const de = document.documentElement, w = document.getElementById("ifaces").parentElement;
+			const clipped = [...document.querySelectorAll("#ifaces td, #ports td, .drops-cell, .card, .graph")]
+				.filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText.slice(0, 40));
+			const scrolling = [...document.querySelectorAll(".wrap")].filter(e => e.scrollWidth > e.clientWidth)
+				.map(e => (e.previousElementSibling || e.parentElement).innerText.slice(0, 40));
+			return {DocScroll: de.scrollWidth, DocClient: de.clientWidth, TableScroll: w.scrollWidth, TableClient: w.clientWidth,
+				Clipped: clipped, Scrolling: scrolling}; })()`, &lay)
+		if lay.DocScroll > lay.DocClient {
+			t.Errorf("%s: the page scrolls sideways: scrollWidth %d > clientWidth %d", vp.name, lay.DocScroll, lay.DocClient)
+		}
+		if lay.TableScroll > lay.TableClient {
+			t.Errorf("%s: the interface table scrolls sideways: scrollWidth %d > clientWidth %d", vp.name, lay.TableScroll, lay.TableClient)
+		}
+		if len(lay.Clipped) > 0 {
+			t.Errorf("%s: clipped cells: %q", vp.name, lay.Clipped)
+		}
+		// On a desktop no table scrolls; a phone may scroll the wide
+		// ones (DNS, leases) inside their box, never the page.
+		if !vp.mobile && len(lay.Scrolling) > 0 {
+			t.Errorf("%s: tables that scroll sideways, after: %q", vp.name, lay.Scrolling)
+		}
+		if vp.name == "1400" {
+			continue
+		}
+		top, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatalf("%s screenshot: %v", vp.name, err)
+		}
+		full, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("%s full screenshot: %v", vp.name, err)
+		}
+		for name, b := range map[string][]byte{"status-" + vp.name + ".png": top, "status-" + vp.name + "-full.png": full} {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("screenshots in %s", dir)
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(console) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(console, "\n"))
+	}
+	for m, n := range methods {
+		if m != http.MethodGet {
+			t.Errorf("the page sent %d %s requests, want GET only", n, m)
+		}
+	}
+	if methods[http.MethodGet] < 5 {
+		t.Errorf("the page sent %d GETs, want the page, its history and its polls", methods[http.MethodGet])
+	}
+}
+
+// dropsText is the drops cell's text for m: non-zero reasons sorted, one
+// a line, or "none".
+func dropsText(m map[string]uint64) string {
+	var l []string
+	for r, n := range m {
+		if n > 0 {
+			l = append(l, r+" "+status.FormatCount(n))
+		}
+	}
+	if len(l) == 0 {
+		return "none"
+	}
+	slices.Sort(l)
+	return strings.Join(l, "\n")
+}
