@@ -54,7 +54,10 @@
 //
 // # Link state
 //
-// A port samples its interface flags every LinkPollInterval (IFF_UP and
-// IFF_RUNNING, i.e. carrier and operstate) and calls the SetLinkHandler
-// callback on each change.
+// A port follows its interface flags (IFF_UP and IFF_RUNNING, i.e. carrier
+// and operstate) through an rtnetlink RTNLGRP_LINK subscription in its
+// namespace and calls the SetLinkHandler callback on each change, so a
+// carrier loss reaches the stack, the fast path and the status page within
+// milliseconds. If the subscription cannot be made the port logs why and
+// samples the flags every LinkPollInterval instead.
 package hw

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/jsimonetti/rtnetlink/v2"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,6 +43,7 @@ type Port struct {
 
 	linkUp      atomic.Bool
 	linkHandler atomic.Pointer[func(up bool)]
+	linkConn    *rtnetlink.Conn // the link event subscription; nil when polling
 	stopLink    chan struct{}
 	linkDone    sync.WaitGroup
 
@@ -96,8 +98,7 @@ func Open(cfg Config, log *slog.Logger) (*Port, error) {
 		p.closeResources()
 		return nil, err
 	}
-	p.linkDone.Add(1)
-	go p.routineLink()
+	p.startLink()
 	p.log.Info("port open", "ifindex", p.ifidx, "mac", p.hwaddr.String(), "mtu", p.mtu, "queues", nq, "profile", prof.Name, "link", p.linkUp.Load())
 	return p, nil
 }
@@ -232,8 +233,7 @@ func (p *Port) Close() error {
 	}
 	p.runMu.Unlock()
 	p.running.Wait()
-	close(p.stopLink)
-	p.linkDone.Wait()
+	p.stopLinkRoutine()
 
 	err := p.closeResources()
 	p.log.Info("port closed")

@@ -305,37 +305,6 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
-func TestLinkHandler(t *testing.T) {
-	privileged(t)
-	n := newNetns(t)
-	vethPair(t, n, "p0", "p1")
-	p := openIn(t, n, Config{Name: "p1", KeepKernel: true})
-	// The kernel may mark a new veth running a moment after `ip link set
-	// up` returns; the port then follows it within one poll.
-	for deadline := time.Now().Add(3 * LinkPollInterval); !p.LinkUp(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("LinkUp() = false on a veth whose peer is up")
-		}
-	}
-	events := make(chan bool, 4)
-	p.SetLinkHandler(func(up bool) { events <- up })
-	expect := func(want bool) {
-		t.Helper()
-		select {
-		case up := <-events:
-			if up != want || p.LinkUp() != want {
-				t.Errorf("link handler got %v (LinkUp %v), want %v", up, p.LinkUp(), want)
-			}
-		case <-time.After(3 * LinkPollInterval):
-			t.Fatalf("no link event, want up=%v", want)
-		}
-	}
-	n.IP(t, "link", "set", "p0", "down")
-	expect(false)
-	n.IP(t, "link", "set", "p0", "up")
-	expect(true)
-}
-
 func TestFanoutQueues(t *testing.T) {
 	privileged(t)
 	n := newNetns(t)
