@@ -632,3 +632,38 @@ func TestBacklogged(t *testing.T) {
 	}
 	t.Logf("Backlogged per batch: %v", flags)
 }
+
+// TestIngressDropWithoutTools checks that the default ingress drop needs
+// no userland tool: with no PATH, Open still installs the nftables table
+// (through netlink) and Close removes it.
+func TestIngressDropWithoutTools(t *testing.T) {
+	privileged(t)
+	n := newNetns(t)
+	vethPair(t, n, "p0", "p1")
+	defer func(v string) { ingressDropWith = v }(ingressDropWith)
+	ingressDropWith = ""
+	path := os.Getenv("PATH")
+	t.Setenv("PATH", "")
+	var p *Port
+	var err error
+	n.Do(t, func() { p, err = Open(Config{Name: "p1"}, nil) })
+	os.Setenv("PATH", path)
+	if err != nil {
+		t.Fatalf("Open without PATH: %v", err)
+	}
+	if table := n.Run(t, "nft", "list", "table", "netdev", fmt.Sprintf("gvrouter_hw_%d", p.ifidx)); !strings.Contains(table, `hook ingress device "p1" priority -500`) || !strings.Contains(table, "drop") {
+		t.Errorf("nft table while open:\n%s\nwant an ingress drop on p1", table)
+	}
+	if f := n.Run(t, "tc", "qdisc", "show", "dev", "p1"); strings.Contains(f, "clsact") {
+		t.Errorf("tc qdiscs while open:\n%s\nwant no clsact (nftables is the default)", f)
+	}
+	os.Setenv("PATH", "")
+	err = p.Close()
+	os.Setenv("PATH", path)
+	if err != nil {
+		t.Fatalf("Close without PATH: %v", err)
+	}
+	if tables := n.Run(t, "nft", "list", "tables"); strings.Contains(tables, "gvrouter_hw_") {
+		t.Errorf("nft tables after Close:\n%s\nwant ours gone", tables)
+	}
+}
