@@ -2,7 +2,10 @@ package hw
 
 import (
 	"errors"
+	"log/slog"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jsimonetti/rtnetlink/v2"
@@ -31,142 +34,171 @@ func linkUpFlags(flags uint32) bool {
 // LinkUp reports whether the link is up (administratively up with
 // carrier), as the last link event said; without a netlink subscription,
 // as sampled at most LinkPollInterval ago.
-func (p *Port) LinkUp() bool { return p.linkUp.Load() }
+func (p *Port) LinkUp() bool { return p.link.Up() }
 
 // SetLinkHandler sets f to be called, from the port's link goroutine, each
 // time the link goes up or down. A nil f removes the handler.
-func (p *Port) SetLinkHandler(f func(up bool)) {
-	if f == nil {
-		p.linkHandler.Store(nil)
-		return
-	}
-	p.linkHandler.Store(&f)
-}
+func (p *Port) SetLinkHandler(f func(up bool)) { p.link.SetHandler(f) }
 
-// setLink records the link state and calls the handler if it changed.
-// Only the link goroutine calls it.
-func (p *Port) setLink(up bool) {
-	if p.linkUp.Swap(up) == up {
-		return
-	}
-	p.log.Info("link changed", "up", up)
-	if f := p.linkHandler.Load(); f != nil {
-		(*f)(up)
-	}
-}
-
-// sampleLink reads the flags and records the link state.
-func (p *Port) sampleLink() {
+// sampleLinkUp reads the flags: the link watcher's sample.
+func (p *Port) sampleLinkUp() bool {
 	flags, err := p.flags()
-	p.setLink(err == nil && linkUpFlags(flags))
+	return err == nil && linkUpFlags(flags)
 }
 
 // dialLinkEvents subscribes to RTNLGRP_LINK in the calling thread's
-// network namespace (Open's, which is the port's). Tests set it to make
-// the subscription fail.
+// network namespace. Tests set it to make the subscription fail.
 var dialLinkEvents = func() (*rtnetlink.Conn, error) {
 	return rtnetlink.Dial(&netlink.Config{Groups: unix.RTMGRP_LINK})
 }
 
-// startLink starts the link goroutine: on link events from an rtnetlink
-// subscription, so that a carrier change reaches the handler (the stack,
-// the fast path, the status page) within milliseconds; or, if the
-// subscription fails (no netlink in a sandbox, a seccomp filter), by
-// sampling the flags every LinkPollInterval, with the reason logged. It
-// runs on Open's thread, in the port's namespace.
-func (p *Port) startLink() {
+// LinkWatcher follows one interface's link state (administratively up
+// with carrier: IFF_UP and IFF_RUNNING) and calls a handler on each
+// change. It learns of changes from an rtnetlink RTNLGRP_LINK
+// subscription, so a carrier loss reaches the handler (the stack, the
+// fast path, the status page) within milliseconds; if the subscription
+// cannot be made (no netlink in a sandbox, a seccomp filter) or its socket
+// fails, it logs why and samples every LinkPollInterval instead. Its
+// methods are safe for concurrent use; one goroutine, stopped by Stop,
+// calls the handler.
+type LinkWatcher struct {
+	ifindex int
+	sample  func() bool // the state now, e.g. from SIOCGIFFLAGS
+	log     *slog.Logger
+
+	up      atomic.Bool
+	handler atomic.Pointer[func(up bool)]
+	conn    *rtnetlink.Conn // the subscription; nil when polling
+	stop    chan struct{}
+	done    sync.WaitGroup
+}
+
+// StartLinkWatcher starts watching interface ifindex of the calling
+// thread's network namespace, whose state sample reads (it must not
+// block). The state starts as sample says.
+func StartLinkWatcher(ifindex int, sample func() bool, log *slog.Logger) *LinkWatcher {
+	w := &LinkWatcher{ifindex: ifindex, sample: sample, log: log, stop: make(chan struct{})}
+	w.up.Store(sample())
 	c, err := dialLinkEvents()
 	if err != nil {
-		p.log.Warn("link events: netlink subscription failed, polling the link state instead", "every", LinkPollInterval, "err", err)
-		p.linkDone.Add(1)
-		go p.routinePollLink()
+		log.Warn("link events: netlink subscription failed, polling the link state instead", "every", LinkPollInterval, "err", err)
+		w.done.Add(1)
+		go w.routinePoll()
+		return w
+	}
+	w.conn = c
+	// A change between the first sample and the subscription has no event
+	// of ours: sample once more now that events are queued.
+	w.set(sample())
+	w.done.Add(1)
+	go w.routineEvents()
+	return w
+}
+
+// Up reports the link state as last seen.
+func (w *LinkWatcher) Up() bool { return w.up.Load() }
+
+// Subscribed reports whether w follows netlink events (not polling).
+func (w *LinkWatcher) Subscribed() bool { return w.conn != nil }
+
+// SetHandler sets f to be called, from w's goroutine, each time the link
+// goes up or down. A nil f removes the handler.
+func (w *LinkWatcher) SetHandler(f func(up bool)) {
+	if f == nil {
+		w.handler.Store(nil)
 		return
 	}
-	p.linkConn = c
-	// A change between Open's first sample and the subscription has no
-	// event of ours: sample once more now that events are queued.
-	p.sampleLink()
-	p.linkDone.Add(1)
-	go p.routineLinkEvents(c)
+	w.handler.Store(&f)
 }
 
-// stopLinkRoutine stops the link goroutine and waits for it. Only Close
-// calls it.
-func (p *Port) stopLinkRoutine() {
-	close(p.stopLink)
-	if p.linkConn != nil {
-		p.linkConn.Close() // wakes Receive
+// Stop stops w's goroutine and waits for it; the handler is not called
+// after Stop returns. Call it once.
+func (w *LinkWatcher) Stop() {
+	close(w.stop)
+	if w.conn != nil {
+		w.conn.Close() // wakes Receive
 	}
-	p.linkDone.Wait()
+	w.done.Wait()
 }
 
-// routineLinkEvents follows RTM_NEWLINK/RTM_DELLINK messages about the
-// port's interface until Close. The socket lives in the port's namespace,
-// so this goroutine needs no namespace switch. If the kernel dropped
-// events (ENOBUFS: the socket's buffer overflowed) the flags are sampled
-// again; if the socket fails otherwise, the goroutine falls back to
-// polling.
-func (p *Port) routineLinkEvents(c *rtnetlink.Conn) {
-	defer p.linkDone.Done()
-	p.log.Debug("link watcher started", "source", "netlink")
-	defer p.log.Debug("link watcher stopped")
+// set records the link state and calls the handler if it changed. Only
+// w's goroutine (and StartLinkWatcher before it) calls it.
+func (w *LinkWatcher) set(up bool) {
+	if w.up.Swap(up) == up {
+		return
+	}
+	w.log.Info("link changed", "up", up)
+	if f := w.handler.Load(); f != nil {
+		(*f)(up)
+	}
+}
+
+// routineEvents follows RTM_NEWLINK/RTM_DELLINK messages about the
+// interface until Stop. The socket lives in the interface's namespace, so
+// this goroutine needs no namespace switch. If the kernel dropped events
+// (ENOBUFS: the socket's buffer overflowed) the state is sampled again; if
+// the socket fails otherwise, the goroutine falls back to polling.
+func (w *LinkWatcher) routineEvents() {
+	defer w.done.Done()
+	w.log.Debug("link watcher started", "source", "netlink")
+	defer w.log.Debug("link watcher stopped")
 	for {
-		msgs, raw, err := c.Receive()
+		msgs, raw, err := w.conn.Receive()
 		select {
-		case <-p.stopLink:
+		case <-w.stop:
 			return
 		default:
 		}
 		if err != nil {
 			if errors.Is(err, unix.ENOBUFS) {
-				p.sampleLink()
+				w.set(w.sample())
 				continue
 			}
 			if errors.Is(err, os.ErrClosed) {
 				return
 			}
 			// A message the library could not decode also lands here
-			// (Receive returns no messages then): the flags tell the
+			// (Receive returns no messages then): the sample tells the
 			// truth, and the next event may decode.
 			var oerr *netlink.OpError
 			if !errors.As(err, &oerr) {
-				p.sampleLink()
+				w.set(w.sample())
 				continue
 			}
-			p.log.Warn("link events: netlink receive failed, polling the link state instead", "every", LinkPollInterval, "err", err)
-			p.pollLink()
+			w.log.Warn("link events: netlink receive failed, polling the link state instead", "every", LinkPollInterval, "err", err)
+			w.poll()
 			return
 		}
 		for i, m := range msgs {
 			lm, ok := m.(*rtnetlink.LinkMessage)
-			if !ok || int(lm.Index) != p.ifidx {
+			if !ok || int(lm.Index) != w.ifindex {
 				continue
 			}
 			// RTM_DELLINK carries the last flags; the interface is gone
 			// all the same.
-			p.setLink(linkUpFlags(lm.Flags) && raw[i].Header.Type != unix.RTM_DELLINK)
+			w.set(linkUpFlags(lm.Flags) && raw[i].Header.Type != unix.RTM_DELLINK)
 		}
 	}
 }
 
-// routinePollLink samples the link state every LinkPollInterval until
-// Close: the fallback when there is no netlink subscription.
-func (p *Port) routinePollLink() {
-	defer p.linkDone.Done()
-	p.log.Debug("link watcher started", "source", "poll")
-	defer p.log.Debug("link watcher stopped")
-	p.pollLink()
+// routinePoll samples the link state every LinkPollInterval until Stop:
+// the fallback when there is no netlink subscription.
+func (w *LinkWatcher) routinePoll() {
+	defer w.done.Done()
+	w.log.Debug("link watcher started", "source", "poll")
+	defer w.log.Debug("link watcher stopped")
+	w.poll()
 }
 
-func (p *Port) pollLink() {
+func (w *LinkWatcher) poll() {
 	t := time.NewTicker(LinkPollInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-p.stopLink:
+		case <-w.stop:
 			return
 		case <-t.C:
 		}
-		p.sampleLink()
+		w.set(w.sample())
 	}
 }

@@ -66,7 +66,7 @@ func TestLinkEvents(t *testing.T) {
 	n := newNetns(t)
 	vethPair(t, n, "p0", "p1")
 	p := openIn(t, n, Config{Name: "p1", KeepKernel: true})
-	if p.linkConn == nil {
+	if !p.link.Subscribed() {
 		t.Fatal("port has no netlink link subscription; it fell back to polling")
 	}
 	waitLinkUp(t, p, linkEventDeadline)
@@ -96,7 +96,7 @@ func TestLinkPollFallback(t *testing.T) {
 	n := newNetns(t)
 	vethPair(t, n, "p0", "p1")
 	p := openIn(t, n, Config{Name: "p1", KeepKernel: true})
-	if p.linkConn != nil {
+	if p.link.Subscribed() {
 		t.Fatal("port has a subscription though dialing failed")
 	}
 	waitLinkUp(t, p, 3*LinkPollInterval)
@@ -121,7 +121,7 @@ func TestLinkEventLatency(t *testing.T) {
 	n := newNetns(t)
 	vethPair(t, n, "p0", "p1")
 	p := openIn(t, n, Config{Name: "p1", KeepKernel: true})
-	if p.linkConn == nil {
+	if !p.link.Subscribed() {
 		t.Fatal("port has no netlink link subscription")
 	}
 	waitLinkUp(t, p, linkEventDeadline)
