@@ -4,13 +4,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/gvrouter/gvrouter/hw/takeover"
+	"github.com/jsimonetti/rtnetlink/v2"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -83,84 +85,96 @@ func scopeValue(name string) (uint8, error) {
 }
 
 // kernelAddr is one address as the kernel lists it: the decoded form and
-// the raw ifaddrmsg payload (which deletes it exactly).
+// the library's message (which deletes it exactly).
 type kernelAddr struct {
 	takeover.Address
-	raw []byte
+	msg rtnetlink.AddressMessage
 }
 
 // listAddrs returns ifindex's addresses of one family (AF_INET or
 // AF_INET6) in the kernel's order, in the calling thread's network
-// namespace.
+// namespace. The dump goes through github.com/jsimonetti/rtnetlink/v2;
+// its AddressAttributes have no IFA_PROTO, so that one attribute is read
+// from the raw message the library hands back beside the decoded one.
 func listAddrs(ifindex, family int, now time.Time) ([]kernelAddr, error) {
-	rib, err := syscall.NetlinkRIB(unix.RTM_GETADDR, family)
+	c, err := rtnetlink.Dial(nil)
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := syscall.ParseNetlinkMessage(rib)
+	defer c.Close()
+	if _, err := c.Send(&rtnetlink.AddressMessage{Family: uint8(family)}, unix.RTM_GETADDR, netlink.Request|netlink.Dump); err != nil {
+		return nil, err
+	}
+	msgs, raw, err := c.Receive()
 	if err != nil {
 		return nil, err
 	}
 	var out []kernelAddr
-	for _, m := range msgs {
-		if m.Header.Type != unix.RTM_NEWADDR || len(m.Data) < unix.SizeofIfAddrmsg {
+	for i, m := range msgs {
+		am, ok := m.(*rtnetlink.AddressMessage)
+		if !ok || raw[i].Header.Type != unix.RTM_NEWADDR || am.Attributes == nil {
 			continue
 		}
-		if int(m.Data[0]) != family || int(binary.NativeEndian.Uint32(m.Data[4:])) != ifindex {
+		if int(am.Family) != family || int(am.Index) != ifindex {
 			continue
 		}
-		a, err := decodeAddr(m.Data, now)
+		proto, protoSeen := addrProto(raw[i].Data)
+		a, err := decodeAddr(am, proto, protoSeen, now)
 		if err != nil {
 			continue // not an address we could restore; leave it alone
 		}
-		out = append(out, kernelAddr{Address: a, raw: slices.Clone(m.Data)})
+		out = append(out, kernelAddr{Address: a, msg: *am})
 	}
 	return out, nil
 }
 
-// decodeAddr decodes an ifaddrmsg payload and its IFA_* attributes.
-func decodeAddr(data []byte, now time.Time) (takeover.Address, error) {
-	var a takeover.Address
-	fam, plen, flags8, scope := data[0], data[1], data[2], data[3]
-	attrs, err := syscall.ParseNetlinkRouteAttr(&syscall.NetlinkMessage{Header: syscall.NlMsghdr{Type: unix.RTM_NEWADDR}, Data: data})
-	if err != nil {
-		return a, err
+// addrProto returns the IFA_PROTO attribute of an ifaddrmsg payload.
+func addrProto(data []byte) (uint8, bool) {
+	if len(data) < unix.SizeofIfAddrmsg {
+		return 0, false
 	}
-	var local, address netip.Addr
-	flags := uint32(flags8)
-	protoSeen := false
-	for _, at := range attrs {
-		switch at.Attr.Type {
-		case unix.IFA_LOCAL:
-			local, _ = netip.AddrFromSlice(at.Value)
-		case unix.IFA_ADDRESS:
-			address, _ = netip.AddrFromSlice(at.Value)
-		case unix.IFA_BROADCAST:
-			a.Broadcast, _ = netip.AddrFromSlice(at.Value)
-		case unix.IFA_LABEL:
-			a.Label = string(trimNUL(at.Value))
-		case unix.IFA_FLAGS:
-			if len(at.Value) >= 4 {
-				flags = binary.NativeEndian.Uint32(at.Value)
-			}
-		case ifaProto:
-			if len(at.Value) >= 1 {
-				a.Protocol, protoSeen = at.Value[0], true
-			}
-		case unix.IFA_CACHEINFO:
-			if len(at.Value) >= 8 {
-				pref := binary.NativeEndian.Uint32(at.Value[0:])
-				valid := binary.NativeEndian.Uint32(at.Value[4:])
-				if valid != infinityLifetime {
-					a.ValidUntil = now.Add(time.Duration(valid) * time.Second).UTC()
-				}
-				if pref != infinityLifetime {
-					a.PreferredUntil = now.Add(time.Duration(pref) * time.Second).UTC()
-				}
-			}
+	ad, err := netlink.NewAttributeDecoder(data[unix.SizeofIfAddrmsg:])
+	if err != nil {
+		return 0, false
+	}
+	for ad.Next() {
+		if ad.Type() == ifaProto && len(ad.Bytes()) >= 1 {
+			return ad.Bytes()[0], true
 		}
 	}
-	switch fam {
+	return 0, false
+}
+
+// ipAddr converts a library address (nil when absent) to netip.
+func ipAddr(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
+}
+
+// decodeAddr decodes an address message (proto is its IFA_PROTO, if
+// protoSeen).
+func decodeAddr(m *rtnetlink.AddressMessage, proto uint8, protoSeen bool, now time.Time) (takeover.Address, error) {
+	var a takeover.Address
+	at := m.Attributes
+	local, address := ipAddr(at.Local), ipAddr(at.Address)
+	a.Broadcast = ipAddr(at.Broadcast)
+	a.Label = at.Label
+	flags := uint32(m.Flags)
+	if at.Flags != 0 {
+		flags = at.Flags // IFA_FLAGS: all 32 bits (the header has 8)
+	}
+	if protoSeen {
+		a.Protocol = proto
+	}
+	if ci := at.CacheInfo; ci != (rtnetlink.CacheInfo{}) {
+		if ci.Valid != infinityLifetime {
+			a.ValidUntil = now.Add(time.Duration(ci.Valid) * time.Second).UTC()
+		}
+		if ci.Preferred != infinityLifetime {
+			a.PreferredUntil = now.Add(time.Duration(ci.Preferred) * time.Second).UTC()
+		}
+	}
+	switch m.Family {
 	case unix.AF_INET:
 		a.Family = "inet"
 		if !local.IsValid() {
@@ -180,28 +194,24 @@ func decodeAddr(data []byte, now time.Time) (takeover.Address, error) {
 		}
 		local = address
 	default:
-		return a, fmt.Errorf("family %d", fam)
+		return a, fmt.Errorf("family %d", m.Family)
 	}
 	if !local.IsValid() {
 		return a, errors.New("no address")
 	}
-	a.Local = netip.PrefixFrom(local.Unmap(), int(plen))
-	a.Scope = scopeName(scope)
-	a.Flags = flagNames(int(fam), flags)
-	a.Generated = fam == unix.AF_INET6 && local.IsLinkLocalUnicast() && protoSeen && a.Protocol == ifaProtoKernelLL
+	a.Local = netip.PrefixFrom(local, int(m.PrefixLength))
+	a.Scope = scopeName(m.Scope)
+	a.Flags = flagNames(int(m.Family), flags)
+	a.Generated = m.Family == unix.AF_INET6 && local.IsLinkLocalUnicast() && protoSeen && a.Protocol == ifaProtoKernelLL
 	return a, nil
-}
-
-func trimNUL(b []byte) []byte {
-	for len(b) > 0 && b[len(b)-1] == 0 {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 // encodeAddr is decodeAddr's inverse: the RTM_NEWADDR payload that adds a
 // on ifindex, with what is left of its lifetimes at now. It fails for an
-// address whose valid lifetime has ended.
+// address whose valid lifetime has ended. The library builds the message;
+// its encoder writes neither IFA_CACHEINFO nor IFA_PROTO, so those two are
+// appended with its attribute encoder (without the lifetimes a restored
+// address would become permanent).
 func encodeAddr(a takeover.Address, ifindex int, now time.Time) ([]byte, error) {
 	var fam uint8
 	switch a.Family {
@@ -217,25 +227,25 @@ func encodeAddr(a takeover.Address, ifindex int, now time.Time) ([]byte, error) 
 		return nil, err
 	}
 	flags := flagBits(slices.DeleteFunc(slices.Clone(a.Flags), func(f string) bool { return slices.Contains(ifaStateFlags, f) }))
-	b := make([]byte, unix.SizeofIfAddrmsg, 64)
-	b[0], b[1], b[2], b[3] = fam, uint8(a.Local.Bits()), uint8(flags), scope
-	binary.NativeEndian.PutUint32(b[4:], uint32(ifindex))
-	local := a.Local.Addr().AsSlice()
+	local := net.IP(a.Local.Addr().AsSlice())
 	address := local
 	if a.Peer.IsValid() {
 		address = a.Peer.AsSlice()
 	}
-	b = appendAttr(b, unix.IFA_LOCAL, local)
-	b = appendAttr(b, unix.IFA_ADDRESS, address)
+	m := &rtnetlink.AddressMessage{
+		Family: fam, PrefixLength: uint8(a.Local.Bits()), Flags: uint8(flags), Scope: scope, Index: uint32(ifindex),
+		Attributes: &rtnetlink.AddressAttributes{Local: local, Address: address, Label: a.Label, Flags: flags},
+	}
 	if a.Broadcast.IsValid() {
-		b = appendAttr(b, unix.IFA_BROADCAST, a.Broadcast.AsSlice())
+		m.Attributes.Broadcast = a.Broadcast.AsSlice()
 	}
-	if a.Label != "" {
-		b = appendAttr(b, unix.IFA_LABEL, append([]byte(a.Label), 0))
+	b, err := m.MarshalBinary()
+	if err != nil {
+		return nil, err
 	}
-	b = appendAttr(b, unix.IFA_FLAGS, binary.NativeEndian.AppendUint32(nil, flags))
+	ae := netlink.NewAttributeEncoder()
 	if a.Protocol != 0 {
-		b = appendAttr(b, ifaProto, []byte{a.Protocol})
+		ae.Uint8(ifaProto, a.Protocol)
 	}
 	if !a.ValidUntil.IsZero() {
 		valid := a.ValidUntil.Sub(now)
@@ -251,21 +261,13 @@ func encodeAddr(a takeover.Address, ifindex int, now time.Time) ([]byte, error) 
 		ci := make([]byte, 16)
 		binary.NativeEndian.PutUint32(ci[0:], uint32(pref/time.Second))
 		binary.NativeEndian.PutUint32(ci[4:], uint32(valid/time.Second))
-		b = appendAttr(b, unix.IFA_CACHEINFO, ci)
+		ae.Bytes(unix.IFA_CACHEINFO, ci)
 	}
-	return b, nil
-}
-
-// appendAttr appends one rtnetlink attribute, padded to 4 bytes.
-func appendAttr(b []byte, typ uint16, val []byte) []byte {
-	l := unix.SizeofRtAttr + len(val)
-	b = binary.NativeEndian.AppendUint16(b, uint16(l))
-	b = binary.NativeEndian.AppendUint16(b, typ)
-	b = append(b, val...)
-	for len(b)%4 != 0 {
-		b = append(b, 0)
+	extra, err := ae.Encode()
+	if err != nil {
+		return nil, err
 	}
-	return b
+	return append(b, extra...), nil
 }
 
 // removeAddrs records and removes ifindex's addresses of one family
@@ -296,8 +298,13 @@ func (k *kernelState) removeAddrs(family int) error {
 			return err
 		}
 	}
+	c, err := rtnetlink.Dial(nil)
+	if err != nil {
+		return fmt.Errorf("hw: remove addresses from %s: %w", k.ifname, err)
+	}
+	defer c.Close()
 	for _, a := range slices.Backward(remove) {
-		err := netlinkRequest(unix.RTM_DELADDR, 0, a.raw)
+		err := c.Address.Delete(&a.msg)
 		if errors.Is(err, unix.EADDRNOTAVAIL) {
 			continue // a secondary that went with its primary
 		}
@@ -333,7 +340,7 @@ func (k *kernelState) restoreAddrs() error {
 			k.log.Warn("address not restored", "addr", a.String(), "err", err)
 			continue
 		}
-		if err := netlinkRequest(unix.RTM_NEWADDR, unix.NLM_F_CREATE|unix.NLM_F_REPLACE, msg); err != nil {
+		if err := addrRequest(msg); err != nil {
 			errs = append(errs, fmt.Errorf("hw: restore address %s on %s: %w", a, k.ifname, err))
 			left = append(left, a)
 		}
@@ -342,43 +349,23 @@ func (k *kernelState) restoreAddrs() error {
 	return errors.Join(errs...)
 }
 
-// netlinkRequest sends one rtnetlink request with payload and waits for
-// its acknowledgement, in the calling thread's network namespace.
-func netlinkRequest(typ uint16, flags uint16, payload []byte) error {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+// addrRequest sends an RTM_NEWADDR request with payload (create or
+// replace) through github.com/mdlayher/netlink and waits for its
+// acknowledgement, in the calling thread's network namespace. It is not
+// the rtnetlink library's AddressService.New, which always sets NLM_F_EXCL
+// and takes a message its encoder cannot extend (encodeAddr).
+func addrRequest(payload []byte) error {
+	c, err := netlink.Dial(unix.NETLINK_ROUTE, nil)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return err
-	}
-	msg := make([]byte, unix.NLMSG_HDRLEN+len(payload))
-	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
-	binary.NativeEndian.PutUint16(msg[4:], typ)
-	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK|flags)
-	binary.NativeEndian.PutUint32(msg[8:], 1) // seq
-	copy(msg[unix.NLMSG_HDRLEN:], payload)
-	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return err
-	}
-	buf := make([]byte, 8192)
-	for {
-		n, _, err := unix.Recvfrom(fd, buf, 0)
-		if err != nil {
-			return err
-		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-		if err != nil {
-			return err
-		}
-		for _, m := range msgs {
-			if m.Header.Type == unix.NLMSG_ERROR && len(m.Data) >= 4 {
-				if e := int32(binary.NativeEndian.Uint32(m.Data)); e != 0 {
-					return unix.Errno(-e)
-				}
-				return nil
-			}
-		}
-	}
+	defer c.Close()
+	_, err = c.Execute(netlink.Message{
+		Header: netlink.Header{
+			Type:  unix.RTM_NEWADDR,
+			Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Replace,
+		},
+		Data: payload,
+	})
+	return err
 }

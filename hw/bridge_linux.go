@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // bridgeQueue is the forwarding state of one receive queue of a bridged
@@ -92,15 +90,16 @@ func Bridge(ctx context.Context, a, b *Port) error {
 }
 
 // setPromisc puts the interface in promiscuous mode through a packet
-// membership on each queue's socket; the kernel drops it with the socket.
+// membership (PACKET_MR_PROMISC, github.com/mdlayher/packet's
+// SetPromiscuous) on queue 0's socket; the kernel drops it with the
+// socket.
 func (p *Port) setPromisc() error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
 		return ErrClosed
 	}
-	mr := unix.PacketMreq{Ifindex: int32(p.ifidx), Type: unix.PACKET_MR_PROMISC}
-	if err := unix.SetsockoptPacketMreq(p.queues[0].fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mr); err != nil {
+	if err := p.queues[0].conn.SetPromiscuous(true); err != nil {
 		return fmt.Errorf("hw: promiscuous mode on %s: %w", p.name, err)
 	}
 	return nil

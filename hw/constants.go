@@ -64,9 +64,9 @@ const (
 )
 
 // LinkPollInterval is how often a port samples its carrier and
-// administrative state. Once a second is what the routing daemon needs to
-// follow cable pulls; a netlink subscription would be faster but costs a
-// goroutine per port all the same.
+// administrative state when it has no netlink link subscription (the
+// fallback: events arrive within milliseconds). Once a second is what the
+// routing daemon needs to follow cable pulls.
 const LinkPollInterval = 1 * time.Second
 
 // qdiscBypass sets PACKET_QDISC_BYPASS on the sockets, so transmitted

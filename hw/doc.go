@@ -31,9 +31,11 @@
 // addresses removed (rtnetlink) and IPv6 disabled
 // (/proc/sys/net/ipv6/conf/IF/disable_ipv6), and an ingress drop so the
 // kernel's stack spends nothing on the router's frames: an nftables netdev
-// chain (table gvrouter_hw_IFINDEX) when the nft binary exists, else a tc
-// clsact qdisc with a one-instruction cls_bpf direct-action filter
-// (preference 49374) that returns TC_ACT_SHOT. AF_PACKET taps run
+// chain (table gvrouter_hw_IFINDEX), installed through netlink
+// (github.com/google/nftables, no nft binary needed), or, where the kernel
+// refuses that table, a tc clsact qdisc with a one-instruction cls_bpf
+// direct-action filter (preference 49374) that returns TC_ACT_SHOT (the
+// tc binary). AF_PACKET taps run
 // before the ingress hook, so the rings still see everything (tested).
 // Close restores these settings in the namespace Open ran in, whichever
 // thread calls it.
@@ -54,7 +56,10 @@
 //
 // # Link state
 //
-// A port samples its interface flags every LinkPollInterval (IFF_UP and
-// IFF_RUNNING, i.e. carrier and operstate) and calls the SetLinkHandler
-// callback on each change.
+// A port follows its interface flags (IFF_UP and IFF_RUNNING, i.e. carrier
+// and operstate) through an rtnetlink RTNLGRP_LINK subscription in its
+// namespace and calls the SetLinkHandler callback on each change, so a
+// carrier loss reaches the stack, the fast path and the status page within
+// milliseconds. If the subscription cannot be made the port logs why and
+// samples the flags every LinkPollInterval instead.
 package hw

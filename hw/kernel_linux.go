@@ -296,14 +296,15 @@ func setMTU(ctl int, ifname string, mtu int) error {
 }
 
 // ingressDropWith chooses how the ingress drop is installed: "nft", "tc",
-// or "" for nft when the nft binary exists and tc otherwise. Tests set it;
+// or "" for nftables and tc only where nftables fails. Tests set it;
 // SetIngressDrop sets it for the binary.
 var ingressDropWith = ""
 
 // SetIngressDrop chooses how Open installs the ingress drop: "nft"
-// (an nftables netdev table), "tc" (a clsact qdisc and a cls_bpf
-// filter), or "" (nft if the nft binary exists, else tc). It is for
-// tests and the lab; call it before opening ports.
+// (an nftables netdev table, through netlink), "tc" (a clsact qdisc and a
+// cls_bpf filter, through the tc binary), or "" (nftables, and tc only if
+// the kernel refuses the nftables table). It is for tests and the lab;
+// call it before opening ports.
 func SetIngressDrop(with string) error {
 	switch with {
 	case "", "nft", "tc":
@@ -315,28 +316,36 @@ func SetIngressDrop(with string) error {
 
 func (k *kernelState) addIngressDrop() error {
 	with := ingressDropWith
-	if with == "" {
-		with = "tc"
-		if _, err := exec.LookPath("nft"); err == nil {
-			with = "nft"
-		}
-	}
 	if with == "tc" {
-		if err := k.addTCDrop(); err != nil {
-			return err
-		}
-		// An adopted record may hold an nftables drop of an earlier run:
-		// the new drop is in place, so it can go.
-		return k.removeNFTDrop(nil)
+		return k.addTCIngressDrop()
 	}
 	table := takeover.NFTable{Family: "netdev", Name: fmt.Sprintf("gvrouter_hw_%d", k.ifindex)}
 	if err := k.addNFTDrop(table); err != nil {
-		return err
+		if with == "nft" {
+			return err
+		}
+		// The library route is the default; tc (the binary) is kept only
+		// for kernels without nf_tables' netdev family (an nf_tables-less
+		// OpenWrt build, CONFIG_NF_TABLES_NETDEV off), where no netlink
+		// nftables request can install a drop. A tc filter through
+		// netlink would need a tc library this module does not carry.
+		k.log.Warn("ingress drop: nftables refused, falling back to tc", "err", err)
+		return k.addTCIngressDrop()
 	}
 	if err := k.removeTCDrop(); err != nil {
 		return err
 	}
 	return k.removeNFTDrop(&table)
+}
+
+// addTCIngressDrop installs the tc drop and then removes an nftables drop
+// an adopted record may hold from an earlier run: the new drop is in
+// place, so it can go.
+func (k *kernelState) addTCIngressDrop() error {
+	if err := k.addTCDrop(); err != nil {
+		return err
+	}
+	return k.removeNFTDrop(nil)
 }
 
 // tcDropPref is the priority of our tc ingress filter, chosen high so that
@@ -433,32 +442,6 @@ func tcOutput(args ...string) (string, error) {
 	return string(out), nil
 }
 
-// addNFTDrop records and installs the nftables netdev table that drops
-// every frame at ingress.
-func (k *kernelState) addNFTDrop(t takeover.NFTable) error {
-	if !slices.Contains(k.rec.NFTables, t) {
-		k.rec.NFTables = append(k.rec.NFTables, t)
-		if err := k.save(); err != nil {
-			return err
-		}
-	}
-	// Creating and deleting first replaces a table a crashed run left
-	// (ours to adopt) in one transaction, so the drop never lapses.
-	script := fmt.Sprintf(`table %[1]s %[2]s {}
-delete table %[1]s %[2]s
-table %[1]s %[2]s {
-	chain ingress {
-		type filter hook ingress device "%[3]s" priority -500; policy accept;
-		counter drop
-	}
-}
-`, t.Family, t.Name, k.ifname)
-	if err := nft(script); err != nil {
-		return fmt.Errorf("hw: ingress drop on %s: %w", k.ifname, err)
-	}
-	return nil
-}
-
 // removeNFTDrop deletes the recorded nftables tables except keep (if not
 // nil). A table that is already gone counts as removed.
 func (k *kernelState) removeNFTDrop(keep *takeover.NFTable) error {
@@ -476,25 +459,4 @@ func (k *kernelState) removeNFTDrop(keep *takeover.NFTable) error {
 	}
 	k.rec.NFTables = left
 	return errors.Join(errs...)
-}
-
-// nftDeleteTable deletes table t; a table that does not exist is not an
-// error.
-func nftDeleteTable(t takeover.NFTable) error {
-	err := nft(fmt.Sprintf("delete table %s %s\n", t.Family, t.Name))
-	if err != nil && strings.Contains(err.Error(), "No such file or directory") {
-		return nil
-	}
-	return err
-}
-
-// nft runs an nftables script in the calling thread's network namespace.
-func nft(script string) error {
-	cmd := exec.Command("nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(script)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("nft: %w: %s", err, bytes.TrimSpace(out))
-	}
-	return nil
 }

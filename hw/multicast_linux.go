@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-
-	"golang.org/x/sys/unix"
 )
 
 // SetMulticast makes the port's NIC accept exactly the Ethernet multicast
@@ -35,7 +33,7 @@ func (p *Port) SetMulticast(macs []net.HardwareAddr) error {
 	var errs []error
 	for _, m := range p.groups {
 		if !slices.Contains(want, m) {
-			if err := p.membership(unix.PACKET_DROP_MEMBERSHIP, m); err != nil {
+			if err := p.membership(false, m); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -46,7 +44,7 @@ func (p *Port) SetMulticast(macs []net.HardwareAddr) error {
 			joined = append(joined, m)
 			continue
 		}
-		if err := p.membership(unix.PACKET_ADD_MEMBERSHIP, m); err != nil {
+		if err := p.membership(true, m); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -70,10 +68,17 @@ func (p *Port) Multicast() []net.HardwareAddr {
 	return out
 }
 
-func (p *Port) membership(op int, mac string) error {
-	mr := unix.PacketMreq{Ifindex: int32(p.ifidx), Type: unix.PACKET_MR_MULTICAST, Alen: 6}
-	copy(mr.Address[:], mac)
-	if err := unix.SetsockoptPacketMreq(p.queues[0].fd, unix.SOL_PACKET, op, &mr); err != nil {
+// membership joins (add) or leaves the group mac on queue 0's socket
+// (PACKET_MR_MULTICAST, through github.com/mdlayher/packet).
+func (p *Port) membership(add bool, mac string) error {
+	c := p.queues[0].conn
+	var err error
+	if add {
+		err = c.JoinGroup(net.HardwareAddr(mac))
+	} else {
+		err = c.LeaveGroup(net.HardwareAddr(mac))
+	}
+	if err != nil {
 		return fmt.Errorf("%v: %w", net.HardwareAddr(mac), err)
 	}
 	return nil

@@ -1,9 +1,10 @@
 package hw
 
 import (
-	"encoding/binary"
+	"net"
 	"net/netip"
 
+	"github.com/jsimonetti/rtnetlink/v2"
 	"golang.org/x/sys/unix"
 )
 
@@ -16,14 +17,15 @@ func AddAddress(ifindex int, p netip.Prefix) error {
 	if p.Addr().Is6() {
 		fam, flags = unix.AF_INET6, flags|unix.IFA_F_NODAD
 	}
-	b := make([]byte, unix.SizeofIfAddrmsg, 64)
-	b[0], b[1], b[2], b[3] = fam, uint8(p.Bits()), uint8(flags), unix.RT_SCOPE_UNIVERSE
-	binary.NativeEndian.PutUint32(b[4:], uint32(ifindex))
-	a := p.Addr().AsSlice()
-	b = appendAttr(b, unix.IFA_LOCAL, a)
-	b = appendAttr(b, unix.IFA_ADDRESS, a)
-	b = appendAttr(b, unix.IFA_FLAGS, binary.NativeEndian.AppendUint32(nil, flags))
-	return netlinkRequest(unix.RTM_NEWADDR, unix.NLM_F_CREATE|unix.NLM_F_REPLACE, b)
+	a := net.IP(p.Addr().AsSlice())
+	b, err := (&rtnetlink.AddressMessage{
+		Family: fam, PrefixLength: uint8(p.Bits()), Flags: uint8(flags), Scope: unix.RT_SCOPE_UNIVERSE, Index: uint32(ifindex),
+		Attributes: &rtnetlink.AddressAttributes{Local: a, Address: a, Flags: flags},
+	}).MarshalBinary()
+	if err != nil {
+		return err
+	}
+	return addrRequest(b)
 }
 
 // AddRoute adds a static route to dst via gateway out of ifindex in the
@@ -34,15 +36,21 @@ func AddRoute(ifindex int, dst netip.Prefix, via netip.Addr) error {
 	if dst.Addr().Is6() {
 		fam = unix.AF_INET6
 	}
-	b := make([]byte, unix.SizeofRtMsg, 64)
-	b[0], b[1] = fam, uint8(dst.Bits())
-	b[4], b[5], b[6], b[7] = unix.RT_TABLE_MAIN, unix.RTPROT_STATIC, unix.RT_SCOPE_UNIVERSE, unix.RTN_UNICAST
+	m := &rtnetlink.RouteMessage{
+		Family: fam, DstLength: uint8(dst.Bits()),
+		Table: unix.RT_TABLE_MAIN, Protocol: unix.RTPROT_STATIC, Scope: unix.RT_SCOPE_UNIVERSE, Type: unix.RTN_UNICAST,
+		Attributes: rtnetlink.RouteAttributes{OutIface: uint32(ifindex)},
+	}
 	if dst.Bits() > 0 {
-		b = appendAttr(b, unix.RTA_DST, dst.Masked().Addr().AsSlice())
+		m.Attributes.Dst = dst.Masked().Addr().AsSlice()
 	}
 	if via.IsValid() {
-		b = appendAttr(b, unix.RTA_GATEWAY, via.AsSlice())
+		m.Attributes.Gateway = via.AsSlice()
 	}
-	b = appendAttr(b, unix.RTA_OIF, binary.NativeEndian.AppendUint32(nil, uint32(ifindex)))
-	return netlinkRequest(unix.RTM_NEWROUTE, unix.NLM_F_CREATE|unix.NLM_F_REPLACE, b)
+	c, err := rtnetlink.Dial(nil)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Route.Replace(m)
 }

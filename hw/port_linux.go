@@ -40,10 +40,8 @@ type Port struct {
 
 	stats counters
 
-	linkUp      atomic.Bool
-	linkHandler atomic.Pointer[func(up bool)]
-	stopLink    chan struct{}
-	linkDone    sync.WaitGroup
+	// link follows the carrier; set by Open once the port is complete.
+	link *LinkWatcher
 
 	// mu protects closed and the sockets and rings against Close: data
 	// path users hold it for reading.
@@ -87,7 +85,7 @@ func Open(cfg Config, log *slog.Logger) (*Port, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("hw: open: no interface name")
 	}
-	p := &Port{name: cfg.Name, log: log.With("port", cfg.Name), ctl: -1, txFD: -1, stopLink: make(chan struct{})}
+	p := &Port{name: cfg.Name, log: log.With("port", cfg.Name), ctl: -1, txFD: -1}
 	p.ns, err = currentNetns()
 	if err != nil {
 		return nil, fmt.Errorf("hw: open %s: %w", cfg.Name, err)
@@ -96,9 +94,9 @@ func Open(cfg Config, log *slog.Logger) (*Port, error) {
 		p.closeResources()
 		return nil, err
 	}
-	p.linkDone.Add(1)
-	go p.routineLink()
-	p.log.Info("port open", "ifindex", p.ifidx, "mac", p.hwaddr.String(), "mtu", p.mtu, "queues", nq, "profile", prof.Name, "link", p.linkUp.Load())
+	// On Open's thread, in the port's namespace.
+	p.link = StartLinkWatcher(p.ifidx, p.sampleLinkUp, p.log)
+	p.log.Info("port open", "ifindex", p.ifidx, "mac", p.hwaddr.String(), "mtu", p.mtu, "queues", nq, "profile", prof.Name, "link", p.link.Up(), "link_events", p.link.Subscribed())
 	return p, nil
 }
 
@@ -126,7 +124,6 @@ func (p *Port) open(cfg Config, prof Profile, nq int) error {
 	if flags&unix.IFF_UP == 0 {
 		return fmt.Errorf("hw: open %s: %w (ip link set %s up)", cfg.Name, ErrDown, cfg.Name)
 	}
-	p.linkUp.Store(linkUpFlags(flags))
 	if err := unix.IoctlIfreq(p.ctl, unix.SIOCGIFHWADDR, ifr); err != nil {
 		return fmt.Errorf("hw: open %s: hardware address: %w", cfg.Name, err)
 	}
@@ -232,8 +229,7 @@ func (p *Port) Close() error {
 	}
 	p.runMu.Unlock()
 	p.running.Wait()
-	close(p.stopLink)
-	p.linkDone.Wait()
+	p.link.Stop()
 
 	err := p.closeResources()
 	p.log.Info("port closed")

@@ -305,37 +305,6 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
-func TestLinkHandler(t *testing.T) {
-	privileged(t)
-	n := newNetns(t)
-	vethPair(t, n, "p0", "p1")
-	p := openIn(t, n, Config{Name: "p1", KeepKernel: true})
-	// The kernel may mark a new veth running a moment after `ip link set
-	// up` returns; the port then follows it within one poll.
-	for deadline := time.Now().Add(3 * LinkPollInterval); !p.LinkUp(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("LinkUp() = false on a veth whose peer is up")
-		}
-	}
-	events := make(chan bool, 4)
-	p.SetLinkHandler(func(up bool) { events <- up })
-	expect := func(want bool) {
-		t.Helper()
-		select {
-		case up := <-events:
-			if up != want || p.LinkUp() != want {
-				t.Errorf("link handler got %v (LinkUp %v), want %v", up, p.LinkUp(), want)
-			}
-		case <-time.After(3 * LinkPollInterval):
-			t.Fatalf("no link event, want up=%v", want)
-		}
-	}
-	n.IP(t, "link", "set", "p0", "down")
-	expect(false)
-	n.IP(t, "link", "set", "p0", "up")
-	expect(true)
-}
-
 func TestFanoutQueues(t *testing.T) {
 	privileged(t)
 	n := newNetns(t)
@@ -662,4 +631,39 @@ func TestBacklogged(t *testing.T) {
 		t.Errorf("a frame sent to an empty ring is Backlogged; batches %v", flags)
 	}
 	t.Logf("Backlogged per batch: %v", flags)
+}
+
+// TestIngressDropWithoutTools checks that the default ingress drop needs
+// no userland tool: with no PATH, Open still installs the nftables table
+// (through netlink) and Close removes it.
+func TestIngressDropWithoutTools(t *testing.T) {
+	privileged(t)
+	n := newNetns(t)
+	vethPair(t, n, "p0", "p1")
+	defer func(v string) { ingressDropWith = v }(ingressDropWith)
+	ingressDropWith = ""
+	path := os.Getenv("PATH")
+	t.Setenv("PATH", "")
+	var p *Port
+	var err error
+	n.Do(t, func() { p, err = Open(Config{Name: "p1"}, nil) })
+	os.Setenv("PATH", path)
+	if err != nil {
+		t.Fatalf("Open without PATH: %v", err)
+	}
+	if table := n.Run(t, "nft", "list", "table", "netdev", fmt.Sprintf("gvrouter_hw_%d", p.ifidx)); !strings.Contains(table, `hook ingress device "p1" priority -500`) || !strings.Contains(table, "drop") {
+		t.Errorf("nft table while open:\n%s\nwant an ingress drop on p1", table)
+	}
+	if f := n.Run(t, "tc", "qdisc", "show", "dev", "p1"); strings.Contains(f, "clsact") {
+		t.Errorf("tc qdiscs while open:\n%s\nwant no clsact (nftables is the default)", f)
+	}
+	os.Setenv("PATH", "")
+	err = p.Close()
+	os.Setenv("PATH", path)
+	if err != nil {
+		t.Fatalf("Close without PATH: %v", err)
+	}
+	if tables := n.Run(t, "nft", "list", "tables"); strings.Contains(tables, "gvrouter_hw_") {
+		t.Errorf("nft tables after Close:\n%s\nwant ours gone", tables)
+	}
 }

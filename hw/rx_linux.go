@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/mdlayher/packet"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -17,11 +19,18 @@ import (
 // rxQueue is one AF_PACKET socket with its TPACKET_V3 receive ring. Its
 // ring and frames are used by one routineReceive at a time.
 type rxQueue struct {
-	port   *Port
-	id     int
+	port *Port
+	id   int
+	// conn is the socket, opened and bound by github.com/mdlayher/packet:
+	// non-blocking, in the Go runtime's poller.
+	conn *packet.Conn
+	// rc is conn's SyscallConn, taken once (each call allocates): the
+	// ring code waits on it for a block without a syscall.
+	rc syscall.RawConn
+	// fd is conn's descriptor, for the setsockopts, mmap and sendmmsg the
+	// library has no call for. It is valid until conn is closed, which
+	// Close does only after every data-path user is gone (Port.mu).
 	fd     int
-	file   *os.File        // fd, non-blocking, in the Go runtime's poller
-	rc     syscall.RawConn // file's, to wait for a block without a syscall
 	ring   []byte
 	frames []Frame // reused for every block; cap maxFramesPerBlock
 	// blk is the next block the kernel hands over. It outlives one Run:
@@ -29,61 +38,51 @@ type rxQueue struct {
 	blk int
 }
 
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
-// openQueue creates queue id of n: the socket gets its outgoing filter and
-// ring before it is bound, so no unfiltered frame is ever queued on it.
-// With n > 1 the queue joins the port's fanout group (hash); the first
-// queue creates the group and stores its id in fanoutID.
+// openQueue creates queue id of n. github.com/mdlayher/packet opens the
+// socket and attaches the outgoing filter before it binds it, so no
+// unfiltered frame is ever queued on it. The ring is set up after bind
+// (the library binds inside Listen): frames that arrive in between go to
+// the socket's plain receive queue, which the ring never reads, and are
+// freed with the socket. With n > 1 the queue joins the port's fanout
+// group (hash); the first queue creates the group and stores its id in
+// fanoutID.
 func openQueue(p *Port, id, n int, fanoutID *uint16, filter []bpf.RawInstruction) (*rxQueue, error) {
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	conn, err := packet.Listen(&net.Interface{Index: p.ifidx, Name: p.name}, packet.Raw, unix.ETH_P_ALL, &packet.Config{Filter: filter})
 	if err != nil {
-		if err == unix.EPERM {
+		if errors.Is(err, unix.EPERM) {
 			return nil, fmt.Errorf("AF_PACKET socket: %w (needs CAP_NET_RAW)", err)
 		}
 		return nil, fmt.Errorf("AF_PACKET socket: %w", err)
 	}
-	q := &rxQueue{port: p, id: id, fd: fd}
-	if err := q.setup(n, fanoutID, filter); err != nil {
+	q := &rxQueue{port: p, id: id, conn: conn, fd: -1}
+	if q.rc, err = conn.SyscallConn(); err != nil {
 		q.close()
-		return nil, err
+		return nil, fmt.Errorf("AF_PACKET socket: %w", err)
 	}
-	if err := q.pollable(); err != nil {
+	if err := q.rc.Control(func(fd uintptr) { q.fd = int(fd) }); err != nil {
+		q.close()
+		return nil, fmt.Errorf("AF_PACKET socket: %w", err)
+	}
+	if err := q.setup(n, fanoutID); err != nil {
 		q.close()
 		return nil, err
 	}
 	return q, nil
 }
 
-// pollable puts the socket into the Go runtime's poller, so that a
-// receive queue with an empty ring parks its goroutine instead of
-// sleeping in poll(2). A goroutine in a blocking syscall holds its P:
-// after 20 µs sysmon takes the P away and wakes another thread for it,
-// and keeps polling every 20 µs while that goes on; under a SYN flood
-// sysmon alone took ~14 % of the router's CPU and the thread handoffs
-// (futex) more. Non-blocking also makes sendmmsg on the socket never
-// wait (see WriteFrames).
-func (q *rxQueue) pollable() error {
-	if err := unix.SetNonblock(q.fd, true); err != nil {
-		return fmt.Errorf("non-blocking: %w", err)
-	}
-	q.file = os.NewFile(uintptr(q.fd), fmt.Sprintf("packet:%s:%d", q.port.name, q.id))
-	rc, err := q.file.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("poller: %w", err)
-	}
-	q.rc = rc
-	return nil
-}
+// The socket is in the Go runtime's poller (the library opens it
+// non-blocking), so that a receive queue with an empty ring parks its
+// goroutine instead of sleeping in poll(2). A goroutine in a blocking
+// syscall holds its P: after 20 µs sysmon takes the P away and wakes
+// another thread for it, and keeps polling every 20 µs while that goes
+// on; under a SYN flood sysmon alone took ~14 % of the router's CPU and
+// the thread handoffs (futex) more. Non-blocking also makes sendmmsg on
+// the socket never wait (see WriteFrames).
 
-func (q *rxQueue) setup(n int, fanoutID *uint16, filter []bpf.RawInstruction) error {
-	prog := unix.SockFprog{
-		Len:    uint16(len(filter)),
-		Filter: (*unix.SockFilter)(unsafe.Pointer(&filter[0])),
-	}
-	if err := unix.SetsockoptSockFprog(q.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
-		return fmt.Errorf("attach filter: %w", err)
-	}
+// setup sets what github.com/mdlayher/packet has no call for: the socket
+// buffers (SO_RCVBUFFORCE), PACKET_QDISC_BYPASS, the TPACKET_V3 ring
+// (PACKET_VERSION, PACKET_RX_RING, mmap) and PACKET_FANOUT.
+func (q *rxQueue) setup(n int, fanoutID *uint16) error {
 	for _, opt := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
 		if err := unix.SetsockoptInt(q.fd, unix.SOL_SOCKET, opt[0], SocketBufferSize); err != nil {
 			// Without CAP_NET_ADMIN, fall back to the capped option.
@@ -116,10 +115,6 @@ func (q *rxQueue) setup(n int, fanoutID *uint16, filter []bpf.RawInstruction) er
 	}
 	q.ring = ring
 	q.frames = make([]Frame, 0, maxFramesPerBlock(RingBlockSize))
-	sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: q.port.ifidx}
-	if err := unix.Bind(q.fd, sa); err != nil {
-		return fmt.Errorf("bind: %w", err)
-	}
 	if n > 1 {
 		// Hash fanout keeps each flow on one queue. No DEFRAG flag: the
 		// router forwards fragments as they come.
@@ -148,11 +143,9 @@ func (q *rxQueue) close() {
 		unix.Munmap(q.ring)
 		q.ring = nil
 	}
-	if q.file != nil {
-		q.file.Close() // closes fd
-		q.file, q.rc = nil, nil
-	} else if q.fd >= 0 {
-		unix.Close(q.fd)
+	if q.conn != nil {
+		q.conn.Close()
+		q.conn, q.rc = nil, nil
 	}
 	q.fd = -1
 }
@@ -178,7 +171,7 @@ func (q *rxQueue) backlog() int {
 // once; stop is checked after the deadline is set, so a wake cannot be
 // lost.
 func (q *rxQueue) wait(status *uint32, stop *atomic.Bool) error {
-	if err := q.file.SetReadDeadline(time.Now().Add(PollTimeout)); err != nil {
+	if err := q.conn.SetReadDeadline(time.Now().Add(PollTimeout)); err != nil {
 		return err
 	}
 	woken := false
@@ -200,14 +193,15 @@ func (q *rxQueue) wait(status *uint32, stop *atomic.Bool) error {
 // wakeQueues ends the waits of p's receive queues (see wait).
 func (p *Port) wakeQueues() {
 	for _, q := range p.queues {
-		q.file.SetReadDeadline(time.Unix(1, 0))
+		q.conn.SetReadDeadline(time.Unix(1, 0))
 	}
 }
 
 // sampleRingDrops adds the kernel's drop count since the last sample
-// (PACKET_STATISTICS resets on read) to the "ring" drops.
+// (PACKET_STATISTICS, read through the library, resets on read) to the
+// "ring" drops. It runs once per PollTimeout or Stats call, not per frame.
 func (q *rxQueue) sampleRingDrops() {
-	st, err := unix.GetsockoptTpacketStatsV3(q.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
+	st, err := q.conn.Stats()
 	if err == nil && st.Drops != 0 {
 		q.port.stats.drops[dropRing].Add(uint64(st.Drops))
 	}

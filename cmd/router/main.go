@@ -150,7 +150,7 @@ func cmdRun(args []string) error {
 	path := fs.String("config", "/etc/gvrouter/config.yaml", "config file")
 	runDir := fs.String("run-dir", defaultRunDir(), "directory of the pidfile and the port locks (env "+runDirEnv+")")
 	pidfile := fs.String("pidfile", "", "write the process ID here (for router reload); default RUN-DIR/"+statedir.PidfileName+`, "-" for none`)
-	ingressDrop := fs.String("ingress-drop", "", "how the kernel's stack is kept off the ports: nft (nftables netdev table) or tc (clsact + cls_bpf); default nft if the nft binary exists, else tc")
+	ingressDrop := fs.String("ingress-drop", "", "how the kernel's stack is kept off the ports: nft (nftables netdev table) or tc (clsact + cls_bpf); default nft (through netlink, no nft binary needed), tc only where the kernel refuses the nftables table")
 	dbg := fs.Bool("debug", false, "debug logging")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	sink := fs.String("bench-sink", "", "bench only (router lab -bench-modes g): accept TCP at ADDR:PORT in the netstack and discard it")

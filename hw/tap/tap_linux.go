@@ -77,10 +77,9 @@ type Tap struct {
 	// returns it; the TAP has no ring to overflow.)
 	oversize, malformed, txNoBufs, txError atomic.Uint64
 
-	linkUp      atomic.Bool
-	linkHandler atomic.Pointer[func(up bool)]
-	stopLink    chan struct{}
-	linkDone    sync.WaitGroup
+	// link follows the kernel side's state (hw.LinkWatcher: netlink
+	// events, or a poll where those fail).
+	link *hw.LinkWatcher
 
 	// mu protects closed and fd against Close: writers hold it for
 	// reading.
@@ -113,7 +112,7 @@ func Open(cfg Config, log *slog.Logger) (_ *Tap, err error) {
 	// namespace: the calling thread's.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	t := &Tap{name: cfg.Name, mtu: mtu, maxLen: mtu + hw.MaxL2Overhead, log: log.With("port", cfg.Name), fd: -1, ctl: -1, stopLink: make(chan struct{})}
+	t := &Tap{name: cfg.Name, mtu: mtu, maxLen: mtu + hw.MaxL2Overhead, log: log.With("port", cfg.Name), fd: -1, ctl: -1}
 	defer func() {
 		if err != nil {
 			t.closeFDs()
@@ -150,9 +149,8 @@ func Open(cfg Config, log *slog.Logger) (_ *Tap, err error) {
 	if t.rc, err = t.file.SyscallConn(); err != nil {
 		return nil, fmt.Errorf("tap %s: %w", cfg.Name, err)
 	}
-	t.linkUp.Store(t.sampleLink())
-	t.linkDone.Add(1)
-	go t.routineLink()
+	// On Open's thread, in the TAP's namespace.
+	t.link = hw.StartLinkWatcher(t.ifindex, t.sampleLink, t.log.With("what", "host tap"))
 	t.log.Info("host tap open", "ifindex", t.ifindex, "mac", t.hwaddr.String(), "mtu", mtu, "kernel_addresses", cfg.KernelAddresses)
 	return t, nil
 }
@@ -233,20 +231,16 @@ func (t *Tap) HardwareAddr() net.HardwareAddr { return t.hwaddr }
 // MTU returns the link's MTU.
 func (t *Tap) MTU() int { return t.mtu }
 
-// LinkUp reports whether the kernel's side was up at the last sample, at
-// most hw.LinkPollInterval ago.
-func (t *Tap) LinkUp() bool { return t.linkUp.Load() }
+// LinkUp reports whether the kernel's side is up, as the last link event
+// said (or, without a netlink subscription, the last sample, at most
+// hw.LinkPollInterval ago).
+func (t *Tap) LinkUp() bool { return t.link.Up() }
 
 // SetLinkHandler sets f to be called each time the kernel's side goes up
 // or down (someone ran "ip link set gvr-host down"). A nil f removes it.
-func (t *Tap) SetLinkHandler(f func(up bool)) {
-	if f == nil {
-		t.linkHandler.Store(nil)
-		return
-	}
-	t.linkHandler.Store(&f)
-}
+func (t *Tap) SetLinkHandler(f func(up bool)) { t.link.SetHandler(f) }
 
+// sampleLink reads the kernel side's flags: the link watcher's sample.
 func (t *Tap) sampleLink() bool {
 	ifr, err := unix.NewIfreq(t.name)
 	if err != nil || unix.IoctlIfreq(t.ctl, unix.SIOCGIFFLAGS, ifr) != nil {
@@ -254,27 +248,6 @@ func (t *Tap) sampleLink() bool {
 	}
 	f := ifr.Uint16()
 	return f&unix.IFF_UP != 0 && f&unix.IFF_RUNNING != 0
-}
-
-func (t *Tap) routineLink() {
-	defer t.linkDone.Done()
-	tick := time.NewTicker(hw.LinkPollInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-t.stopLink:
-			return
-		case <-tick.C:
-		}
-		up := t.sampleLink()
-		if t.linkUp.Swap(up) == up {
-			continue
-		}
-		t.log.Info("host tap link changed", "up", up)
-		if f := t.linkHandler.Load(); f != nil {
-			(*f)(up)
-		}
-	}
 }
 
 // Stats returns the counters, with every hw.Drop* reason present.
@@ -449,9 +422,8 @@ func (t *Tap) Close() error {
 		return nil
 	}
 	t.closed = true
-	close(t.stopLink)
 	t.mu.Unlock()
-	t.linkDone.Wait()
+	t.link.Stop()
 	t.log.Info("host tap closed")
 	return t.closeFDs()
 }

@@ -209,17 +209,18 @@ func TestReceiveTransmit(t *testing.T) {
 	}
 }
 
-// TestLinkDown: the kernel's side set down shows as link down, and a
-// write then fails as the port's does.
+// TestLinkDown: the kernel's side set down shows as link down within a
+// second (a netlink link event, not the fallback poll), and a write then
+// fails as the port's does.
 func TestLinkDown(t *testing.T) {
 	n, tp := setup(t)
 	var ups []bool
 	var mu sync.Mutex
 	tp.SetLinkHandler(func(up bool) { mu.Lock(); ups = append(ups, up); mu.Unlock() })
 	n.IP(t, "link", "set", "gvr-host", "down")
-	deadline := time.Now().Add(3 * hw.LinkPollInterval)
+	deadline := time.Now().Add(time.Second)
 	for tp.LinkUp() && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 	if tp.LinkUp() {
 		t.Fatal("LinkUp() still true after ip link set down")
