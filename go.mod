@@ -7,6 +7,7 @@ require (
 	github.com/chromedp/chromedp v0.23.1
 	github.com/cilium/ebpf v0.22.0
 	github.com/google/go-cmp v0.7.0
+	github.com/gopacket/gopacket v1.7.7
 	github.com/insomniacslk/dhcp v0.0.0-20260901064844-234b97448fae
 	github.com/mdlayher/ndp v1.1.0
 	github.com/miekg/dns v1.1.73
