@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,4 +143,118 @@ func TestRunMACsecCapture(t *testing.T) {
 	if err := Run(context.Background(), opt); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRunBCM47094Capture captures the tagged CPU port eth0 and the VLAN
+// interface eth0.2 at once during masqueraded TCP and IPv6 from the LAN
+// host to the WAN host: tshark decodes 802.1Q (VLANs 1 and 2) with IPv4,
+// IPv6 and TCP on the port and the same traffic untagged on eth0.2, and
+// the port's VLAN 2 frames are exactly eth0.2's frames.
+func TestRunBCM47094Capture(t *testing.T) {
+	requirePrivileged(t, "tshark")
+	bin := buildRouter(t)
+	opt := Options{
+		RouterBinary: bin,
+		StatusPort:   freePort(t),
+		Topology:     TopologyBCM47094,
+		Log:          testLogger(t),
+		Stdout:       &bytes.Buffer{},
+		testHook: func(l *lab) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			// A TCP sink on the WAN host.
+			var ln net.Listener
+			if err := inNetns(l.wanNS, func() (err error) {
+				ln, err = net.Listen("tcp", net.JoinHostPort(wanHost4.Addr().String(), "0"))
+				return err
+			}); err != nil {
+				return err
+			}
+			defer ln.Close()
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go func() { io.Copy(io.Discard, c); c.Close() }()
+				}
+			}()
+			runDir := filepath.Join(l.dir, "run-router")
+			capt := func(iface, file string) (*exec.Cmd, *bytes.Buffer, error) {
+				cmd := exec.CommandContext(ctx, bin, "capture", "-run-dir", runDir, "-i", iface, "-t", "4", "-w", file)
+				var stderr bytes.Buffer
+				cmd.Stderr = &stderr
+				return cmd, &stderr, cmd.Start()
+			}
+			portFile, vlanFile := filepath.Join(l.dir, "eth0.pcapng"), filepath.Join(l.dir, "eth0.2.pcapng")
+			c1, e1, err := capt(cpuPort, portFile)
+			if err != nil {
+				return err
+			}
+			c2, e2, err := capt("eth0.2", vlanFile)
+			if err != nil {
+				return err
+			}
+			time.Sleep(time.Second)
+			c, err := dialIn(ctx, l.lanNS, ln.Addr().String(), 5*time.Second)
+			if err != nil {
+				return fmt.Errorf("TCP LAN→WAN: %w", err)
+			}
+			c.Write(make([]byte, 64<<10))
+			c.Close()
+			if _, err := ping(ctx, l.lanNS, wanHost6.Addr()); err != nil {
+				return fmt.Errorf("ping6 LAN→WAN: %w", err)
+			}
+			if err := c1.Wait(); err != nil {
+				return fmt.Errorf("router capture -i eth0: %v: %s", err, e1)
+			}
+			if err := c2.Wait(); err != nil {
+				return fmt.Errorf("router capture -i eth0.2: %v: %s", err, e2)
+			}
+			t.Logf("eth0: %s; eth0.2: %s", strings.TrimSpace(e1.String()), strings.TrimSpace(e2.String()))
+			port, err := protocolsOf(ctx, portFile)
+			if err != nil {
+				return err
+			}
+			vlan, err := protocolsOf(ctx, vlanFile)
+			if err != nil {
+				return err
+			}
+			vids, err := tsharkField(ctx, portFile, "vlan.id")
+			if err != nil {
+				return err
+			}
+			vlan2 := 0
+			for _, v := range vids {
+				if v == "2" {
+					vlan2++
+				}
+			}
+			switch {
+			case countWith(port, "eth:ethertype:vlan:ethertype:ip:tcp") < 20, countWith(port, "vlan:ethertype:ipv6") < 4:
+				return fmt.Errorf("port capture: want 802.1Q-tagged IPv4 TCP and IPv6, got %q", port)
+			case countWith(vlan, "vlan") > 0, countWith(vlan, "eth:ethertype:ip:tcp") < 10, countWith(vlan, "eth:ethertype:ipv6") < 2:
+				return fmt.Errorf("eth0.2 capture: want untagged IPv4 TCP and IPv6, got %q", vlan)
+			case vlan2 != len(vlan):
+				return fmt.Errorf("port capture has %d frames of VLAN 2, eth0.2's capture %d", vlan2, len(vlan))
+			}
+			return nil
+		},
+	}
+	if err := Run(context.Background(), opt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tsharkField returns one field of each frame of a pcapng ("" where the
+// frame has none).
+func tsharkField(ctx context.Context, file, field string) ([]string, error) {
+	cmd := exec.CommandContext(ctx, "tshark", "-r", file, "-T", "fields", "-e", field)
+	cmd.Env = append(os.Environ(), "HOME="+filepath.Dir(file))
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("tshark -r %s: %w", file, err)
+	}
+	return strings.Split(strings.TrimRight(string(out), "\n"), "\n"), nil
 }
