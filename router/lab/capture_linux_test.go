@@ -225,6 +225,19 @@ func TestRunBCM47094Capture(t *testing.T) {
 			if err != nil {
 				return err
 			}
+			// Masqueraded on the way out: eth0.2 shows the rewritten
+			// frames (netstack's and the fast path's alike), the port
+			// both sides of the rewrite.
+			srcs, err := tsharkField(ctx, vlanFile, "ip.src")
+			if err != nil {
+				return err
+			}
+			if n := countWith(srcs, lanHost4.Addr().String()); n > 0 {
+				return fmt.Errorf("eth0.2 capture: %d frames from the LAN host's own address, want all masqueraded", n)
+			}
+			if countWith(srcs, wanRouter4.Addr().String()) < 10 {
+				return fmt.Errorf("eth0.2 capture: sources %q, want the router's WAN address", srcs)
+			}
 			vlan2 := 0
 			for _, v := range vids {
 				if v == "2" {
