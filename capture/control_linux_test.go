@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -52,7 +53,19 @@ func serve(t *testing.T, dir string) (path string, p *Point) {
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(ctx, ln) }()
 	go feeder(ctx, p, tcp6Frame(t, "fd00:1::9", "2001:db8::1", 40000, 22))
-	t.Cleanup(func() { cancel(); ln.Close(); <-done })
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		cancel()
+		ln.Close()
+		<-done
+		// Leak check: connection goroutines end with their captures.
+		for deadline := time.Now().Add(2 * time.Second); runtime.NumGoroutine() > before && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			t.Errorf("%d goroutines after the server stopped, %d before", n, before)
+		}
+	})
 	return path, p
 }
 

@@ -135,3 +135,17 @@ func (r *Router) statusHandler(allow func(*http.Request) error) http.Handler {
 	mux.Handle("/", r.statusSrv.Handler())
 	return mux
 }
+
+// reattachCapturesLocked gives the interfaces an Apply recreated (a new
+// *stack.Interface starts without a sink) the points of the captures
+// still running on them.
+func (r *Router) reattachCapturesLocked() {
+	for name, p := range r.capIfaces {
+		if !p.Active() {
+			continue
+		}
+		if ifc := r.net.Interface(name); ifc != nil {
+			ifc.SetCapture(p)
+		}
+	}
+}

@@ -383,6 +383,7 @@ func (r *Router) bindPortsLocked() {
 		}
 		rp.handler.Store(rp.capturePoint().WrapHandler(rp.trunk.HandleBatch))
 	}
+	r.reattachCapturesLocked()
 	r.syncMulticastLocked()
 }
 
