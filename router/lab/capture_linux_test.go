@@ -103,6 +103,12 @@ func TestRunMACsecCapture(t *testing.T) {
 				return fmt.Errorf("lower capture: %d MACsec frames, %d in clear of %q: want SecTAG frames only", countWith(lower, "macsec"), countWith(lower, "ip:"), lower)
 			}
 
+			// Each plaintext frame of the SecY is one SecTAG frame below
+			// it (both captures span the same quiet window).
+			if len(secy) != len(lower) {
+				return fmt.Errorf("SecY capture has %d frames, the interface below it %d", len(secy), len(lower))
+			}
+
 			// The port, piped into tshark as the README says.
 			pipe := exec.CommandContext(ctx, "sh", "-c", fmt.Sprintf("%s capture -run-dir %s -i %s -c 4 -t 10 -w - | HOME=%s tshark -r - -T fields -e frame.protocols", bin, runDir, msPort, l.dir))
 			go func() {
