@@ -7,8 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gvrouter/gvrouter/capture"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"slices"
 	"sync"
@@ -90,6 +92,11 @@ type Router struct {
 	portLocks map[string]*statedir.Lock
 
 	statusSrv *status.Server
+	// captures runs live captures (capture.go); captureLn is its socket
+	// and capIfaces the interfaces' points by name, protected by mu.
+	captures  *capture.Manager
+	captureLn *net.UnixListener
+	capIfaces map[string]*capture.Point
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -128,6 +135,10 @@ type runningPort struct {
 	// trunk demultiplexes the port's frames to its interfaces by VLAN;
 	// nil until the netstack exists.
 	trunk *stack.Trunk
+	// capture is the port's live-capture point and captureW its writer
+	// behind it (capture.go); nil until first used.
+	capture  *capture.Point
+	captureW *capture.Writer
 }
 
 // Option changes how New starts the router.
@@ -185,6 +196,9 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err := r.startCaptureLocked(); err != nil {
+		return nil, err
+	}
 	ec := engineConfig(cfg)
 	r.nat, r.natMax = natengine.New(ec), ec.MaxConns
 	for _, pc := range cfg.Ports {
@@ -313,7 +327,7 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 			MAC:          rp.port.HardwareAddr(),
 			MTU:          uint32(mtu),
 			Addresses:    slices.Clone(ic.Addresses),
-			Writer:       rp.port,
+			Writer:       rp.captureWriter(),
 			VLAN:         vids,
 			VLANProtocol: tpid,
 			PCP:          uint8(ic.PCP),
@@ -367,8 +381,9 @@ func (r *Router) bindPortsLocked() {
 			// config.Validate rejects two interfaces with one VLAN.
 			r.log.Error("port interfaces", "port", name, "err", err)
 		}
-		rp.handler.Store(rp.trunk.HandleBatch)
+		rp.handler.Store(rp.capturePoint().WrapHandler(rp.trunk.HandleBatch))
 	}
+	r.reattachCapturesLocked()
 	r.syncMulticastLocked()
 }
 
@@ -413,7 +428,7 @@ func (r *Router) listenLocked(sc config.Status) error {
 				if err != nil {
 					return fmt.Errorf("status listen %s:%d (%s): %w", l.Interface, l.Port, p.Addr(), err)
 				}
-				r.serveLocked(ln)
+				r.serveLocked(ln, r.captureAllowLocked(ic))
 				addrs = append(addrs, ln.Addr().String())
 			}
 		} else {
@@ -421,7 +436,7 @@ func (r *Router) listenLocked(sc config.Status) error {
 			if err != nil {
 				return fmt.Errorf("status listen %s: %w", l.Host, err)
 			}
-			r.serveLocked(ln)
+			r.serveLocked(ln, capture.Allow)
 			addrs = append(addrs, ln.Addr().String())
 		}
 		r.log.Info("status page listening", "on", addrs)
@@ -436,13 +451,13 @@ type statusListener struct {
 	closing atomic.Bool
 }
 
-func (r *Router) serveLocked(ln net.Listener) {
+func (r *Router) serveLocked(ln net.Listener, allowCapture func(*http.Request) error) {
 	sl := &statusListener{Listener: ln}
 	r.listeners = append(r.listeners, sl)
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		if err := r.statusSrv.Serve(ln); err != nil && !sl.closing.Load() {
+		if err := r.statusSrv.ServeHandler(ln, r.statusHandler(allowCapture)); err != nil && !sl.closing.Load() {
 			r.log.Warn("status server stopped", "addr", ln.Addr(), "err", err)
 		}
 	}()
@@ -467,6 +482,7 @@ func (r *Router) Close() error {
 	r.closed = true
 	r.stopServicesLocked()
 	r.closeListenersLocked()
+	r.closeCaptureLocked()
 	r.statusSrv.Close()
 	r.cancel()
 	var errs []error

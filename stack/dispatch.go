@@ -60,6 +60,7 @@ func (e *Endpoint) HandleBatch(queue int, frames []hw.Frame) {
 		e.tx.begin()
 		defer e.tx.end()
 	}
+	e.captureRx(frames)
 	e.handleFrames(frames)
 }
 

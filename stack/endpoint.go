@@ -90,6 +90,10 @@ type Endpoint struct {
 	// there is none; replaced under tapMu.
 	taps  atomic.Pointer[tapSet]
 	tapMu sync.Mutex
+
+	// capture is the interface's live-capture sink (capture.go), nil
+	// when no capture runs.
+	capture atomic.Pointer[captureRef]
 }
 
 var _ stack.LinkEndpoint = (*Endpoint)(nil)
@@ -347,6 +351,10 @@ func (e *Endpoint) sendPendingLocked(w *frameWriter) error {
 		n   int
 		err error
 	)
+	if len(b.frames) > 0 {
+		// Before the writer: an in-place writer (MACsec) rewrites them.
+		e.captureTx(b.frames, e.vlan.Load().n)
+	}
 	switch {
 	case len(b.frames) == 0:
 	case w.inPlace != nil && b.cutViews(w.head, w.tail):

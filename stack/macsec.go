@@ -217,6 +217,7 @@ func (e *Endpoint) countTx(w *frameWriter, frames [][]byte) {
 	if len(frames) == 0 {
 		return
 	}
+	e.captureTx(frames, e.vlan.Load().n)
 	n, _ := w.WriteFrames(frames)
 	var bytes uint64
 	for _, f := range frames[:n] {
@@ -242,6 +243,7 @@ func (l *MACsecLink) Receive(frames [][]byte) {
 	for _, f := range frames {
 		sc.hw = append(sc.hw, hw.Frame{Data: f, WireLen: len(f)})
 	}
+	upper.captureRx(sc.hw)
 	upper.handleFrames(sc.hw)
 	clear(sc.hw)
 	sc.hw = sc.hw[:0]
@@ -304,6 +306,7 @@ func (l *MACsecLink) Dropped() uint64 { return l.noLower.Load() + l.noUpper.Load
 // receive is what a trunk calls for a run of frames of e: MACsec frames
 // go to e's SecY, if one sits on e, the rest to e's own delivery.
 func (e *Endpoint) receive(frames []hw.Frame, ss *sendSet) {
+	e.captureRx(frames)
 	if l := e.macsec.Load(); l != nil {
 		if frames = l.divert(e, frames); len(frames) == 0 {
 			return

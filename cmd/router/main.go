@@ -4,6 +4,7 @@
 //	router check   -config /etc/gvrouter/config.yaml  validate, touch nothing
 //	router reload  [-pidfile /run/gvrouter/gvrouter.pid]  ask the running daemon to reload
 //	router restore -config /etc/gvrouter/config.yaml  give the ports back as a crashed router found them
+//	router capture -i eth0.2 -w - [host 192.0.2.1 and tcp] | tshark -r -
 //	router lab    [-bench [-bench-modes abncdgmfksAC] [-bench-baseline BIN]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec]  the virtual lab in network namespaces
 //	router bridge -a IF -b IF                        our ports alone as an L2 bridge (bench)
 //	router version
@@ -49,6 +50,9 @@ commands:
   restore [-config FILE | -state-dir DIR] [-run-dir DIR]
                                          put back the kernel settings of the ports a router that
                                          did not stop cleanly left silenced; starts nothing
+  capture -i IFACE [-c N] [-s SNAPLEN] [-t SECONDS] -w FILE|- [FILTER]
+                                         live capture of a port or interface as pcapng from the
+                                         running router (root or its group)
   lab     [-bench [-bench-modes abncdgmfksAC] [-bench-baseline BIN]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec]
                                          build the virtual lab in network namespaces and test it
   bridge  -a IF -b IF                    bridge two ports at layer 2 with the port code alone
@@ -71,6 +75,8 @@ func main() {
 		err = cmdReload(args)
 	case "restore":
 		err = cmdRestore(args, os.Stdout)
+	case "capture":
+		err = cmdCapture(args, os.Stdout, os.Stderr)
 	case "lab":
 		err = cmdLab(args)
 	case "bridge":

@@ -206,9 +206,14 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // called. It returns nil in the last two cases. The connections of all
 // listeners together are capped at MaxConns; one past that is answered
 // with a 503 and closed, and counted in Snapshot.HTTP.Refused.
-func (s *Server) Serve(l net.Listener) error {
+func (s *Server) Serve(l net.Listener) error { return s.ServeHandler(l, s.handler) }
+
+// ServeHandler is Serve with h as the handler, for a listener that
+// answers more than Handler does (h usually falls back to Handler): the
+// router mounts /api/capture per listener this way.
+func (s *Server) ServeHandler(l net.Listener, h http.Handler) error {
 	srv := &http.Server{
-		Handler:           s.handler,
+		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readHeaderTimeout,
 		WriteTimeout:      writeTimeout,

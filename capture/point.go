@@ -1,0 +1,152 @@
+package capture
+
+import (
+	"encoding/binary"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gvrouter/gvrouter/hw"
+)
+
+// Direction says whether a frame was received or sent at a Point.
+type Direction uint8
+
+// Directions, written as each packet's epb_flags.
+const (
+	In Direction = iota
+	Out
+)
+
+// Point is a place frames are captured: a port or an interface. The
+// data path calls CaptureRx and CaptureTx once per batch. Point is safe
+// for concurrent use.
+type Point struct {
+	name string
+	// sessions is nil when no capture runs on the point: the data path's
+	// one atomic load. Replaced under mu.
+	sessions atomic.Pointer[[]*Session]
+	mu       sync.Mutex
+	// attach, if set, is called under mu with true when the first
+	// session starts and false when the last one ends, so an interface
+	// holds the point only while a capture runs.
+	attach func(p *Point, on bool)
+}
+
+// NewPoint returns a point named name (the port or interface name).
+// attach may be nil (a port, whose wrappers always hold the point).
+func NewPoint(name string, attach func(p *Point, on bool)) *Point {
+	return &Point{name: name, attach: attach}
+}
+
+// Name returns the point's name.
+func (p *Point) Name() string { return p.name }
+
+// Active reports whether a capture runs on p: one atomic load.
+func (p *Point) Active() bool { return p.sessions.Load() != nil }
+
+func (p *Point) add(s *Session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var next []*Session
+	if old := p.sessions.Load(); old != nil {
+		next = slices.Clone(*old)
+	}
+	next = append(next, s)
+	p.sessions.Store(&next)
+	if len(next) == 1 && p.attach != nil {
+		p.attach(p, true)
+	}
+}
+
+func (p *Point) remove(s *Session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.sessions.Load()
+	if old == nil {
+		return
+	}
+	next := slices.DeleteFunc(slices.Clone(*old), func(x *Session) bool { return x == s })
+	if len(next) > 0 {
+		p.sessions.Store(&next)
+		return
+	}
+	p.sessions.Store(nil)
+	if p.attach != nil {
+		p.attach(p, false)
+	}
+}
+
+// CaptureRx copies received frames to the point's captures. A frame's
+// ring-header tag (VLANValid) is put back in-band after the MAC
+// addresses, as libpcap does on Linux, so a port's capture shows the
+// tags as on the wire. Frames are not kept.
+func (p *Point) CaptureRx(frames []hw.Frame) {
+	ss := p.sessions.Load()
+	if ss == nil {
+		return
+	}
+	for _, s := range *ss {
+		for i := range frames {
+			f := &frames[i]
+			var tag [4]byte
+			n := 0
+			if f.VLANValid {
+				tpid := f.VLANTPID
+				if tpid == 0 {
+					tpid = 0x8100
+				}
+				binary.BigEndian.PutUint16(tag[:], tpid)
+				binary.BigEndian.PutUint16(tag[2:], f.VLANTCI)
+				n = 4
+			}
+			s.add(In, f.Data, tag[:n], 0, max(f.WireLen, len(f.Data))+n)
+		}
+	}
+}
+
+// CaptureTx copies frames about to be sent to the point's captures,
+// without the strip octets of tags after the MAC addresses (an
+// interface's own VLAN tags, which its capture does not show). Frames are
+// not kept.
+func (p *Point) CaptureTx(frames [][]byte, strip int) {
+	ss := p.sessions.Load()
+	if ss == nil {
+		return
+	}
+	for _, s := range *ss {
+		for _, f := range frames {
+			st := strip
+			if len(f) < 12+st {
+				st = 0
+			}
+			s.add(Out, f, nil, st, len(f)-st)
+		}
+	}
+}
+
+// WrapHandler returns h preceded by p's receive capture: a port's
+// receive loop calls it before the trunk strips tags.
+func (p *Point) WrapHandler(h hw.BatchHandler) hw.BatchHandler {
+	return func(queue int, frames []hw.Frame) {
+		if p.sessions.Load() != nil {
+			p.CaptureRx(frames)
+		}
+		h(queue, frames)
+	}
+}
+
+// Writer is a port's hw.FrameWriter with p's transmit capture in front
+// of it. It is safe for concurrent use as its FrameWriter is.
+type Writer struct {
+	hw.FrameWriter
+	P *Point
+}
+
+// WriteFrames implements hw.FrameWriter.
+func (w *Writer) WriteFrames(frames [][]byte) (int, error) {
+	if w.P.sessions.Load() != nil {
+		w.P.CaptureTx(frames, 0)
+	}
+	return w.FrameWriter.WriteFrames(frames)
+}

@@ -1,0 +1,151 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/gvrouter/gvrouter/capture"
+	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/stack"
+)
+
+// Live capture wiring (package capture does the work). A port's point
+// wraps its receive handler and its writer for good: with no capture
+// running that costs one atomic load per batch each way. An interface
+// holds its point only while a capture runs on it (stack's
+// Interface.SetCapture).
+
+// capturePoint returns rp's point, made on first use.
+func (rp *runningPort) capturePoint() *capture.Point {
+	if rp.capture == nil {
+		rp.capture = capture.NewPoint(rp.port.Name(), nil)
+		rp.captureW = &capture.Writer{FrameWriter: rp.port, P: rp.capture}
+	}
+	return rp.capture
+}
+
+// captureWriter is rp's port writer behind its transmit capture.
+func (rp *runningPort) captureWriter() *capture.Writer {
+	rp.capturePoint()
+	return rp.captureW
+}
+
+// lookupCapture finds the point of an interface (first) or a port.
+func (r *Router) lookupCapture(name string) (*capture.Point, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, fmt.Errorf("router is closing")
+	}
+	if r.net != nil && r.net.Interface(name) != nil {
+		if p := r.capIfaces[name]; p != nil {
+			return p, nil
+		}
+		p := capture.NewPoint(name, func(p *capture.Point, on bool) {
+			// The interface of the moment: a reload may have made a
+			// new one since the point was.
+			r.mu.Lock()
+			ifc := r.net.Interface(name)
+			r.mu.Unlock()
+			if ifc == nil {
+				return
+			}
+			if on {
+				ifc.SetCapture(p)
+			} else {
+				ifc.SetCapture(nil)
+			}
+		})
+		if r.capIfaces == nil {
+			r.capIfaces = make(map[string]*capture.Point)
+		}
+		r.capIfaces[name] = p
+		return p, nil
+	}
+	if rp := r.ports[name]; rp != nil {
+		return rp.capturePoint(), nil
+	}
+	return nil, fmt.Errorf("no port or interface %q", name)
+}
+
+// Captures returns the router's capture manager, for the status page's
+// /api/capture.
+func (r *Router) Captures() *capture.Manager { return r.captures }
+
+// startCaptureLocked serves captures on runDir/capture.sock to root and
+// the daemon's group.
+func (r *Router) startCaptureLocked() error {
+	r.captures = capture.NewManager(r.lookupCapture)
+	if r.runDir == "" {
+		return nil
+	}
+	ln, err := capture.Listen(filepath.Join(r.runDir, capture.SocketName), os.Getegid())
+	if err != nil {
+		return err
+	}
+	r.captureLn = ln
+	srv := capture.NewServer(r.captures, os.Getegid(), r.log.With("component", "capture"))
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if err := srv.Serve(r.ctx, ln); err != nil {
+			r.log.Error("capture socket", "err", err)
+		}
+	}()
+	return nil
+}
+
+// closeCaptureLocked closes the capture socket; running captures end
+// with the router's context.
+func (r *Router) closeCaptureLocked() {
+	if r.captureLn != nil {
+		r.captureLn.Close()
+		os.Remove(r.captureLn.Addr().(*net.UnixAddr).Name)
+		r.captureLn = nil
+	}
+}
+
+var _ stack.CaptureSink = (*capture.Point)(nil)
+
+// captureAllowLocked is who may use /api/capture on a netstack listener
+// of interface ic: nobody on a wan interface, the host interface (the
+// machine itself, as a 127.0.0.1 listener) always, anyone else only with
+// the token of the run directory's capture.token (mode 0600).
+func (r *Router) captureAllowLocked(ic *config.Interface) func(*http.Request) error {
+	switch {
+	case ic.Role == config.RoleWAN:
+		return capture.Refuse(errors.New("capture: refused on a wan listener"))
+	case ic.Host:
+		return capture.Allow
+	case r.runDir == "":
+		return capture.Refuse(errors.New("capture: refused: no run directory for " + capture.TokenFile))
+	}
+	return capture.TokenAllow(filepath.Join(r.runDir, capture.TokenFile))
+}
+
+// statusHandler is the status page with /api/capture, which allow
+// guards.
+func (r *Router) statusHandler(allow func(*http.Request) error) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/api/capture", capture.HTTPHandler(r.captures, allow))
+	mux.Handle("/", r.statusSrv.Handler())
+	return mux
+}
+
+// reattachCapturesLocked gives the interfaces an Apply recreated (a new
+// *stack.Interface starts without a sink) the points of the captures
+// still running on them.
+func (r *Router) reattachCapturesLocked() {
+	for name, p := range r.capIfaces {
+		if !p.Active() {
+			continue
+		}
+		if ifc := r.net.Interface(name); ifc != nil {
+			ifc.SetCapture(p)
+		}
+	}
+}
