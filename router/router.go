@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -72,6 +73,9 @@ type Router struct {
 	closed    bool
 	// macsec holds the SecYs by name (macsec.go); protected by mu.
 	macsec map[string]*runningSecY
+	// mkaRand is the MKA participants' source of MIs and SAKs; nil means
+	// crypto/rand (WithMKARand).
+	mkaRand io.Reader
 
 	// nat is the conntrack/NAT engine, built once in New: reloads change
 	// its rules and keep every tracked flow.
