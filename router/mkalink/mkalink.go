@@ -192,7 +192,8 @@ func (l *Link) routineRun(ctx context.Context) {
 		defer t.Stop()
 		rekey = t.C
 	}
-	l.p.Tick()
+	// The first tick comes after tickInterval, by when the router has
+	// bound the lower interface (it does so in the same reload).
 	for {
 		select {
 		case <-ctx.Done():
