@@ -149,6 +149,54 @@ func udpStream(ctx context.Context, l *lab, n int, gap time.Duration) (int, []st
 	return len(seen), missing, nil
 }
 
+// mkaIperf runs iperf3 from host A to host B for 25 s while router 1
+// rolls the SAK every 10 s: at least two rolls, no rise of a receive
+// counter that shows a lost or rejected frame on either router.
+func mkaIperf(ctx context.Context, t *testing.T, l *lab) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	srv, err := startChild(l.log, "iperf3 server", l.wanNS, filepath.Join(l.dir, "iperf3-server.log"), "iperf3", "-s", "-p", strconv.Itoa(benchPort))
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	if err := waitListening(ctx, l.wanNS, benchPort, srv); err != nil {
+		return err
+	}
+	m1, err1 := secyStatus(ctx, l.rtrNS)
+	m2, err2 := secyStatus(ctx, l.rtr2NS)
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	bad1, bad2, rolls := rxBad(m1), rxBad(m2), m2.MKA.Counters["sak_rolls"]
+	b, err := output(ctx, l.lanNS, "iperf3", "-c", wanHost4.Addr().String(), "-p", strconv.Itoa(benchPort), "-t", "25", "-J")
+	var r iperfResult
+	if jerr := json.Unmarshal(b, &r); jerr != nil || r.Error != "" || r.End.SumReceived.BitsPerSecond <= 0 {
+		return fmt.Errorf("iperf3 across the rolls: %v, %v, %q", err, jerr, r.Error)
+	}
+	m1, err1 = secyStatus(ctx, l.rtrNS)
+	m2, err2 = secyStatus(ctx, l.rtr2NS)
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	var errs []error
+	if got := m2.MKA.Counters["sak_rolls"] - rolls; got < 2 {
+		errs = append(errs, fmt.Errorf("router 2: %d SAK rolls during 25 s of iperf3, want >= 2", got))
+	}
+	for c, v := range rxBad(m1) {
+		if v != bad1[c] {
+			errs = append(errs, fmt.Errorf("router 1 %s rose by %d during iperf3 across the rolls, want 0", c, v-bad1[c]))
+		}
+	}
+	for c, v := range rxBad(m2) {
+		if v != bad2[c] {
+			errs = append(errs, fmt.Errorf("router 2 %s rose by %d during iperf3 across the rolls, want 0", c, v-bad2[c]))
+		}
+	}
+	t.Logf("iperf3 across %d SAK rolls: %.0f Mbit/s, %d retransmits", m2.MKA.Counters["sak_rolls"]-rolls, r.End.SumReceived.BitsPerSecond/1e6, r.End.SumSent.Retransmits)
+	return errors.Join(errs...)
+}
+
 // TestMACsecMKA runs the MACsec lab keyed by MKA alone (issue 22): both
 // routers share a CAK, router 1 (priority 0) is key server and rolls the
 // SAK every 10 s. The proofs (ping, TCP both ways) cross the link; a UDP
@@ -157,7 +205,7 @@ func udpStream(ctx context.Context, l *lab, n int, gap time.Duration) (int, []st
 // 2 killed, router 1 drops it after the MKA life time and sends no
 // protected frame; restarted, router 2 rejoins and traffic crosses again.
 func TestMACsecMKA(t *testing.T) {
-	requirePrivileged(t)
+	requirePrivileged(t, "iperf3")
 	// The labmka build draws MIs and SAKs from a stream the test knows
 	// (cmd/router/labmka.go), so the SAKs can be grepped for.
 	bin := buildRouterTags(t, "labmka")
@@ -249,6 +297,11 @@ func TestMACsecMKA(t *testing.T) {
 			t.Logf("rolls: host B got %d/%d datagrams (missing %v; port drops router 1 %v, router 2 %v); router 2 rolls %d, latest key %+v, counters %v",
 				n, datagrams, missing, drops1, drops2, m2.MKA.Counters["sak_rolls"]-rolls, m2.MKA.Latest, m2.MKA.Counters)
 			if err := errors.Join(errs...); err != nil {
+				return err
+			}
+
+			// A TCP flow (iperf3, 25 s) across at least two more rolls.
+			if err := mkaIperf(ctx, t, l); err != nil {
 				return err
 			}
 
