@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gvrouter/gvrouter/mka"
 	"github.com/gvrouter/gvrouter/router/status"
 )
@@ -242,6 +244,21 @@ func TestMACsecMKA(t *testing.T) {
 			}
 			if m1.MKA.CKN != msCKN || m1.MKA.Counters["mkpdus_sent"] == 0 || m2.MKA.Counters["mkpdus_accepted"] == 0 {
 				return fmt.Errorf("router 1 mka %+v, router 2 mka %+v: want ckn %s and MKPDUs both ways", m1.MKA, m2.MKA, msCKN)
+			}
+
+			// A reload with the same config keeps the participant (same
+			// MI, peer still live) and its tap on the lower interface.
+			acc := m2.MKA.Counters["mkpdus_accepted"]
+			if err := l.router2.cmd.Process.Signal(unix.SIGHUP); err != nil {
+				return err
+			}
+			if _, err := waitSecY(ctx, l.rtr2NS, 3*mka.HelloTime, "MKPDUs after a reload", func(m status.MACsec) bool {
+				return m.MKA.MI == m2.MKA.MI && m.MKA.Counters["mkpdus_accepted"] >= acc+2 && mkaUp(m)
+			}); err != nil {
+				return fmt.Errorf("router 2 after SIGHUP with the same config: %w", err)
+			}
+			if m, err := secyStatus(ctx, l.rtrNS); err != nil || m.MKA.Counters["peer_timeouts"] != 0 {
+				return fmt.Errorf("router 1 after router 2's reload: %v, mka %+v; want no peer timeout", err, m.MKA)
 			}
 
 			// Rolls during traffic: 25 s of UDP at 500 datagrams/s.
