@@ -11,6 +11,7 @@ import (
 
 	"github.com/gvrouter/gvrouter/macsec"
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/mkalink"
 	"github.com/gvrouter/gvrouter/stack"
 )
 
@@ -26,6 +27,9 @@ type runningSecY struct {
 	lowerMTU int
 	// closing marks a SecY that the next bind unbinds and closes.
 	closing bool
+	// mka keys the SecY when cfg.MKA is set (macsec_mka.go); nil for
+	// static SAs.
+	mka *mkalink.Link
 }
 
 // lowerOfLocked returns the port and L3 MTU of the interface a SecY sits
@@ -91,7 +95,13 @@ func (r *Router) newSecY(ms *config.MACsec, mac net.HardwareAddr, lowerMTU int) 
 	if err != nil {
 		return nil, fmt.Errorf("macsec %s: %w", ms.Name, err)
 	}
-	if err := rs.applySAs(nil, ms); err != nil {
+	if ms.MKA != nil {
+		// No SA until MKA installs one: no protected traffic before.
+		err = r.startMKA(rs, sci)
+	} else {
+		err = rs.applySAs(nil, ms)
+	}
+	if err != nil {
 		rs.secy.Close()
 		return nil, err
 	}
@@ -248,6 +258,7 @@ func (r *Router) bindMACsecLocked() {
 			if r.net != nil && r.net.Interface(rs.cfg.On) != nil {
 				r.net.UnbindMACsec(rs.cfg.On)
 			}
+			rs.stopMKA()
 			rs.link.SetSecY(nil)
 			rs.secy.Close()
 			delete(r.macsec, name)
@@ -257,6 +268,7 @@ func (r *Router) bindMACsecLocked() {
 		if err := r.net.BindMACsec(rs.link, rs.cfg.On, rs.cfg.Name); err != nil {
 			r.log.Error("macsec bind", "secy", rs.cfg.Name, "err", err)
 		}
+		r.bindMKALocked(rs)
 	}
 }
 
@@ -279,6 +291,7 @@ func (r *Router) macsecOnPortLocked(port string) []*stack.Interface {
 // closeMACsecLocked stops every SecY.
 func (r *Router) closeMACsecLocked() {
 	for name, rs := range r.macsec {
+		rs.stopMKA()
 		rs.link.SetSecY(nil)
 		rs.secy.Close()
 		delete(r.macsec, name)

@@ -63,6 +63,9 @@ func (r *Router) macsecSnapshotLocked(s *status.Snapshot) {
 			TXSC:         snap.TXSC,
 			WorkerFrames: snap.WorkerFrames,
 		}
+		if rs.mka != nil {
+			m.MKA = rs.mka.Status(rs.cfg.MKA.Priority)
+		}
 		if n := rs.link.Dropped(); n > 0 {
 			m.Counters["LinkUnbound"] = n // non-MIB: frames dropped while the SecY had no interface
 		}

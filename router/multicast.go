@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/mka"
 	"github.com/gvrouter/gvrouter/router/config"
 )
 
@@ -31,6 +32,8 @@ type multicastSetter interface {
 //   - the solicited-node group of the link-local address (EUI-64 of the
 //     MAC, as netstack forms it) and of every static IPv6 address of the
 //     port's interfaces and of the SecYs on them;
+//   - the PAE group (01-80-C2-00-00-03, 802.1X 11.1.1) on an interface
+//     whose SecY runs MKA: MKPDUs go there;
 //   - on a lan interface, all-routers (ff02::2: RS, RFC 4291 §2.8 makes a
 //     router a member) and, with its stateless DHCPv6 server on,
 //     all-DHCP-agents (ff02::1:2).
@@ -67,6 +70,9 @@ func portGroups(cfg *config.Config, port string, mac net.HardwareAddr) []net.Har
 				if p.Addr().Is6() {
 					add(hw.SolicitedNodeMAC(p.Addr().As16()))
 				}
+			}
+			if ms.MKA != nil {
+				add(net.HardwareAddr(mka.PAEGroupAddress[:]))
 			}
 		}
 		if ic.Role == config.RoleLAN {

@@ -12,7 +12,8 @@ import (
 // TestPortGroups: each port hears all-nodes and the solicited-node groups
 // of its link-local and static IPv6 addresses; a lan port also
 // all-routers and, with stateless DHCPv6 on, all-DHCP-agents; a port
-// with only IPv4 and a wan role gets no router-only group.
+// with only IPv4 and a wan role gets no router-only group; one under an
+// MKA SecY hears the PAE group.
 func TestPortGroups(t *testing.T) {
 	cfg := &config.Config{
 		Interfaces: []config.Interface{
@@ -20,6 +21,12 @@ func TestPortGroups(t *testing.T) {
 				netip.MustParsePrefix("192.168.1.1/24"), netip.MustParsePrefix("fd00:1::1234:5678/64")}},
 			{Name: "wan", Port: "p1", Role: config.RoleWAN, Addresses: []netip.Prefix{netip.MustParsePrefix("10.0.0.2/24")}},
 			{Name: "guest", Port: "p2", Role: config.RoleLAN, IPv6: &config.IPv6{DHCPv6: false}},
+			{Name: "link", Port: "p3", Role: config.RoleWAN},
+			{Name: "static", Port: "p4", Role: config.RoleWAN},
+		},
+		MACsec: []config.MACsec{
+			{Name: "ms1", On: "link", MKA: &config.MKA{CKN: "01"}},
+			{Name: "ms2", On: "static"},
 		},
 	}
 	mac := net.HardwareAddr{0x02, 0x11, 0x22, 0xaa, 0xbb, 0xcc}
@@ -37,6 +44,8 @@ func TestPortGroups(t *testing.T) {
 		{"p0", []string{"33:33:00:00:00:01", "33:33:ff:aa:bb:cc", "33:33:ff:34:56:78", "33:33:00:00:00:02", "33:33:00:01:00:02"}},
 		{"p1", []string{"33:33:00:00:00:01", "33:33:ff:aa:bb:cc"}},
 		{"p2", []string{"33:33:00:00:00:01", "33:33:ff:aa:bb:cc", "33:33:00:00:00:02"}},
+		{"p3", []string{"33:33:00:00:00:01", "33:33:ff:aa:bb:cc", "01:80:c2:00:00:03"}},
+		{"p4", []string{"33:33:00:00:00:01", "33:33:ff:aa:bb:cc"}},
 		{"p9", nil},
 	} {
 		if got := str(portGroups(cfg, tc.port, mac)); !slices.Equal(got, tc.want) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gvrouter/gvrouter/capture"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -74,6 +75,9 @@ type Router struct {
 	closed    bool
 	// macsec holds the SecYs by name (macsec.go); protected by mu.
 	macsec map[string]*runningSecY
+	// mkaRand is the MKA participants' source of MIs and SAKs; nil means
+	// crypto/rand (WithMKARand).
+	mkaRand io.Reader
 
 	// nat is the conntrack/NAT engine, built once in New: reloads change
 	// its rules and keep every tracked flow.

@@ -59,6 +59,10 @@ commands:
   version                                print the version
 `
 
+// labOptions, set only in a build with -tags labmka (labmka.go), adds
+// the lab's test options to router.New.
+var labOptions func() []router.Option
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
@@ -186,7 +190,11 @@ func cmdRun(args []string) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	r, err := router.New(cfg, buildInfo(), logger, router.WithRunDir(*runDir))
+	opts := []router.Option{router.WithRunDir(*runDir)}
+	if labOptions != nil {
+		opts = append(opts, labOptions()...)
+	}
+	r, err := router.New(cfg, buildInfo(), logger, opts...)
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,9 @@ type MACsec struct {
 	EncodingSA int    // encoding_sa 0..3: the transmit SA in use
 	TX         []MACsecSA
 	RX         []MACsecRXSC
+	// MKA, when set, keys the SecY by MACsec Key Agreement instead of TX
+	// and RX (mka.go); nil for static SAs.
+	MKA *MKA
 	// Addresses are the SecY interface's addresses, e.g. [10.9.0.1/30].
 	Addresses []netip.Prefix
 	// MTU is the L3 MTU, e.g. 1468; 0 = the lower interface's minus 32,
@@ -100,7 +103,7 @@ const MaxKeyFileMode = 0o600
 
 var (
 	macsecKeys = []string{"name", "on", "sci", "cipher", "encrypt", "protect", "send_sci", "end_station", "scb",
-		"replay", "window", "validate", "encoding_sa", "tx", "rx", "addresses", "mtu", "pn_store", "parallel"}
+		"replay", "window", "validate", "encoding_sa", "tx", "rx", "addresses", "mtu", "pn_store", "parallel", "mka"}
 	macsecSAKeys   = []string{"an", "pn", "key_id", "key_file", "key", "ssci", "salt"}
 	macsecRXSCKeys = []string{"sci", "sa"}
 	cipherNames    = []string{"gcm-aes-128", "gcm-aes-256", "gcm-aes-xpn-128", "gcm-aes-xpn-256"}
@@ -197,6 +200,9 @@ func (d *decoder) macsec(n *yaml.Node) MACsec {
 			ms.src.set("addresses."+strconv.Itoa(len(ms.Addresses)), posOf(it))
 			ms.Addresses = append(ms.Addresses, p)
 		}
+	}
+	if e, ok := m["mka"]; ok {
+		ms.MKA = d.mka(e, what)
 	}
 	if e, ok := m["tx"]; ok {
 		items, _ := d.list(e, what)
@@ -461,6 +467,7 @@ func (c *Config) validateMACsec(l *errorList) {
 		if cs.XPN() && ms.Window > 1<<30 {
 			l.add(ms.src.at("window", ms.Pos), "%s: window %d above 2^30 with an XPN cipher", what, ms.Window)
 		}
+		c.validateMKA(l, ms, what)
 		ans := map[int]bool{}
 		for j := range ms.TX {
 			c.validateSA(l, &ms.TX[j], cs, what+": tx sa", ans)
@@ -522,13 +529,14 @@ func (m *MACsec) Equal(n *MACsec) bool {
 }
 
 // SameSecY reports whether m and n configure the same SecY apart from
-// its SAs and encoding SA, which a running SecY can change in place.
+// its SAs and encoding SA, which a running SecY can change in place. A
+// change of mka rebuilds the SecY with a fresh participant.
 func (m *MACsec) SameSecY(n *MACsec) bool {
 	return m.Name == n.Name && m.On == n.On && m.SCI == n.SCI && m.CipherSuite() == n.CipherSuite() &&
 		m.Encrypt == n.Encrypt && m.Protect == n.Protect && m.SendSCI == n.SendSCI &&
 		m.EndStation == n.EndStation && m.SCB == n.SCB && m.Replay == n.Replay && m.Window == n.Window &&
 		m.ValidateFrames() == n.ValidateFrames() && slices.Equal(m.Addresses, n.Addresses) && m.MTU == n.MTU &&
-		m.PNStore == n.PNStore && m.AlwaysParallel() == n.AlwaysParallel() && m.Workers() == n.Workers()
+		m.PNStore == n.PNStore && m.AlwaysParallel() == n.AlwaysParallel() && m.Workers() == n.Workers() && m.MKA.Equal(n.MKA)
 }
 
 // AlwaysParallel reports whether parallel is "always".

@@ -56,6 +56,11 @@ type Options struct {
 	// macsecParallel, if set, is the MACsec lab SecYs' parallel setting
 	// (tests of ordered parallel crypto set "always").
 	macsecParallel string
+	// macsecMKA, if set, keys the MACsec lab's SecYs by MKA instead of
+	// static SAs, rolling the SAK every macsecMKARekey (e.g. "10s") if
+	// that is set.
+	macsecMKA      bool
+	macsecMKARekey string
 	// conntrackMax, if not 0, is the router's conntrack table limit.
 	conntrackMax int
 	// routerArgs are extra arguments of `router run` (tests: "-debug").

@@ -147,6 +147,7 @@ func Run(ctx context.Context, opt Options) (err error) {
 func newLab(opt Options, pid int) *lab {
 	l := &lab{opt: opt, log: opt.Log, out: opt.Stdout, prefix: runPrefix(pid)}
 	l.msOpt.parallel = opt.macsecParallel
+	l.msOpt.mka, l.msOpt.mkaRekey = opt.macsecMKA, opt.macsecMKARekey
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}

@@ -18,6 +18,12 @@ import (
 // buildRouter builds cmd/router into the test's temporary directory.
 func buildRouter(t *testing.T) string {
 	t.Helper()
+	return buildRouterTags(t, "")
+}
+
+// buildRouterTags is buildRouter with build tags, e.g. "labmka".
+func buildRouterTags(t *testing.T, tags string) string {
+	t.Helper()
 	skipOrFail := t.Skipf
 	if os.Getenv("CI") == "true" {
 		skipOrFail = t.Fatalf
@@ -31,7 +37,7 @@ func buildRouter(t *testing.T) string {
 		skipOrFail("no cmd/router in %s", root)
 	}
 	bin := filepath.Join(t.TempDir(), "router")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/router")
+	cmd := exec.Command("go", "build", "-tags", tags, "-o", bin, "./cmd/router")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/router: %v\n%s", err, out)

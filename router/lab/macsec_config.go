@@ -52,6 +52,22 @@ type macsecOptions struct {
 	rekeyFile string
 	// parallel is the SecYs' parallel setting ("" = auto).
 	parallel string
+	// mka keys both SecYs by MKA from cakFile (one CAK, CKN msCKN)
+	// instead of static SAs; router 1 (priority 0) is the key server.
+	// mkaRekey, e.g. "10s", makes it roll the SAK that often.
+	mka      bool
+	cakFile  string
+	mkaRekey string
+}
+
+// msCKN is the lab's MKA CA key name.
+const msCKN = "6c61622d6d6b61" // "lab-mka"
+
+type labMKA struct {
+	CKN      string `yaml:"ckn"`
+	CAKFile  string `yaml:"cak_file"`
+	Priority int    `yaml:"priority"`
+	Rekey    string `yaml:"rekey,omitempty"`
 }
 
 type labMACsecSA struct {
@@ -77,9 +93,10 @@ type labMACsec struct {
 	Replay     string        `yaml:"replay"`
 	Window     int           `yaml:"window"`
 	Validate   string        `yaml:"validate"`
-	EncodingSA int           `yaml:"encoding_sa"`
-	TX         []labMACsecSA `yaml:"tx"`
-	RX         []labMACsecRX `yaml:"rx"`
+	EncodingSA int           `yaml:"encoding_sa,omitempty"`
+	TX         []labMACsecSA `yaml:"tx,omitempty"`
+	RX         []labMACsecRX `yaml:"rx,omitempty"`
+	MKA        *labMKA       `yaml:"mka,omitempty"`
 	Addresses  []string      `yaml:"addresses"`
 	PNStore    string        `yaml:"pn_store"`
 	Parallel   string        `yaml:"parallel,omitempty"`
@@ -187,6 +204,13 @@ func macsecRouterConfig(prefix string, n, statusPort int, o macsecOptions) ([]by
 			PNStore:    store,
 			Parallel:   o.parallel,
 		}}
+		if o.mka {
+			k := &labMKA{CKN: msCKN, CAKFile: o.cakFile, Priority: 16 * (n - 1)}
+			if n == 1 {
+				k.Rekey = o.mkaRekey
+			}
+			c.MACsec[0].TX, c.MACsec[0].RX, c.MACsec[0].EncodingSA, c.MACsec[0].MKA = nil, nil, 0, k
+		}
 	}
 	c.Routes = []msRoute{{To: far4.String(), Via: dev4}, {To: far6.String(), Via: dev6}}
 	b, err := yaml.Marshal(&c)

@@ -83,3 +83,38 @@ func TestMACsecRouterConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestMACsecRouterConfigMKA checks that the MKA variant of the lab's
+// configs parses: both SecYs on one CAK and CKN, no static SA, router 1
+// the key server (lower priority) and the only one rolling the SAK.
+func TestMACsecRouterConfigMKA(t *testing.T) {
+	dir := t.TempDir()
+	cak := filepath.Join(dir, "cak")
+	if err := os.WriteFile(cak, []byte("00112233445566778899aabbccddeeff\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := macsecOptions{cipher: "gcm-aes-128", encrypt: true, mka: true, cakFile: cak, mkaRekey: "10s",
+		pnStore1: filepath.Join(dir, "pn1"), pnStore2: filepath.Join(dir, "pn2")}
+	var ms [2]config.MACsec
+	for n := 1; n <= 2; n++ {
+		b, err := macsecRouterConfig("gvl42", n, 8080, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.Parse("lab.yaml", b)
+		if err != nil {
+			t.Fatalf("router %d: Parse: %v\n%s", n, err, b)
+		}
+		ms[n-1] = c.MACsec[0]
+	}
+	r1, r2 := ms[0], ms[1]
+	if r1.MKA == nil || r2.MKA == nil || len(r1.TX)+len(r1.RX)+len(r2.TX)+len(r2.RX) != 0 {
+		t.Fatalf("mka %v/%v, static SAs %d/%d/%d/%d, want mka and none", r1.MKA, r2.MKA, len(r1.TX), len(r1.RX), len(r2.TX), len(r2.RX))
+	}
+	if !r1.MKA.CAK.Equal(r2.MKA.CAK) || r1.MKA.CKN != msCKN {
+		t.Errorf("the routers' CAKs differ or CKN %q != %q", r1.MKA.CKN, msCKN)
+	}
+	if r1.MKA.Priority >= r2.MKA.Priority || r1.MKA.Rekey.String() != "10s" || r2.MKA.Rekey != 0 {
+		t.Errorf("priorities %d/%d, rekey %v/%v: want router 1 key server rolling every 10s", r1.MKA.Priority, r2.MKA.Priority, r1.MKA.Rekey, r2.MKA.Rekey)
+	}
+}

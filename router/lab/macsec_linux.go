@@ -85,6 +85,16 @@ func (l *lab) macsecKeys() (macsecOptions, error) {
 			return o, fmt.Errorf("lab: macsec key: %w", err)
 		}
 	}
+	if o.mka {
+		o.cakFile = filepath.Join(l.dir, "ms-cak.key")
+		if _, err := os.Stat(o.cakFile); err != nil {
+			k := make([]byte, 16)
+			rand.Read(k)
+			if err := os.WriteFile(o.cakFile, []byte(hex.EncodeToString(k)+"\n"), 0o600); err != nil {
+				return o, fmt.Errorf("lab: mka cak: %w", err)
+			}
+		}
+	}
 	o.pnStore1 = filepath.Join(l.dir, "pn-router1")
 	o.pnStore2 = filepath.Join(l.dir, "pn-router2")
 	return o, nil

@@ -1,5 +1,7 @@
 package status
 
+import "time"
+
 // MACsec is one SecY, as `ip -s macsec show` shows it: its settings, its
 // transmit SC and receive SCs with their SAs, and every 802.1AE MIB
 // counter. It never holds a key, only key ids.
@@ -38,6 +40,57 @@ type MACsec struct {
 	// WorkerFrames is how many frames each crypto worker handled (the
 	// last entry: callers that did crypto themselves).
 	WorkerFrames []uint64 `json:"worker_frames"`
+	// MKA is the SecY's key agreement, nil with static SAs.
+	MKA *MACsecMKA `json:"mka,omitempty"`
+}
+
+// MACsecMKA is a SecY's MKA participant (IEEE 802.1X-2020 clause 9): who
+// serves the keys, the peers, which SAKs it holds by key number and AN
+// (never the keys), and its counters.
+type MACsecMKA struct {
+	// CKN is the CA's key name in hex, e.g. "96437a93...".
+	CKN string `json:"ckn"`
+	// Priority is our key server priority, e.g. 16.
+	Priority int `json:"priority"`
+	// MI and MN are our member identifier (hex) and last MN sent.
+	MI string `json:"mi"`
+	MN uint32 `json:"mn"`
+	// KeyServer: we are the elected key server; KeyServerSCI names the
+	// elected one (ours when KeyServer), "" when there is none.
+	KeyServer    bool   `json:"key_server"`
+	KeyServerSCI string `json:"key_server_sci"`
+	// Live and Potential are the peers.
+	Live      []MKAPeer `json:"live_peers"`
+	Potential []MKAPeer `json:"potential_peers"`
+	// Latest and Previous are the SAKs held, nil when none.
+	Latest   *MKAKey `json:"latest_key"`
+	Previous *MKAKey `json:"previous_key"`
+	// LastRoll is when transmission last moved to a new SAK; zero
+	// before the first.
+	LastRoll time.Time `json:"last_roll"`
+	// Counters, e.g. {"mkpdus_sent": 9, "invalid_icv": 0, "sak_rolls": 1}.
+	Counters map[string]uint64 `json:"counters"`
+}
+
+// MKAPeer is one MKA peer.
+type MKAPeer struct {
+	SCI      string `json:"sci"` // e.g. "0200000000020001"
+	MI       string `json:"mi"`  // hex
+	MN       uint32 `json:"mn"`  // its last MN accepted
+	Priority int    `json:"priority"`
+	// KeyServer: the peer claims the key server role.
+	KeyServer bool `json:"key_server"`
+}
+
+// MKAKey is one SAK by name: the key server's MI and key number, the AN
+// it uses, whether it receives and transmits.
+type MKAKey struct {
+	KeyServerMI string    `json:"key_server_mi"`
+	KN          uint32    `json:"kn"`
+	AN          int       `json:"an"`
+	RX          bool      `json:"rx"`
+	TX          bool      `json:"tx"`
+	Installed   time.Time `json:"installed"`
 }
 
 // MACsecSA is one SA: its AN, state, next PN and key id, never the key.

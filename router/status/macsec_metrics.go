@@ -24,6 +24,9 @@ func counterList(m map[string]uint64) []drop {
 // name, and the SAs' next PN. No label or value is ever a key.
 type macsecDescs struct {
 	counter, nextPN, worker *prometheus.Desc
+	// MKA (issue 22): the participant's counters, role, peers, latest
+	// key number and last roll.
+	mkaCounter, mkaKeyServer, mkaPeers, mkaKN, mkaLastRoll *prometheus.Desc
 }
 
 func newMACsecDescs() macsecDescs {
@@ -37,6 +40,21 @@ func newMACsecDescs() macsecDescs {
 		worker: prometheus.NewDesc("gvrouter_macsec_worker_frames_total",
 			"Frames each crypto worker of a SecY sealed or opened (the last worker is the callers).",
 			[]string{"secy", "worker"}, nil),
+		mkaCounter: prometheus.NewDesc("gvrouter_mka_counter_total",
+			"MKA participant counters of a SecY (MKPDUs sent, received, invalid ICV, replayed, SAK rolls, peer timeouts, ...).",
+			[]string{"secy", "counter"}, nil),
+		mkaKeyServer: prometheus.NewDesc("gvrouter_mka_key_server",
+			"1 if this SecY's MKA participant is the elected key server.",
+			[]string{"secy"}, nil),
+		mkaPeers: prometheus.NewDesc("gvrouter_mka_peers",
+			"MKA peers of a SecY by list (live, potential).",
+			[]string{"secy", "list"}, nil),
+		mkaKN: prometheus.NewDesc("gvrouter_mka_latest_key_number",
+			"Key number of the latest SAK (0: none) and the AN it uses.",
+			[]string{"secy", "an"}, nil),
+		mkaLastRoll: prometheus.NewDesc("gvrouter_mka_last_roll_timestamp_seconds",
+			"When transmission last moved to a new SAK (0: never).",
+			[]string{"secy"}, nil),
 	}
 }
 
@@ -44,6 +62,11 @@ func (d *macsecDescs) describe(ch chan<- *prometheus.Desc) {
 	ch <- d.counter
 	ch <- d.nextPN
 	ch <- d.worker
+	ch <- d.mkaCounter
+	ch <- d.mkaKeyServer
+	ch <- d.mkaPeers
+	ch <- d.mkaKN
+	ch <- d.mkaLastRoll
 }
 
 func (d *macsecDescs) collect(ch chan<- prometheus.Metric, ms []MACsec) {
@@ -76,5 +99,31 @@ func (d *macsecDescs) collect(ch chan<- prometheus.Metric, ms []MACsec) {
 		for i, n := range m.WorkerFrames {
 			ch <- prometheus.MustNewConstMetric(d.worker, prometheus.CounterValue, float64(n), m.Name, strconv.Itoa(i))
 		}
+		if k := m.MKA; k != nil {
+			d.collectMKA(ch, m.Name, k)
+		}
 	}
+}
+
+func (d *macsecDescs) collectMKA(ch chan<- prometheus.Metric, secy string, k *MACsecMKA) {
+	for name, v := range k.Counters {
+		ch <- prometheus.MustNewConstMetric(d.mkaCounter, prometheus.CounterValue, float64(v), secy, name)
+	}
+	ks := 0.0
+	if k.KeyServer {
+		ks = 1
+	}
+	ch <- prometheus.MustNewConstMetric(d.mkaKeyServer, prometheus.GaugeValue, ks, secy)
+	ch <- prometheus.MustNewConstMetric(d.mkaPeers, prometheus.GaugeValue, float64(len(k.Live)), secy, "live")
+	ch <- prometheus.MustNewConstMetric(d.mkaPeers, prometheus.GaugeValue, float64(len(k.Potential)), secy, "potential")
+	kn, an := 0.0, ""
+	if k.Latest != nil {
+		kn, an = float64(k.Latest.KN), strconv.Itoa(k.Latest.AN)
+	}
+	ch <- prometheus.MustNewConstMetric(d.mkaKN, prometheus.GaugeValue, kn, secy, an)
+	roll := 0.0
+	if !k.LastRoll.IsZero() {
+		roll = float64(k.LastRoll.UnixNano()) / 1e9
+	}
+	ch <- prometheus.MustNewConstMetric(d.mkaLastRoll, prometheus.GaugeValue, roll, secy)
 }

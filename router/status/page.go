@@ -380,6 +380,18 @@ footer a { color: inherit; }
 {{- range .RXSC}}
 <tr><td>RXSC</td><td class="mono">{{.SCI}}{{range .SA}}<br>{{.AN}}: PN {{.NextPN}}, state {{.State}}, key {{.KeyID}}{{end}}</td></tr>
 {{- end}}
+{{- with .MKA}}
+<tr><td>MKA</td><td class="mono">ckn {{.CKN}} priority {{.Priority}} mi {{.MI}} mn {{.MN}} key server {{if .KeyServer}}this SecY{{else}}{{or .KeyServerSCI "none"}}{{end}}</td></tr>
+{{- range .Live}}
+<tr><td>live peer</td><td class="mono">sci {{.SCI}} mi {{.MI}} mn {{.MN}} priority {{.Priority}}</td></tr>
+{{- end}}
+{{- range .Potential}}
+<tr><td>potential peer</td><td class="mono">sci {{.SCI}} mi {{.MI}} mn {{.MN}} priority {{.Priority}}</td></tr>
+{{- end}}
+{{- with .Latest}}<tr><td>latest key</td><td class="mono">kn {{.KN}} an {{.AN}} rx {{.RX}} tx {{.TX}}</td></tr>{{end}}
+{{- with .Previous}}<tr><td>previous key</td><td class="mono">kn {{.KN}} an {{.AN}} rx {{.RX}} tx {{.TX}}</td></tr>{{end}}
+<tr><td>last roll</td><td class="mono">{{if .LastRoll.IsZero}}never{{else}}{{.LastRoll.UTC.Format "2006-01-02 15:04:05Z"}}{{end}}</td></tr>
+{{- end}}
 </tbody>
 </table></div>
 <div class="wrap"><table class="narrow">
@@ -387,6 +399,9 @@ footer a { color: inherit; }
 <tbody>
 <tr><td>secy</td><td class="drops-cell">{{template "counters" .Counters}}</td></tr>
 <tr><td>tx sc</td><td class="drops-cell">{{template "counters" .TXSC}}</td></tr>
+{{- with .MKA}}
+<tr><td>mka</td><td class="drops-cell">{{template "counters" .Counters}}</td></tr>
+{{- end}}
 {{- range .TXSA}}
 <tr><td>tx sa {{.AN}}</td><td class="drops-cell">{{template "counters" .Counters}}</td></tr>
 {{- end}}
