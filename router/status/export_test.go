@@ -10,10 +10,6 @@ func (s *Server) Sample() *Snapshot             { return s.sample() }
 
 var (
 	PageJS        = pageJS
-	FormatBytes   = formatBytes
-	FormatBits    = formatBits
-	FormatPPS     = formatPPS
-	FormatCount   = formatCount
 	FormatUptime  = formatUptime
 	FormatWhen    = formatWhen
 	FormatLatency = formatLatency

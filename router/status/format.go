@@ -112,3 +112,18 @@ func dropList(m map[string]uint64) []drop {
 	slices.SortFunc(l, func(a, b drop) int { return strings.Compare(a.Reason, b.Reason) })
 	return l
 }
+
+// The page's number formats, for tests outside this package that check
+// what a browser shows (router/lab's TestLabBrowser).
+
+// FormatBytes is the page's byte count: "512 B", "1.50 KiB".
+func FormatBytes(n uint64) string { return formatBytes(n) }
+
+// FormatBits is the page's bit rate: "999 bit/s", "1.00 Mbit/s".
+func FormatBits(v float64) string { return formatBits(v) }
+
+// FormatPPS is the page's packet rate: "12.30 kpkt/s".
+func FormatPPS(v float64) string { return formatPPS(v) }
+
+// FormatCount is the page's counter: "1,234,567".
+func FormatCount(n uint64) string { return formatCount(n) }
