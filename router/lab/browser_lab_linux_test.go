@@ -138,8 +138,8 @@ func TestLabBrowser(t *testing.T) {
 		for k, i := range api.Interfaces {
 			class := map[string]string{"up": "up", "down": "down"}[i.State]
 			want := pageRow{Name: i.Name, State: "badge " + class + " " + i.State,
-				Rx: rateCell(i.Rates.RxBitsPerSecond, i.Rates.RxPacketsPerSecond, i.RxBytes, i.RxPackets),
-				Tx: rateCell(i.Rates.TxBitsPerSecond, i.Rates.TxPacketsPerSecond, i.TxBytes, i.TxPackets),
+				Rx:    rateCell(i.Rates.RxBitsPerSecond, i.Rates.RxPacketsPerSecond, i.RxBytes, i.RxPackets),
+				Tx:    rateCell(i.Rates.TxBitsPerSecond, i.Rates.TxPacketsPerSecond, i.TxBytes, i.TxPackets),
 				Drops: labDropsText(i.Drops)}
 			if shown.Rows[k] != want {
 				return fmt.Errorf("interface %s: page shows %+v, /api/status (sample %d) says %+v", i.Name, shown.Rows[k], api.Seq, want)
