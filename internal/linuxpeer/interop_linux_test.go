@@ -181,17 +181,30 @@ macsec:
 }
 
 // TestVLANAgainstLinux runs the router's VLAN interfaces 10 and 20 on the
-// tap against the guest kernel's 8021q: on each VLAN the guest pings the
-// router and sends 64 KiB by TCP to the router's discard sink.
+// tap against the guest kernel's 8021q. On each VLAN the guest pings the
+// router and sends 64 KiB by TCP to the router's discard sink; and a host
+// (a kernel namespace) on a third, untagged router port pings the guest's
+// address on each VLAN through the router, so that frames the router
+// originates onto each VLAN (ARP, forwarded echoes) reach the guest and
+// its replies come back.
 func TestVLANAgainstLinux(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	p, ns := startPeer(t, ctx, "vlan", map[string]string{"VLANS": "10:10.77.10.2/24 20:10.77.20.2/24"})
+	host := netnstest.New(t, "lph", netnstest.WithoutIPv6())
+	ns.IP(t, "link", "add", "lph0", "type", "veth", "peer", "name", "lph1", "netns", host.Name())
+	ns.IP(t, "link", "set", "lph0", "up")
+	host.IP(t, "link", "set", "lph1", "up")
+	host.IP(t, "addr", "add", "10.78.0.10/24", "dev", "lph1")
+	host.IP(t, "addr", "add", "10.78.0.20/24", "dev", "lph1")
+	host.IP(t, "route", "add", "10.77.0.0/16", "via", "10.78.0.1")
 	r := startRouter(t, ns, fmt.Sprintf(`ports:
   - name: %s
+  - name: lph0
 interfaces:
   - {name: v10, port: %s, vlan: 10, role: lan, addresses: [10.77.10.1/24]}
   - {name: v20, port: %s, vlan: 20, role: lan, addresses: [10.77.20.1/24]}
+  - {name: hostlan, port: lph0, role: lan, addresses: [10.78.0.1/24]}
 `, p.Tap, p.Tap, p.Tap))
 	for _, vid := range []int{10, 20} {
 		a := "10.77." + strconv.Itoa(vid) + ".1"
@@ -200,7 +213,17 @@ interfaces:
 			t.Fatal(err)
 		}
 		guest(t, ctx, p, "head -c 65536 /dev/zero | nc -w 5 "+a+" 9", 20*time.Second)
+		// The guest answers host address 10.78.0.<vid> on VLAN vid only.
+		guest(t, ctx, p, fmt.Sprintf("ip route add 10.78.0.%d/32 via %s", vid, a), 10*time.Second)
+		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", host.Name(),
+			"ping", "-c", "3", "-W", "2", "-I", fmt.Sprintf("10.78.0.%d", vid), fmt.Sprintf("10.77.%d.2", vid)).CombinedOutput()
+		if m := linuxPingRE.FindSubmatch(out); err != nil || m == nil || string(m[1]) != string(m[2]) {
+			t.Errorf("host ping of the guest on VLAN %d through the router: %v\n%s", vid, err, out)
+		}
 	}
 	st := guest(t, ctx, p, "cat /proc/net/vlan/eth0.10 /proc/net/vlan/eth0.20", 10*time.Second)
 	t.Logf("guest VLAN statistics:\n%s", st)
 }
+
+// linuxPingRE reads iputils ping's summary.
+var linuxPingRE = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`)
