@@ -20,6 +20,9 @@ import (
 	"github.com/gvrouter/gvrouter/mka/mkatest"
 )
 
+// saFailRE matches wpa_supplicant's report of the kernel refusing an SA.
+var saFailRE = regexp.MustCompile(`macsec_drv_create_(receive|transmit)_sa: failed to communicate: .*`)
+
 // packetTransport is an mka.Transport on an AF_PACKET socket.
 type packetTransport struct{ fd int }
 
@@ -33,12 +36,28 @@ func (t packetTransport) Send(frame []byte) error {
 // server (priority 16 against wpa_supplicant's 255), on the tap against
 // Debian's wpa_supplicant 2.10 (driver macsec_linux) in the guest, both
 // with the same CAK and CKN: both must list the other as a live peer,
-// the participant distributes a GCM-AES-128 SAK (AES Key Wrap), and the
-// guest kernel's SecY must get a receive and a transmit SA whose key
-// identifier is the participant's KI and whose key, as wpa_supplicant's
-// debug output shows it, is the SAK the participant installed in its own
-// (fake, recording) SecY.
+// the participant distributes a SAK (AES Key Wrap) that wpa_supplicant
+// unwraps to the very key the participant installed in its own (fake,
+// recording) SecY, and for GCM-AES-128 the guest kernel's SecY must get a
+// receive and a transmit SA whose key identifier is the participant's
+// KI. For GCM-AES-256 wpa_supplicant 2.10 accepts and unwraps the SAK,
+// but its macsec_linux driver keeps the SecY it made for GCM-AES-128 and
+// the kernel refuses the 32-octet SAs (EINVAL): the test checks the
+// unwrap and reports what the kernel did.
 func TestMKAAgainstWPASupplicant(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		suite macsec.CipherSuite
+		klen  int
+	}{
+		{"gcm-aes-128", macsec.GCMAES128, 16},
+		{"gcm-aes-256", macsec.GCMAES256, 32},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testMKA(t, tc.suite, tc.klen) })
+	}
+}
+
+func testMKA(t *testing.T, suite macsec.CipherSuite, klen int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const (
@@ -75,7 +94,7 @@ func TestMKAAgainstWPASupplicant(t *testing.T) {
 	}
 	sci = sci<<16 | 1
 	secy := &mkatest.SecY{}
-	part, err := mka.New(mka.Config{CAK: cak, SCI: sci, KeyServerPriority: 16, Confidentiality: true},
+	part, err := mka.New(mka.Config{CAK: cak, SCI: sci, KeyServerPriority: 16, Confidentiality: true, CipherSuite: suite},
 		secy, packetTransport{fd}, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +158,16 @@ func TestMKAAgainstWPASupplicant(t *testing.T) {
 	kiBE := mi + hex.EncodeToString([]byte{byte(kn >> 24), byte(kn >> 16), byte(kn >> 8), byte(kn)})
 	kiLE := mi + hex.EncodeToString([]byte{byte(kn), byte(kn >> 8), byte(kn >> 16), byte(kn >> 24)})
 	saRE := regexp.MustCompile(`(?m)^\s+` + strconv.Itoa(int(st.Latest.AN)) + `: PN \d+, state on, key (` + kiBE + `|` + kiLE + `)$`)
+	// wpa_supplicant -K prints the unwrapped SAK; it must be ours (checked
+	// once the participant has stopped and its SecY may be read).
+	m, err := p.WaitConsole(ctx, regexp.MustCompile(`(?m)AES Key Unwrap of SAK\.*: - hexdump\(len=`+strconv.Itoa(klen)+`\): ([0-9a-f ]+)$`), 30*time.Second)
+	if err != nil {
+		t.Fatalf("no %d-octet SAK in wpa_supplicant's debug output: %v", klen, err)
+	}
+	sak, err := hex.DecodeString(strings.ReplaceAll(m[1], " ", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var show string
 	// wpa_supplicant 2.10 elects itself at first (our first MKPDUs, with
 	// no live peer yet, do not claim Key Server), rejects our SAK and
@@ -150,12 +179,16 @@ func TestMKAAgainstWPASupplicant(t *testing.T) {
 		if len(saRE.FindAllString(show, -1)) >= 2 {
 			break
 		}
+		if f := saFailRE.FindString(p.Console()); suite == macsec.GCMAES256 && f != "" {
+			t.Logf("wpa_supplicant 2.10 accepted the GCM-AES-256 SAK, but the kernel refused its SAs: %s", f)
+			break
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("guest's ip macsec show has no TX and RX SA %d with key %s:\n%s", st.Latest.AN, kiBE, show)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	if !strings.Contains(show, kiBE) {
+	if saRE.MatchString(show) && !strings.Contains(show, kiBE) {
 		t.Logf("the guest's key identifier carries the KN in little-endian order (wpa_supplicant 2.10)")
 	}
 	if !strings.Contains(p.Console(), "Peer "+mi+" was elected as the key server") {
@@ -163,15 +196,6 @@ func TestMKAAgainstWPASupplicant(t *testing.T) {
 	}
 	t.Logf("guest:\n%s", show)
 
-	// wpa_supplicant -K prints the unwrapped SAK; it must be ours.
-	m := regexp.MustCompile(`(?m)AES Key Unwrap of SAK\.*: - hexdump\(len=16\): ([0-9a-f ]+)$`).FindStringSubmatch(p.Console())
-	if m == nil {
-		t.Fatalf("no SAK in wpa_supplicant's debug output")
-	}
-	sak, err := hex.DecodeString(strings.ReplaceAll(m[1], " ", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop()
 	tx := secy.TX[st.Latest.AN]
 	if tx == nil || !tx.Config.Key.Equal(macsec.NewKey(sak)) {
