@@ -188,6 +188,7 @@ macsec:
 // originates onto each VLAN (ARP, forwarded echoes) reach the guest and
 // its replies come back.
 func TestVLANAgainstLinux(t *testing.T) {
+	netnstest.Privileged(t, "ping")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	p, ns := startPeer(t, ctx, "vlan", map[string]string{"VLANS": "10:10.77.10.2/24 20:10.77.20.2/24"})
