@@ -29,6 +29,15 @@
 // kernel or driver, or zero-copy refused with BindZeroCopy): the caller
 // opens the interface with AF_PACKET instead and logs why.
 //
+// # Checksums
+//
+// AF_XDP carries no checksum status: Frame.CsumValid and CsumPartial are
+// always false. A local peer that offloads its TX checksum (veth, tap,
+// virtio by default) hands over TCP and UDP with only the pseudo-header
+// sum in the checksum field, which hw.Port flags as CsumPartial and this
+// port cannot (TestPartialChecksum): on such links the peer's TX
+// checksumming must be off, or the stack must not drop on the checksum.
+//
 // # Not yet
 //
 // Outer VLAN tags stay in-band only if the driver does not strip them:
