@@ -294,6 +294,8 @@ func TestWriteFramesAllocs(t *testing.T) {
 func TestLinkState(t *testing.T) {
 	ns := newLab(t)
 	p := open(t, ns, "va")
+	in := &counter{marker: []byte("after-up")}
+	run(t, p, in.handle)
 	changes := make(chan bool, 4)
 	p.SetLinkHandler(func(up bool) { changes <- up })
 	for _, want := range []bool{false, true} {
@@ -310,6 +312,47 @@ func TestLinkState(t *testing.T) {
 		case <-time.After(3 * hw.LinkPollInterval):
 			t.Fatalf("no link change within %v of vb %s", 3*hw.LinkPollInterval, state)
 		}
+	}
+	// The sockets and the program survive the flap.
+	ns.RawSocket(t, "vb").Send(t, netnstest.Frame(macA, macB, "after-up"))
+	if got := waitCount(in, 1, 2*time.Second); got != 1 {
+		t.Errorf("port received %d frames after the link came back, want 1", got)
+	}
+}
+
+// TestRxRingFull stalls the handler while the peer floods the port: the
+// kernel drops what the RX ring has no room for and counts it (ring),
+// nothing leaks, and the port goes on receiving when the handler does.
+func TestRxRingFull(t *testing.T) {
+	const flood = 3 * ringSize
+	ns := newLab(t)
+	p := open(t, ns, "va")
+	release := make(chan struct{})
+	var once sync.Once
+	in := &counter{marker: []byte("flood")}
+	run(t, p, func(q int, fs []hw.Frame) {
+		once.Do(func() { <-release })
+		in.handle(q, fs)
+	})
+	peer := ns.RawSocket(t, "vb")
+	f := netnstest.Frame(macA, macB, "flood")
+	for range flood {
+		peer.Send(t, f)
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(release)
+	waitCount(in, flood, time.Second)
+	st := p.Stats()
+	t.Logf("received %d of %d, ring %d, fill_empty %d", in.n.Load(), flood, st.Drops[hw.DropRing], st.Drops[DropFillEmpty])
+	if st.Drops[hw.DropRing]+st.Drops[DropFillEmpty] == 0 {
+		t.Errorf("Drops = %v after %d frames into a stalled port, want ring or fill drops counted", st.Drops, flood)
+	}
+	if got := in.n.Load(); got == 0 || got > flood {
+		t.Errorf("received %d of %d frames", got, flood)
+	}
+	c := p.umem.Counts()
+	if c.Held != 0 || c.Total() != p.umem.Frames() {
+		t.Errorf("Umem.Counts() = %+v, want none held of %d", c, p.umem.Frames())
 	}
 }
 
@@ -434,4 +477,23 @@ func TestSIGKILLLeavesNoProgram(t *testing.T) {
 	if p.Mode() != "copy, native" {
 		t.Errorf("reopened port: Mode() = %q, want \"copy, native\"", p.Mode())
 	}
+}
+
+// BenchmarkWriteFrames is hw's BenchmarkWriteFrames on AF_XDP: 60-byte
+// frames in batches of BatchSize into a veth whose peer drops them.
+func BenchmarkWriteFrames(b *testing.B) {
+	ns := newLab(b)
+	p := open(b, ns, "va")
+	frame := netnstest.Frame(netnstest.Broadcast, p.HardwareAddr(), "bench")
+	batch := make([][]byte, BatchSize)
+	for i := range batch {
+		batch[i] = frame
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		p.WriteFrames(batch)
+	}
+	s := p.Stats()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*BatchSize), "ns/frame")
+	b.ReportMetric(float64(s.Drops[hw.DropTxNoBufs]+s.Drops[DropUmemEmpty])/float64(b.N*BatchSize), "nobufs/frame")
 }
