@@ -180,6 +180,11 @@ func Open(cfg Config, log *slog.Logger) (_ *Port, err error) {
 			time.Sleep(busyWait / 40)
 			s, err = p.umem.NewSocket(xsk.SocketConfig{Ifindex: p.ifindex, Queue: q, Bind: cfg.Bind})
 		}
+		if err != nil && q == 0 && errors.Is(err, unix.ENOBUFS) {
+			// xdp_umem_account_pages: without CAP_IPC_LOCK the UMEM is
+			// charged to RLIMIT_MEMLOCK.
+			return nil, fmt.Errorf("xdpport %s: %w (the %.1f MiB UMEM exceeds RLIMIT_MEMLOCK: raise it, e.g. LimitMEMLOCK=infinity, or grant CAP_IPC_LOCK)", cfg.Name, err, float64(p.umem.Frames()*p.umem.FrameSize())/(1<<20))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("xdpport %s: %w", cfg.Name, err)
 		}

@@ -384,8 +384,19 @@ func BenchmarkForward(b *testing.B) {
 // value and wait to be killed.
 const childEnv = "GVROUTER_XDPPORT_CHILD_IF"
 
+// memlockEnv makes the child lower its RLIMIT_MEMLOCK to 64 KiB first.
+const memlockEnv = "GVROUTER_XDPPORT_CHILD_MEMLOCK"
+
 func TestMain(m *testing.M) {
 	if ifname := os.Getenv(childEnv); ifname != "" {
+		if os.Getenv(memlockEnv) != "" {
+			// Lowering a limit needs no privilege.
+			lim := unix.Rlimit{Cur: 64 << 10, Max: 64 << 10}
+			if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &lim); err != nil {
+				fmt.Println("error: setrlimit:", err)
+				os.Exit(1)
+			}
+		}
 		p, err := Open(Config{Name: ifname}, nil)
 		if err != nil {
 			fmt.Println("error:", err)
@@ -496,4 +507,26 @@ func BenchmarkWriteFrames(b *testing.B) {
 	s := p.Stats()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*BatchSize), "ns/frame")
 	b.ReportMetric(float64(s.Drops[hw.DropTxNoBufs]+s.Drops[DropUmemEmpty])/float64(b.N*BatchSize), "nobufs/frame")
+}
+
+// TestMemlockLimit opens a port in a process without CAP_IPC_LOCK whose
+// RLIMIT_MEMLOCK is below the UMEM's size, as a systemd DynamicUser gets
+// by default: the kernel refuses the UMEM (ENOBUFS) and the error says
+// which limit to raise.
+func TestMemlockLimit(t *testing.T) {
+	netnstest.Privileged(t, "capsh")
+	ns := newLab(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", ns.Name(), "capsh", "--drop=cap_ipc_lock", "--", "-c", `exec "$0"`, self)
+	cmd.Env = append(os.Environ(), childEnv+"=vb", memlockEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("child opened the port with 64 KiB of RLIMIT_MEMLOCK and no CAP_IPC_LOCK: %s", out)
+	}
+	if !strings.Contains(string(out), "no buffer space available") || !strings.Contains(string(out), "LimitMEMLOCK") {
+		t.Errorf("child said %q, want ENOBUFS naming RLIMIT_MEMLOCK and LimitMEMLOCK", out)
+	}
 }
