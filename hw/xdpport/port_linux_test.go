@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -528,5 +529,34 @@ func TestMemlockLimit(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "no buffer space available") || !strings.Contains(string(out), "LimitMEMLOCK") {
 		t.Errorf("child said %q, want ENOBUFS naming RLIMIT_MEMLOCK and LimitMEMLOCK", out)
+	}
+}
+
+// TestVLANInBand: a tagged frame reaches the handler with its tag still
+// in Data and no ring-header tag (native XDP runs before the kernel's
+// VLAN untagging), which stack.Trunk reads in-band.
+func TestVLANInBand(t *testing.T) {
+	ns := newLab(t)
+	p := open(t, ns, "va")
+	got := make(chan hw.Frame, 1)
+	run(t, p, func(_ int, fs []hw.Frame) {
+		for _, f := range fs {
+			if bytes.Contains(f.Data, []byte("tagged")) {
+				f.Data = bytes.Clone(f.Data)
+				select {
+				case got <- f:
+				default:
+				}
+			}
+		}
+	})
+	ns.RawSocket(t, "vb").Send(t, netnstest.Tag(netnstest.Frame(macA, macB, "tagged"), 0x8100, 10))
+	select {
+	case f := <-got:
+		if f.VLANValid || binary.BigEndian.Uint16(f.Data[12:]) != 0x8100 || binary.BigEndian.Uint16(f.Data[14:]) != 10 {
+			t.Errorf("tagged frame: VLANValid %v, bytes 12..16 % x, want false and 81 00 00 0a", f.VLANValid, f.Data[12:16])
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the tagged frame did not arrive")
 	}
 }
