@@ -281,7 +281,10 @@ func (p *Port) Stats() hw.Stats {
 	if !p.released {
 		for _, s := range p.socks {
 			st := s.Stats()
-			ring += st.RxRingFull + st.RxDropped
+			// The kernel counts a frame it had no fill-ring frame for
+			// in rx_dropped as well as in rx_fill_ring_empty_descs
+			// (xp_alloc, __xsk_rcv): count it once, as fill empty.
+			ring += st.RxRingFull + st.RxDropped - min(st.RxDropped, st.RxFillEmpty)
 			fill += st.RxFillEmpty
 			invalid += st.RxInvalid + st.TxInvalid + st.TxDropped
 		}

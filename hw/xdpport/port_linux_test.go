@@ -212,11 +212,11 @@ func TestBadFrames(t *testing.T) {
 	}
 }
 
-// TestFrameAccounting moves many frames both ways, with the TX ring
+// TestFrameAccounting moves 10^6 frames out and 5000 in, with the TX ring
 // overrun on purpose, and checks that every Umem frame is back on the
 // free list or the fill ring afterwards.
 func TestFrameAccounting(t *testing.T) {
-	total := 200_000
+	total := 1_000_000
 	if testing.Short() {
 		total = 20_000
 	}
@@ -348,8 +348,10 @@ func TestRxRingFull(t *testing.T) {
 	if st.Drops[hw.DropRing]+st.Drops[DropFillEmpty] == 0 {
 		t.Errorf("Drops = %v after %d frames into a stalled port, want ring or fill drops counted", st.Drops, flood)
 	}
-	if got := in.n.Load(); got == 0 || got > flood {
-		t.Errorf("received %d of %d frames", got, flood)
+	// Each frame is received or counted once at most (veth may drop
+	// more of the flood uncounted here).
+	if got, drops := uint64(in.n.Load()), st.Drops[hw.DropRing]+st.Drops[DropFillEmpty]; got == 0 || got+drops > flood {
+		t.Errorf("received %d of %d frames, %d counted as dropped: want some received and no frame counted twice", got, flood, drops)
 	}
 	c := p.umem.Counts()
 	if c.Held != 0 || c.Total() != p.umem.Frames() {
