@@ -264,14 +264,7 @@ func (r *Router) openPortLocked(cfg *config.Config, pc config.Port) error {
 		return r.openHostLocked(cfg, pc)
 	}
 	extra := extraTags(cfg, pc.Name)
-	p, err := hw.Open(hw.Config{
-		Name:      pc.Name,
-		Queues:    pc.Queues,
-		MTU:       pc.MTU,
-		Profile:   cfg.Hardware,
-		ExtraTags: extra,
-		StateDir:  r.stateDir,
-	}, r.log)
+	p, err := r.openDriverLocked(cfg, pc, extra)
 	if err != nil {
 		return fmt.Errorf("port %s: %w", pc.Name, err)
 	}

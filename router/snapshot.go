@@ -138,7 +138,10 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 			}
 		}
 		queues := rp.cfg.Queues
+		driver, mode := portDriver(rp.port)
 		s.Ports = append(s.Ports, status.Port{
+			Driver:    driver,
+			Mode:      mode,
 			Name:      name,
 			State:     state,
 			MAC:       rp.port.HardwareAddr().String(),

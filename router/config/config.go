@@ -15,6 +15,38 @@ const (
 	HardwareGeneric  = "generic"  // anything else, veth included; the default
 )
 
+// Port drivers accepted in "driver:" (issue 20).
+const (
+	// DriverAuto uses AF_XDP where its sockets bind in zero-copy mode
+	// and AF_PACKET elsewhere: copy-mode AF_XDP is not known to beat the
+	// TPACKET_V3 ring.
+	DriverAuto = "auto"
+	// DriverAFXDP uses AF_XDP (hw/xdpport), in zero-copy mode where the
+	// driver can; the router falls back to AF_PACKET, and logs why, when
+	// AF_XDP cannot start (no CAP_BPF, no XDP).
+	DriverAFXDP = "af_xdp"
+	// DriverAFPacket uses the TPACKET_V3 ring (hw.Port).
+	DriverAFPacket = "af_packet"
+)
+
+// DefaultDriver is the driver of a port whose config names none:
+// af_xdp on ixgbe (native XDP and AF_XDP zero-copy), af_packet on
+// bcm47094 (bgmac has no XDP) and on generic hardware.
+func DefaultDriver(hardware string) string {
+	if hardware == HardwareIXGBE {
+		return DriverAFXDP
+	}
+	return DriverAFPacket
+}
+
+// DriverOf returns p's driver: p.Driver, or DefaultDriver(hardware).
+func (p Port) DriverOf(hardware string) string {
+	if p.Driver != "" {
+		return p.Driver
+	}
+	return DefaultDriver(hardware)
+}
+
 // VLAN protocols accepted in "vlan_protocol:" (IEEE 802.1Q clause 9.5).
 const (
 	VLANProtocol8021Q  = "802.1Q"  // C-tag, TPID 0x8100; the default
@@ -85,7 +117,11 @@ type Port struct {
 	Name   string // kernel interface name, e.g. "eth0", "br-lan", "wan"
 	Queues int    // receive queues joined with PACKET_FANOUT, 1..64, e.g. 2; 0 = the hardware profile's default
 	MTU    int    // L3 MTU, 68..65535, e.g. 1500; 0 = leave the kernel's MTU as it is
-	Pos    Pos    // where the port is defined, e.g. {Line: 9, Col: 5}
+	// Driver is the port backend: DriverAFXDP, DriverAFPacket or
+	// DriverAuto, e.g. "af_xdp"; "" = the hardware profile's default
+	// (DefaultDriver). Valid iff Kind is PortPacket.
+	Driver string
+	Pos    Pos // where the port is defined, e.g. {Line: 9, Col: 5}
 	// Kind is PortPacket (a kernel interface) or PortTAP (the host TAP,
 	// which the router creates).
 	Kind string

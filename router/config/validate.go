@@ -11,6 +11,7 @@ import (
 
 var (
 	hardwareNames = []string{HardwareBCM47094, HardwareIXGBE, HardwareGeneric}
+	driverNames   = []string{DriverAuto, DriverAFXDP, DriverAFPacket}
 	roleNames     = []string{RoleLAN, RoleWAN}
 )
 
@@ -102,6 +103,9 @@ func (c *Config) validatePorts(l *errorList, top Pos) {
 		}
 		if p.MTU != 0 && (p.MTU < MinMTU || p.MTU > MaxMTU) {
 			l.add(p.src.at("mtu", p.Pos), "%s: mtu %d out of range: want %d..%d, or 0 to keep the kernel's", what, p.MTU, MinMTU, MaxMTU)
+		}
+		if !p.src.bad["driver"] && p.Driver != "" && !contains(driverNames, p.Driver) {
+			l.add(p.src.at("driver", p.Pos), "%s: unknown driver %q%s", what, p.Driver, hint(p.Driver, driverNames))
 		}
 	}
 }

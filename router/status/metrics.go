@@ -109,6 +109,8 @@ type collector struct {
 	nextHop *prometheus.Desc
 	// tapped counts frames a service's raw-frame tap consumed.
 	tapped *prometheus.Desc
+	// portDriver is an info metric: each port's backend and mode.
+	portDriver *prometheus.Desc
 	// macsec is the SecYs' 802.1AE counters (macsec_metrics.go).
 	macsec macsecDescs
 	ct     conntrackDescs
@@ -195,6 +197,9 @@ func newCollector(s *Server) *collector {
 			"Frames received on the interface and consumed by a service's raw-frame tap (DHCP) before netstack and NAT.",
 			[]string{"interface"}, nil),
 		macsec: newMACsecDescs(),
+		portDriver: prometheus.NewDesc("gvrouter_port_driver_info",
+			"Always 1; labels give the port's backend (af_xdp, af_packet, tap) and its mode (af_xdp: copy or zero-copy, native or generic XDP).",
+			[]string{"port", "driver", "mode"}, nil),
 		buildInfo: prometheus.NewDesc("gvrouter_build_info", "Always 1; labels give the running version and build.",
 			[]string{"version", "build"}, nil),
 		ct: newConntrackDescs(),
@@ -216,6 +221,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.gro
 	ch <- c.nextHop
 	ch <- c.tapped
+	ch <- c.portDriver
 	c.macsec.describe(ch)
 	c.ct.describe(ch)
 }
@@ -256,6 +262,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		seen[p.Name] = true
 		c.port.collect(ch, entry{p.Name, p.State, p.RxPackets, p.RxBytes, p.TxPackets, p.TxBytes, p.Drops, p.Rates})
+		if p.Driver != "" {
+			ch <- prometheus.MustNewConstMetric(c.portDriver, prometheus.GaugeValue, 1, p.Name, p.Driver, p.Mode)
+		}
 	}
 	if snap.Conntrack != nil {
 		c.ct.collect(ch, snap.Conntrack)

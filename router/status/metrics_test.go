@@ -83,6 +83,7 @@ func TestMetrics(t *testing.T) {
 		{"gvrouter_port_drops_total", l("port", "eth0", "reason", "ring_full"), dto.MetricType_COUNTER, 7},
 		{"gvrouter_port_up", l("port", "eth2"), dto.MetricType_GAUGE, 0},
 		{"gvrouter_port_rx_bits_per_second", l("port", "eth0"), dto.MetricType_GAUGE, 1e6},
+		{"gvrouter_port_driver_info", l("port", "eth0", "driver", "af_xdp", "mode", "zero-copy, native"), dto.MetricType_GAUGE, 1},
 		{"gvrouter_uptime_seconds", l(), dto.MetricType_GAUGE, 93_788},
 		{"gvrouter_build_info", l("version", "v0.1.0", "build", "2026-11-30T07:00:00Z 3f2c1ab"), dto.MetricType_GAUGE, 1},
 	}

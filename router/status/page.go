@@ -275,7 +275,7 @@ footer a { color: inherit; }
 <tbody>
 {{- range .Ports}}
 <tr>
-<td class="mono"><b>{{.Name}}</b></td>
+<td class="mono"><b>{{.Name}}</b>{{if .Driver}}<br><span class="sub">{{.Driver}}{{if .Mode}}, {{.Mode}}{{end}}</span>{{end}}</td>
 <td><span class="badge {{state .State}}" data-port="{{.Name}}">{{.State}}</span></td>
 <td class="mono">{{.MAC}}</td>
 <td class="num">{{.MTU}}</td>

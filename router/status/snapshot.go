@@ -179,6 +179,12 @@ type Port struct {
 	MTU int `json:"mtu"`
 	// Queues is the number of receive rings, e.g. 2.
 	Queues int `json:"queues"`
+	// Driver is the port's backend, e.g. "af_xdp", "af_packet" or
+	// "tap"; "" when unknown.
+	Driver string `json:"driver,omitempty"`
+	// Mode is the backend's mode, e.g. "copy, native" or "zero-copy,
+	// native" for af_xdp; "" for the others.
+	Mode string `json:"mode,omitempty"`
 
 	// RxPackets counts frames received.
 	RxPackets uint64 `json:"rx_packets"`

@@ -242,7 +242,7 @@ func Example(started time.Time) status.Snapshot {
 		},
 		Ports: []status.Port{
 			{
-				Name: "eth0", State: "up", MAC: "02:00:00:00:00:01", MTU: 1500, Queues: 2,
+				Name: "eth0", State: "up", MAC: "02:00:00:00:00:01", MTU: 1500, Queues: 2, Driver: "af_xdp", Mode: "zero-copy, native",
 				RxPackets: 1_234_600, RxBytes: 992_000_000, TxPackets: 2_345_700, TxBytes: 3_220_000_000,
 				Drops: map[string]uint64{"ring_full": 7},
 			},

@@ -1,0 +1,48 @@
+// Package xdpport is a router port on AF_XDP: the second backend beside
+// hw.Port's TPACKET_V3 ring, with the same contract (hw.FrameWriter,
+// batches of hw.Frame to a hw.BatchHandler, link state, hw.Stats). It
+// builds on hw/xsk and adds what a port needs around the sockets: the
+// interface's queues, the receive loops, transmit by copy, link polling
+// and counters.
+//
+// # Layout
+//
+// One Umem per port holds every frame. Each receive queue the interface
+// reports (ethtool -l) gets one socket on it, and the port's XDP program
+// redirects each queue's frames to that queue's socket. Run starts one
+// goroutine per queue; WriteFrames spreads writers over the sockets'
+// TX rings.
+//
+// # Frames
+//
+// A received frame is handed to the handler as a view of its Umem frame
+// and released to the free list as soon as the handler returns, so a
+// handler must copy what it keeps (as with hw.Port). WriteFrames copies
+// each frame into a free Umem frame and puts it on a TX ring; the kernel
+// returns it on the completion ring, which every WriteFrames reaps
+// first. Nothing on either path allocates.
+//
+// # Fallback
+//
+// Open's errors wrap xsk.ErrPermission (CAP_BPF, CAP_NET_ADMIN or
+// CAP_NET_RAW missing) or xsk.ErrUnsupported (no AF_XDP or XDP in the
+// kernel or driver, or zero-copy refused with BindZeroCopy): the caller
+// opens the interface with AF_PACKET instead and logs why.
+//
+// # Checksums
+//
+// AF_XDP carries no checksum status: Frame.CsumValid and CsumPartial are
+// always false. A local peer that offloads its TX checksum (veth, tap,
+// virtio by default) hands over TCP and UDP with only the pseudo-header
+// sum in the checksum field, which hw.Port flags as CsumPartial and this
+// port cannot (TestPartialChecksum): on such links the peer's TX
+// checksumming must be off, or the stack must not drop on the checksum.
+//
+// # Not yet
+//
+// Outer VLAN tags stay in-band only if the driver does not strip them:
+// Open does not turn RX VLAN stripping off (that needs the takeover
+// record of hw). Multicast membership and the kernel silencing that
+// hw.Port does (addresses, IPv6) are not done either: XDP already keeps
+// every frame away from the kernel's stack.
+package xdpport

@@ -1,0 +1,224 @@
+package xdpport
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/hw/xsk"
+	"golang.org/x/sys/unix"
+)
+
+// idleWait is how long a queue loop sleeps in the poller with nothing
+// received before it refills the fill ring and checks for Close again. A
+// frame wakes it at once, so this only bounds how stale an idle
+// queue's fill ring can get.
+const idleWait = 100 * time.Millisecond
+
+// Run receives on every queue, one goroutine each, and hands batches of
+// frames to h until ctx ends (it returns nil) or the port is closed (it
+// returns hw.ErrClosed). Frames are views of Umem frames, valid until h
+// returns; they carry no VLAN or checksum metadata (AF_XDP has none):
+// a tag the driver left in-band stays in Data, and checksums are the
+// stack's to check.
+func (p *Port) Run(ctx context.Context, h hw.BatchHandler) error {
+	p.mu.Lock()
+	switch {
+	case p.closed.Load():
+		p.mu.Unlock()
+		return hw.ErrClosed
+	case p.running:
+		p.mu.Unlock()
+		return hw.ErrRunning
+	}
+	p.running = true
+	p.runWG.Add(len(p.socks))
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.running = false
+		p.mu.Unlock()
+	}()
+	stop := context.AfterFunc(ctx, func() {
+		for _, s := range p.socks {
+			s.Wake()
+		}
+	})
+	defer stop()
+	for _, s := range p.socks {
+		go p.routineReceive(ctx, s, h)
+	}
+	p.runWG.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return hw.ErrClosed
+}
+
+// receiver is one queue loop's scratch, made once per Run.
+type receiver struct {
+	descs  [BatchSize]xsk.Desc
+	frames [BatchSize]hw.Frame
+}
+
+// routineReceive is the queue's receiver: the only goroutine that
+// touches its socket's RX and fill rings. It ends when ctx does or the
+// port closes; Run waits for it.
+func (p *Port) routineReceive(ctx context.Context, s *xsk.Socket, h hw.BatchHandler) {
+	defer p.runWG.Done()
+	p.log.Debug("receiver started", "queue", s.Queue())
+	defer p.log.Debug("receiver stopped", "queue", s.Queue())
+	r := &receiver{}
+	u := p.umem
+	q := s.Queue()
+	for ctx.Err() == nil && !p.closed.Load() {
+		s.Refill()
+		n := s.Receive(r.descs[:])
+		if n == 0 {
+			s.Wait(idleWait)
+			continue
+		}
+		kept := 0
+		var bytes uint64
+		var oversize, malformed uint64
+		for _, d := range r.descs[:n] {
+			switch {
+			case int(d.Len) > p.maxLen:
+				oversize++
+				continue
+			case d.Len < hw.EthernetHeaderLen:
+				malformed++
+				continue
+			}
+			r.frames[kept] = hw.Frame{Data: u.Data(d), WireLen: int(d.Len)}
+			bytes += uint64(d.Len)
+			kept++
+		}
+		if kept > 0 {
+			p.rxPackets.Add(uint64(kept))
+			p.rxBytes.Add(bytes)
+			h(q, r.frames[:kept])
+			clear(r.frames[:kept]) // no view of a released frame outlives the batch
+		}
+		if oversize != 0 {
+			p.oversize.Add(oversize)
+		}
+		if malformed != 0 {
+			p.malformed.Add(malformed)
+		}
+		u.Release(r.descs[:n])
+	}
+}
+
+// WriteFrames implements hw.FrameWriter: it copies each frame into a
+// free Umem frame and puts it on a TX ring, one ring submission and at
+// most one wakeup per BatchSize frames. A frame that cannot go is
+// dropped and counted: xdp_umem_empty when no Umem frame is free,
+// tx_nobufs when the TX ring is full, malformed or oversize when it is
+// shorter than an Ethernet header or longer than a Umem frame holds. It
+// returns how many frames went onto a TX ring, and an error only when
+// the port is closed. It does not allocate.
+func (p *Port) WriteFrames(frames [][]byte) (int, error) {
+	slot := &p.tx[int(p.txRR.Add(1))%len(p.tx)]
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if p.closed.Load() {
+		return 0, hw.ErrClosed
+	}
+	u := p.umem
+	room := u.FrameSize() - u.DataOffset()
+	sent := 0
+	var sentBytes, bad uint64
+	for len(frames) > 0 {
+		chunk := frames[:min(len(frames), BatchSize)]
+		frames = frames[len(chunk):]
+		slot.sock.Complete()
+		got := u.Alloc(slot.descs[:len(chunk)])
+		n := 0
+		for _, f := range chunk[:got] {
+			if len(f) < hw.EthernetHeaderLen || len(f) > room {
+				bad++
+				continue
+			}
+			d := &slot.descs[n]
+			copy(u.Frame(d.Addr, len(f)), f)
+			d.Len = uint32(len(f))
+			sentBytes += uint64(len(f))
+			n++
+		}
+		if got < len(chunk) {
+			p.noUmem.Add(uint64(len(chunk) - got))
+		}
+		// Frames the chunk skipped leave their Umem frames at
+		// descs[n:got]; frames the ring had no room for stay at
+		// descs[k:n]. Both go back to the free list.
+		k := slot.sock.Transmit(slot.descs[:n])
+		if k < n {
+			p.txRingFull.Add(uint64(n - k))
+			for _, d := range slot.descs[k:n] {
+				sentBytes -= uint64(d.Len)
+			}
+		}
+		u.Release(slot.descs[k:got])
+		sent += k
+	}
+	if bad != 0 {
+		p.txInvalid.Add(bad)
+	}
+	p.txPackets.Add(uint64(sent))
+	p.txBytes.Add(sentBytes)
+	return sent, nil
+}
+
+// LinkUp reports whether the link was up (administratively up with
+// carrier) at the last sample, at most hw.LinkPollInterval ago.
+func (p *Port) LinkUp() bool { return p.linkUp.Load() }
+
+// SetLinkHandler sets f to be called, from the port's link goroutine,
+// each time the link goes up or down. A nil f removes it.
+func (p *Port) SetLinkHandler(f func(up bool)) {
+	if f == nil {
+		p.linkHandler.Store(nil)
+		return
+	}
+	p.linkHandler.Store(&f)
+}
+
+func (p *Port) sampleLink() bool {
+	ifr, err := unix.NewIfreq(p.name)
+	if err != nil || unix.IoctlIfreq(p.ctl, unix.SIOCGIFFLAGS, ifr) != nil {
+		return false
+	}
+	f := ifr.Uint16()
+	return f&unix.IFF_UP != 0 && f&unix.IFF_RUNNING != 0
+}
+
+// routineLink samples the link every hw.LinkPollInterval until Close.
+// The control socket was made in the port's namespace, so this
+// goroutine needs no namespace switch.
+func (p *Port) routineLink() {
+	defer p.linkDone.Done()
+	p.log.Debug("link watcher started")
+	defer p.log.Debug("link watcher stopped")
+	tick := time.NewTicker(hw.LinkPollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.stopLink:
+			return
+		case <-tick.C:
+		}
+		up := p.sampleLink()
+		if p.linkUp.Swap(up) == up {
+			continue
+		}
+		p.log.Info("link changed", "up", up)
+		if f := p.linkHandler.Load(); f != nil {
+			(*f)(up)
+		}
+	}
+}
+
+// String names the port for messages, e.g. "af_xdp va (copy, native)".
+func (p *Port) String() string { return fmt.Sprintf("af_xdp %s (%s)", p.name, p.Mode()) }

@@ -1,0 +1,188 @@
+package router
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gvrouter/gvrouter/internal/netnstest"
+	"github.com/gvrouter/gvrouter/router/config"
+)
+
+// TestPortDriver starts a router on a veth with each driver setting and
+// checks the backend it chose and what the status snapshot says: af_xdp
+// binds in copy mode on veth's native XDP; auto wants zero-copy, which
+// veth lacks, so it falls back to af_packet, as the generic profile's
+// default does.
+func TestPortDriver(t *testing.T) {
+	netnstest.Privileged(t, "ip", "ping")
+	for _, tc := range []struct {
+		driver, wantDriver, wantMode string
+	}{
+		{config.DriverAFXDP, config.DriverAFXDP, "copy, native"},
+		{config.DriverAuto, config.DriverAFPacket, ""},
+		{"", config.DriverAFPacket, ""},
+	} {
+		t.Run("driver="+tc.driver, func(t *testing.T) {
+			ns := netnstest.New(t, "drv", netnstest.WithoutIPv6())
+			ns.IP(t, "link", "add", "va", "type", "veth", "peer", "name", "vb")
+			ns.IP(t, "link", "set", "va", "up")
+			ns.IP(t, "link", "set", "vb", "up")
+			drv := ""
+			if tc.driver != "" {
+				drv = ", driver: " + tc.driver
+			}
+			src := fmt.Sprintf("ports:\n  - {name: va%s}\ninterfaces:\n  - {name: lan, port: va, role: lan, addresses: [192.168.77.1/24]}\nstate_dir: %s\n", drv, t.TempDir())
+			cfg, err := config.Parse("driver.yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r *Router
+			ns.Do(t, func() { r, err = New(cfg, Build{}, slog.New(slog.DiscardHandler)) })
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			defer r.Close()
+			snap := r.Snapshot()
+			if len(snap.Ports) != 1 {
+				t.Fatalf("Snapshot().Ports = %+v, want one port", snap.Ports)
+			}
+			if p := snap.Ports[0]; p.Driver != tc.wantDriver || p.Mode != tc.wantMode {
+				t.Errorf("port va: driver %q, mode %q, want %q, %q", p.Driver, p.Mode, tc.wantDriver, tc.wantMode)
+			}
+			// The router answers through the port: ARP, then ICMP echo.
+			ns.IP(t, "addr", "add", "192.168.77.2/24", "dev", "vb")
+			if out, err := exec.Command("ip", "netns", "exec", ns.Name(), "ping", "-c", "3", "-i", "0.2", "-W", "2", "192.168.77.1").CombinedOutput(); err != nil {
+				t.Errorf("ping the router over %s: %v\n%s", tc.wantDriver, err, out)
+			}
+			if st := r.Snapshot().Ports[0]; st.RxPackets == 0 || st.TxPackets == 0 {
+				t.Errorf("port va after ping: rx %d, tx %d frames, want both > 0", st.RxPackets, st.TxPackets)
+			}
+		})
+	}
+}
+
+// routerChildEnv makes the re-executed test binary start a router on
+// the config in its value, print its ports' drivers and wait to be
+// killed.
+const routerChildEnv = "GVROUTER_ROUTER_CHILD_CONFIG"
+
+func TestMain(m *testing.M) {
+	if src := os.Getenv(routerChildEnv); src != "" {
+		os.Exit(routerChild(src))
+	}
+	os.Exit(m.Run())
+}
+
+func routerChild(src string) int {
+	cfg, err := config.Parse("child.yaml", []byte(src))
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	r, err := New(cfg, Build{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	p := r.Snapshot().Ports[0]
+	fmt.Println("started", p.Driver, p.Mode)
+	time.Sleep(time.Minute)
+	return 2
+}
+
+// hasXDP reports whether ip link lists an XDP program on ifname in ns.
+func hasXDP(t *testing.T, ns *netnstest.Netns, ifname string) bool {
+	t.Helper()
+	out, err := exec.Command("ip", "-n", ns.Name(), "-d", "-j", "link", "show", "dev", ifname).Output()
+	if err != nil {
+		t.Fatalf("ip link show %s: %v", ifname, err)
+	}
+	var links []map[string]json.RawMessage
+	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
+		t.Fatalf("ip -j link show %s: %v: %s", ifname, err, out)
+	}
+	_, ok := links[0]["xdp"]
+	return ok
+}
+
+// TestSIGKILLRouterAFXDP SIGKILLs a router running a port on af_xdp:
+// no XDP program may be left on the interface, and a new router starts
+// on it, on af_xdp again.
+func TestSIGKILLRouterAFXDP(t *testing.T) {
+	netnstest.Privileged(t, "ip")
+	ns := netnstest.New(t, "drvk", netnstest.WithoutIPv6())
+	ns.IP(t, "link", "add", "va", "type", "veth", "peer", "name", "vb")
+	ns.IP(t, "link", "set", "va", "up")
+	ns.IP(t, "link", "set", "vb", "up")
+	src := fmt.Sprintf("ports:\n  - {name: va, driver: af_xdp}\ninterfaces:\n  - {name: lan, port: va, role: lan, addresses: [192.168.78.1/24]}\nstate_dir: %s\n", t.TempDir())
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", ns.Name(), self)
+	cmd.Env = append(os.Environ(), routerChildEnv+"="+src)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	t.Cleanup(func() {
+		if !killed {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- strings.TrimSpace(s)
+	}()
+	select {
+	case s := <-line:
+		if s != "started af_xdp copy, native" {
+			t.Fatalf("child router said %q, want \"started af_xdp copy, native\"", s)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("child router did not start within 20 s")
+	}
+	if !hasXDP(t, ns, "va") {
+		t.Fatal("no XDP program on va while the child router runs")
+	}
+	// ip netns exec execs the binary in place: cmd's process is the router.
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	killed = true
+	for end := time.Now().Add(2 * time.Second); hasXDP(t, ns, "va"); {
+		if time.Now().After(end) {
+			t.Fatal("the XDP program outlived the SIGKILLed router")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cfg, err := config.Parse("again.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r *Router
+	ns.Do(t, func() { r, err = New(cfg, Build{}, slog.New(slog.DiscardHandler)) })
+	if err != nil {
+		t.Fatalf("New after SIGKILL: %v", err)
+	}
+	defer r.Close()
+	if p := r.Snapshot().Ports[0]; p.Driver != config.DriverAFXDP {
+		t.Errorf("router after SIGKILL: port va on %q (%s), want af_xdp", p.Driver, p.Mode)
+	}
+}
