@@ -23,7 +23,9 @@ import (
 // scapyMKAPeer is the independent MKA peer of TestMACsecMKANegative: an
 // MKPDU encoder written from IEEE 802.1X-2020 (11.11 MKPDU format, 9.3.3
 // ICK = KDF(CAK, "IEEE8021 ICK", first 16 octets of the CKN), 6.2.1 KDF
-// with AES-CMAC from python3-cryptography), not from our Go code. It reads
+// with AES-CMAC from python3-cryptography), not from our Go code. It
+// writes its frames octet by octet to an AF_PACKET socket rather than
+// through scapy's layers, so malformed ones go out exactly as built. It reads
 // one command a line on stdin and answers one JSON line on stdout:
 //
 //	valid N     N well-formed MKPDUs from MI 1, listing the router (MI, MN)
