@@ -42,6 +42,11 @@ const (
 	ReasonICV
 	// ReasonDuplicate: a parameter set type occurs twice.
 	ReasonDuplicate
+	// ReasonEAPOLVersion: an EAPOL protocol version below 3. EAPOL-MKA
+	// exists from version 3 (802.1X-2010) on, so no MKA speaker sends a
+	// lower one (wpa_supplicant drops them too); higher versions are
+	// accepted, for forward compatibility.
+	ReasonEAPOLVersion
 	numReasons
 )
 
@@ -49,6 +54,7 @@ var reasonNames = [numReasons]string{
 	"short frame", "ethertype", "not eapol-mka", "eapol length", "basic parameter set",
 	"ckn length", "truncated parameter set", "peer list length", "sak use length",
 	"distributed sak", "xpn parameter set", "icv", "duplicate parameter set",
+	"eapol version",
 }
 
 // String returns a short lowercase name, e.g. "peer list length".
@@ -98,6 +104,9 @@ func Decode(frame []byte, m *MKPDU) error {
 	m.EAPOLVersion = frame[14]
 	if frame[15] != EAPOLTypeMKA {
 		return bad(ReasonNotMKA)
+	}
+	if m.EAPOLVersion < EAPOLVersion {
+		return bad(ReasonEAPOLVersion)
 	}
 	bodyLen := int(frame[16])<<8 | int(frame[17])
 	start := ethHeaderLen + eapolHeaderLen

@@ -153,6 +153,8 @@ func TestDecodeMalformed(t *testing.T) {
 		{"17 octets", func(f []byte) []byte { return f[:17] }, ReasonShortFrame},
 		{"ethertype", set(12, 0x88, 0xe5), ReasonEtherType},
 		{"eapol-start", set(15, 1), ReasonNotMKA},
+		{"eapol version 0", set(14, 0), ReasonEAPOLVersion},
+		{"eapol version 2", set(14, 2), ReasonEAPOLVersion},
 		{"body longer than frame", bodyLen(len(good) - 17), ReasonEAPOLLength},
 		{"body too short", bodyLen(48), ReasonEAPOLLength},
 		{"truncated frame", func(f []byte) []byte { return f[:len(f)-1] }, ReasonEAPOLLength},
