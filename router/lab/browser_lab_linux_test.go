@@ -7,18 +7,15 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	cdplog "github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/gvrouter/gvrouter/internal/browsertest"
 	"github.com/gvrouter/gvrouter/router/status"
 )
 
@@ -30,47 +27,11 @@ import (
 // and the page logs no console error. router/status's TestBrowser checks
 // the page's layout against a fake; this is the real router.
 func TestLabBrowser(t *testing.T) {
-	path := labChromium(t)
+	path := browsertest.Chromium(t)
 	runWithHook(t, func(l *lab) error {
 		base := "http://" + l.proxy.Addr().String()
-		var (
-			mu      sync.Mutex
-			console []string
-		)
-		opts := append(chromedp.DefaultExecAllocatorOptions[:],
-			chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Headless, chromedp.WindowSize(1280, 900))
-		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-		defer cancelAlloc()
-		bctx, cancelTab := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
-			var msg string
-			switch e := ev.(type) {
-			case *runtime.EventExceptionThrown:
-				msg = "exception: " + e.ExceptionDetails.Text
-				if e.ExceptionDetails.Exception != nil {
-					msg += " " + e.ExceptionDetails.Exception.Description
-				}
-			case *runtime.EventConsoleAPICalled:
-				if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeAssert {
-					var args []string
-					for _, a := range e.Args {
-						args = append(args, string(a.Value)+a.Description)
-					}
-					msg = "console." + string(e.Type) + ": " + strings.Join(args, " ")
-				}
-			case *cdplog.EventEntryAdded:
-				if e.Entry.Level == cdplog.EntryLevelError {
-					msg = "log " + string(e.Entry.Source) + ": " + e.Entry.Text + " " + e.Entry.URL
-				}
-			}
-			if msg != "" {
-				mu.Lock()
-				console = append(console, msg)
-				mu.Unlock()
-			}
-		}))
-		defer cancelTab()
-		ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
-		defer cancel()
+		tab := browsertest.New(t, path, 1280, 900, 60*time.Second)
+		ctx := tab.Ctx
 
 		eval := func(what, js string, v any) error {
 			raw, err := chromedp.Run(ctx, chromedp.Evaluate[json.RawMessage](js))
@@ -189,9 +150,7 @@ func TestLabBrowser(t *testing.T) {
 		}
 		t.Logf("screenshot in %s", filepath.Join(dir, "lab-status.png"))
 
-		mu.Lock()
-		defer mu.Unlock()
-		if len(console) > 0 {
+		if console := tab.ConsoleErrors(); len(console) > 0 {
 			return fmt.Errorf("console errors:\n%s", strings.Join(console, "\n"))
 		}
 		return nil
@@ -249,20 +208,4 @@ func getJSON(url string, v any) error {
 		return fmt.Errorf("%s: %s", url, res.Status)
 	}
 	return json.Unmarshal(b, v)
-}
-
-// labChromium returns Debian's chromium; without it the test skips,
-// except under CI=true, where that is a failure.
-func labChromium(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"/usr/bin/chromium", "chromium"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium is not installed (apt-get install chromium); CI must run the browser test")
-	}
-	t.Skip("chromium is not installed (apt-get install chromium)")
-	return ""
 }

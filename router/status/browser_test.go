@@ -1,7 +1,6 @@
 package status_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -9,7 +8,6 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,31 +16,13 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
-	cdplog "github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gvrouter/gvrouter/internal/browsertest"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/status/statustest"
 )
-
-// chromium returns the path of Debian's chromium. Outside CI a machine
-// without it skips the browser test; under CI=true that is a failure, so a
-// green CI means the page ran in a real browser.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"/usr/bin/chromium", "chromium"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium is not installed (apt-get install chromium); CI must run the browser test")
-	}
-	t.Skip("chromium is not installed (apt-get install chromium)")
-	return ""
-}
 
 // browserRouter is a Server over a fake router whose counters move with
 // every tick: a sine around 2 Mbit/s in, so the graphs have a shape.
@@ -118,7 +98,7 @@ func (r *browserRouter) tick(edit func(*status.Snapshot)) {
 // directory) or t.TempDir().
 func TestBrowser(t *testing.T) {
 	leakCheck(t)
-	path := chromium(t)
+	path := browsertest.Chromium(t)
 	r := newBrowserRouter()
 	for range 299 { // with the first, 300 samples: five minutes of history
 		r.tick(nil)
@@ -127,7 +107,6 @@ func TestBrowser(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		methods = map[string]int{}
-		console []string
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		mu.Lock()
@@ -137,41 +116,8 @@ func TestBrowser(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Headless, chromedp.WindowSize(1280, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelTab := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
-		var msg string
-		switch e := ev.(type) {
-		case *runtime.EventExceptionThrown:
-			msg = "exception: " + e.ExceptionDetails.Text
-			if e.ExceptionDetails.Exception != nil {
-				msg += " " + e.ExceptionDetails.Exception.Description
-			}
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeAssert {
-				var args []string
-				for _, a := range e.Args {
-					args = append(args, string(a.Value)+a.Description)
-				}
-				msg = "console." + string(e.Type) + ": " + strings.Join(args, " ")
-			}
-		case *cdplog.EventEntryAdded:
-			// CSP violations, failed loads and the like.
-			if e.Entry.Level == cdplog.EntryLevelError {
-				msg = "log " + string(e.Entry.Source) + ": " + e.Entry.Text + " " + e.Entry.URL
-			}
-		}
-		if msg != "" {
-			mu.Lock()
-			console = append(console, msg)
-			mu.Unlock()
-		}
-	}))
-	defer cancelTab()
-	ctx, cancel := context.WithTimeout(bctx, 50*time.Second)
-	defer cancel()
+	tab := browsertest.New(t, path, 1280, 900, 50*time.Second)
+	ctx := tab.Ctx
 
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -373,7 +319,7 @@ func TestBrowser(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	if len(console) > 0 {
+	if console := tab.ConsoleErrors(); len(console) > 0 {
 		t.Errorf("console errors:\n%s", strings.Join(console, "\n"))
 	}
 	for m, n := range methods {
