@@ -2,7 +2,6 @@ package router
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -98,21 +97,6 @@ func routerChild(src string) int {
 	return 2
 }
 
-// hasXDP reports whether ip link lists an XDP program on ifname in ns.
-func hasXDP(t *testing.T, ns *netnstest.Netns, ifname string) bool {
-	t.Helper()
-	out, err := exec.Command("ip", "-n", ns.Name(), "-d", "-j", "link", "show", "dev", ifname).Output()
-	if err != nil {
-		t.Fatalf("ip link show %s: %v", ifname, err)
-	}
-	var links []map[string]json.RawMessage
-	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
-		t.Fatalf("ip -j link show %s: %v: %s", ifname, err, out)
-	}
-	_, ok := links[0]["xdp"]
-	return ok
-}
-
 // TestSIGKILLRouterAFXDP SIGKILLs a router running a port on af_xdp:
 // no XDP program may be left on the interface, and a new router starts
 // on it, on af_xdp again.
@@ -157,7 +141,7 @@ func TestSIGKILLRouterAFXDP(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("child router did not start within 20 s")
 	}
-	if !hasXDP(t, ns, "va") {
+	if !ns.HasXDP(t, "va") {
 		t.Fatal("no XDP program on va while the child router runs")
 	}
 	// ip netns exec execs the binary in place: cmd's process is the router.
@@ -166,7 +150,7 @@ func TestSIGKILLRouterAFXDP(t *testing.T) {
 	}
 	cmd.Wait()
 	killed = true
-	for end := time.Now().Add(2 * time.Second); hasXDP(t, ns, "va"); {
+	for end := time.Now().Add(2 * time.Second); ns.HasXDP(t, "va"); {
 		if time.Now().After(end) {
 			t.Fatal("the XDP program outlived the SIGKILLed router")
 		}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -419,21 +418,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// xdpAttached reports whether ip link lists an XDP program on ifname.
-func xdpAttached(t *testing.T, ns *netnstest.Netns, ifname string) bool {
-	t.Helper()
-	out, err := exec.Command("ip", "-n", ns.Name(), "-d", "-j", "link", "show", "dev", ifname).Output()
-	if err != nil {
-		t.Fatalf("ip link show %s: %v", ifname, err)
-	}
-	var links []map[string]json.RawMessage
-	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
-		t.Fatalf("ip -j link show %s: %v: %s", ifname, err, out)
-	}
-	_, ok := links[0]["xdp"]
-	return ok
-}
-
 // TestSIGKILLLeavesNoProgram SIGKILLs a process holding an AF_XDP port
 // and checks that its XDP program is gone and that a new port opens on
 // the interface.
@@ -476,7 +460,7 @@ func TestSIGKILLLeavesNoProgram(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("child did not open the port within 10 s")
 	}
-	if !xdpAttached(t, ns, "vb") {
+	if !ns.HasXDP(t, "vb") {
 		t.Fatal("ip link shows no XDP program on vb while the child holds it")
 	}
 	// ip netns exec execs the binary in place: cmd's process is the child.
@@ -488,7 +472,7 @@ func TestSIGKILLLeavesNoProgram(t *testing.T) {
 	if st := cmd.ProcessState.Sys().(syscall.WaitStatus); !st.Signaled() || st.Signal() != syscall.SIGKILL {
 		t.Fatalf("child ended with %v, want killed by SIGKILL", cmd.ProcessState)
 	}
-	for end := time.Now().Add(2 * time.Second); xdpAttached(t, ns, "vb"); {
+	for end := time.Now().Add(2 * time.Second); ns.HasXDP(t, "vb"); {
 		if time.Now().After(end) {
 			t.Fatal("the XDP program outlived the SIGKILLed process that held the port")
 		}

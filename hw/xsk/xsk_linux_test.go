@@ -3,7 +3,6 @@ package xsk
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -602,22 +601,6 @@ func child(ifname string) int {
 	return 2
 }
 
-// xdpAttached reports whether `ip -d -j link show` lists an XDP program
-// (the IFLA_XDP attribute with a program attached) on ifname.
-func xdpAttached(t *testing.T, l *lab, ifname string) bool {
-	t.Helper()
-	out, err := exec.Command("ip", "-n", l.ns.Name(), "-d", "-j", "link", "show", "dev", ifname).Output()
-	if err != nil {
-		t.Fatalf("ip link show %s: %v", ifname, err)
-	}
-	var links []map[string]json.RawMessage
-	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
-		t.Fatalf("ip -j link show %s: %v: %s", ifname, err, out)
-	}
-	_, ok := links[0]["xdp"]
-	return ok
-}
-
 func TestProgramDiesWithProcess(t *testing.T) {
 	l := newLab(t)
 	self, err := os.Executable()
@@ -658,7 +641,7 @@ func TestProgramDiesWithProcess(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("child did not attach within 10 s")
 	}
-	if !xdpAttached(t, l, "vb") {
+	if !l.ns.HasXDP(t, "vb") {
 		t.Fatal("ip link shows no XDP program on vb while the child runs")
 	}
 	// ip netns exec execs the binary in place, so the child is cmd's
@@ -671,7 +654,7 @@ func TestProgramDiesWithProcess(t *testing.T) {
 	if st := cmd.ProcessState.Sys().(syscall.WaitStatus); !st.Signaled() || st.Signal() != syscall.SIGKILL {
 		t.Fatalf("child ended with %v, want killed by SIGKILL", cmd.ProcessState)
 	}
-	for end := time.Now().Add(2 * time.Second); xdpAttached(t, l, "vb"); {
+	for end := time.Now().Add(2 * time.Second); l.ns.HasXDP(t, "vb"); {
 		if time.Now().After(end) {
 			t.Fatal("the XDP program outlived the SIGKILLed process that attached it")
 		}

@@ -2,6 +2,7 @@ package netnstest
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -146,4 +147,21 @@ func (n *Netns) Sysctl(tb testing.TB, path string) string {
 		tb.Fatalf("read %s in %s: %v", path, n.name, err)
 	}
 	return strings.TrimSpace(string(v))
+}
+
+// HasXDP reports whether `ip -d -j link show` lists an XDP program on
+// ifname in n: the independent check of the tests that an AF_XDP socket's
+// program is attached, and gone after its process was killed.
+func (n *Netns) HasXDP(t testing.TB, ifname string) bool {
+	t.Helper()
+	out, err := exec.Command("ip", "-n", n.name, "-d", "-j", "link", "show", "dev", ifname).Output()
+	if err != nil {
+		t.Fatalf("ip link show %s: %v", ifname, err)
+	}
+	var links []map[string]json.RawMessage
+	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
+		t.Fatalf("ip -j link show %s: %v: %s", ifname, err, out)
+	}
+	_, ok := links[0]["xdp"]
+	return ok
 }
