@@ -24,6 +24,12 @@ const (
 	// LifeTime is the MKA Life Time: a peer not heard from for 6 s (three
 	// hellos) is removed.
 	LifeTime = 6 * time.Second
+	// RetireDelay is how long the old SAK's receive SAs stay installed
+	// after every live peer reports transmitting with the latest one
+	// (wpa_supplicant waits 3 s, MKA_SAK_RETIRE_TIME): frames protected
+	// with the old SA just before a peer's switch still verify. A rollover
+	// thus takes at least this long; the next SAK waits for it.
+	RetireDelay = time.Second
 	// PNExhaustion is the transmit PN at which the key server distributes
 	// a new SAK for the 32-bit PN suites: three quarters of the PN space,
 	// as wpa_supplicant's PENDING_PN_EXHAUSTION, leaving 2^30 frames (over
@@ -112,6 +118,7 @@ type Participant struct {
 	ks        *peer
 	latest    *sakState
 	old       *sakState
+	retireAt  time.Time // when old goes: RetireDelay after every peer transmits with latest
 	nextKN    uint32
 	nextAN    uint8
 	members   map[MI]bool // live peers when latest was generated (key server)

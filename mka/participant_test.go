@@ -117,6 +117,20 @@ func (l *lab) noGap() {
 	}
 }
 
+// transmitsWith reports whether n's SecY transmits with AN an.
+func transmitsWith(n *node, an uint8) bool {
+	_, _, enc, on := n.secy.Snapshot()
+	return on && enc == an
+}
+
+// other returns the node that is not n in a two-node lab.
+func (l *lab) other(n *node) *node {
+	if l.nodes[0] == n {
+		return l.nodes[1]
+	}
+	return l.nodes[0]
+}
+
 func hasLive(s mka.State, sci macsec.SCI) bool {
 	for _, p := range s.Live {
 		if p.SCI == sci {
@@ -271,6 +285,24 @@ func TestRekey(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.wire.Deliver(l.checkNow)
+	// Once both transmit with the new AN, the old receive SAs stay for
+	// RetireDelay: frames protected just before a peer's switch verify.
+	newAN := (first.AN + 1) % 4
+	var switched time.Duration
+	for ; switched < 3*time.Second && !(transmitsWith(a, newAN) && transmitsWith(b, newAN)); switched += 100 * time.Millisecond {
+		l.run(100 * time.Millisecond)
+	}
+	for _, n := range l.nodes {
+		if rx, _, _, _ := n.secy.Snapshot(); !transmitsWith(n, newAN) || rx[l.other(n).sci][first.AN] == nil {
+			t.Fatalf("%s %v after the rekey: transmits with AN %d: %v, old receive SA %d kept: %v", n.name, switched, newAN, transmitsWith(n, newAN), first.AN, rx[l.other(n).sci][first.AN] != nil)
+		}
+	}
+	l.run(mka.RetireDelay - 200*time.Millisecond)
+	for _, n := range l.nodes {
+		if rx, _, _, _ := n.secy.Snapshot(); rx[l.other(n).sci][first.AN] == nil {
+			t.Fatalf("%s retired the old receive SA within %v of the switch, want it kept for RetireDelay %v", n.name, mka.RetireDelay-200*time.Millisecond, mka.RetireDelay)
+		}
+	}
 	l.run(3 * time.Second)
 	second := l.established()
 	if second.AN != (first.AN+1)%4 || second.KI.KN != first.KI.KN+1 {

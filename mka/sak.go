@@ -33,9 +33,19 @@ func (p *Participant) stepLocked(now time.Time) {
 		p.startTXLocked(k, now)
 	}
 	if p.old != nil && k.tx && p.allPeersLocked(func(u *SAKUse) bool { return u.Latest == k.ki && u.LatestTX }) {
-		p.retireLocked(p.old)
-		p.old = nil
-		p.newInfo = true
+		// Frames a peer protected with the old SA just before it switched
+		// may still be in its transmit pipeline, on the wire or in our
+		// receive pipeline behind the MKPDU that announced the switch:
+		// keep the old receive SAs for RetireDelay so that they verify.
+		if p.retireAt.IsZero() {
+			p.retireAt = now.Add(RetireDelay)
+		}
+		if !now.Before(p.retireAt) {
+			p.retireLocked(p.old)
+			p.old = nil
+			p.retireAt = time.Time{}
+			p.newInfo = true
+		}
 	}
 }
 
@@ -198,6 +208,7 @@ func (p *Participant) pushLocked(k *sakState, now time.Time) {
 		p.retireLocked(p.old)
 	}
 	p.old, p.latest = p.latest, k
+	p.retireAt = time.Time{}
 	p.nextAN = (k.an + 1) % 4
 	p.offset = k.offset
 	k.installed = now
@@ -328,6 +339,7 @@ func (p *Participant) dropKeysLocked() {
 		}
 	}
 	p.old, p.latest, p.members = nil, nil, nil
+	p.retireAt = time.Time{}
 }
 
 // lowestTXPNLocked returns the next PN of k's transmit SA (the lowest PN
