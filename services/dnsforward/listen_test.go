@@ -3,6 +3,7 @@ package dnsforward
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -23,11 +24,38 @@ type fakeListen struct {
 	tcp    map[netip.AddrPort]string
 	opened map[netip.AddrPort]int  // how often each was opened
 	fail   map[netip.AddrPort]bool // addresses that cannot be opened
+	pcs    map[netip.AddrPort]net.PacketConn
+	lns    map[netip.AddrPort]net.Listener
+	used   map[string]bool // every loopback address handed out
 }
 
 func newFakeListen() *fakeListen {
 	return &fakeListen{udp: map[netip.AddrPort]string{}, tcp: map[netip.AddrPort]string{},
-		opened: map[netip.AddrPort]int{}, fail: map[netip.AddrPort]bool{}}
+		opened: map[netip.AddrPort]int{}, fail: map[netip.AddrPort]bool{},
+		pcs: map[netip.AddrPort]net.PacketConn{}, lns: map[netip.AddrPort]net.Listener{}, used: map[string]bool{}}
+}
+
+// fresh opens sockets with open until one gets a loopback address never
+// handed out before: the kernel may give a just-closed socket's port to
+// the next one, and the test tells the addresses apart by port.
+func fresh[S io.Closer](fl *fakeListen, network string, open func() (S, error), addr func(S) string) (S, error) {
+	var dups []S
+	defer func() {
+		for _, d := range dups {
+			d.Close()
+		}
+	}()
+	for {
+		s, err := open()
+		if err != nil {
+			return s, err
+		}
+		if a := network + " " + addr(s); !fl.used[a] {
+			fl.used[a] = true
+			return s, nil
+		}
+		dups = append(dups, s)
+	}
 }
 
 func (fl *fakeListen) listenUDP(ap netip.AddrPort) (net.PacketConn, error) {
@@ -36,23 +64,36 @@ func (fl *fakeListen) listenUDP(ap netip.AddrPort) (net.PacketConn, error) {
 	if fl.fail[ap] {
 		return nil, errors.New("address not available")
 	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	pc, err := fresh(fl, "udp", func() (net.PacketConn, error) { return net.ListenPacket("udp", "127.0.0.1:0") },
+		func(pc net.PacketConn) string { return pc.LocalAddr().String() })
 	if err != nil {
 		return nil, err
 	}
-	fl.udp[ap], fl.opened[ap] = pc.LocalAddr().String(), fl.opened[ap]+1
+	fl.udp[ap], fl.opened[ap], fl.pcs[ap] = pc.LocalAddr().String(), fl.opened[ap]+1, pc
 	return pc, nil
 }
 
 func (fl *fakeListen) listenTCP(ap netip.AddrPort) (net.Listener, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	l, err := fresh(fl, "tcp", func() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") },
+		func(l net.Listener) string { return l.Addr().String() })
 	if err != nil {
 		return nil, err
 	}
-	fl.mu.Lock()
-	fl.tcp[ap] = l.Addr().String()
-	fl.mu.Unlock()
+	fl.tcp[ap], fl.lns[ap] = l.Addr().String(), l
 	return l, nil
+}
+
+// closed reports whether the sockets opened for ap are closed: setting a
+// deadline on a closed socket fails with net.ErrClosed.
+func (fl *fakeListen) closed(ap netip.AddrPort) (udp, tcp bool) {
+	fl.mu.Lock()
+	pc, l := fl.pcs[ap], fl.lns[ap]
+	fl.mu.Unlock()
+	udp = errors.Is(pc.SetDeadline(time.Now()), net.ErrClosed)
+	tcp = errors.Is(l.(*net.TCPListener).SetDeadline(time.Now()), net.ErrClosed)
+	return udp, tcp
 }
 
 func (fl *fakeListen) addrs(ap netip.AddrPort) (udp, tcp string) {
@@ -94,7 +135,7 @@ func TestSetListen(t *testing.T) {
 		r, _, err := c.Exchange(question("www.example.", dns.TypeA), addr)
 		return r, err
 	}
-	oldUDP, oldTCP := fl.addrs(old)
+	oldUDP, _ := fl.addrs(old)
 	if r, err := ask("udp", oldUDP); err != nil || len(r.Answer) != 1 {
 		t.Fatalf("query at %v: %v, %v; want an answer", old, r, err)
 	}
@@ -117,22 +158,13 @@ func TestSetListen(t *testing.T) {
 	if diff := cmp.Diff([]netip.AddrPort{moved}, st.Listen, cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
 		t.Errorf("Status().Listen (-want +got):\n%s", diff)
 	}
-	// The old address is closed: it answers nothing, and its ports are
-	// free to bind again.
+	// The old address is closed: its sockets are closed when SetListen
+	// returns, and it answers nothing.
+	if udp, tcp := fl.closed(old); !udp || !tcp {
+		t.Errorf("removed address's sockets closed: UDP %v, TCP %v; want both", udp, tcp)
+	}
 	if r, err := ask("udp", oldUDP); err == nil {
 		t.Errorf("query at the removed %v answered: %v", old, r)
-	}
-	pc, err := net.ListenPacket("udp", oldUDP)
-	if err != nil {
-		t.Errorf("removed address's UDP socket still open: %v", err)
-	} else {
-		pc.Close()
-	}
-	l, err := net.Listen("tcp", oldTCP)
-	if err != nil {
-		t.Errorf("removed address's TCP listener still open: %v", err)
-	} else {
-		l.Close()
 	}
 
 	// One address fails: the other stays served, on its first sockets.
