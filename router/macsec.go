@@ -201,8 +201,12 @@ func (r *Router) syncMACsecLocked(cfg *config.Config) error {
 		if rs := r.macsec[ms.Name]; rs != nil && !rs.closing {
 			if !rs.cfg.Equal(ms) {
 				errs = append(errs, rs.applySAs(&rs.cfg, ms))
-				rs.cfg = *ms
 			}
+			if rs.mka != nil && ms.MKA != nil && rs.cfg.MKA.Rekey != ms.MKA.Rekey {
+				rs.mka.SetRekey(ms.MKA.Rekey)
+				r.log.Info("mka rekey interval changed", "secy", ms.Name, "from", rs.cfg.MKA.Rekey, "to", ms.MKA.Rekey)
+			}
+			rs.cfg = *ms
 			continue
 		}
 		rp, mtu, err := r.lowerOfLocked(cfg, ms)

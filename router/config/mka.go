@@ -138,10 +138,12 @@ func (c *Config) validateMKA(l *errorList, ms *MACsec, what string) {
 }
 
 // Equal reports whether k and o configure the same MKA participant, keys
-// included; positions are ignored. Either may be nil.
+// included; positions are ignored. Either may be nil. The rekey interval
+// is not part of the participant: a reload changes it in place, without
+// rebuilding the SecY (and so without a new MI or SAK).
 func (k *MKA) Equal(o *MKA) bool {
 	if k == nil || o == nil {
 		return k == o
 	}
-	return k.CKN == o.CKN && k.CAKFile == o.CAKFile && k.CAK.Equal(o.CAK) && k.Priority == o.Priority && k.Rekey == o.Rekey
+	return k.CKN == o.CKN && k.CAKFile == o.CAKFile && k.CAK.Equal(o.CAK) && k.Priority == o.Priority
 }

@@ -158,7 +158,9 @@ func TestMKAEqual(t *testing.T) {
 	if base.SameSecY(parse(b, "")) {
 		t.Error("SameSecY(other cak) = true, want false")
 	}
-	if base.SameSecY(parse(a, ", rekey: 10s")) {
-		t.Error("SameSecY(other rekey) = true, want false")
+	// The rekey interval is changed in place by a reload: same SecY,
+	// same participant.
+	if other := parse(a, ", rekey: 10s"); !base.SameSecY(other) || !base.Equal(other) || other.MKA.Rekey != 10*time.Second {
+		t.Errorf("other rekey: SameSecY %v, Equal %v, rekey %v; want true, true, 10s", base.SameSecY(other), base.Equal(other), other.MKA.Rekey)
 	}
 }

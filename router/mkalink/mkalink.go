@@ -99,6 +99,9 @@ type Link struct {
 	// out is the lower interface MKPDUs leave by; nil while there is none.
 	out atomic.Pointer[lowerBox]
 
+	// setRekey carries a new rekey interval to routineRun (SetRekey).
+	setRekey chan time.Duration
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -118,7 +121,8 @@ func Start(cfg Config, secy mka.SecY, log *slog.Logger) (*Link, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	l := &Link{name: cfg.Name, ckn: cfg.Participant.CAK.CKN(), log: log, rekey: cfg.Rekey, done: make(chan struct{})}
+	l := &Link{name: cfg.Name, ckn: cfg.Participant.CAK.CKN(), log: log, rekey: cfg.Rekey,
+		setRekey: make(chan time.Duration), done: make(chan struct{})}
 	p, err := mka.New(cfg.Participant, secy, transport{l}, log)
 	if err != nil {
 		return nil, fmt.Errorf("mka %s: %w", cfg.Name, err)
@@ -176,6 +180,16 @@ func (l *Link) Close() {
 // server (mka.ErrNotKeyServer otherwise).
 func (l *Link) Rekey() error { return l.p.Rekey() }
 
+// SetRekey changes the periodic rekey interval (Config.Rekey; 0 stops
+// periodic rekeys); the next rekey comes d from now. The participant and
+// its keys stay. After Close it does nothing.
+func (l *Link) SetRekey(d time.Duration) {
+	select {
+	case l.setRekey <- d:
+	case <-l.done:
+	}
+}
+
 // routineRun is the link's goroutine: it hands received MKPDUs to the
 // participant and ticks its timers, so the participant is never entered
 // from the receive path (where a SecY call could wait on the receive
@@ -186,12 +200,22 @@ func (l *Link) routineRun(ctx context.Context) {
 	defer close(l.done)
 	tick := time.NewTicker(tickInterval)
 	defer tick.Stop()
-	var rekey <-chan time.Time
-	if l.rekey > 0 {
-		t := time.NewTicker(l.rekey)
-		defer t.Stop()
-		rekey = t.C
+	var (
+		rekeyTicker *time.Ticker
+		rekey       <-chan time.Time
+	)
+	every := func(d time.Duration) {
+		if rekeyTicker != nil {
+			rekeyTicker.Stop()
+			rekeyTicker, rekey = nil, nil
+		}
+		if d > 0 {
+			rekeyTicker = time.NewTicker(d)
+			rekey = rekeyTicker.C
+		}
 	}
+	every(l.rekey)
+	defer every(0)
 	// The first tick comes after tickInterval, by when the router has
 	// bound the lower interface (it does so in the same reload).
 	for {
@@ -203,6 +227,8 @@ func (l *Link) routineRun(ctx context.Context) {
 			l.free <- f.buf
 		case <-tick.C:
 			l.p.Tick()
+		case d := <-l.setRekey:
+			every(d)
 		case <-rekey:
 			if err := l.p.Rekey(); err == nil {
 				l.stats.Rekeys.Add(1)

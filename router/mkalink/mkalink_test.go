@@ -181,3 +181,42 @@ func TestDeliverAllocs(t *testing.T) {
 		t.Errorf("Deliver allocates %v times per frame, want 0", allocs)
 	}
 }
+
+// TestSetRekey: a running link's rekey interval changes in place (a
+// reload that changes only mka.rekey): rekeys start when it is set and
+// stop when it is 0, with the same participant throughout.
+func TestSetRekey(t *testing.T) {
+	sa, sb := &mkatest.SecY{}, &mkatest.SecY{}
+	a := startLink(t, 0x0200000000010001, 0, sa, 0)
+	defer a.Close()
+	b := startLink(t, 0x0200000000020001, 16, sb, 0)
+	defer b.Close()
+	pa, pb := newPair()
+	if err := a.Bind(pa); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Bind(pb); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "both sides transmitting", func() bool { return transmitting(sa) && transmitting(sb) })
+	mi := a.Participant().State().MI
+	time.Sleep(time.Second)
+	if n := a.Stats().Rekeys.Load(); n != 0 {
+		t.Fatalf("%d periodic rekeys with rekey 0", n)
+	}
+	a.SetRekey(200 * time.Millisecond)
+	waitFor(t, 8*time.Second, "two periodic rekeys after SetRekey(200ms)", func() bool {
+		l := b.Participant().State().Latest
+		return a.Stats().Rekeys.Load() >= 2 && l != nil && l.KI.KN >= 3 && l.TX
+	})
+	a.SetRekey(0)
+	time.Sleep(300 * time.Millisecond)
+	n := a.Stats().Rekeys.Load()
+	time.Sleep(time.Second)
+	if got := a.Stats().Rekeys.Load(); got != n {
+		t.Errorf("rekeys rose from %d to %d after SetRekey(0)", n, got)
+	}
+	if got := a.Participant().State().MI; got != mi {
+		t.Errorf("MI changed from %v to %v: SetRekey rebuilt the participant", mi, got)
+	}
+}
