@@ -16,6 +16,10 @@ import (
 // bindMKALocked gives it the lower interface.
 func (r *Router) startMKA(rs *runningSecY, sci macsec.SCI) error {
 	k := rs.cfg.MKA
+	var secy mka.SecY = rs.secy
+	if r.mkaSecY != nil {
+		secy = r.mkaSecY(rs.secy)
+	}
 	var mac [6]byte
 	copy(mac[:], rs.mac)
 	l, err := mkalink.Start(mkalink.Config{
@@ -30,7 +34,7 @@ func (r *Router) startMKA(rs *runningSecY, sci macsec.SCI) error {
 			Confidentiality:   rs.cfg.Encrypt,
 			Rand:              r.mkaRand,
 		},
-	}, rs.secy, r.log.With("component", "mka", "secy", rs.cfg.Name))
+	}, secy, r.log.With("component", "mka", "secy", rs.cfg.Name))
 	if err != nil {
 		return err
 	}
@@ -65,3 +69,11 @@ func (rs *runningSecY) stopMKA() {
 // instead of crypto/rand: a test that must know the SAKs (the lab's
 // key-leak check) injects it. Never use it outside tests.
 func WithMKARand(rand io.Reader) Option { return func(r *Router) { r.mkaRand = rand } }
+
+// WithMKASecY puts wrap's SecY between each MKA participant and its
+// SecY: a test that must steer what the participant installs (a transmit
+// SA that starts near PN exhaustion, so that the peer's key server
+// rekeys) wraps it. Never use it outside tests.
+func WithMKASecY(wrap func(*macsec.SecY) mka.SecY) Option {
+	return func(r *Router) { r.mkaSecY = wrap }
+}

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gvrouter/gvrouter/capture"
 	"io"
 	"log/slog"
 	"net"
@@ -18,7 +17,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gvrouter/gvrouter/capture"
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/macsec"
+	"github.com/gvrouter/gvrouter/mka"
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/status"
@@ -78,6 +80,9 @@ type Router struct {
 	// mkaRand is the MKA participants' source of MIs and SAKs; nil means
 	// crypto/rand (WithMKARand).
 	mkaRand io.Reader
+	// mkaSecY, if set, wraps each SecY for its MKA participant
+	// (WithMKASecY).
+	mkaSecY func(*macsec.SecY) mka.SecY
 
 	// nat is the conntrack/NAT engine, built once in New: reloads change
 	// its rules and keep every tracked flow.

@@ -49,7 +49,7 @@ func startPeer(t *testing.T, ctx context.Context, job string, env map[string]str
 
 // startRouter runs the router with yamlText in namespace ns (the peer's,
 // so that it can open the tap) until t ends.
-func startRouter(t *testing.T, ns *netnstest.Netns, yamlText string) *router.Router {
+func startRouter(t *testing.T, ns *netnstest.Netns, yamlText string, opts ...router.Option) *router.Router {
 	t.Helper()
 	cfg, err := config.Parse("linuxpeer.yaml", []byte(yamlText+"state_dir: "+t.TempDir()+"\n"))
 	if err != nil {
@@ -57,7 +57,7 @@ func startRouter(t *testing.T, ns *netnstest.Netns, yamlText string) *router.Rou
 	}
 	var r *router.Router
 	ns.Do(t, func() {
-		r, err = router.New(cfg, router.Build{Version: "test"}, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
+		r, err = router.New(cfg, router.Build{Version: "test"}, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), opts...)
 	})
 	if err != nil {
 		t.Fatalf("router.New: %v", err)

@@ -8,10 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gvrouter/gvrouter/internal/netnstest"
+	"github.com/gvrouter/gvrouter/macsec"
+	"github.com/gvrouter/gvrouter/mka"
 	"github.com/gvrouter/gvrouter/router"
 	"github.com/gvrouter/gvrouter/router/status"
 )
@@ -25,7 +28,12 @@ import (
 // TCP (iperf3 from a host behind the router to the guest, forwarded
 // through the SecY) runs; with the router as key server and rekey: 5s,
 // the SAK rolls at least twice during a 14 s iperf3 run and no second of
-// it stalls.
+// it stalls. With wpa_supplicant as key server the rekey is its own: the
+// router's first transmit SA starts 3000 frames short of the PN
+// exhaustion threshold, wpa_supplicant sees the lowest PN the router
+// reports pass it ("Peer LPN exhaustion") and distributes a new SAK during the
+// iperf3 run, which the router takes and rolls to without a stalled
+// second.
 func TestRouterMKAAgainstWPASupplicant(t *testing.T) {
 	netnstest.Privileged(t, "iperf3")
 	for _, tc := range []struct {
@@ -34,9 +42,10 @@ func TestRouterMKAAgainstWPASupplicant(t *testing.T) {
 		routerKeyServer         bool
 		rekey                   string
 		iperfSeconds, wantRolls int
+		firstTXPN               uint64 // the router's first transmit SA starts here, not at 1
 	}{
 		{name: "router-key-server", routerPrio: 16, guestPrio: 255, routerKeyServer: true, rekey: "5s", iperfSeconds: 14, wantRolls: 2},
-		{name: "wpa-supplicant-key-server", routerPrio: 200, guestPrio: 16, iperfSeconds: 3},
+		{name: "wpa-supplicant-key-server", routerPrio: 200, guestPrio: 16, iperfSeconds: 10, wantRolls: 1, firstTXPN: mka.PNExhaustion - 3000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -59,6 +68,10 @@ func TestRouterMKAAgainstWPASupplicant(t *testing.T) {
 			if tc.rekey != "" {
 				rekey = ", rekey: " + tc.rekey
 			}
+			var opts []router.Option
+			if tc.firstTXPN != 0 {
+				opts = append(opts, router.WithMKASecY(func(s *macsec.SecY) mka.SecY { return &firstTXPN{SecY: s, pn: tc.firstTXPN} }))
+			}
 			r := startRouter(t, ns, fmt.Sprintf(`ports:
   - name: %s
 `+hostPort+`interfaces:
@@ -72,7 +85,7 @@ func TestRouterMKAAgainstWPASupplicant(t *testing.T) {
     mka: {ckn: %s, cak_file: %s, priority: %d%s}
     addresses: [10.77.0.1/24]
     pn_store: %s
-`, p.Tap, p.Tap, routerSCI, cknHex, cakFile, tc.routerPrio, rekey, t.TempDir()))
+`, p.Tap, p.Tap, routerSCI, cknHex, cakFile, tc.routerPrio, rekey, t.TempDir()), opts...)
 
 			// Up by MKA: a live peer, the right key server, a SAK in use.
 			var m *status.MACsecMKA
@@ -164,6 +177,20 @@ func TestRouterMKAAgainstWPASupplicant(t *testing.T) {
 			if tc.wantRolls > 0 && len(after.Live) != 1 {
 				t.Errorf("after the rolls the router has %d live peers, want wpa_supplicant still live", len(after.Live))
 			}
+			if tc.firstTXPN != 0 {
+				// The rekey was wpa_supplicant's: it says why, and the
+				// router's latest SAK is a later one of the same key server.
+				con := p.Console()
+				gen := len(sakGenAnyRE.FindAllString(con, -1))
+				exhausted := lpnExhaustionRE.FindAllString(con, -1)
+				t.Logf("wpa_supplicant generated %d SAKs; logged %q", gen, exhausted)
+				if gen < 2 || len(exhausted) == 0 {
+					t.Errorf("wpa_supplicant generated %d SAKs and logged %q, want a second SAK on PN exhaustion", gen, exhausted)
+				}
+				if after.Latest == nil || after.Latest.KN < 2 || after.Latest.KeyServerMI != m.Latest.KeyServerMI {
+					t.Errorf("router's latest SAK after wpa_supplicant's rekey: %+v (first was %+v), want KN >= 2 from the same key server", after.Latest, m.Latest)
+				}
+			}
 			snap := r.Snapshot()
 			for _, sc := range snap.MACsec[0].RXSC {
 				t.Logf("router RX SC %s: %v", sc.SCI, sc.Counters)
@@ -172,6 +199,30 @@ func TestRouterMKAAgainstWPASupplicant(t *testing.T) {
 		})
 	}
 }
+
+// firstTXPN starts the first transmit SA the participant installs at pn
+// instead of 1 (router.WithMKASecY).
+type firstTXPN struct {
+	*macsec.SecY
+	pn   uint64
+	done atomic.Bool
+}
+
+// InstallTXSA implements mka.SecY.
+func (s *firstTXPN) InstallTXSA(c macsec.SAConfig) error {
+	if s.done.CompareAndSwap(false, true) {
+		c.PN = s.pn
+	}
+	return s.SecY.InstallTXSA(c)
+}
+
+// lpnExhaustionRE matches wpa_supplicant's reason for a rekey on PN
+// exhaustion: the lowest PN its peer reports in SAK Use ("Peer"), or that
+// of its own receive SA ("My"), passed the threshold.
+var lpnExhaustionRE = regexp.MustCompile(`KaY: (My|Peer) LPN exhaustion`)
+
+// sakGenAnyRE matches each SAK wpa_supplicant generated as key server.
+var sakGenAnyRE = regexp.MustCompile(`KaY: generated new SAK`)
 
 // routerMKA returns the router's one SecY's MKA status, nil before it has
 // one.
