@@ -61,6 +61,9 @@ type Options struct {
 	// that is set.
 	macsecMKA      bool
 	macsecMKARekey string
+	// macsecCipher, if set, is the MACsec lab SecYs' cipher suite (with
+	// encryption), e.g. "gcm-aes-xpn-128"; else gcm-aes-128.
+	macsecCipher string
 	// conntrackMax, if not 0, is the router's conntrack table limit.
 	conntrackMax int
 	// routerArgs are extra arguments of `router run` (tests: "-debug").

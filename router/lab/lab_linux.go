@@ -148,6 +148,9 @@ func newLab(opt Options, pid int) *lab {
 	l := &lab{opt: opt, log: opt.Log, out: opt.Stdout, prefix: runPrefix(pid)}
 	l.msOpt.parallel = opt.macsecParallel
 	l.msOpt.mka, l.msOpt.mkaRekey = opt.macsecMKA, opt.macsecMKARekey
+	if opt.macsecCipher != "" {
+		l.msOpt.cipher, l.msOpt.encrypt = opt.macsecCipher, true
+	}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
