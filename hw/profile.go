@@ -18,6 +18,9 @@ type Profile struct {
 	// RxCsumOffload reports that the NIC verifies received L4 checksums, so
 	// Frame.CsumValid may be set on frames from the wire.
 	RxCsumOffload bool
+	// DefaultTx is the transmit path a port uses when Config.Tx is
+	// TxDefault.
+	DefaultTx TxMode
 	// Doc describes the board and how its ports are named.
 	Doc string
 }
@@ -25,6 +28,7 @@ type Profile struct {
 var profiles = map[string]Profile{
 	"bcm47094": {
 		Name:          "bcm47094",
+		DefaultTx:     TxSendmmsg,
 		DefaultQueues: 1,
 		RxCsumOffload: false,
 		Doc: "Broadcom BCM47094 (Northstar, 2x Cortex-A9, 32-bit ARM): one bgmac " +
@@ -39,6 +43,7 @@ var profiles = map[string]Profile{
 	},
 	"ixgbe": {
 		Name:          "ixgbe",
+		DefaultTx:     TxSendmmsg,
 		DefaultQueues: runtime.NumCPU(),
 		RxCsumOffload: true,
 		Doc: "Intel 82599/X540 10 GbE (ixgbe): RSS spreads flows over hardware " +
@@ -48,6 +53,7 @@ var profiles = map[string]Profile{
 	},
 	"generic": {
 		Name:          "generic",
+		DefaultTx:     TxSendmmsg,
 		DefaultQueues: 1,
 		RxCsumOffload: false,
 		Doc: "Any Linux netdev, veth included: one receive queue unless " +
