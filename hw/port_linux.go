@@ -36,8 +36,8 @@ type Port struct {
 	queues []*rxQueue
 	txFD   int // queue 0's socket; sendmmsg on it
 	txMode TxMode
-	// tx is the TX ring with TxRing or TxRingBypass, else nil (sendmmsg
-	// on txFD).
+	// tx is the TX ring (on txFD) with TxRing or TxRingBypass, else nil
+	// (sendmmsg on txFD).
 	tx *txRing
 	// groups are the multicast MACs SetMulticast joined on queue 0's
 	// socket (as strings of 6 bytes); protected by mu.
@@ -187,20 +187,24 @@ func (p *Port) open(cfg Config, prof Profile, nq int) error {
 	if err != nil {
 		return fmt.Errorf("hw: open %s: assemble filter: %w", cfg.Name, err)
 	}
+	if p.txMode == TxRing || p.txMode == TxRingBypass {
+		if p.tx, err = newTxRing(p.maxLen, p.txMode == TxRingBypass); err != nil {
+			return fmt.Errorf("hw: open %s: %w", cfg.Name, err)
+		}
+	}
 	var fanoutID uint16
 	for i := range nq {
-		q, err := openQueue(p, i, nq, &fanoutID, filter)
+		var tx *txRing
+		if i == 0 {
+			tx = p.tx
+		}
+		q, err := openQueue(p, i, nq, &fanoutID, filter, tx)
 		if err != nil {
 			return fmt.Errorf("hw: open %s: queue %d: %w", cfg.Name, i, err)
 		}
 		p.queues = append(p.queues, q)
 	}
 	p.txFD = p.queues[0].fd
-	if p.txMode == TxRing || p.txMode == TxRingBypass {
-		if p.tx, err = openTxRing(p, p.txMode == TxRingBypass); err != nil {
-			return fmt.Errorf("hw: open %s: %w", cfg.Name, err)
-		}
-	}
 	return nil
 }
 
@@ -261,14 +265,14 @@ func (p *Port) Close() error {
 // settings first.
 func (p *Port) closeResources() error {
 	var err error
-	for _, q := range p.queues {
-		q.close()
-	}
-	p.queues = nil
 	if p.tx != nil {
 		p.tx.close()
 		p.tx = nil
 	}
+	for _, q := range p.queues {
+		q.close()
+	}
+	p.queues = nil
 	if p.kernel != nil {
 		err = errors.Join(err, p.ns.do(func() error { return p.kernel.restore(p.ctl) }))
 		p.kernel = nil

@@ -19,7 +19,12 @@ type Profile struct {
 	// Frame.CsumValid may be set on frames from the wire.
 	RxCsumOffload bool
 	// DefaultTx is the transmit path a port uses when Config.Tx is
-	// TxDefault.
+	// TxDefault. sendmmsg on every profile: BenchmarkTransmit on veth
+	// (docs/performance.md) found the TX ring 22-27 % slower with 60-byte
+	// frames and no faster with 1514-byte ones, and the ring with
+	// PACKET_QDISC_BYPASS no faster than sendmmsg, while bypass also gives
+	// up the qdisc's back-pressure and shaping. Neither board has been
+	// measured; Config.Tx is there to do it.
 	DefaultTx TxMode
 	// Doc describes the board and how its ports are named.
 	Doc string
