@@ -54,8 +54,8 @@ const (
 	// TxSendmmsg sends each batch with sendmmsg(2), TxBatchSize frames
 	// per call, on the socket of receive queue 0.
 	TxSendmmsg TxMode = "sendmmsg"
-	// TxRing copies each batch into a PACKET_TX_RING (TPACKET_V2) on a
-	// socket of its own and sends it with one send(2).
+	// TxRing copies each batch into a PACKET_TX_RING (TPACKET_V3) on
+	// receive queue 0's socket and sends it with one send(2).
 	TxRing TxMode = "ring"
 	// TxRingBypass is TxRing with PACKET_QDISC_BYPASS: frames go straight
 	// to the driver, skipping the interface's qdisc (and its

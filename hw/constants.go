@@ -50,9 +50,9 @@ const (
 	SocketBufferSize = 4 << 20
 )
 
-// Transmit ring geometry (PACKET_TX_RING, TPACKET_V2; TxRing).
+// Transmit ring geometry (PACKET_TX_RING, TPACKET_V3; TxRing).
 const (
-	// TxRingBlockSize is the size of one TX ring block. TPACKET_V2 slots
+	// TxRingBlockSize is the size of one TX ring block. TX ring slots
 	// never span blocks, and the kernel allocates each block as one
 	// contiguous run of pages, so a block is kept to the RX ring's
 	// 256 KiB (128 slots of 2 KiB); it must be a multiple of the page
@@ -66,7 +66,7 @@ const (
 	// counted "tx_ring_full" drop, never a wait.
 	TxRingBlocks = 4
 	// TxRingSlotAlign is what a slot's size is rounded up to: 2 KiB holds
-	// the tpacket2_hdr (32 bytes) and a 1500-byte MTU frame with two
+	// the tpacket3_hdr (48 bytes) and a 1500-byte MTU frame with two
 	// tags; a jumbo MTU gets fewer, larger slots in the same ring.
 	TxRingSlotAlign = 2 << 10
 )
