@@ -460,3 +460,48 @@ func BenchmarkTransmit(b *testing.B) {
 		}
 	}
 }
+
+func TestTxSlotSize(t *testing.T) {
+	tests := []struct{ maxLen, want int }{
+		{1500 + MaxL2Overhead, 2048},   // 48 + 1522
+		{2048 - txDataOff, 2048},       // exactly one slot
+		{2048 - txDataOff + 1, 4096},   // one byte more
+		{9000 + MaxL2Overhead, 10240},  // jumbo: 48 + 9022
+		{65535 + MaxL2Overhead, 67584}, // the largest MTU still fits a block
+		{TxRingBlockSize - txDataOff, TxRingBlockSize},
+	}
+	for _, tt := range tests {
+		if got := txSlotSize(tt.maxLen); got != tt.want || got%TxRingSlotAlign != 0 || got-txDataOff < tt.maxLen {
+			t.Errorf("txSlotSize(%d) = %d, want %d", tt.maxLen, got, tt.want)
+		}
+	}
+	if _, err := newTxRing(TxRingBlockSize, false); err == nil {
+		t.Error("newTxRing(a frame larger than a block) = nil error, want one")
+	}
+}
+
+// TestTxRingQueues: with several receive queues the TX ring sits on
+// queue 0's socket, which joins the fanout group after both rings are
+// mapped; frames still go out, and the port's queues do not see them.
+func TestTxRingQueues(t *testing.T) {
+	privileged(t)
+	n := newNetns(t)
+	vethPair(t, n, "p0", "p1")
+	p := openIn(t, n, Config{Name: "p1", KeepKernel: true, Queues: 2, Tx: TxRing})
+	if p.Queues() != 2 {
+		t.Fatalf("Queues() = %d, want 2", p.Queues())
+	}
+	var c collector
+	runPort(t, p, &c)
+	peer := n.RawSocket(t, "p0")
+	f := netnstest.Frame(netnstest.Broadcast, p.HardwareAddr(), "ring-fanout")
+	if k, err := p.WriteFrames([][]byte{f, f, f}); k != 3 || err != nil {
+		t.Fatalf("WriteFrames() = %d, %v; want 3, nil", k, err)
+	}
+	if _, ok := peer.WaitFor("ring-fanout", 2*time.Second); !ok {
+		t.Fatal("frame sent through the TX ring of a 2-queue port did not reach p0")
+	}
+	if _, ok := c.find([]byte("ring-fanout"), 100*time.Millisecond); ok {
+		t.Error("a receive queue saw the port's own frame")
+	}
+}
