@@ -31,11 +31,40 @@ type Config struct {
 	// left, and Close (or Restore) puts back what the record says. ""
 	// keeps the record in memory only, so a crash loses it.
 	StateDir string
+	// Tx is how the port transmits, e.g. TxRing; TxDefault (the zero
+	// value) means the profile's DefaultTx.
+	Tx TxMode
 	// KeepKernel, for benches and tests only, leaves the kernel's settings
 	// of the interface alone: no offload changes, addresses, IPv6 or
 	// ingress drop.
 	KeepKernel bool
 }
+
+// TxMode is a port's transmit path. Both paths take the same batches
+// (FrameWriter) and count the same way; they differ in where the bytes
+// go: sendmmsg hands the kernel the caller's buffers (the kernel copies
+// each frame into an skb), the TX ring copies each frame into a slot of
+// memory shared with the kernel, which sends the slot's pages without a
+// further copy.
+type TxMode string
+
+const (
+	// TxDefault is the profile's choice (Profile.DefaultTx).
+	TxDefault TxMode = ""
+	// TxSendmmsg sends each batch with sendmmsg(2), TxBatchSize frames
+	// per call, on the socket of receive queue 0.
+	TxSendmmsg TxMode = "sendmmsg"
+	// TxRing copies each batch into a PACKET_TX_RING (TPACKET_V3) on
+	// receive queue 0's socket and sends it with one send(2).
+	TxRing TxMode = "ring"
+	// TxRingBypass is TxRing with PACKET_QDISC_BYPASS: frames go straight
+	// to the driver, skipping the interface's qdisc (and its
+	// back-pressure and any shaping configured on it).
+	TxRingBypass TxMode = "ring-bypass"
+)
+
+// TxModes lists the valid non-default TxMode values, for messages.
+var TxModes = []TxMode{TxSendmmsg, TxRing, TxRingBypass}
 
 // Offloads are the kernel features of an interface that change what
 // AF_PACKET delivers or what a peer sends: with GRO or LRO on, the ring

@@ -50,6 +50,27 @@ const (
 	SocketBufferSize = 4 << 20
 )
 
+// Transmit ring geometry (PACKET_TX_RING, TPACKET_V3; TxRing).
+const (
+	// TxRingBlockSize is the size of one TX ring block. TX ring slots
+	// never span blocks, and the kernel allocates each block as one
+	// contiguous run of pages, so a block is kept to the RX ring's
+	// 256 KiB (128 slots of 2 KiB); it must be a multiple of the page
+	// size.
+	TxRingBlockSize = 256 << 10
+	// TxRingBlocks is the number of TX ring blocks: 4 x 256 KiB = 1 MiB,
+	// 512 slots of 2 KiB, four TxBatchSize batches. A slot stays the
+	// kernel's until its frame left the device (on a veth: until the
+	// peer received it), so the ring must hold a batch being filled
+	// while earlier ones are still in flight; what does not fit is a
+	// counted "tx_ring_full" drop, never a wait.
+	TxRingBlocks = 4
+	// TxRingSlotAlign is what a slot's size is rounded up to: 2 KiB holds
+	// the tpacket3_hdr (48 bytes) and a 1500-byte MTU frame with two
+	// tags; a jumbo MTU gets fewer, larger slots in the same ring.
+	TxRingSlotAlign = 2 << 10
+)
+
 // Frame length allowances on top of the L3 MTU.
 const (
 	// EthernetHeaderLen is the destination MAC, source MAC and EtherType.

@@ -23,6 +23,16 @@
 // pure parser (ring.go) that turns every inconsistent frame into a counted
 // drop; the receive path does not allocate.
 //
+// # Transmit
+//
+// WriteFrames sends a batch with sendmmsg on queue 0's socket (the
+// default), or with Config.Tx = TxRing copies it into a PACKET_TX_RING
+// on that socket and hands it over with one send(2) (TxRingBypass adds
+// PACKET_QDISC_BYPASS). Either way nothing waits: a frame the kernel
+// does not take is a counted drop (tx_nobufs, tx_error, and on the ring
+// tx_ring_full and tx_oversize). txring_linux.go explains how the ring's
+// head and the kernel's stay in step.
+//
 // # Kernel settings
 //
 // Unless Config.KeepKernel, Open makes the kernel leave the interface to

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -34,6 +35,10 @@ type Port struct {
 
 	queues []*rxQueue
 	txFD   int // queue 0's socket; sendmmsg on it
+	txMode TxMode
+	// tx is the TX ring (on txFD) with TxRing or TxRingBypass, else nil
+	// (sendmmsg on txFD).
+	tx *txRing
 	// groups are the multicast MACs SetMulticast joined on queue 0's
 	// socket (as strings of 6 bytes); protected by mu.
 	groups []string
@@ -85,7 +90,14 @@ func Open(cfg Config, log *slog.Logger) (*Port, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("hw: open: no interface name")
 	}
-	p := &Port{name: cfg.Name, log: log.With("port", cfg.Name), ctl: -1, txFD: -1}
+	tx := cfg.Tx
+	if tx == TxDefault {
+		tx = prof.DefaultTx
+	}
+	if !slices.Contains(TxModes, tx) {
+		return nil, fmt.Errorf("hw: open %s: unknown transmit mode %q (want one of %v)", cfg.Name, tx, TxModes)
+	}
+	p := &Port{name: cfg.Name, log: log.With("port", cfg.Name), ctl: -1, txFD: -1, txMode: tx}
 	p.ns, err = currentNetns()
 	if err != nil {
 		return nil, fmt.Errorf("hw: open %s: %w", cfg.Name, err)
@@ -96,7 +108,7 @@ func Open(cfg Config, log *slog.Logger) (*Port, error) {
 	}
 	// On Open's thread, in the port's namespace.
 	p.link = StartLinkWatcher(p.ifidx, p.sampleLinkUp, p.log)
-	p.log.Info("port open", "ifindex", p.ifidx, "mac", p.hwaddr.String(), "mtu", p.mtu, "queues", nq, "profile", prof.Name, "link", p.link.Up(), "link_events", p.link.Subscribed())
+	p.log.Info("port open", "ifindex", p.ifidx, "mac", p.hwaddr.String(), "mtu", p.mtu, "queues", nq, "tx", p.txMode, "profile", prof.Name, "link", p.link.Up(), "link_events", p.link.Subscribed())
 	return p, nil
 }
 
@@ -175,9 +187,18 @@ func (p *Port) open(cfg Config, prof Profile, nq int) error {
 	if err != nil {
 		return fmt.Errorf("hw: open %s: assemble filter: %w", cfg.Name, err)
 	}
+	if p.txMode == TxRing || p.txMode == TxRingBypass {
+		if p.tx, err = newTxRing(p.maxLen, p.txMode == TxRingBypass); err != nil {
+			return fmt.Errorf("hw: open %s: %w", cfg.Name, err)
+		}
+	}
 	var fanoutID uint16
 	for i := range nq {
-		q, err := openQueue(p, i, nq, &fanoutID, filter)
+		var tx *txRing
+		if i == 0 {
+			tx = p.tx
+		}
+		q, err := openQueue(p, i, nq, &fanoutID, filter, tx)
 		if err != nil {
 			return fmt.Errorf("hw: open %s: queue %d: %w", cfg.Name, i, err)
 		}
@@ -195,6 +216,10 @@ func (p *Port) HardwareAddr() net.HardwareAddr { return p.hwaddr }
 
 // MTU returns the port's L3 MTU (Config.MTU, or the interface's own).
 func (p *Port) MTU() int { return p.mtu }
+
+// TxMode returns the port's transmit path: Config.Tx, or the profile's
+// DefaultTx.
+func (p *Port) TxMode() TxMode { return p.txMode }
 
 // Queues returns the number of receive queues.
 func (p *Port) Queues() int { return len(p.queues) }
@@ -240,6 +265,10 @@ func (p *Port) Close() error {
 // settings first.
 func (p *Port) closeResources() error {
 	var err error
+	if p.tx != nil {
+		p.tx.close()
+		p.tx = nil
+	}
 	for _, q := range p.queues {
 		q.close()
 	}

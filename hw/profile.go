@@ -18,6 +18,14 @@ type Profile struct {
 	// RxCsumOffload reports that the NIC verifies received L4 checksums, so
 	// Frame.CsumValid may be set on frames from the wire.
 	RxCsumOffload bool
+	// DefaultTx is the transmit path a port uses when Config.Tx is
+	// TxDefault. sendmmsg on every profile: BenchmarkTransmit on veth
+	// (docs/performance.md) found the TX ring 22-27 % slower with 60-byte
+	// frames and no faster with 1514-byte ones, and the ring with
+	// PACKET_QDISC_BYPASS no faster than sendmmsg, while bypass also gives
+	// up the qdisc's back-pressure and shaping. Neither board has been
+	// measured; Config.Tx is there to do it.
+	DefaultTx TxMode
 	// Doc describes the board and how its ports are named.
 	Doc string
 }
@@ -25,6 +33,7 @@ type Profile struct {
 var profiles = map[string]Profile{
 	"bcm47094": {
 		Name:          "bcm47094",
+		DefaultTx:     TxSendmmsg,
 		DefaultQueues: 1,
 		RxCsumOffload: false,
 		Doc: "Broadcom BCM47094 (Northstar, 2x Cortex-A9, 32-bit ARM): one bgmac " +
@@ -39,6 +48,7 @@ var profiles = map[string]Profile{
 	},
 	"ixgbe": {
 		Name:          "ixgbe",
+		DefaultTx:     TxSendmmsg,
 		DefaultQueues: runtime.NumCPU(),
 		RxCsumOffload: true,
 		Doc: "Intel 82599/X540 10 GbE (ixgbe): RSS spreads flows over hardware " +
@@ -48,6 +58,7 @@ var profiles = map[string]Profile{
 	},
 	"generic": {
 		Name:          "generic",
+		DefaultTx:     TxSendmmsg,
 		DefaultQueues: 1,
 		RxCsumOffload: false,
 		Doc: "Any Linux netdev, veth included: one receive queue unless " +

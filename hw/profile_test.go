@@ -33,6 +33,12 @@ func TestLookupProfile(t *testing.T) {
 			}
 		})
 	}
+	for _, name := range []string{"generic", "bcm47094", "ixgbe"} {
+		// BenchmarkTransmit: sendmmsg was not beaten (docs/performance.md).
+		if p, _ := LookupProfile(name); p.DefaultTx != TxSendmmsg {
+			t.Errorf("%s DefaultTx = %q, want %q", name, p.DefaultTx, TxSendmmsg)
+		}
+	}
 	if p, _ := LookupProfile("bcm47094"); p.RxCsumOffload {
 		t.Error("bcm47094 RxCsumOffload = true, want false (bgmac has none)")
 	}

@@ -30,9 +30,12 @@ type rxQueue struct {
 	// fd is conn's descriptor, for the setsockopts, mmap and sendmmsg the
 	// library has no call for. It is valid until conn is closed, which
 	// Close does only after every data-path user is gone (Port.mu).
-	fd     int
-	ring   []byte
-	frames []Frame // reused for every block; cap maxFramesPerBlock
+	fd int
+	// mapping is the socket's mmap: ring, then (queue 0 with a TX ring)
+	// the TX ring.
+	mapping []byte
+	ring    []byte
+	frames  []Frame // reused for every block; cap maxFramesPerBlock
 	// blk is the next block the kernel hands over. It outlives one Run:
 	// the kernel fills blocks in order and does not restart at 0.
 	blk int
@@ -46,7 +49,10 @@ type rxQueue struct {
 // freed with the socket. With n > 1 the queue joins the port's fanout
 // group (hash); the first queue creates the group and stores its id in
 // fanoutID.
-func openQueue(p *Port, id, n int, fanoutID *uint16, filter []bpf.RawInstruction) (*rxQueue, error) {
+//
+// tx, for queue 0 of a port with a TX ring, is set up on the same socket
+// and mapped behind the receive ring (txring_linux.go says why).
+func openQueue(p *Port, id, n int, fanoutID *uint16, filter []bpf.RawInstruction, tx *txRing) (*rxQueue, error) {
 	conn, err := packet.Listen(&net.Interface{Index: p.ifidx, Name: p.name}, packet.Raw, unix.ETH_P_ALL, &packet.Config{Filter: filter})
 	if err != nil {
 		if errors.Is(err, unix.EPERM) {
@@ -63,7 +69,7 @@ func openQueue(p *Port, id, n int, fanoutID *uint16, filter []bpf.RawInstruction
 		q.close()
 		return nil, fmt.Errorf("AF_PACKET socket: %w", err)
 	}
-	if err := q.setup(n, fanoutID); err != nil {
+	if err := q.setup(n, fanoutID, tx); err != nil {
 		q.close()
 		return nil, err
 	}
@@ -81,8 +87,9 @@ func openQueue(p *Port, id, n int, fanoutID *uint16, filter []bpf.RawInstruction
 
 // setup sets what github.com/mdlayher/packet has no call for: the socket
 // buffers (SO_RCVBUFFORCE), PACKET_QDISC_BYPASS, the TPACKET_V3 ring
-// (PACKET_VERSION, PACKET_RX_RING, mmap) and PACKET_FANOUT.
-func (q *rxQueue) setup(n int, fanoutID *uint16) error {
+// (PACKET_VERSION, PACKET_RX_RING, mmap), the TX ring if tx is not nil,
+// and PACKET_FANOUT.
+func (q *rxQueue) setup(n int, fanoutID *uint16, tx *txRing) error {
 	for _, opt := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
 		if err := unix.SetsockoptInt(q.fd, unix.SOL_SOCKET, opt[0], SocketBufferSize); err != nil {
 			// Without CAP_NET_ADMIN, fall back to the capped option.
@@ -109,11 +116,24 @@ func (q *rxQueue) setup(n int, fanoutID *uint16) error {
 	if err := unix.SetsockoptTpacketReq3(q.fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
 		return fmt.Errorf("PACKET_RX_RING: %w", err)
 	}
-	ring, err := unix.Mmap(q.fd, 0, RingBlockSize*RingBlocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	size := RingBlockSize * RingBlocks
+	if tx != nil {
+		// Both rings must be set before the socket is mapped, and are
+		// mapped together (packet_mmap).
+		if err := tx.setup(q.fd); err != nil {
+			return err
+		}
+		size += tx.size()
+	}
+	mapping, err := unix.Mmap(q.fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return fmt.Errorf("mmap ring: %w", err)
 	}
-	q.ring = ring
+	q.mapping = mapping
+	q.ring = mapping[:RingBlockSize*RingBlocks]
+	if tx != nil {
+		tx.mem = mapping[RingBlockSize*RingBlocks:]
+	}
 	q.frames = make([]Frame, 0, maxFramesPerBlock(RingBlockSize))
 	if n > 1 {
 		// Hash fanout keeps each flow on one queue. No DEFRAG flag: the
@@ -139,9 +159,9 @@ func (q *rxQueue) setup(n int, fanoutID *uint16) error {
 }
 
 func (q *rxQueue) close() {
-	if q.ring != nil {
-		unix.Munmap(q.ring)
-		q.ring = nil
+	if q.mapping != nil {
+		unix.Munmap(q.mapping)
+		q.mapping, q.ring = nil, nil
 	}
 	if q.conn != nil {
 		q.conn.Close()

@@ -15,12 +15,22 @@ const (
 	// DropRing counts frames the kernel dropped because the ring was full
 	// (tp_drops from PACKET_STATISTICS, sampled).
 	DropRing = "ring"
-	// DropTxError counts frames sendmmsg refused with an error other than
-	// buffer exhaustion.
+	// DropTxError counts frames sendmmsg or the TX ring refused with an
+	// error other than buffer exhaustion (a frame shorter than an
+	// Ethernet header or longer than the interface's MTU allows, a link
+	// that went down).
 	DropTxError = "tx_error"
-	// DropTxNoBufs counts frames sendmmsg refused with ENOBUFS or EAGAIN
-	// (the device queue or socket buffer was full).
+	// DropTxNoBufs counts frames sendmmsg (or the TX ring's send) refused
+	// with ENOBUFS or EAGAIN (the device queue or socket buffer was
+	// full).
 	DropTxNoBufs = "tx_nobufs"
+	// DropTxRingFull counts frames the TX ring had no free slot for: the
+	// kernel still held every slot (their frames not yet gone from the
+	// device).
+	DropTxRingFull = "tx_ring_full"
+	// DropTxOversize counts frames longer than a TX ring slot is sized
+	// for (MTU + MaxL2Overhead).
+	DropTxOversize = "tx_oversize"
 )
 
 type dropReason int
@@ -32,16 +42,20 @@ const (
 	dropRing
 	dropTxError
 	dropTxNoBufs
+	dropTxRingFull
+	dropTxOversize
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
-	dropTruncated: DropTruncated,
-	dropOversize:  DropOversize,
-	dropMalformed: DropMalformed,
-	dropRing:      DropRing,
-	dropTxError:   DropTxError,
-	dropTxNoBufs:  DropTxNoBufs,
+	dropTruncated:  DropTruncated,
+	dropOversize:   DropOversize,
+	dropMalformed:  DropMalformed,
+	dropRing:       DropRing,
+	dropTxError:    DropTxError,
+	dropTxNoBufs:   DropTxNoBufs,
+	dropTxRingFull: DropTxRingFull,
+	dropTxOversize: DropTxOversize,
 }
 
 // Stats is a snapshot of a port's counters.

@@ -25,17 +25,22 @@ var txBatchPool = sync.Pool{New: func() any {
 }}
 
 // WriteFrames implements FrameWriter: it sends frames with sendmmsg, up to
-// TxBatchSize per call. It does not keep the slices, so frames may point
-// into a receive ring. A frame the kernel refuses is dropped and counted
-// ("tx_nobufs" or "tx_error"); WriteFrames returns the number sent and an
-// error only when the port cannot send at all (closed, or the interface
-// went away or down).
+// TxBatchSize per call, or with TxRing copies them into the TX ring and
+// sends it (txring_linux.go). It does not keep the slices, so frames may
+// point into a receive ring. A frame the kernel refuses is dropped and
+// counted ("tx_nobufs" or "tx_error"; on the ring also "tx_ring_full"
+// and "tx_oversize"); WriteFrames returns the number sent and an error
+// only when the port cannot send at all (closed, or the interface went
+// away or down).
 func (p *Port) WriteFrames(frames [][]byte) (int, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
 		p.stats.drops[dropTxError].Add(uint64(len(frames)))
 		return 0, ErrClosed
+	}
+	if p.tx != nil {
+		return p.tx.write(p, frames)
 	}
 	b := txBatchPool.Get().(*txBatch)
 	defer func() {

@@ -55,6 +55,7 @@ func (r *Router) openDriverLocked(cfg *config.Config, pc config.Port, extra int)
 		Profile:   cfg.Hardware,
 		ExtraTags: extra,
 		StateDir:  r.stateDir,
+		Tx:        hw.TxMode(pc.Tx),
 	}, r.log)
 	if err != nil {
 		return nil, err

@@ -29,6 +29,14 @@ const (
 	DriverAFPacket = "af_packet"
 )
 
+// Transmit paths of an af_packet port accepted in "ports[].tx:"
+// (hw.TxMode).
+const (
+	TxSendmmsg   = "sendmmsg"    // sendmmsg(2) of each batch
+	TxRing       = "ring"        // PACKET_TX_RING, one send(2) per batch
+	TxRingBypass = "ring-bypass" // the TX ring with PACKET_QDISC_BYPASS
+)
+
 // DefaultDriver is the driver of a port whose config names none:
 // af_xdp on ixgbe (native XDP and AF_XDP zero-copy), af_packet on
 // bcm47094 (bgmac has no XDP) and on generic hardware.
@@ -121,7 +129,13 @@ type Port struct {
 	// DriverAuto, e.g. "af_xdp"; "" = the hardware profile's default
 	// (DefaultDriver). Valid iff Kind is PortPacket.
 	Driver string
-	Pos    Pos // where the port is defined, e.g. {Line: 9, Col: 5}
+	// Tx is how an af_packet port transmits: TxSendmmsg, TxRing or
+	// TxRingBypass, e.g. "ring"; "" = the hardware profile's default
+	// (sendmmsg on every profile, docs/performance.md). Valid iff Kind is
+	// PortPacket; an af_xdp port uses it only if it falls back to
+	// af_packet.
+	Tx  string
+	Pos Pos // where the port is defined, e.g. {Line: 9, Col: 5}
 	// Kind is PortPacket (a kernel interface) or PortTAP (the host TAP,
 	// which the router creates).
 	Kind string

@@ -16,7 +16,7 @@ import (
 var (
 	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "nat", "firewall", "status", "macsec", "state_dir", "dns", "host"}
 	topUnsupported        = []string{}
-	portKeys              = []string{"name", "queues", "mtu", "driver"}
+	portKeys              = []string{"name", "queues", "mtu", "driver", "tx"}
 	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role", "vlan", "vlan_protocol", "pcp", "gro", "dhcp", "dhcp_server", "ipv6"}
 	interfaceUnsupported  = []string{}
 	routeKeys             = []string{"to", "via", "dev"}
@@ -201,6 +201,7 @@ func (d *decoder) port(n *yaml.Node) Port {
 	d.intKey(m, "queues", what, &p.src, &p.Queues)
 	d.intKey(m, "mtu", what, &p.src, &p.MTU)
 	d.strKey(m, "driver", what, &p.src, &p.Driver)
+	d.strKey(m, "tx", what, &p.src, &p.Tx)
 	return p
 }
 

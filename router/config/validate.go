@@ -12,6 +12,7 @@ import (
 var (
 	hardwareNames = []string{HardwareBCM47094, HardwareIXGBE, HardwareGeneric}
 	driverNames   = []string{DriverAuto, DriverAFXDP, DriverAFPacket}
+	txNames       = []string{TxSendmmsg, TxRing, TxRingBypass}
 	roleNames     = []string{RoleLAN, RoleWAN}
 )
 
@@ -106,6 +107,9 @@ func (c *Config) validatePorts(l *errorList, top Pos) {
 		}
 		if !p.src.bad["driver"] && p.Driver != "" && !contains(driverNames, p.Driver) {
 			l.add(p.src.at("driver", p.Pos), "%s: unknown driver %q%s", what, p.Driver, hint(p.Driver, driverNames))
+		}
+		if !p.src.bad["tx"] && p.Tx != "" && !contains(txNames, p.Tx) {
+			l.add(p.src.at("tx", p.Pos), "%s: unknown tx %q%s", what, p.Tx, hint(p.Tx, txNames))
 		}
 	}
 }
