@@ -32,11 +32,22 @@
 // # Checksums
 //
 // AF_XDP carries no checksum status: Frame.CsumValid and CsumPartial are
-// always false. A local peer that offloads its TX checksum (veth, tap,
-// virtio by default) hands over TCP and UDP with only the pseudo-header
-// sum in the checksum field, which hw.Port flags as CsumPartial and this
-// port cannot (TestPartialChecksum): on such links the peer's TX
-// checksumming must be off, or the stack must not drop on the checksum.
+// always false, as on a NIC without RX checksum offload (the bcm47094
+// profile's bgmac). The stack's endpoint therefore checks the L4
+// checksum in software of every packet the router terminates and drops a
+// bad one as l4_checksum; forwarded packets keep theirs, and GRO checks
+// before it merges (stack/dispatch.go classify, stack/gro.go). Nothing
+// here duplicates that: the port only leaves both flags false
+// (TestStackChecksum).
+//
+// A local peer that offloads its TX checksum (veth, tap, virtio by
+// default) hands over TCP and UDP with only the pseudo-header sum in the
+// checksum field, which hw.Port flags as CsumPartial and this port
+// cannot (TestPartialChecksum): such a packet is indistinguishable from
+// a corrupt one, so the stack drops it when it is for the router and
+// forwards it unrepaired otherwise. On such links the peer's TX
+// checksumming must be off (ethtool -K PEER tx off), as the lab has it
+// on every veth end (router/lab hostOffloads).
 //
 // # Not yet
 //

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"github.com/gvrouter/gvrouter/hw/xsk"
 	"github.com/gvrouter/gvrouter/internal/netnstest"
 	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/refs"
 )
 
 // The lab: a namespace with a veth pair va/vb. veth has native XDP and
@@ -415,7 +417,18 @@ func TestMain(m *testing.M) {
 		time.Sleep(time.Minute)
 		os.Exit(2)
 	}
-	os.Exit(m.Run())
+	// TestStackChecksum runs the stack on a port: check its packet
+	// buffers as stack's own tests do, except when benchmarking.
+	flag.Parse()
+	check := flag.Lookup("test.bench").Value.String() == ""
+	if check {
+		refs.SetLeakMode(refs.LeaksPanic)
+	}
+	code := m.Run()
+	if check {
+		refs.DoLeakCheck()
+	}
+	os.Exit(code)
 }
 
 // TestSIGKILLLeavesNoProgram SIGKILLs a process holding an AF_XDP port
