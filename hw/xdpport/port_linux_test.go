@@ -395,6 +395,9 @@ func BenchmarkForward(b *testing.B) {
 // value and wait to be killed.
 const childEnv = "GVROUTER_XDPPORT_CHILD_IF"
 
+// stateDirEnv is the child's Config.StateDir.
+const stateDirEnv = "GVROUTER_XDPPORT_CHILD_STATE_DIR"
+
 // memlockEnv makes the child lower its RLIMIT_MEMLOCK to 64 KiB first.
 const memlockEnv = "GVROUTER_XDPPORT_CHILD_MEMLOCK"
 
@@ -408,7 +411,7 @@ func TestMain(m *testing.M) {
 				os.Exit(1)
 			}
 		}
-		p, err := Open(Config{Name: ifname}, nil)
+		p, err := Open(Config{Name: ifname, StateDir: os.Getenv(stateDirEnv)}, nil)
 		if err != nil {
 			fmt.Println("error:", err)
 			os.Exit(1)
