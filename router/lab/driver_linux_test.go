@@ -21,6 +21,17 @@ import (
 // XDP program is attached while the router runs, and that RX VLAN
 // stripping is off on the ports then.
 func TestRunAFXDP(t *testing.T) {
+	runAFXDP(t, TopologyVeth)
+}
+
+// TestRunAFXDPBCM47094 is TestRunAFXDP on the appliance topology: the
+// router's eth0 receives the emulated switch's 802.1Q-tagged frames on
+// af_xdp, where tags stay in-band.
+func TestRunAFXDPBCM47094(t *testing.T) {
+	runAFXDP(t, TopologyBCM47094)
+}
+
+func runAFXDP(t *testing.T, topology string) {
 	requirePrivileged(t, "ethtool")
 	bin := buildRouter(t)
 	port := freePort(t)
@@ -29,6 +40,7 @@ func TestRunAFXDP(t *testing.T) {
 	opt := Options{
 		RouterBinary: bin,
 		StatusPort:   port,
+		Topology:     topology,
 		Driver:       DriverAFXDP,
 		Log:          testLogger(t),
 		Stdout:       &out,
@@ -47,7 +59,7 @@ func TestRunAFXDP(t *testing.T) {
 			for _, p := range s.Ports {
 				got[p.Name] = p.Driver + " (" + p.Mode + ")"
 			}
-			for _, dev := range []string{lanPort, wanPort} {
+			for _, dev := range routerPorts(topology) {
 				if want := "af_xdp (copy, native)"; got[dev] != want {
 					return fmt.Errorf("status: port %s driver %q, want %q (all: %v)", dev, got[dev], want, got)
 				}
