@@ -153,13 +153,6 @@ func (t *Takeover) Restore() error {
 	return err
 }
 
-// Crash drops t as a killed process would: the kernel settings and the
-// record stay. It is for crash tests.
-func (t *Takeover) Crash() {
-	t.k = nil
-	t.close()
-}
-
 func (t *Takeover) close() {
 	if t.ctl >= 0 {
 		unix.Close(t.ctl)
