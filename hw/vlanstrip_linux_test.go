@@ -10,12 +10,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestTakeOverRxVLAN turns RX VLAN stripping off with TakeOver, drops
+// TestTakeoverRxVLAN turns RX VLAN stripping off with TakeOver, drops
 // the Takeover as a crash would, and checks that both roads back restore
 // it: Restore (`router restore`), and an AF_PACKET Open that adopts the
 // record and its Close (a router switched from af_xdp to af_packet after
 // the crash). ethtool -k reads the feature independently of the ioctl.
-func TestTakeOverRxVLAN(t *testing.T) {
+func TestTakeoverRxVLAN(t *testing.T) {
 	privileged(t)
 	netnstest.Privileged(t, "ethtool")
 	n := newNetns(t)
