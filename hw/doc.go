@@ -64,6 +64,11 @@
 // it. LockPort is the per-namespace, per-interface lock a caller takes
 // before Open, so that two routers never own one port.
 //
+// TakeOver is the same record for a port another backend opens (the
+// AF_XDP one, hw/xdpport): it turns RX VLAN stripping off
+// (rx-vlan-hw-parse), recorded first, and its Restore, the next Open or
+// TakeOver, and Restore after a crash put it back.
+//
 // # Link state
 //
 // A port follows its interface flags (IFF_UP and IFF_RUNNING, i.e. carrier

@@ -276,6 +276,13 @@ func (k *kernelState) restoreOffloads(ctl int) error {
 	}
 	want := cur
 	for name, v := range k.rec.Features {
+		if name == featureRxVLAN {
+			// Not an Offloads field: only TakeOver changes it.
+			if err := setRxVLAN(ctl, k.ifname, v); err != nil && !unsupported(err) {
+				return err
+			}
+			continue
+		}
 		f := offloadField(&want, name)
 		if f == nil {
 			return fmt.Errorf("hw: restore offloads of %s: unknown feature %q", k.ifname, name)

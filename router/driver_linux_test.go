@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -99,14 +100,30 @@ func routerChild(src string) int {
 
 // TestSIGKILLRouterAFXDP SIGKILLs a router running a port on af_xdp:
 // no XDP program may be left on the interface, and a new router starts
-// on it, on af_xdp again.
+// on it, on af_xdp again. RX VLAN stripping, which the port turned off,
+// stays off and recorded after the kill, and is back on once the new
+// router has stopped.
 func TestSIGKILLRouterAFXDP(t *testing.T) {
-	netnstest.Privileged(t, "ip")
+	netnstest.Privileged(t, "ip", "ethtool")
 	ns := netnstest.New(t, "drvk", netnstest.WithoutIPv6())
 	ns.IP(t, "link", "add", "va", "type", "veth", "peer", "name", "vb")
 	ns.IP(t, "link", "set", "va", "up")
 	ns.IP(t, "link", "set", "vb", "up")
-	src := fmt.Sprintf("ports:\n  - {name: va, driver: af_xdp}\ninterfaces:\n  - {name: lan, port: va, role: lan, addresses: [192.168.78.1/24]}\nstate_dir: %s\n", t.TempDir())
+	stateDir := t.TempDir()
+	record := filepath.Join(stateDir, "ports", "va.json")
+	src := fmt.Sprintf("ports:\n  - {name: va, driver: af_xdp}\ninterfaces:\n  - {name: lan, port: va, role: lan, addresses: [192.168.78.1/24]}\nstate_dir: %s\n", stateDir)
+	rxVLAN := func() string {
+		for _, l := range strings.Split(ns.Run(t, "ethtool", "-k", "va"), "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), "rx-vlan-offload: "); ok {
+				return strings.Fields(v)[0]
+			}
+		}
+		t.Fatal("ethtool -k va shows no rx-vlan-offload")
+		return ""
+	}
+	if got := rxVLAN(); got != "on" {
+		t.Fatalf("va rx-vlan-offload before = %s, want veth's default on", got)
+	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -156,6 +173,12 @@ func TestSIGKILLRouterAFXDP(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	if got := rxVLAN(); got != "off" {
+		t.Errorf("va rx-vlan-offload after SIGKILL = %s, want left off", got)
+	}
+	if _, err := os.Stat(record); err != nil {
+		t.Errorf("takeover record after SIGKILL: %v", err)
+	}
 	cfg, err := config.Parse("again.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
@@ -165,8 +188,16 @@ func TestSIGKILLRouterAFXDP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New after SIGKILL: %v", err)
 	}
-	defer r.Close()
 	if p := r.Snapshot().Ports[0]; p.Driver != config.DriverAFXDP {
 		t.Errorf("router after SIGKILL: port va on %q (%s), want af_xdp", p.Driver, p.Mode)
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("Close of the router after SIGKILL: %v", err)
+	}
+	if got := rxVLAN(); got != "on" {
+		t.Errorf("va rx-vlan-offload after the new router stopped = %s, want on again", got)
+	}
+	if _, err := os.Stat(record); !os.IsNotExist(err) {
+		t.Errorf("takeover record after the new router stopped: stat error %v, want it removed", err)
 	}
 }

@@ -5,7 +5,7 @@
 //	router reload  [-pidfile /run/gvrouter/gvrouter.pid]  ask the running daemon to reload
 //	router restore -config /etc/gvrouter/config.yaml  give the ports back as a crashed router found them
 //	router capture -i eth0.2 -w - [host 192.0.2.1 and tcp] | tshark -r -
-//	router lab    [-bench [-bench-modes abncdgmfksAC] [-bench-baseline BIN]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec]  the virtual lab in network namespaces
+//	router lab    [-bench [-bench-modes abncdgmfksAC] [-bench-baseline BIN]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec] [-driver af_xdp|af_packet]  the virtual lab in network namespaces
 //	router bridge -a IF -b IF                        our ports alone as an L2 bridge (bench)
 //	router version
 package main
@@ -53,7 +53,7 @@ commands:
   capture -i IFACE [-c N] [-s SNAPLEN] [-t SECONDS] -w FILE|- [FILTER]
                                          live capture of a port or interface as pcapng from the
                                          running router (root or its group)
-  lab     [-bench [-bench-modes abncdgmfksAC] [-bench-baseline BIN]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec]
+  lab     [-bench [-bench-modes abncdgmfksAC] [-bench-baseline BIN]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec] [-driver af_xdp|af_packet]
                                          build the virtual lab in network namespaces and test it
   bridge  -a IF -b IF                    bridge two ports at layer 2 with the port code alone
   version                                print the version
@@ -387,6 +387,7 @@ func cmdLab(args []string) error {
 	dbg := fs.Bool("debug", false, "debug logging")
 	modes := fs.String("bench-modes", "", "bench modes, any of abncdgmfks: (a) router NAT, (b) kernel forwarding, (n) kernel nftables masquerade, (c) port bridge, (d) kernel bridge, (g) router per GRO mode, forwarded and local, (m) router RSS with 65,536 tracked flows, (f) SYN flood against a 10,000-flow table during an iperf3 flow, (k) the same flood against kernel nftables masquerade, (s) router RSS with 1,000 DHCP leases and a full DNS cache, (A) and (C) (a) and (c) with the -bench-baseline build; default abncd")
 	baseline := fs.String("bench-baseline", "", "an earlier router build for bench modes A and C: (a) and (c) with it, taking turns with this build run by run, ratios (a)/(A) and (c)/(C)")
+	driver := fs.String("driver", "", "port driver of the lab routers: af_xdp (fail if a port falls back) | af_packet; default the hardware profile's (bench modes c and C and topology macsec keep af_packet)")
 	topo := fs.String("topology", lab.TopologyVeth, "lab layout: veth (two veth pairs; the bench's) | bcm47094 (emulated BCM53012 switch, router eth0 with VLANs 1 and 2) | macsec (two routers joined by a MACsec link, a host behind each)")
 	fs.Parse(args)
 	self, err := os.Executable()
@@ -400,6 +401,7 @@ func cmdLab(args []string) error {
 		StatusPort:     *port,
 		Keep:           *keep,
 		Topology:       *topo,
+		Driver:         *driver,
 		Bench:          *bench,
 		BenchSeconds:   *secs,
 		BenchRuns:      *runs,

@@ -32,17 +32,43 @@
 // # Checksums
 //
 // AF_XDP carries no checksum status: Frame.CsumValid and CsumPartial are
-// always false. A local peer that offloads its TX checksum (veth, tap,
-// virtio by default) hands over TCP and UDP with only the pseudo-header
-// sum in the checksum field, which hw.Port flags as CsumPartial and this
-// port cannot (TestPartialChecksum): on such links the peer's TX
-// checksumming must be off, or the stack must not drop on the checksum.
+// always false, as on a NIC without RX checksum offload (the bcm47094
+// profile's bgmac). The stack's endpoint therefore checks the L4
+// checksum in software of every packet the router terminates and drops a
+// bad one as l4_checksum; forwarded packets keep theirs, and GRO checks
+// before it merges (stack/dispatch.go classify, stack/gro.go). Nothing
+// here duplicates that: the port only leaves both flags false
+// (TestStackChecksum).
+//
+// A local peer that offloads its TX checksum (veth, tap, virtio by
+// default) hands over TCP and UDP with only the pseudo-header sum in the
+// checksum field, which hw.Port flags as CsumPartial and this port
+// cannot (TestPartialChecksum): such a packet is indistinguishable from
+// a corrupt one, so the stack drops it when it is for the router and
+// forwards it unrepaired otherwise. On such links the peer's TX
+// checksumming must be off (ethtool -K PEER tx off), as the lab has it
+// on every veth end (router/lab hostOffloads).
+//
+// # Kernel settings
+//
+// A driver that strips the outer 802.1Q tag on receive puts it in the
+// packet's metadata, which AF_XDP does not pass on; the tag would be
+// lost. Open therefore turns RX VLAN stripping off (rx-vlan-hw-parse,
+// ETH_FLAG_RXVLAN) while the port is the router's, through hw.TakeOver:
+// the value from before is written to the port's takeover record in
+// Config.StateDir before it changes, Close puts it back, and after a
+// crash the next Open adopts the record and hw.Restore (`router
+// restore`) undoes it (TestTakeoverCrash). The XDP program needs no
+// record: it hangs on a BPF link that dies with the process.
 //
 // # Not yet
 //
-// Outer VLAN tags stay in-band only if the driver does not strip them:
-// Open does not turn RX VLAN stripping off (that needs the takeover
-// record of hw). Multicast membership and the kernel silencing that
-// hw.Port does (addresses, IPv6) are not done either: XDP already keeps
-// every frame away from the kernel's stack.
+// 802.1ad (S-tag) stripping (rx-vlan-stag-hw-parse) is not turned off:
+// the legacy ethtool flags have no bit for it and the netlink ethtool
+// API is not used here; the boards the router targets do not strip
+// S-tags. Reading a stripped tag from XDP metadata
+// (bpf_xdp_metadata_rx_vlan_tag) would need a kfunc-calling program,
+// which hw/xsk's hand-assembled one is not. Multicast membership and the
+// kernel silencing that hw.Port does (addresses, IPv6) are not done
+// either: XDP already keeps every frame away from the kernel's stack.
 package xdpport

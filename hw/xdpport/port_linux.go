@@ -63,6 +63,10 @@ type Config struct {
 	Bind xsk.BindMode
 	// Attach asks for the native or generic XDP hook, or either.
 	Attach xsk.AttachMode
+	// StateDir holds the takeover record of the kernel settings Open
+	// changes (hw.TakeOver), e.g. "/var/lib/gvrouter"; "" keeps it in
+	// memory only, so a crash leaves them changed.
+	StateDir string
 }
 
 // Port is an interface opened with AF_XDP. Its methods are safe for
@@ -75,6 +79,9 @@ type Port struct {
 	maxLen  int
 	log     *slog.Logger
 	ctl     int // AF_INET datagram socket in the port's namespace, for flags
+	// kernel records and undoes the kernel settings Open changed (RX
+	// VLAN stripping); nil once restored.
+	kernel *hw.Takeover
 
 	umem  *xsk.Umem
 	prog  *xsk.Program
@@ -151,6 +158,16 @@ func Open(cfg Config, log *slog.Logger) (_ *Port, err error) {
 	}()
 	if p.ctl, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
 		return nil, fmt.Errorf("xdpport %s: control socket: %w", cfg.Name, err)
+	}
+	// Tags must stay in the frame: AF_XDP has no field for a tag the
+	// driver stripped. Recorded before it changes (hw/takeover).
+	if p.kernel, err = hw.TakeOver(hw.TakeoverConfig{Name: cfg.Name, StateDir: cfg.StateDir, RxVLANOff: true}, p.log); err != nil {
+		if errors.Is(err, unix.EPERM) {
+			// No CAP_NET_ADMIN: AF_PACKET will not get far either,
+			// but the caller decides.
+			return nil, fmt.Errorf("xdpport %s: %w: %w", cfg.Name, xsk.ErrPermission, err)
+		}
+		return nil, fmt.Errorf("xdpport %s: %w", cfg.Name, err)
 	}
 	queues := cfg.Queues
 	if queues == 0 {
@@ -350,6 +367,10 @@ func (p *Port) release() error {
 	}
 	if p.umem != nil {
 		errs = append(errs, p.umem.Close())
+	}
+	if p.kernel != nil {
+		errs = append(errs, p.kernel.Restore())
+		p.kernel = nil
 	}
 	if p.ctl >= 0 {
 		unix.Close(p.ctl)

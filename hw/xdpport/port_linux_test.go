@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"github.com/gvrouter/gvrouter/hw/xsk"
 	"github.com/gvrouter/gvrouter/internal/netnstest"
 	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/refs"
 )
 
 // The lab: a namespace with a veth pair va/vb. veth has native XDP and
@@ -393,6 +395,9 @@ func BenchmarkForward(b *testing.B) {
 // value and wait to be killed.
 const childEnv = "GVROUTER_XDPPORT_CHILD_IF"
 
+// stateDirEnv is the child's Config.StateDir.
+const stateDirEnv = "GVROUTER_XDPPORT_CHILD_STATE_DIR"
+
 // memlockEnv makes the child lower its RLIMIT_MEMLOCK to 64 KiB first.
 const memlockEnv = "GVROUTER_XDPPORT_CHILD_MEMLOCK"
 
@@ -406,7 +411,7 @@ func TestMain(m *testing.M) {
 				os.Exit(1)
 			}
 		}
-		p, err := Open(Config{Name: ifname}, nil)
+		p, err := Open(Config{Name: ifname, StateDir: os.Getenv(stateDirEnv)}, nil)
 		if err != nil {
 			fmt.Println("error:", err)
 			os.Exit(1)
@@ -415,7 +420,18 @@ func TestMain(m *testing.M) {
 		time.Sleep(time.Minute)
 		os.Exit(2)
 	}
-	os.Exit(m.Run())
+	// TestStackChecksum runs the stack on a port: check its packet
+	// buffers as stack's own tests do, except when benchmarking.
+	flag.Parse()
+	check := flag.Lookup("test.bench").Value.String() == ""
+	if check {
+		refs.SetLeakMode(refs.LeaksPanic)
+	}
+	code := m.Run()
+	if check {
+		refs.DoLeakCheck()
+	}
+	os.Exit(code)
 }
 
 // TestSIGKILLLeavesNoProgram SIGKILLs a process holding an AF_XDP port

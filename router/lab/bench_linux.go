@@ -39,8 +39,12 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 	if err := l.startBenchServer(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(l.out, "bench: iperf3 TCP -t %d -O %d, median of %d runs, the modes taking turns run by run; offloads tso/gso/gro/tx off on all lab veths\n",
-		l.opt.benchSeconds(), benchOmitSeconds, l.opt.benchRuns())
+	driver := l.opt.Driver
+	if driver == "" {
+		driver = "the profile's default"
+	}
+	fmt.Fprintf(l.out, "bench: iperf3 TCP -t %d -O %d, median of %d runs, the modes taking turns run by run; offloads tso/gso/gro/tx off on all lab veths; router ports on %s (port bridge on af_packet)\n",
+		l.opt.benchSeconds(), benchOmitSeconds, l.opt.benchRuns(), driver)
 	// The modes take turns run by run (a b n c d, a b n c d, ...), so that
 	// the machine's drift over minutes, often larger than the differences
 	// between the modes, hits them alike and the ratios of one run hold

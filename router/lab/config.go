@@ -58,7 +58,17 @@ type labAllow6 struct {
 }
 
 type labPort struct {
-	Name string `yaml:"name"`
+	Name   string `yaml:"name"`
+	Driver string `yaml:"driver,omitempty"`
+}
+
+// withDriver returns the config edit that sets every port's driver.
+func withDriver(driver string) func(*labConfig) {
+	return func(c *labConfig) {
+		for i := range c.Ports {
+			c.Ports[i].Driver = driver
+		}
+	}
 }
 
 type labInterface struct {

@@ -88,3 +88,26 @@ func TestBaselineConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestRouterConfigDriver checks that Options.Driver's config edit gives
+// every port the driver router/config reads.
+func TestRouterConfigDriver(t *testing.T) {
+	for _, topo := range []string{TopologyVeth, TopologyBCM47094} {
+		b, err := routerConfig("gvl42", 8080, topo, "", 0, withDriver(DriverAFXDP))
+		if err != nil {
+			t.Fatalf("routerConfig(%s) error: %v", topo, err)
+		}
+		c, err := config.Parse("lab.yaml", b)
+		if err != nil {
+			t.Fatalf("config.Parse:\n%s\nerror: %v", b, err)
+		}
+		if len(c.Ports) == 0 {
+			t.Fatalf("%s: no ports", topo)
+		}
+		for _, p := range c.Ports {
+			if got := p.DriverOf(c.Hardware); got != config.DriverAFXDP {
+				t.Errorf("%s: port %s driver = %q, want %q", topo, p.Name, got, config.DriverAFXDP)
+			}
+		}
+	}
+}

@@ -45,6 +45,13 @@ type Options struct {
 	// runs the wave-1 lab config (static WAN address, no services), which
 	// any earlier build reads. Example: "/tmp/router-9cabf24".
 	BaselineBinary string
+	// Driver is the port driver of the lab routers' ports (config
+	// ports[].driver): DriverAFXDP, DriverAFPacket, or "" for the
+	// hardware profile's default. With DriverAFXDP the lab fails when a
+	// port fell back to af_packet (the status page names each port's
+	// driver). Bench modes c and C (`router bridge`) and the macsec
+	// topology keep af_packet. Example: "af_xdp".
+	Driver string
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
 	// Stdout receives the summary and bench table; nil discards them.
@@ -93,6 +100,12 @@ const (
 	routerStartTimeout = 20 * time.Second
 	// stopGrace is how long a child gets after SIGTERM before SIGKILL.
 	stopGrace = 5 * time.Second
+)
+
+// Port drivers of Options.Driver, as config ports[].driver names them.
+const (
+	DriverAFXDP    = "af_xdp"
+	DriverAFPacket = "af_packet"
 )
 
 // Topologies of the lab (Options.Topology).

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -207,6 +208,15 @@ func (l *lab) preflight() error {
 	} else if strings.ContainsAny(l.opt.BenchModes, "AC") {
 		errs = append(errs, errors.New("lab: bench modes A and C need a baseline router binary (-bench-baseline)"))
 	}
+	switch l.opt.Driver {
+	case "", DriverAFPacket:
+	case DriverAFXDP:
+		if l.opt.Topology == TopologyMACsec {
+			errs = append(errs, fmt.Errorf("lab: driver %s: the %s topology's routers keep af_packet", DriverAFXDP, TopologyMACsec))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("lab: unknown driver %q (want %s or %s)", l.opt.Driver, DriverAFXDP, DriverAFPacket))
+	}
 	switch l.opt.Topology {
 	case "", TopologyVeth:
 	case TopologyMACsec:
@@ -250,6 +260,8 @@ func (l *lab) startRouterBuild(ctx context.Context, baseline bool, gro string, a
 	edits, bin := l.cfgEdits, l.opt.RouterBinary
 	if baseline {
 		edits, bin = []func(*labConfig){baselineConfig}, l.opt.BaselineBinary
+	} else if l.opt.Driver != "" {
+		edits = append(slices.Clip(edits), withDriver(l.opt.Driver))
 	}
 	cfg, err := routerConfig(l.prefix, routerStatusPort, l.opt.Topology, gro, l.opt.conntrackMax, edits...)
 	if l.rtr2NS != "" {
@@ -296,6 +308,11 @@ func (l *lab) startRouterBuild(ctx context.Context, baseline bool, gro string, a
 			return fmt.Errorf("%w; %s:\n%s", err, logPath, tail(logPath, 2000))
 		}
 		l.log.Info("lab: router has its WAN lease", "address", c.Address, "server", c.Server, "took", time.Since(deadline.Add(-routerStartTimeout)).Round(time.Millisecond))
+	}
+	if !baseline && l.opt.Driver != "" && l.rtr2NS == "" {
+		if err := l.checkDrivers(ctx, l.opt.Driver); err != nil {
+			return fmt.Errorf("%w; %s:\n%s", err, logPath, tail(logPath, 2000))
+		}
 	}
 	l.log.Info("lab: router is up", "pid", l.router.cmd.Process.Pid, "config", cfgPath, "log", logPath)
 	return nil

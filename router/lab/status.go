@@ -13,6 +13,20 @@ type ifCounters struct {
 	RxPackets, TxPackets uint64
 }
 
+// portDrivers returns the driver of each router port of a status
+// snapshot (/api/status), by port name: "af_xdp" or "af_packet".
+func portDrivers(body []byte) (map[string]string, error) {
+	var s status.Snapshot
+	if err := json.Unmarshal(body, &s); err != nil {
+		return nil, fmt.Errorf("lab: status JSON: %w", err)
+	}
+	out := make(map[string]string, len(s.Ports))
+	for _, p := range s.Ports {
+		out[p.Name] = p.Driver
+	}
+	return out, nil
+}
+
 // parseStatus returns the interface counters of a status snapshot
 // (/api/status), by interface name.
 func parseStatus(body []byte) (map[string]ifCounters, error) {

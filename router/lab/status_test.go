@@ -21,3 +21,17 @@ func TestParseStatus(t *testing.T) {
 		t.Errorf("parseStatus(no interfaces) = nil error, want error")
 	}
 }
+
+func TestPortDrivers(t *testing.T) {
+	body := `{"ports":[{"name":"lan0","driver":"af_xdp","mode":"copy, native"},{"name":"wan0","driver":"af_packet"}]}`
+	got, err := portDrivers([]byte(body))
+	if err != nil {
+		t.Fatalf("portDrivers() error: %v", err)
+	}
+	if got["lan0"] != "af_xdp" || got["wan0"] != "af_packet" || len(got) != 2 {
+		t.Errorf("portDrivers() = %v, want lan0 af_xdp, wan0 af_packet", got)
+	}
+	if _, err := portDrivers([]byte(`{"ports":`)); err == nil {
+		t.Error("portDrivers(truncated) = nil error, want error")
+	}
+}

@@ -15,6 +15,9 @@ import (
 // leave at wire size (no TSO/GSO), AF_PACKET sees frames as sent (no GRO),
 // and checksums are complete, as on a wire (no TX checksum offload). RX
 // checksum offload stays on: veth only reports what the sender computed.
+// Ports on af_xdp depend on TX checksumming being off: AF_XDP cannot flag
+// a partial checksum, so the router would drop such packets as
+// l4_checksum (hw/xdpport/doc.go, "Checksums").
 var hostOffloads = hw.Offloads{RxCsum: true}
 
 // setWireLike turns the offloads of ifname in namespace ns off, with the
