@@ -37,4 +37,13 @@
 // demand, and peer expiry after the MKA Life Time. It is driven from
 // outside: [Participant.Receive] for each received frame and
 // [Participant.Tick] for the timers ([Participant.Run] ticks on real time).
+//
+// # Cipher suites
+//
+// As key server the participant distributes SAKs of [Config.CipherSuite].
+// As a member it also takes SAKs of the suites in [Config.CipherSuites]:
+// it asks the SecY ([SuiteSwitcher]) to switch suite before it installs
+// any SA of such a SAK, forgets the SAs of the old suite and adds the
+// receive SCs again; MI, MN and peers stay. A SAK of any other suite, or
+// any SAK while MACsec is not desired, is rejected and counted.
 package mka

@@ -46,6 +46,19 @@ type ProtectionSetter interface {
 	SetConfidentiality(offset ConfidentialityOffset) error
 }
 
+// SuiteSwitcher is an optional interface of a SecY that can change its
+// cipher suite (802.1X 9.16: the KaY sets the SecY's current cipher
+// suite). The participant calls it with its lock held when it accepts a
+// Distributed SAK of a suite in Config.CipherSuites other than the one
+// the SecY runs, before it installs any SA of that SAK; and, as key
+// server, to return to Config.CipherSuite. On success the SecY operates
+// on suite and holds no SA and no receive SC (the old suite's SAs cannot
+// serve the new one); the participant then adds the receive SCs again.
+// On error the SecY must be unchanged; the SAK is not used.
+type SuiteSwitcher interface {
+	SwitchCipherSuite(suite macsec.CipherSuite) error
+}
+
 // Transport sends MKPDUs on the port.
 type Transport interface {
 	// Send transmits frame, a complete Ethernet frame from the destination

@@ -61,9 +61,18 @@ type Config struct {
 	// priority, 0xff never key server (wpa_supplicant's mka_priority).
 	KeyServerPriority uint8
 	// CipherSuite is our SecY's cipher suite (macsec.Config.Cipher); zero
-	// means GCM-AES-128. As key server we distribute SAKs of this suite;
-	// SAKs of another suite are rejected (counted SAKRejected).
+	// means GCM-AES-128. As key server we distribute SAKs of this suite
+	// (switching the SecY back to it first if a former key server moved
+	// it); SAKs of a suite neither this nor in CipherSuites are rejected
+	// (counted SAKRejected).
 	CipherSuite macsec.CipherSuite
+	// CipherSuites lists further suites we accept in a Distributed SAK,
+	// e.g. {macsec.GCMAES128} for a GCM-AES-256 SecY whose key server
+	// (wpa_supplicant 2.10) distributes only GCM-AES-128. Accepting one
+	// switches the SecY to it (SuiteSwitcher, which the SecY must then
+	// implement) before any SA of it is installed; the MI, MN and peers
+	// stay. Empty: only CipherSuite.
+	CipherSuites []macsec.CipherSuite
 	// Capability is our MACsec capability; zero means
 	// CapabilityConfidentiality (integrity, or confidentiality with
 	// offset 0: what macsec.SecY does).
@@ -73,7 +82,8 @@ type Config struct {
 	// when a peer offers integrity only, SAKs are for integrity only.
 	Confidentiality bool
 	// NotDesired clears MACsec Desired: we take part in MKA but no SAK is
-	// distributed while we are a member (802.1X 9.6).
+	// distributed while we are a member (802.1X 9.6), and a SAK a key
+	// server distributes anyway is rejected (counted SAKRejected).
 	NotDesired bool
 	// BoundedHello sends an MKPDU every BoundedHelloTime and sets Delay
 	// Protect in SAK Use.
@@ -85,7 +95,7 @@ type Config struct {
 	// Clock tells the time; nil means the system clock.
 	Clock Clock
 	// PNExhaustion overrides the rekey threshold; zero means
-	// PNExhaustion or PNExhaustionXPN for the cipher suite.
+	// PNExhaustion or PNExhaustionXPN for the cipher suite of the SAK.
 	PNExhaustion uint64
 }
 
@@ -127,6 +137,7 @@ type Participant struct {
 	lastSend  time.Time
 	lastRoll  time.Time
 	rxSCs     map[macsec.SCI]bool
+	suite     macsec.CipherSuite    // the SecY's cipher suite now
 	offset    ConfidentialityOffset // of the latest SAK
 	frame     MKPDU                 // decode scratch
 	outbox    [][]byte              // built under mu, sent after
@@ -181,6 +192,11 @@ func New(cfg Config, secy SecY, tr Transport, log *slog.Logger) (*Participant, e
 	if !cfg.CipherSuite.Valid() {
 		return nil, fmt.Errorf("mka: unsupported cipher suite %v", cfg.CipherSuite)
 	}
+	for _, cs := range cfg.CipherSuites {
+		if !cs.Valid() {
+			return nil, fmt.Errorf("mka: unsupported cipher suite %v", cs)
+		}
+	}
 	if cfg.Capability == 0 {
 		cfg.Capability = CapabilityConfidentiality
 	}
@@ -196,20 +212,18 @@ func New(cfg Config, secy SecY, tr Transport, log *slog.Logger) (*Participant, e
 	if cfg.DA == [6]byte{} {
 		cfg.DA = PAEGroupAddress
 	}
-	if cfg.PNExhaustion == 0 {
-		cfg.PNExhaustion = PNExhaustion
-		if cfg.CipherSuite.XPN() {
-			cfg.PNExhaustion = PNExhaustionXPN
-		}
-	}
 	if secy == nil || tr == nil {
 		return nil, errors.New("mka: a secy and a transport are required")
+	}
+	if _, ok := secy.(SuiteSwitcher); len(cfg.CipherSuites) > 0 && !ok {
+		return nil, errors.New("mka: further cipher suites need a secy that can switch suite (mka.SuiteSwitcher)")
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Participant{cfg: cfg, secy: secy, tr: tr, clock: cfg.Clock, rand: cfg.Rand,
-		log: log.With("sci", cfg.SCI.String()), peers: map[MI]*peer{}, rxSCs: map[macsec.SCI]bool{}, nextKN: 1}
+		log: log.With("sci", cfg.SCI.String()), peers: map[MI]*peer{}, rxSCs: map[macsec.SCI]bool{}, nextKN: 1,
+		suite: cfg.CipherSuite}
 	if p.clock == nil {
 		p.clock = systemClock{}
 	}

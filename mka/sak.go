@@ -2,6 +2,7 @@ package mka
 
 import (
 	"encoding/binary"
+	"errors"
 	"slices"
 	"time"
 
@@ -127,7 +128,14 @@ func (p *Participant) exhaustingLocked(k *sakState) bool {
 	if k == nil || !k.tx {
 		return false
 	}
-	if st := p.secy.TXSAStats(k.an); st != nil && st.NextPN.Load() >= p.cfg.PNExhaustion {
+	limit := p.cfg.PNExhaustion
+	if limit == 0 {
+		limit = PNExhaustion
+		if k.suite.XPN() {
+			limit = PNExhaustionXPN
+		}
+	}
+	if st := p.secy.TXSAStats(k.an); st != nil && st.NextPN.Load() >= limit {
 		return true
 	}
 	for _, pr := range p.peers {
@@ -136,7 +144,7 @@ func (p *Participant) exhaustingLocked(k *sakState) bool {
 			if k.suite.XPN() {
 				pn |= uint64(pr.xpn.LatestLowestPNHigh) << 32
 			}
-			if pn >= p.cfg.PNExhaustion {
+			if pn >= limit {
 				return true
 			}
 		}
@@ -147,6 +155,9 @@ func (p *Participant) exhaustingLocked(k *sakState) bool {
 // generateLocked draws a new SAK from the CSPRNG, wraps it with the KEK
 // and makes it the latest (9.8.1).
 func (p *Participant) generateLocked(offset ConfidentialityOffset, now time.Time) {
+	if p.suite != p.cfg.CipherSuite && !p.switchSuiteLocked(p.cfg.CipherSuite) {
+		return
+	}
 	key, err := newSAK(p.rand, p.cfg.CipherSuite.KeyLen())
 	if err != nil {
 		p.log.Error("sak generation failed", "err", err)
@@ -173,7 +184,9 @@ func (p *Participant) generateLocked(offset ConfidentialityOffset, now time.Time
 	p.pushLocked(k, now)
 }
 
-// takeSAKLocked accepts a Distributed SAK from the key server (9.8.2).
+// takeSAKLocked accepts a Distributed SAK from the key server (9.8.2). A
+// SAK of another suite that we accept (Config.CipherSuites) switches the
+// SecY to that suite first.
 func (p *Participant) takeSAKLocked(ks *peer, d *DistributedSAK, now time.Time) {
 	if d.Empty {
 		return // "do not use MACsec"
@@ -182,10 +195,12 @@ func (p *Participant) takeSAKLocked(ks *peer, d *DistributedSAK, now time.Time) 
 	if (p.latest != nil && p.latest.ki == ki) || (p.old != nil && p.old.ki == ki) {
 		return // already have it
 	}
-	if d.CipherSuite != p.cfg.CipherSuite || (d.Offset >= Offset30 && p.cfg.Capability < CapabilityConfidentialityOffsets) ||
+	if p.cfg.NotDesired || p.cfg.Capability == CapabilityNone || !p.acceptsSuite(d.CipherSuite) ||
+		(d.Offset >= Offset30 && p.cfg.Capability < CapabilityConfidentialityOffsets) ||
 		(d.Offset == Offset0 && p.cfg.Capability < CapabilityConfidentiality) {
 		p.stats.SAKRejected.Add(1)
-		p.log.Warn("distributed sak rejected", "suite", d.CipherSuite.String(), "offset", d.Offset.String())
+		p.log.Warn("distributed sak rejected", "suite", d.CipherSuite.String(), "offset", d.Offset.String(),
+			"desired", !p.cfg.NotDesired, "capability", p.cfg.Capability)
 		return
 	}
 	key, err := unwrapKey(p.kek.bytes(), d.WrappedKey)
@@ -195,9 +210,43 @@ func (p *Participant) takeSAKLocked(ks *peer, d *DistributedSAK, now time.Time) 
 		return
 	}
 	defer clear(key)
+	if d.CipherSuite != p.suite && !p.switchSuiteLocked(d.CipherSuite) {
+		return // the next MKPDU with this SAK tries again
+	}
 	p.stats.SAKsReceived.Add(1)
-	p.log.Info("sak received", "ki", ki.String(), "an", d.AN, "offset", d.Offset.String())
+	p.log.Info("sak received", "ki", ki.String(), "an", d.AN, "offset", d.Offset.String(), "suite", d.CipherSuite.String())
 	p.pushLocked(&sakState{ki: ki, an: d.AN, key: newSecret(key), suite: d.CipherSuite, offset: d.Offset}, now)
+}
+
+// acceptsSuite reports whether we use SAKs of suite cs: our SecY's
+// configured suite, one of Config.CipherSuites, or the one it runs now.
+func (p *Participant) acceptsSuite(cs macsec.CipherSuite) bool {
+	return cs == p.cfg.CipherSuite || cs == p.suite || slices.Contains(p.cfg.CipherSuites, cs)
+}
+
+// switchSuiteLocked moves the SecY to suite (SuiteSwitcher). The SecY
+// then holds no SA and no receive SC, so the SAKs of the old suite are
+// forgotten without a retire and the receive SCs are added again by
+// ensureRXLocked; the MI, MN and peers stay. It reports success; a
+// failure is counted as a SecY error and leaves everything as it was.
+func (p *Participant) switchSuiteLocked(suite macsec.CipherSuite) bool {
+	sw, ok := p.secy.(SuiteSwitcher)
+	if !ok {
+		p.secyErr("SwitchCipherSuite", errors.New("the secy cannot change its cipher suite"))
+		return false
+	}
+	if err := sw.SwitchCipherSuite(suite); err != nil {
+		p.secyErr("SwitchCipherSuite", err)
+		return false
+	}
+	p.log.Info("cipher suite switched", "from", p.suite.String(), "to", suite.String())
+	p.stats.SuiteSwitches.Add(1)
+	p.suite = suite
+	p.latest, p.old, p.members = nil, nil, nil
+	p.retireAt = time.Time{}
+	clear(p.rxSCs)
+	p.newInfo = true
+	return true
 }
 
 // pushLocked makes k the latest SAK; the latest becomes the old one, and

@@ -19,6 +19,9 @@ type State struct {
 	KeyServerMI  MI
 	// Live and Potential are the peers, sorted by SCI.
 	Live, Potential []PeerState
+	// CipherSuite is the suite the SecY runs now: Config.CipherSuite
+	// unless a key server's SAK of another accepted suite switched it.
+	CipherSuite macsec.CipherSuite
 	// Offset is the confidentiality of the latest SAK.
 	Offset ConfidentialityOffset
 	// Latest and Previous are the SAKs held, nil when none.
@@ -55,7 +58,8 @@ type KeyState struct {
 func (p *Participant) State() State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := State{MI: p.mi, MN: p.mn, KeyServer: p.keyServer, Offset: p.offset, LastRoll: p.lastRoll}
+	s := State{MI: p.mi, MN: p.mn, KeyServer: p.keyServer, Offset: p.offset, LastRoll: p.lastRoll,
+		CipherSuite: p.suite}
 	if p.keyServer {
 		s.KeyServerSCI, s.KeyServerMI = p.cfg.SCI, p.mi
 	} else if p.ks != nil {

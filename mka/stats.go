@@ -43,9 +43,15 @@ type Stats struct {
 	SAKRolls atomic.Uint64
 	// SAKUnwrapFailed counts Distributed SAKs that did not unwrap.
 	SAKUnwrapFailed atomic.Uint64
-	// SAKRejected counts Distributed SAKs we cannot use: another cipher
-	// suite than our SecY's, or a confidentiality offset we lack.
+	// SAKRejected counts Distributed SAKs we cannot use: a cipher suite
+	// we do not accept (Config.CipherSuite, Config.CipherSuites), a
+	// confidentiality offset we lack, or any SAK while we do not desire
+	// MACsec (Config.NotDesired, CapabilityNone).
 	SAKRejected atomic.Uint64
+	// SuiteSwitches counts changes of the SecY's cipher suite: to accept a
+	// Distributed SAK of another accepted suite, or back to ours as key
+	// server.
+	SuiteSwitches atomic.Uint64
 	// SecYErrors counts failed SecY calls.
 	SecYErrors atomic.Uint64
 }

@@ -5,9 +5,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 
 	"github.com/gvrouter/gvrouter/macsec"
 	"github.com/gvrouter/gvrouter/router/config"
@@ -19,9 +21,16 @@ import (
 // joins it to its lower interface and its own NIC, and the config it was
 // built from.
 type runningSecY struct {
-	cfg  config.MACsec
-	secy *macsec.SecY
-	link *stack.MACsecLink
+	cfg config.MACsec
+	// secy is the macsec core. With MKA its participant may replace it by
+	// one of another cipher suite (mkaSecY.SwitchCipherSuite, on the
+	// participant's goroutine), so it is read with Load; the router's
+	// lock is not held for that swap.
+	secy atomic.Pointer[macsec.SecY]
+	// mc and secyLog are what secy was built with, for that rebuild.
+	mc      macsec.Config
+	secyLog *slog.Logger
+	link    *stack.MACsecLink
 	// mac is the lower port's MAC: the SecY NIC's MAC, as with Linux.
 	mac      net.HardwareAddr
 	lowerMTU int
@@ -91,10 +100,14 @@ func (r *Router) newSecY(ms *config.MACsec, mac net.HardwareAddr, lowerMTU int) 
 		TX:             rs.link.Transmit,
 		RX:             rs.link.Receive,
 	}
-	rs.secy, err = macsec.New(mc, r.log.With("component", "macsec", "name", ms.Name))
+	rs.mc, rs.secyLog = mc, r.log.With("component", "macsec", "name", ms.Name)
+	s, err := macsec.New(mc, rs.secyLog)
 	if err != nil {
 		return nil, fmt.Errorf("macsec %s: %w", ms.Name, err)
 	}
+	rs.secy.Store(s)
+	// The link gets the SecY before MKA starts, which may replace it.
+	rs.link.SetSecY(s)
 	if ms.MKA != nil {
 		// No SA until MKA installs one: no protected traffic before.
 		err = r.startMKA(rs, sci)
@@ -102,10 +115,10 @@ func (r *Router) newSecY(ms *config.MACsec, mac net.HardwareAddr, lowerMTU int) 
 		err = rs.applySAs(nil, ms)
 	}
 	if err != nil {
-		rs.secy.Close()
+		rs.link.SetSecY(nil)
+		s.Close()
 		return nil, err
 	}
-	rs.link.SetSecY(rs.secy)
 	return rs, nil
 }
 
@@ -114,7 +127,7 @@ func (r *Router) newSecY(ms *config.MACsec, mac net.HardwareAddr, lowerMTU int) 
 // removals, so that a key rollover loses no frame.
 func (rs *runningSecY) applySAs(old, ms *config.MACsec) error {
 	var errs []error
-	s := rs.secy
+	s := rs.secy.Load()
 	var oldTX []config.MACsecSA
 	var oldRX []config.MACsecRXSC
 	if old != nil {
@@ -264,7 +277,7 @@ func (r *Router) bindMACsecLocked() {
 			}
 			rs.stopMKA()
 			rs.link.SetSecY(nil)
-			rs.secy.Close()
+			rs.secy.Load().Close()
 			delete(r.macsec, name)
 		}
 	}
@@ -297,7 +310,7 @@ func (r *Router) closeMACsecLocked() {
 	for name, rs := range r.macsec {
 		rs.stopMKA()
 		rs.link.SetSecY(nil)
-		rs.secy.Close()
+		rs.secy.Load().Close()
 		delete(r.macsec, name)
 	}
 }

@@ -35,10 +35,10 @@ func TestSecYParallelWorkers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("parallel %q: newSecY: %v", tt.parallel, err)
 		}
-		if got := len(rs.secy.WorkerFrames()); got != tt.workers {
+		if got := len(rs.secy.Load().WorkerFrames()); got != tt.workers {
 			t.Errorf("parallel %q: %d workers, want %d", tt.parallel, got, tt.workers)
 		}
-		rs.secy.Close()
+		rs.secy.Load().Close()
 	}
 }
 
@@ -55,7 +55,7 @@ func TestPNStoreDefault(t *testing.T) {
 	if err != nil {
 		t.Fatalf("newSecY: %v", err)
 	}
-	rs.secy.Close()
+	rs.secy.Load().Close()
 	if st, err := os.Stat(filepath.Join(dir, "macsec")); err != nil || !st.IsDir() {
 		t.Errorf("state_dir/macsec: %v, want the PN store's directory there", err)
 	}

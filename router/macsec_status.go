@@ -43,8 +43,9 @@ func (r *Router) macsecSnapshotLocked(s *status.Snapshot) {
 				Drops:     maps.Clone(st.Drops),
 			})
 		}
-		snap := rs.secy.Snapshot()
-		c := rs.secy.Config()
+		secy := rs.secy.Load()
+		snap := secy.Snapshot()
+		c := secy.Config()
 		m := status.MACsec{
 			Name:         ms.Name,
 			On:           ms.On,
@@ -65,6 +66,9 @@ func (r *Router) macsecSnapshotLocked(s *status.Snapshot) {
 		}
 		if rs.mka != nil {
 			m.MKA = rs.mka.Status(rs.cfg.MKA.Priority)
+		}
+		if c.Cipher != ms.CipherSuite() {
+			m.CipherConfigured = ms.CipherSuite().String() // MKA switched it
 		}
 		if n := rs.link.Dropped(); n > 0 {
 			m.Counters["LinkUnbound"] = n // non-MIB: frames dropped while the SecY had no interface

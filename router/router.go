@@ -19,8 +19,6 @@ import (
 
 	"github.com/gvrouter/gvrouter/capture"
 	"github.com/gvrouter/gvrouter/hw"
-	"github.com/gvrouter/gvrouter/macsec"
-	"github.com/gvrouter/gvrouter/mka"
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/status"
@@ -82,7 +80,7 @@ type Router struct {
 	mkaRand io.Reader
 	// mkaSecY, if set, wraps each SecY for its MKA participant
 	// (WithMKASecY).
-	mkaSecY func(*macsec.SecY) mka.SecY
+	mkaSecY func(MKASecY) MKASecY
 
 	// nat is the conntrack/NAT engine, built once in New: reloads change
 	// its rules and keep every tracked flow.

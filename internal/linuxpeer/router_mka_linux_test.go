@@ -70,7 +70,7 @@ func TestRouterMKAAgainstWPASupplicant(t *testing.T) {
 			}
 			var opts []router.Option
 			if tc.firstTXPN != 0 {
-				opts = append(opts, router.WithMKASecY(func(s *macsec.SecY) mka.SecY { return &firstTXPN{SecY: s, pn: tc.firstTXPN} }))
+				opts = append(opts, router.WithMKASecY(func(s router.MKASecY) router.MKASecY { return &firstTXPN{MKASecY: s, pn: tc.firstTXPN} }))
 			}
 			r := startRouter(t, ns, fmt.Sprintf(`ports:
   - name: %s
@@ -203,7 +203,7 @@ func TestRouterMKAAgainstWPASupplicant(t *testing.T) {
 // firstTXPN starts the first transmit SA the participant installs at pn
 // instead of 1 (router.WithMKASecY).
 type firstTXPN struct {
-	*macsec.SecY
+	router.MKASecY
 	pn   uint64
 	done atomic.Bool
 }
@@ -213,7 +213,7 @@ func (s *firstTXPN) InstallTXSA(c macsec.SAConfig) error {
 	if s.done.CompareAndSwap(false, true) {
 		c.PN = s.pn
 	}
-	return s.SecY.InstallTXSA(c)
+	return s.MKASecY.InstallTXSA(c)
 }
 
 // lpnExhaustionRE matches wpa_supplicant's reason for a rekey on PN

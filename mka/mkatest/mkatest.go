@@ -135,8 +135,8 @@ type SA struct {
 	Stats  *macsec.TXSAStats // transmit SAs only; set NextPN to fake traffic
 }
 
-// SecY is an mka.SecY (and mka.ProtectionSetter) that records calls. It
-// is safe for concurrent use.
+// SecY is an mka.SecY (and mka.ProtectionSetter and mka.SuiteSwitcher)
+// that records calls. It is safe for concurrent use.
 type SecY struct {
 	mu sync.Mutex
 	// Events lists the calls in order, e.g. "rxsa 0200000000010001 0",
@@ -149,12 +149,25 @@ type SecY struct {
 	EncodingSA   uint8
 	Transmitting bool
 	Offset       mka.ConfidentialityOffset
+	// Suite, if set, is the cipher suite the SecY runs: SAs whose key
+	// length does not fit it are refused. SwitchCipherSuite sets it.
+	Suite macsec.CipherSuite
+	// SwitchErr, if set, is what SwitchCipherSuite returns (changing
+	// nothing).
+	SwitchErr error
 }
 
 var (
 	_ mka.SecY             = (*SecY)(nil)
 	_ mka.ProtectionSetter = (*SecY)(nil)
+	_ mka.SuiteSwitcher    = (*SecY)(nil)
 )
+
+// fits reports whether c's key is for the SecY's suite (any key while
+// Suite is unset).
+func (s *SecY) fits(c macsec.SAConfig) bool {
+	return s.Suite == 0 || c.Key.Len() == s.Suite.KeyLen()
+}
 
 func (s *SecY) event(f string, a ...any) { s.Events = append(s.Events, fmt.Sprintf(f, a...)) }
 
@@ -193,6 +206,9 @@ func (s *SecY) InstallRXSA(sci macsec.SCI, c macsec.SAConfig) error {
 	if sc == nil || c.AN > 3 {
 		return fmt.Errorf("no rx sc %v", sci)
 	}
+	if !s.fits(c) {
+		return fmt.Errorf("rx sa %d: %d-octet key for %v", c.AN, c.Key.Len(), s.Suite)
+	}
 	sc[c.AN] = &SA{Config: c}
 	s.event("rxsa %v %d", sci, c.AN)
 	return nil
@@ -214,6 +230,9 @@ func (s *SecY) InstallTXSA(c macsec.SAConfig) error {
 	defer s.mu.Unlock()
 	if c.AN > 3 {
 		return fmt.Errorf("an %d", c.AN)
+	}
+	if !s.fits(c) {
+		return fmt.Errorf("tx sa %d: %d-octet key for %v", c.AN, c.Key.Len(), s.Suite)
 	}
 	st := &macsec.TXSAStats{}
 	st.NextPN.Store(max(c.PN, 1))
@@ -264,6 +283,22 @@ func (s *SecY) SetConfidentiality(o mka.ConfidentialityOffset) error {
 	defer s.mu.Unlock()
 	s.Offset = o
 	s.event("conf %v", o)
+	return nil
+}
+
+// SwitchCipherSuite implements mka.SuiteSwitcher as a rebuilt SecY
+// would: every SA and receive SC is gone and transmission stops.
+func (s *SecY) SwitchCipherSuite(suite macsec.CipherSuite) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.SwitchErr != nil {
+		return s.SwitchErr
+	}
+	s.Suite = suite
+	s.RX = nil
+	s.TX = [4]*SA{}
+	s.EncodingSA, s.Transmitting = 0, false
+	s.event("suite %v", suite)
 	return nil
 }
 

@@ -42,6 +42,7 @@ func (l *Link) Status(priority int) *status.MACsecMKA {
 			"sak_unwrap_failed": ps.SAKUnwrapFailed.Load(),
 			"sak_rejected":      ps.SAKRejected.Load(),
 			"secy_errors":       ps.SecYErrors.Load(),
+			"suite_switches":    ps.SuiteSwitches.Load(),
 			"send_errors":       ps.SendErrors.Load(),
 			"rx_queue_full":     l.stats.RxQueueFull.Load(),
 			"rx_too_long":       l.stats.RxTooLong.Load(),

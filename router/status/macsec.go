@@ -12,8 +12,12 @@ type MACsec struct {
 	On string `json:"on"`
 	// SCI is the SecY's SCI in hex, e.g. "0200000000010001".
 	SCI string `json:"sci"`
-	// Cipher is the cipher suite, e.g. "gcm-aes-128".
+	// Cipher is the cipher suite in use, e.g. "gcm-aes-128".
 	Cipher string `json:"cipher"`
+	// CipherConfigured is the configured cipher suite, e.g.
+	// "gcm-aes-256"; set only when it differs from Cipher because the MKA
+	// key server distributed SAKs of another suite.
+	CipherConfigured string `json:"cipher_configured,omitempty"`
 	// Encrypt, Protect, SendSCI, EndStation, SCB and Replay are the
 	// on/off settings of `ip link ... type macsec`.
 	Encrypt    bool `json:"encrypt"`

@@ -375,7 +375,7 @@ footer a { color: inherit; }
 <div class="wrap"><table class="narrow">
 <tbody>
 <tr><td>on</td><td class="mono">{{.On}}</td></tr>
-<tr><td>secy</td><td class="mono">sci {{.SCI}} cipher {{.Cipher}} encrypt {{onoff .Encrypt}} protect {{onoff .Protect}} send_sci {{onoff .SendSCI}} end_station {{onoff .EndStation}} scb {{onoff .SCB}} replay {{onoff .Replay}} window {{.Window}} validate {{.Validate}} encodingsa {{.EncodingSA}}</td></tr>
+<tr><td>secy</td><td class="mono">sci {{.SCI}} cipher {{.Cipher}}{{with .CipherConfigured}} (configured {{.}}, changed by mka){{end}} encrypt {{onoff .Encrypt}} protect {{onoff .Protect}} send_sci {{onoff .SendSCI}} end_station {{onoff .EndStation}} scb {{onoff .SCB}} replay {{onoff .Replay}} window {{.Window}} validate {{.Validate}} encodingsa {{.EncodingSA}}</td></tr>
 <tr><td>TXSC</td><td class="mono">{{.SCI}}{{range .TXSA}}<br>{{.AN}}: PN {{.NextPN}}, state {{.State}}, key {{.KeyID}}{{end}}</td></tr>
 {{- range .RXSC}}
 <tr><td>RXSC</td><td class="mono">{{.SCI}}{{range .SA}}<br>{{.AN}}: PN {{.NextPN}}, state {{.State}}, key {{.KeyID}}{{end}}</td></tr>
