@@ -320,6 +320,15 @@ func (p *Participant) Rekey() error {
 	return nil
 }
 
+// CancelRekey withdraws a rekey that Rekey asked for and that still
+// waits for the previous rollover to finish: the owner's periodic rekey
+// was switched off.
+func (p *Participant) CancelRekey() {
+	p.mu.Lock()
+	p.rekey = false
+	p.mu.Unlock()
+}
+
 // Receive processes one received frame (from the destination address on,
 // VLAN tags removed). It keeps no reference to frame. Bad frames are
 // counted and dropped.

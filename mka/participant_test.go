@@ -622,3 +622,31 @@ func TestRun(t *testing.T) {
 		t.Errorf("%d goroutines after Run returned, %d before", n, before)
 	}
 }
+
+// TestCancelRekey: a rekey asked for during a rollover waits for it, and
+// CancelRekey withdraws it.
+func TestCancelRekey(t *testing.T) {
+	for _, cancel := range []bool{false, true} {
+		l := twoNodes(t, macsec.GCMAES128)
+		l.run(3 * time.Second)
+		first := l.established()
+		a := l.nodes[0]
+		if err := a.p.Rekey(); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.p.Rekey(); err != nil { // the first rollover is under way
+			t.Fatal(err)
+		}
+		if cancel {
+			a.p.CancelRekey()
+		}
+		l.run(6 * time.Second)
+		want := first.KI.KN + 2
+		if cancel {
+			want = first.KI.KN + 1
+		}
+		if k := l.established(); k.KI.KN != want {
+			t.Errorf("cancel %v: KN %d after two rekeys, want %d", cancel, k.KI.KN, want)
+		}
+	}
+}

@@ -181,7 +181,8 @@ func (l *Link) Close() {
 func (l *Link) Rekey() error { return l.p.Rekey() }
 
 // SetRekey changes the periodic rekey interval (Config.Rekey; 0 stops
-// periodic rekeys); the next rekey comes d from now. The participant and
+// periodic rekeys, and withdraws one still waiting); the next rekey comes
+// d from now. The participant and
 // its keys stay. After Close it does nothing.
 func (l *Link) SetRekey(d time.Duration) {
 	select {
@@ -229,6 +230,11 @@ func (l *Link) routineRun(ctx context.Context) {
 			l.p.Tick()
 		case d := <-l.setRekey:
 			every(d)
+			if d == 0 {
+				// A periodic rekey still waiting for the last rollover
+				// to finish is withdrawn with the period.
+				l.p.CancelRekey()
+			}
 		case <-rekey:
 			if err := l.p.Rekey(); err == nil {
 				l.stats.Rekeys.Add(1)
