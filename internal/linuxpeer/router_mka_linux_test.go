@@ -127,37 +127,7 @@ func TestRouterMKAAgainstWPASupplicant(t *testing.T) {
 			rolls0 := routerMKA(t, r).Counters["sak_rolls"]
 
 			// TCP across the SecY, through rolls where the router keys.
-			args := []string{"netns", "exec", host.Name(), "iperf3", "-c", "10.77.0.2", "-t", fmt.Sprint(tc.iperfSeconds), "--connect-timeout", "5000", "-J"}
-			var out []byte
-			var err error
-			for try := 0; try < 5; try++ {
-				out, err = exec.CommandContext(ctx, "ip", args...).CombinedOutput()
-				if err == nil {
-					break
-				}
-				time.Sleep(time.Second)
-			}
-			if err != nil {
-				t.Fatalf("iperf3 through the router to the guest over the MKA link: %v\n%s", err, out)
-			}
-			var res struct {
-				Intervals []struct {
-					Sum struct {
-						Bytes uint64 `json:"bytes"`
-					} `json:"sum"`
-				} `json:"intervals"`
-				End struct {
-					SumReceived struct {
-						BitsPerSecond float64 `json:"bits_per_second"`
-					} `json:"sum_received"`
-					SumSent struct {
-						Retransmits int `json:"retransmits"`
-					} `json:"sum_sent"`
-				} `json:"end"`
-			}
-			if err := json.Unmarshal(out, &res); err != nil {
-				t.Fatalf("iperf3 -J: %v\n%s", err, out)
-			}
+			res := iperfToGuest(t, ctx, host, tc.iperfSeconds)
 			stalled := 0
 			for _, iv := range res.Intervals {
 				if iv.Sum.Bytes == 0 {
@@ -198,6 +168,49 @@ func TestRouterMKAAgainstWPASupplicant(t *testing.T) {
 			t.Logf("router MKA counters: %v\nguest:\n%s", after.Counters, guest(t, ctx, p, "ip -s macsec show", 10*time.Second))
 		})
 	}
+}
+
+// guestIperf is what iperfToGuest reads of iperf3 -J.
+type guestIperf struct {
+	Intervals []struct {
+		Sum struct {
+			Bytes uint64 `json:"bytes"`
+		} `json:"sum"`
+	} `json:"intervals"`
+	End struct {
+		SumReceived struct {
+			Bytes         uint64  `json:"bytes"`
+			BitsPerSecond float64 `json:"bits_per_second"`
+		} `json:"sum_received"`
+		SumSent struct {
+			Retransmits int `json:"retransmits"`
+		} `json:"sum_sent"`
+	} `json:"end"`
+}
+
+// iperfToGuest runs iperf3 for seconds from host through the router to
+// the guest's iperf3 server (10.77.0.2), retrying the connection a few
+// times while the guest's SAs settle.
+func iperfToGuest(t *testing.T, ctx context.Context, host *netnstest.Netns, seconds int) guestIperf {
+	t.Helper()
+	args := []string{"netns", "exec", host.Name(), "iperf3", "-c", "10.77.0.2", "-t", fmt.Sprint(seconds), "--connect-timeout", "5000", "-J"}
+	var out []byte
+	var err error
+	for try := 0; try < 5; try++ {
+		out, err = exec.CommandContext(ctx, "ip", args...).CombinedOutput()
+		if err == nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if err != nil {
+		t.Fatalf("iperf3 through the router to the guest: %v\n%s", err, out)
+	}
+	var res guestIperf
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("iperf3 -J: %v\n%s", err, out)
+	}
+	return res
 }
 
 // firstTXPN starts the first transmit SA the participant installs at pn

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -129,29 +128,7 @@ state_dir: %s
 	}
 
 	// TCP across the SecY: host → router → GCM-AES-128 SecY → guest.
-	args := []string{"netns", "exec", host.Name(), "iperf3", "-c", "10.77.0.2", "-t", "3", "--connect-timeout", "5000", "-J"}
-	var out []byte
-	for try := 0; try < 5; try++ {
-		out, err = exec.CommandContext(ctx, "ip", args...).CombinedOutput()
-		if err == nil {
-			break
-		}
-		time.Sleep(time.Second)
-	}
-	if err != nil {
-		t.Fatalf("iperf3 through the router to the guest over the switched SecY: %v\n%s", err, out)
-	}
-	var res struct {
-		End struct {
-			SumReceived struct {
-				Bytes         uint64  `json:"bytes"`
-				BitsPerSecond float64 `json:"bits_per_second"`
-			} `json:"sum_received"`
-		} `json:"end"`
-	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("iperf3 -J: %v\n%s", err, out)
-	}
+	res := iperfToGuest(t, ctx, host, 3)
 	t.Logf("iperf3 3 s host→router→GCM-AES-128 SecY→guest: %.1f Mbit/s, %d bytes", res.End.SumReceived.BitsPerSecond/1e6, res.End.SumReceived.Bytes)
 	if res.End.SumReceived.Bytes == 0 {
 		t.Error("iperf3 moved no data over the switched SecY")
