@@ -100,6 +100,22 @@ func getOffloads(fd int, ifname string) (Offloads, error) {
 	return o, nil
 }
 
+// setEthFlag turns one ETHTOOL_GFLAGS bit of ifname on or off, leaving
+// the other flags as they are.
+func setEthFlag(fd int, ifname string, bit uint32, on bool) error {
+	flags, err := ethtool(fd, ifname, unix.ETHTOOL_GFLAGS, 0)
+	if err != nil {
+		return err
+	}
+	if on {
+		flags |= bit
+	} else {
+		flags &^= bit
+	}
+	_, err = ethtool(fd, ifname, unix.ETHTOOL_SFLAGS, flags)
+	return err
+}
+
 // SetOffloads sets ifname's offload features with the SIOCETHTOOL ioctl,
 // in the calling thread's network namespace. Features that already have
 // the wanted value are not touched; a feature the device cannot change
@@ -141,16 +157,7 @@ func setOffloads(fd int, ifname string, want Offloads, skipped func(feature stri
 		}
 	}
 	if cur.LRO != want.LRO {
-		flags, err := ethtool(fd, ifname, unix.ETHTOOL_GFLAGS, 0)
-		if err == nil {
-			if want.LRO {
-				flags |= ethFlagLRO
-			} else {
-				flags &^= ethFlagLRO
-			}
-			_, err = ethtool(fd, ifname, unix.ETHTOOL_SFLAGS, flags)
-		}
-		if err != nil {
+		if err := setEthFlag(fd, ifname, ethFlagLRO, want.LRO); err != nil {
 			if unsupported(err) {
 				if skipped != nil {
 					skipped("lro", err)

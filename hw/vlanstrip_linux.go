@@ -31,16 +31,7 @@ func rxVLAN(ctl int, ifname string) (bool, error) {
 // setRxVLAN turns ifname's receive VLAN stripping on or off, leaving the
 // other flags as they are.
 func setRxVLAN(ctl int, ifname string, on bool) error {
-	flags, err := ethtool(ctl, ifname, unix.ETHTOOL_GFLAGS, 0)
-	if err == nil {
-		if on {
-			flags |= ethFlagRxVLAN
-		} else {
-			flags &^= ethFlagRxVLAN
-		}
-		_, err = ethtool(ctl, ifname, unix.ETHTOOL_SFLAGS, flags)
-	}
-	if err != nil {
+	if err := setEthFlag(ctl, ifname, ethFlagRxVLAN, on); err != nil {
 		return fmt.Errorf("hw: ethtool set rxvlan=%v on %s: %w", on, ifname, err)
 	}
 	return nil
