@@ -157,18 +157,36 @@ const mkaLabCipher = "gcm-aes-xpn-128"
 
 // mkaIperfSeconds and mkaIperfRate shape the TCP flows of mkaIperf: 60 s
 // (six rolls at rekey 10s), paced below what the two routers forward
-// under -race on two cores, so that retransmits come from lost frames,
-// not from receive rings overrun by a CPU-starved router.
+// under -race on two cores.
+//
+// mkaLostNoise is how many more lost segments (see mkaIperf) the flow
+// across the rolls may show than the one without them: runs here showed
+// 0 or 1 in either flow, with and without load.
 const (
 	mkaIperfSeconds = 60
 	mkaIperfRate    = "200M"
+	mkaLostNoise    = 5
 )
 
 // mkaIperf runs two iperf3 flows from host A to host B: 60 s while router
 // 1 rolls the SAK every 10 s, then, after a reload of router 1 that sets
 // no rekey (changed in place: same participant, same SAK), 60 s without
 // rolls. Across the rolls neither router counts a late, invalid or
-// SA-less frame; both flows' retransmits are printed.
+// SA-less frame, and the flow loses no more segments than the one
+// without rolls.
+//
+// A flow's lost segments are the sender's retransmits (TcpRetransSegs)
+// less those the receiver reported as duplicates (TCPDSACKRecv: tail loss
+// probes and other spurious retransmits, which lose nothing) less the
+// frames the routers' ports counted as dropped (receive-ring overruns
+// above all: under CI, two cores and -race test binaries of other
+// packages beside the lab, a router's ring overflows now and then in
+// either flow alike). Raw retransmits are no measure of a roll: runs here
+// beside such load gave 586 retransmits with 609 ring overruns across the
+// rolls against 722 with 793 without them, 3182 with 3165 against 43 with
+// none (42 of them duplicates), the bursts seconds away from the SA
+// switches; the earlier CI run that gave 219 against 25 counted neither.
+// Lost segments were 0 or 1 in every flow of those runs.
 func mkaIperf(ctx context.Context, t *testing.T, l *lab) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
@@ -180,22 +198,53 @@ func mkaIperf(ctx context.Context, t *testing.T, l *lab) error {
 	if err := waitListening(ctx, l.wanNS, benchPort, srv); err != nil {
 		return err
 	}
-	flow := func(what string) (r iperfResult, rolls uint64, errs []error) {
+	// portDrops sums every drop of both routers' ports.
+	portDrops := func() (uint64, error) {
+		var sum uint64
+		for _, ns := range []string{l.rtrNS, l.rtr2NS} {
+			d, err := allPortDrops(ctx, ns)
+			if err != nil {
+				return 0, err
+			}
+			for _, v := range d {
+				sum += v
+			}
+		}
+		return sum, nil
+	}
+	type flowResult struct {
+		rolls                   uint64
+		retrans, dsack, dropped uint64
+	}
+	// lost is f's lost segments, as mkaIperf's doc says.
+	lost := func(f flowResult) uint64 {
+		if f.retrans > f.dsack+f.dropped {
+			return f.retrans - f.dsack - f.dropped
+		}
+		return 0
+	}
+	flow := func(what string) (fr flowResult, errs []error) {
 		m1, err1 := secyStatus(ctx, l.rtrNS)
 		m2, err2 := secyStatus(ctx, l.rtr2NS)
-		if err := errors.Join(err1, err2); err != nil {
-			return r, 0, []error{err}
+		drops0, err3 := portDrops()
+		tcp0, err4 := tcpCounters(ctx, l.lanNS)
+		if err := errors.Join(err1, err2, err3, err4); err != nil {
+			return fr, []error{err}
 		}
 		bad1, bad2, rolls0 := rxBad(m1), rxBad(m2), m2.MKA.Counters["sak_rolls"]
+		probe, perr := probeFlow(ctx, l)
 		b, err := output(ctx, l.lanNS, "iperf3", "-c", wanHost4.Addr().String(), "-p", strconv.Itoa(benchPort),
 			"-t", strconv.Itoa(mkaIperfSeconds), "-b", mkaIperfRate, "-J")
+		var r iperfResult
 		if jerr := json.Unmarshal(b, &r); jerr != nil || r.Error != "" || r.End.SumReceived.BitsPerSecond <= 0 {
-			return r, 0, []error{fmt.Errorf("iperf3 %s: %v, %v, %q", what, err, jerr, r.Error)}
+			return fr, []error{fmt.Errorf("iperf3 %s: %v, %v, %q", what, err, jerr, r.Error)}
 		}
 		m1, err1 = secyStatus(ctx, l.rtrNS)
 		m2, err2 = secyStatus(ctx, l.rtr2NS)
-		if err := errors.Join(err1, err2); err != nil {
-			return r, 0, []error{err}
+		drops1, err3 := portDrops()
+		tcp1, err4 := tcpCounters(ctx, l.lanNS)
+		if err := errors.Join(err1, err2, err3, err4); err != nil {
+			return fr, []error{err}
 		}
 		for c, v := range rxBad(m1) {
 			if v != bad1[c] {
@@ -207,14 +256,21 @@ func mkaIperf(ctx context.Context, t *testing.T, l *lab) error {
 				errs = append(errs, fmt.Errorf("router 2 %s rose by %d during iperf3 %s, want 0", c, v-bad2[c], what))
 			}
 		}
-		rolls = m2.MKA.Counters["sak_rolls"] - rolls0
-		t.Logf("iperf3 %d s at %s %s: %.0f Mbit/s, %d retransmits, %d SAK rolls", mkaIperfSeconds, mkaIperfRate, what,
-			r.End.SumReceived.BitsPerSecond/1e6, r.End.SumSent.Retransmits, rolls)
-		return r, rolls, errs
+		fr.rolls = m2.MKA.Counters["sak_rolls"] - rolls0
+		fr.retrans = tcp1["TcpRetransSegs"] - tcp0["TcpRetransSegs"]
+		fr.dsack = tcp1["TcpExtTCPDSACKRecv"] - tcp0["TcpExtTCPDSACKRecv"]
+		fr.dropped = drops1 - drops0
+		t.Logf("iperf3 %d s at %s %s: %.0f Mbit/s, %d SAK rolls, %d retransmits (iperf3: %d), %d reported duplicate, %d frames dropped at the routers' ports: %d segments lost",
+			mkaIperfSeconds, mkaIperfRate, what, r.End.SumReceived.BitsPerSecond/1e6, fr.rolls,
+			fr.retrans, r.End.SumSent.Retransmits, fr.dsack, fr.dropped, lost(fr))
+		if perr == nil {
+			t.Logf("iperf3 %s:%s", what, probe.report(ctx, l, b))
+		}
+		return fr, errs
 	}
-	rolled, rolls, errs := flow("across the rolls")
-	if len(errs) == 0 && rolls < mkaIperfSeconds/10-1 {
-		errs = append(errs, fmt.Errorf("router 2: %d SAK rolls during %d s of rekey every 10 s, want >= %d", rolls, mkaIperfSeconds, mkaIperfSeconds/10-1))
+	rolled, errs := flow("across the rolls")
+	if len(errs) == 0 && rolled.rolls < mkaIperfSeconds/10-1 {
+		errs = append(errs, fmt.Errorf("router 2: %d SAK rolls during %d s of rekey every 10 s, want >= %d", rolled.rolls, mkaIperfSeconds, mkaIperfSeconds/10-1))
 	}
 	if len(errs) != 0 {
 		return errors.Join(errs...)
@@ -258,18 +314,13 @@ func mkaIperf(ctx context.Context, t *testing.T, l *lab) error {
 	if m1.MKA.MI != before.MKA.MI {
 		return fmt.Errorf("router 1's MI changed from %s to %s on a reload that changed only rekey", before.MKA.MI, m1.MKA.MI)
 	}
-	plain, rolls, errs := flow("without rolls")
-	if len(errs) == 0 && rolls != 0 {
-		errs = append(errs, fmt.Errorf("%d SAK rolls after the reload without rekey, want 0", rolls))
+	plain, errs := flow("without rolls")
+	if len(errs) == 0 && plain.rolls != 0 {
+		errs = append(errs, fmt.Errorf("%d SAK rolls after the reload without rekey, want 0", plain.rolls))
 	}
-	// Not gated yet: in CI (under -race, beside other packages' tests) the
-	// rolled flow once retransmitted 219 segments against 25 without rolls
-	// while no SecY counted a lost frame, so a roll costs TCP something
-	// the counters above do not see (reordering across the switch, or a
-	// stall of the receive path) that issue 22 still has to find. The
-	// figures are printed for that.
-	with, without := rolled.End.SumSent.Retransmits, plain.End.SumSent.Retransmits
-	t.Logf("iperf3 retransmits: %d across the rolls, %d without them (not gated, see the comment)", with, without)
+	if with, without := lost(rolled), lost(plain); len(errs) == 0 && with > without+mkaLostNoise {
+		errs = append(errs, fmt.Errorf("iperf3 lost %d segments across the rolls, %d without them, want at most %d more", with, without, mkaLostNoise))
+	}
 	return errors.Join(errs...)
 }
 
