@@ -3,6 +3,7 @@ package xdpport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -31,6 +32,7 @@ type backendPort interface {
 	SetMulticast([]net.HardwareAddr) error
 	Multicast() []net.HardwareAddr
 	Close() error
+	hw.BridgePort
 }
 
 var (
@@ -256,6 +258,69 @@ func TestKernelSilence(t *testing.T) {
 			}
 			if after := ns.PortStateOf(t, "va"); !slices.Equal(after.Addrs, before.Addrs) || after.DisableIPv6 != before.DisableIPv6 {
 				t.Errorf("after Close:\n%s\nwant as before:\n%s", after, before)
+			}
+		})
+	}
+}
+
+// promiscuity returns ifname's promiscuity count (ip -d link).
+func promiscuity(t *testing.T, ns *netnstest.Netns, ifname string) string {
+	t.Helper()
+	f := strings.Fields(ns.Run(t, "ip", "-n", ns.Name(), "-d", "link", "show", "dev", ifname))
+	if i := slices.Index(f, "promiscuity"); i >= 0 && i+1 < len(f) {
+		return f[i+1]
+	}
+	t.Fatalf("ip -d link show %s has no promiscuity", ifname)
+	return ""
+}
+
+// TestBridge runs hw.Bridge (router bridge, the bench's mode c) on each
+// backend between two veth pairs: frames for a MAC that is neither
+// port's cross in both directions, with both interfaces promiscuous
+// while the bridge runs and not after.
+func TestBridge(t *testing.T) {
+	for _, driver := range backends {
+		t.Run(driver, func(t *testing.T) {
+			netnstest.Privileged(t, "ip")
+			ns := netnstest.New(t, "xdpb", netnstest.WithoutIPv6())
+			for _, pair := range [][2]string{{"a0", "a1"}, {"b0", "b1"}} {
+				ns.IP(t, "link", "add", pair[0], "type", "veth", "peer", "name", pair[1])
+				ns.IP(t, "link", "set", pair[0], "up")
+				ns.IP(t, "link", "set", pair[1], "up")
+			}
+			pa := openBackend(t, ns, driver, "a1", "")
+			pb := openBackend(t, ns, driver, "b1", "")
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- hw.Bridge(ctx, pa, pb) }()
+			hostA := []byte{0x02, 0xaa, 0, 0, 0, 1}
+			hostB := []byte{0x02, 0xbb, 0, 0, 0, 1}
+			a0, b0 := ns.RawSocket(t, "a0"), ns.RawSocket(t, "b0")
+			for end := time.Now().Add(5 * time.Second); promiscuity(t, ns, "b1") == "0"; {
+				if time.Now().After(end) {
+					t.Fatal("b1 not promiscuous 5 s after the bridge started")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			for i := range 3 {
+				a0.Send(t, netnstest.Frame(hostB, hostA, fmt.Sprint("a-to-b-", i)))
+				b0.Send(t, netnstest.Frame(hostA, hostB, fmt.Sprint("b-to-a-", i)))
+			}
+			if _, ok := b0.WaitFor("a-to-b-2", 2*time.Second); !ok {
+				t.Error("a0's frame to another MAC did not cross the bridge to b0")
+			}
+			if _, ok := a0.WaitFor("b-to-a-2", 2*time.Second); !ok {
+				t.Error("b0's frame to another MAC did not cross the bridge to a0")
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Bridge = %v", err)
+			}
+			for _, p := range []backendPort{pa, pb} {
+				p.Close()
+			}
+			if got := promiscuity(t, ns, "a1"); got != "0" {
+				t.Errorf("a1 promiscuity after the ports closed = %s, want 0", got)
 			}
 		})
 	}

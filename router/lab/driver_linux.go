@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 )
@@ -25,5 +26,25 @@ func (l *lab) checkDrivers(ctx context.Context, driver string) error {
 		}
 	}
 	l.log.Info("lab: router ports on their driver", "driver", driver, "ports", routerPorts(l.opt.Topology))
+	return nil
+}
+
+// checkXDP fails unless each of devs in namespace ns has an XDP program
+// attached, as `ip -d -j link show` lists it: the port bridge of bench
+// mode (c) on af_xdp has no status page to ask.
+func checkXDP(ctx context.Context, ns string, devs ...string) error {
+	for _, dev := range devs {
+		out, err := output(ctx, ns, "ip", "-d", "-j", "link", "show", "dev", dev)
+		if err != nil {
+			return err
+		}
+		var links []map[string]json.RawMessage
+		if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
+			return fmt.Errorf("lab: ip -j link show %s: %v: %s", dev, err, out)
+		}
+		if _, ok := links[0]["xdp"]; !ok {
+			return fmt.Errorf("lab: %s has no XDP program", dev)
+		}
+	}
 	return nil
 }
