@@ -175,6 +175,9 @@ func Open(cfg Config, log *slog.Logger) (_ *Port, err error) {
 		return nil, fmt.Errorf("xdpport %s: %w", cfg.Name, err)
 	}
 	if p.groups, err = hw.OpenMemberships(cfg.Name); err != nil {
+		if errors.Is(err, unix.EPERM) {
+			return nil, fmt.Errorf("xdpport %s: %w: %w", cfg.Name, xsk.ErrPermission, err)
+		}
 		return nil, fmt.Errorf("xdpport %s: %w", cfg.Name, err)
 	}
 	queues := cfg.Queues
