@@ -57,20 +57,36 @@ func (bq *bridgeQueue) forward(dst FrameWriter, frames []Frame) {
 	bq.out = out[:0]
 }
 
+// BridgePort is a port Bridge can join: a Port, or an AF_XDP port
+// (hw/xdpport), whose frames never carry a stripped tag.
+type BridgePort interface {
+	FrameWriter
+	// Run hands received batches to h until ctx ends (Port.Run).
+	Run(ctx context.Context, h BatchHandler) error
+	// Queues is the number of receive queues Run reads, each on a
+	// goroutine of its own.
+	Queues() int
+	// SetPromiscuous turns the interface's promiscuous mode on for as
+	// long as the port is open.
+	SetPromiscuous(on bool) error
+}
+
+var _ BridgePort = (*Port)(nil)
+
 // Bridge forwards every frame received on a to b and every frame received
 // on b to a, straight from ring memory, until ctx is done: a layer-2
 // bridge made of the port code alone (the baseline of the router bench).
-// It puts both ports in promiscuous mode for as long as their sockets
-// live. Both ports must not be running otherwise.
-func Bridge(ctx context.Context, a, b *Port) error {
-	for _, p := range []*Port{a, b} {
-		if err := p.setPromisc(); err != nil {
+// It puts both ports in promiscuous mode for as long as they are open.
+// Both ports must not be running otherwise.
+func Bridge(ctx context.Context, a, b BridgePort) error {
+	for _, p := range []BridgePort{a, b} {
+		if err := p.SetPromiscuous(true); err != nil {
 			return err
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	run := func(src, dst *Port) error {
+	run := func(src, dst BridgePort) error {
 		qs := make([]*bridgeQueue, src.Queues())
 		for i := range qs {
 			qs[i] = newBridgeQueue()
@@ -89,17 +105,17 @@ func Bridge(ctx context.Context, a, b *Port) error {
 	return errors.Join(errA, errB)
 }
 
-// setPromisc puts the interface in promiscuous mode through a packet
-// membership (PACKET_MR_PROMISC, github.com/mdlayher/packet's
+// SetPromiscuous turns the interface's promiscuous mode on or off
+// through a packet membership (PACKET_MR_PROMISC, github.com/mdlayher/packet's
 // SetPromiscuous) on queue 0's socket; the kernel drops it with the
 // socket.
-func (p *Port) setPromisc() error {
+func (p *Port) SetPromiscuous(on bool) error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
 		return ErrClosed
 	}
-	if err := p.queues[0].conn.SetPromiscuous(true); err != nil {
+	if err := p.queues[0].conn.SetPromiscuous(on); err != nil {
 		return fmt.Errorf("hw: promiscuous mode on %s: %w", p.name, err)
 	}
 	return nil

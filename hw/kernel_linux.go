@@ -185,6 +185,21 @@ func (k *kernelState) silenceSteps(ctl int) error {
 		}
 	}
 
+	if err := k.quietAddrs(); err != nil {
+		return err
+	}
+
+	// Ingress drop. AF_PACKET taps run before the netdev ingress hook, so
+	// the router's rings still see every frame.
+	return k.addIngressDrop()
+}
+
+// quietAddrs takes the kernel's addresses off the port, recording each
+// first: IPv6 off (which also takes the link-local address, so the
+// kernel neither runs DAD nor sends router solicitations or MLD reports
+// there) and no IPv4 address (so it neither announces nor resolves one
+// on the port).
+func (k *kernelState) quietAddrs() error {
 	// IPv6 off. This also removes the link-local address.
 	p := ipv6Sysctl(k.ifname)
 	if v, err := os.ReadFile(p); err == nil {
@@ -209,13 +224,7 @@ func (k *kernelState) silenceSteps(ctl int) error {
 	}
 
 	// No IPv4 addresses.
-	if err := k.removeAddrs(unix.AF_INET); err != nil {
-		return err
-	}
-
-	// Ingress drop. AF_PACKET taps run before the netdev ingress hook, so
-	// the router's rings still see every frame.
-	return k.addIngressDrop()
+	return k.removeAddrs(unix.AF_INET)
 }
 
 func ipv6Sysctl(ifname string) string { return "/proc/sys/net/ipv6/conf/" + ifname + "/disable_ipv6" }

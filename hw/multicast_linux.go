@@ -1,9 +1,7 @@
 package hw
 
 import (
-	"fmt"
 	"net"
-	"slices"
 )
 
 // SetMulticast makes the port's NIC accept exactly the Ethernet multicast
@@ -21,67 +19,18 @@ func (p *Port) SetMulticast(macs []net.HardwareAddr) error {
 	if p.closed || len(p.queues) == 0 {
 		return ErrClosed
 	}
-	want := make([]string, 0, len(macs))
-	for _, m := range macs {
-		if len(m) != 6 || m[0]&1 == 0 {
-			return fmt.Errorf("hw: %s: %v is not an Ethernet multicast address", p.name, m)
-		}
-		if !slices.Contains(want, string(m)) {
-			want = append(want, string(m))
-		}
-	}
-	var errs []error
-	for _, m := range p.groups {
-		if !slices.Contains(want, m) {
-			if err := p.membership(false, m); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	joined := p.groups[:0:0]
-	for _, m := range want {
-		if slices.Contains(p.groups, m) {
-			joined = append(joined, m)
-			continue
-		}
-		if err := p.membership(true, m); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		joined = append(joined, m)
-	}
-	p.groups = joined
-	if len(errs) > 0 {
-		return fmt.Errorf("hw: %s: multicast membership: %v", p.name, errs)
-	}
-	return nil
+	var err error
+	p.groups, err = syncGroups(p.name, p.groups, macs, func(add bool, mac string) error {
+		return joinLeave(p.queues[0].conn, add, mac)
+	})
+	return err
 }
 
 // Multicast returns the groups SetMulticast joined.
 func (p *Port) Multicast() []net.HardwareAddr {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	out := make([]net.HardwareAddr, len(p.groups))
-	for i, m := range p.groups {
-		out[i] = net.HardwareAddr(m)
-	}
-	return out
-}
-
-// membership joins (add) or leaves the group mac on queue 0's socket
-// (PACKET_MR_MULTICAST, through github.com/mdlayher/packet).
-func (p *Port) membership(add bool, mac string) error {
-	c := p.queues[0].conn
-	var err error
-	if add {
-		err = c.JoinGroup(net.HardwareAddr(mac))
-	} else {
-		err = c.LeaveGroup(net.HardwareAddr(mac))
-	}
-	if err != nil {
-		return fmt.Errorf("%v: %w", net.HardwareAddr(mac), err)
-	}
-	return nil
+	return groupMACs(p.groups)
 }
 
 // IPv6MulticastMAC returns the Ethernet group of IPv6 multicast address

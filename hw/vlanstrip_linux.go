@@ -49,6 +49,14 @@ type TakeoverConfig struct {
 	// (rx-vlan-hw-parse), so tags stay in the frame: AF_XDP, unlike the
 	// TPACKET_V3 ring header, has no field for a stripped tag.
 	RxVLANOff bool
+	// Silence takes the kernel's addresses off the port, as Port does:
+	// every IPv4 address removed and IPv6 off (which takes the
+	// link-local address with it), so that the kernel, which XDP keeps
+	// from hearing the port, does not speak on it either (ARP and
+	// neighbour discovery for its addresses, DAD, router solicitations,
+	// MLD reports). The GRO/LRO and ingress-drop steps of Port are not
+	// part of it: XDP takes every frame before either matters.
+	Silence bool
 }
 
 // Takeover is the kernel settings a port backend other than Port (the
@@ -95,13 +103,21 @@ func TakeOver(cfg TakeoverConfig, log *slog.Logger) (_ *Takeover, err error) {
 	if t.k, err = newKernelState(cfg.Name, ifi.Index, ifi.HardwareAddr, cfg.StateDir, log.With("port", cfg.Name)); err != nil {
 		return nil, err
 	}
+	undo := func(err error) (*Takeover, error) {
+		if rerr := t.k.restore(t.ctl); rerr != nil {
+			log.Warn("undo kernel settings", "port", cfg.Name, "err", rerr)
+		}
+		t.k = nil
+		return nil, err
+	}
 	if cfg.RxVLANOff {
 		if err := t.k.rxVLANOff(t.ctl); err != nil {
-			if rerr := t.k.restore(t.ctl); rerr != nil {
-				log.Warn("undo kernel settings", "port", cfg.Name, "err", rerr)
-			}
-			t.k = nil
-			return nil, err
+			return undo(err)
+		}
+	}
+	if cfg.Silence {
+		if err := t.k.quietAddrs(); err != nil {
+			return undo(err)
 		}
 	}
 	return t, nil

@@ -57,6 +57,14 @@ func TestPortDriver(t *testing.T) {
 			if p := snap.Ports[0]; p.Driver != tc.wantDriver || p.Mode != tc.wantMode {
 				t.Errorf("port va: driver %q, mode %q, want %q, %q", p.Driver, p.Mode, tc.wantDriver, tc.wantMode)
 			}
+			// The lan interface's groups are on va's list, on either
+			// driver (portGroups): all-nodes and all-routers.
+			maddr := ns.Run(t, "ip", "-n", ns.Name(), "maddr", "show", "dev", "va")
+			for _, g := range []string{"33:33:00:00:00:01", "33:33:00:00:00:02"} {
+				if !strings.Contains(maddr, "link  "+g) {
+					t.Errorf("ip maddr show dev va on %s lacks %s:\n%s", tc.wantDriver, g, maddr)
+				}
+			}
 			// The router answers through the port: ARP, then ICMP echo.
 			ns.IP(t, "addr", "add", "192.168.77.2/24", "dev", "vb")
 			if out, err := exec.Command("ip", "netns", "exec", ns.Name(), "ping", "-c", "3", "-i", "0.2", "-W", "2", "192.168.77.1").CombinedOutput(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/hw/xdpport"
 	"github.com/gvrouter/gvrouter/mka"
 	"github.com/gvrouter/gvrouter/router/config"
 )
@@ -17,10 +18,16 @@ var (
 )
 
 // multicastSetter is a port whose NIC filter can be told which multicast
-// groups to accept (*hw.Port); the host TAP accepts everything.
+// groups to accept (*hw.Port, *xdpport.Port); the host TAP accepts
+// everything.
 type multicastSetter interface {
 	SetMulticast([]net.HardwareAddr) error
 }
+
+var (
+	_ multicastSetter = (*hw.Port)(nil)
+	_ multicastSetter = (*xdpport.Port)(nil)
+)
 
 // portGroups returns the Ethernet multicast groups the router's
 // interfaces on port (mac) must hear, in a stable order. The port's

@@ -6,7 +6,7 @@
 //	router restore -config /etc/gvrouter/config.yaml  give the ports back as a crashed router found them
 //	router capture -i eth0.2 -w - [host 192.0.2.1 and tcp] | tshark -r -
 //	router lab    [-bench [-bench-modes abncdgmfksAC] [-bench-baseline BIN]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec] [-driver af_xdp|af_packet]  the virtual lab in network namespaces
-//	router bridge -a IF -b IF                        our ports alone as an L2 bridge (bench)
+//	router bridge -a IF -b IF [-driver af_packet|af_xdp]  our ports alone as an L2 bridge (bench)
 //	router version
 package main
 
@@ -55,7 +55,8 @@ commands:
                                          running router (root or its group)
   lab     [-bench [-bench-modes abncdgmfksAC] [-bench-baseline BIN]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec] [-driver af_xdp|af_packet]
                                          build the virtual lab in network namespaces and test it
-  bridge  -a IF -b IF                    bridge two ports at layer 2 with the port code alone
+  bridge  -a IF -b IF [-driver af_packet|af_xdp]
+                                         bridge two ports at layer 2 with the port code alone
   version                                print the version
 `
 
@@ -348,35 +349,6 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 }
 
-func cmdBridge(args []string) error {
-	fs := flag.NewFlagSet("bridge", flag.ExitOnError)
-	a := fs.String("a", "", "first port")
-	b := fs.String("b", "", "second port")
-	dbg := fs.Bool("debug", false, "debug logging")
-	fs.Parse(args)
-	if *a == "" || *b == "" {
-		return errors.New("need -a and -b")
-	}
-	logger := newLogger(*dbg)
-	pa, err := hw.Open(hw.Config{Name: *a}, logger)
-	if err != nil {
-		return err
-	}
-	defer pa.Close()
-	pb, err := hw.Open(hw.Config{Name: *b}, logger)
-	if err != nil {
-		return err
-	}
-	defer pb.Close()
-	ctx, cancel := signalContext()
-	defer cancel()
-	logger.Info("bridging", "a", *a, "b", *b)
-	if err := hw.Bridge(ctx, pa, pb); err != nil && ctx.Err() == nil {
-		return err
-	}
-	return nil
-}
-
 func cmdLab(args []string) error {
 	fs := flag.NewFlagSet("lab", flag.ExitOnError)
 	bench := fs.Bool("bench", false, "measure throughput: router, kernel forwarding, port bridge, kernel bridge")
@@ -387,7 +359,7 @@ func cmdLab(args []string) error {
 	dbg := fs.Bool("debug", false, "debug logging")
 	modes := fs.String("bench-modes", "", "bench modes, any of abncdgmfks: (a) router NAT, (b) kernel forwarding, (n) kernel nftables masquerade, (c) port bridge, (d) kernel bridge, (g) router per GRO mode, forwarded and local, (m) router RSS with 65,536 tracked flows, (f) SYN flood against a 10,000-flow table during an iperf3 flow, (k) the same flood against kernel nftables masquerade, (s) router RSS with 1,000 DHCP leases and a full DNS cache, (A) and (C) (a) and (c) with the -bench-baseline build; default abncd")
 	baseline := fs.String("bench-baseline", "", "an earlier router build for bench modes A and C: (a) and (c) with it, taking turns with this build run by run, ratios (a)/(A) and (c)/(C)")
-	driver := fs.String("driver", "", "port driver of the lab routers: af_xdp (fail if a port falls back) | af_packet; default the hardware profile's (bench modes c and C and topology macsec keep af_packet)")
+	driver := fs.String("driver", "", "port driver of the lab routers and of the port bridge of bench mode c: af_xdp (fail if a port falls back) | af_packet; default the hardware profile's (the -bench-baseline build of modes A and C keeps its own)")
 	topo := fs.String("topology", lab.TopologyVeth, "lab layout: veth (two veth pairs; the bench's) | bcm47094 (emulated BCM53012 switch, router eth0 with VLANs 1 and 2) | macsec (two routers joined by a MACsec link, a host behind each)")
 	fs.Parse(args)
 	self, err := os.Executable()

@@ -54,12 +54,60 @@
 // A driver that strips the outer 802.1Q tag on receive puts it in the
 // packet's metadata, which AF_XDP does not pass on; the tag would be
 // lost. Open therefore turns RX VLAN stripping off (rx-vlan-hw-parse,
-// ETH_FLAG_RXVLAN) while the port is the router's, through hw.TakeOver:
-// the value from before is written to the port's takeover record in
-// Config.StateDir before it changes, Close puts it back, and after a
-// crash the next Open adopts the record and hw.Restore (`router
-// restore`) undoes it (TestTakeoverCrash). The XDP program needs no
-// record: it hangs on a BPF link that dies with the process.
+// ETH_FLAG_RXVLAN) while the port is the router's.
+//
+// Open also silences the kernel on the interface as hw.Port does, where
+// it still matters. XDP covers the receive side whole: every frame is
+// redirected to a socket or dropped before the kernel's stack, so the
+// kernel neither answers ARP or neighbour solicitations for addresses
+// it holds nor runs its protocols on what arrives, and hw.Port's
+// ingress drop (an nftables or tc hook the frames would never reach)
+// and its GRO/LRO step (GRO runs after XDP) are not needed. XDP does
+// not cover what the kernel sends: with an address on the port it
+// still resolves and announces it (ARP requests, neighbour
+// solicitations for a local process's traffic to the port's subnets),
+// and with IPv6 on it runs DAD, sends router solicitations and MLD
+// reports whenever the carrier comes back. So the port's addresses are
+// removed and IPv6 turned off (hw.TakeoverConfig.Silence), which stops
+// all of these (TestKernelSilence makes the kernel want to speak, and
+// watches the peer, on both backends).
+//
+// Each change goes through hw.TakeOver: the value from before is
+// written to the port's takeover record in Config.StateDir before it
+// changes, Close puts it back, and after a crash the next Open adopts
+// the record and hw.Restore (`router restore`) undoes it
+// (TestTakeoverCrash). The XDP program needs no record: it hangs on a
+// BPF link that dies with the process.
+//
+// # Multicast
+//
+// IPv6 off takes the kernel's own memberships with it, and a real NIC's
+// address filter runs before XDP, so the groups the router needs (IPv6
+// all-nodes, all-routers, all-DHCP-agents and solicited-node groups,
+// MKA's PAE group) must be joined for the router: SetMulticast, as on
+// hw.Port. AF_XDP has no membership option; the groups (and
+// SetPromiscuous, for hw.Bridge) are held by a packet socket bound to
+// no protocol, which receives nothing (hw.Memberships), and leave the
+// interface with it, at Close or when the process dies. A veth filters
+// nothing, so the tests show the groups on the interface's list (ip
+// maddr) and gone after Close or SIGKILL, not a frame the filter would
+// have dropped.
+//
+// # Faults
+//
+// A stalled receiver lets the fill ring run dry: the kernel drops and
+// counts (xdp_fill_empty; ring for a full RX ring) and the port goes on
+// once the handler returns (TestRxRingFull). With the link down the
+// kernel stops taking the TX ring (copy mode sends at most one frame
+// per wakeup with no carrier, none with the device down), so its
+// completions lag and the ring fills: WriteFrames counts what finds no
+// room as tx_nobufs and never blocks, and the frames the kernel held go
+// out when the link is back (TestLinkDownUnderLoad). Frames offered
+// equal frames sent plus tx_nobufs plus xdp_umem_empty; after every
+// fault, and after 10^6 frames each way (TestFillRingFull,
+// TestFrameAccounting) or a reload that removes the port under a flood
+// (router's TestReloadRemovesAFXDPPortUnderLoad), every Umem frame is
+// free or on the fill ring and no descriptor was refused.
 //
 // # Not yet
 //
@@ -68,7 +116,8 @@
 // API is not used here; the boards the router targets do not strip
 // S-tags. Reading a stripped tag from XDP metadata
 // (bpf_xdp_metadata_rx_vlan_tag) would need a kfunc-calling program,
-// which hw/xsk's hand-assembled one is not. Multicast membership and the
-// kernel silencing that hw.Port does (addresses, IPv6) are not done
-// either: XDP already keeps every frame away from the kernel's stack.
+// which hw/xsk's hand-assembled one is not. The kernel MTU is not raised
+// for the extra tags of QinQ and 802.1ad interfaces, as hw.Port does
+// (hw.Config.ExtraTags): a full-size frame with more than one tag may be
+// refused by the interface.
 package xdpport

@@ -80,8 +80,11 @@ type Port struct {
 	log     *slog.Logger
 	ctl     int // AF_INET datagram socket in the port's namespace, for flags
 	// kernel records and undoes the kernel settings Open changed (RX
-	// VLAN stripping); nil once restored.
+	// VLAN stripping, addresses, IPv6); nil once restored.
 	kernel *hw.Takeover
+	// groups holds the multicast memberships and promiscuous mode
+	// (multicast_linux.go); set by Open, closed by release.
+	groups *hw.Memberships
 
 	umem  *xsk.Umem
 	prog  *xsk.Program
@@ -161,10 +164,18 @@ func Open(cfg Config, log *slog.Logger) (_ *Port, err error) {
 	}
 	// Tags must stay in the frame: AF_XDP has no field for a tag the
 	// driver stripped. Recorded before it changes (hw/takeover).
-	if p.kernel, err = hw.TakeOver(hw.TakeoverConfig{Name: cfg.Name, StateDir: cfg.StateDir, RxVLANOff: true}, p.log); err != nil {
+	// The kernel is silenced as on hw.Port, for what XDP does not cover
+	// (doc.go, "Kernel settings").
+	if p.kernel, err = hw.TakeOver(hw.TakeoverConfig{Name: cfg.Name, StateDir: cfg.StateDir, RxVLANOff: true, Silence: true}, p.log); err != nil {
 		if errors.Is(err, unix.EPERM) {
 			// No CAP_NET_ADMIN: AF_PACKET will not get far either,
 			// but the caller decides.
+			return nil, fmt.Errorf("xdpport %s: %w: %w", cfg.Name, xsk.ErrPermission, err)
+		}
+		return nil, fmt.Errorf("xdpport %s: %w", cfg.Name, err)
+	}
+	if p.groups, err = hw.OpenMemberships(cfg.Name); err != nil {
+		if errors.Is(err, unix.EPERM) {
 			return nil, fmt.Errorf("xdpport %s: %w: %w", cfg.Name, xsk.ErrPermission, err)
 		}
 		return nil, fmt.Errorf("xdpport %s: %w", cfg.Name, err)
@@ -367,6 +378,9 @@ func (p *Port) release() error {
 	}
 	if p.umem != nil {
 		errs = append(errs, p.umem.Close())
+	}
+	if p.groups != nil {
+		errs = append(errs, p.groups.Close())
 	}
 	if p.kernel != nil {
 		errs = append(errs, p.kernel.Restore())

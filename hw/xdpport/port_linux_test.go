@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -401,6 +402,9 @@ const stateDirEnv = "GVROUTER_XDPPORT_CHILD_STATE_DIR"
 // memlockEnv makes the child lower its RLIMIT_MEMLOCK to 64 KiB first.
 const memlockEnv = "GVROUTER_XDPPORT_CHILD_MEMLOCK"
 
+// groupEnv makes the child join the multicast group in its value.
+const groupEnv = "GVROUTER_XDPPORT_CHILD_GROUP"
+
 func TestMain(m *testing.M) {
 	if ifname := os.Getenv(childEnv); ifname != "" {
 		if os.Getenv(memlockEnv) != "" {
@@ -415,6 +419,16 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			fmt.Println("error:", err)
 			os.Exit(1)
+		}
+		if g := os.Getenv(groupEnv); g != "" {
+			mac, err := net.ParseMAC(g)
+			if err == nil {
+				err = p.SetMulticast([]net.HardwareAddr{mac})
+			}
+			if err != nil {
+				fmt.Println("error:", err)
+				os.Exit(1)
+			}
 		}
 		fmt.Println("open", p.Mode())
 		time.Sleep(time.Minute)

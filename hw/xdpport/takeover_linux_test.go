@@ -27,16 +27,17 @@ func rxVLANOffload(t *testing.T, ns *netnstest.Netns, ifname string) string {
 	return ""
 }
 
-// killedChild opens ifname in a child process with stateDir, waits for
-// the port to be open and SIGKILLs it: a router that crashed.
-func killedChild(t *testing.T, ns *netnstest.Netns, ifname, stateDir string, whileOpen func()) {
+// killedChild opens ifname in a child process with stateDir and the
+// extra environment env, waits for the port to be open, runs whileOpen
+// and SIGKILLs it: a router that crashed.
+func killedChild(t *testing.T, ns *netnstest.Netns, ifname, stateDir string, whileOpen func(), env ...string) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("ip", "netns", "exec", ns.Name(), self)
-	cmd.Env = append(os.Environ(), childEnv+"="+ifname, stateDirEnv+"="+stateDir)
+	cmd.Env = append(append(os.Environ(), childEnv+"="+ifname, stateDirEnv+"="+stateDir), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -65,17 +66,37 @@ func killedChild(t *testing.T, ns *netnstest.Netns, ifname, stateDir string, whi
 	whileOpen()
 }
 
-// TestTakeoverCrash checks that RX VLAN stripping is off while the port
-// is open, recorded before it changes, and back on after a clean Close,
-// after a SIGKILLed router's successor closes cleanly, and after
-// hw.Restore (`router restore`) of a SIGKILLed router's record.
+// TestTakeoverCrash checks that RX VLAN stripping is off, the
+// interface's addresses gone and IPv6 off while the port is open, each
+// recorded before it changes, and all back after a clean Close, after a
+// SIGKILLed router's successor closes cleanly, and after hw.Restore
+// (`router restore`) of a SIGKILLed router's record.
 func TestTakeoverCrash(t *testing.T) {
-	netnstest.Privileged(t, "ethtool")
+	netnstest.Privileged(t, "ethtool", "nft", "tc")
 	ns := newLab(t)
 	dir := t.TempDir()
 	record := filepath.Join(dir, "ports", "vb.json")
 	if got := rxVLANOffload(t, ns, "vb"); got != "on" {
 		t.Fatalf("veth rx-vlan-offload before = %s, want the default on", got)
+	}
+	// newLab turns IPv6 off namespace-wide; vb gets it back, with an
+	// address of each family.
+	ns.Do(t, func() {
+		if err := os.WriteFile("/proc/sys/net/ipv6/conf/vb/disable_ipv6", []byte("0"), 0); err != nil {
+			t.Errorf("enable IPv6 on vb: %v", err)
+		}
+	})
+	ns.IP(t, "addr", "add", "10.98.0.1/24", "dev", "vb")
+	ns.IP(t, "addr", "add", "fd00:98::1/64", "dev", "vb", "nodad")
+	before := ns.PortStateOf(t, "vb")
+	if before.DisableIPv6 != "0" || len(before.Addrs) != 3 {
+		t.Fatalf("vb before: %s\nwant IPv6 on and three addresses (with the link-local)", before)
+	}
+	checkSilenced := func(when string) {
+		t.Helper()
+		if st := ns.PortStateOf(t, "vb"); st.DisableIPv6 != "1" || len(st.Addrs) != 0 {
+			t.Errorf("%s: disable_ipv6=%s, addresses %v; want 1 and none", when, st.DisableIPv6, st.Addrs)
+		}
 	}
 	open := func() *Port {
 		var p *Port
@@ -94,14 +115,19 @@ func TestTakeoverCrash(t *testing.T) {
 		if _, err := os.Stat(record); !os.IsNotExist(err) {
 			t.Errorf("%s: record %s: stat error %v, want it removed", when, record, err)
 		}
+		if st := ns.PortStateOf(t, "vb"); !st.Equal(before) {
+			t.Errorf("%s: vb is\n%s\nwant as before:\n%s", when, st, before)
+		}
 	}
 
 	p := open()
 	if got := rxVLANOffload(t, ns, "vb"); got != "off" {
 		t.Errorf("while open: rx-vlan-offload = %s, want off", got)
 	}
-	if b, err := os.ReadFile(record); err != nil || !strings.Contains(string(b), `"rx-vlan-hw-parse": true`) {
-		t.Errorf("while open: record = %s, %v; want rx-vlan-hw-parse recorded as on", b, err)
+	checkSilenced("while open")
+	if b, err := os.ReadFile(record); err != nil || !strings.Contains(string(b), `"rx-vlan-hw-parse": true`) ||
+		!strings.Contains(string(b), `"disable_ipv6": "0"`) || !strings.Contains(string(b), `"10.98.0.1/24"`) || !strings.Contains(string(b), `"fd00:98::1/64"`) {
+		t.Errorf("while open: record = %s, %v; want rx-vlan-hw-parse on, disable_ipv6 0 and both addresses recorded", b, err)
 	}
 	if err := p.Close(); err != nil {
 		t.Fatalf("Close = %v", err)
@@ -112,10 +138,12 @@ func TestTakeoverCrash(t *testing.T) {
 		if got := rxVLANOffload(t, ns, "vb"); got != "off" {
 			t.Errorf("child holds the port: rx-vlan-offload = %s, want off", got)
 		}
+		checkSilenced("child holds the port")
 	})
 	if got := rxVLANOffload(t, ns, "vb"); got != "off" {
 		t.Errorf("after SIGKILL: rx-vlan-offload = %s, want it left off", got)
 	}
+	checkSilenced("after SIGKILL")
 	if _, err := os.Stat(record); err != nil {
 		t.Fatalf("after SIGKILL: no record: %v", err)
 	}

@@ -43,7 +43,7 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 	if driver == "" {
 		driver = "the profile's default"
 	}
-	fmt.Fprintf(l.out, "bench: iperf3 TCP -t %d -O %d, median of %d runs, the modes taking turns run by run; offloads tso/gso/gro/tx off on all lab veths; router ports on %s (port bridge on af_packet)\n",
+	fmt.Fprintf(l.out, "bench: iperf3 TCP -t %d -O %d, median of %d runs, the modes taking turns run by run; offloads tso/gso/gro/tx off on all lab veths; router ports and port bridge (c) on %s (the baseline's A and C on its defaults)\n",
 		l.opt.benchSeconds(), benchOmitSeconds, l.opt.benchRuns(), driver)
 	// The modes take turns run by run (a b n c d, a b n c d, ...), so that
 	// the machine's drift over minutes, often larger than the differences
@@ -209,8 +209,13 @@ func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(
 		if err != nil {
 			return to, undo, err
 		}
-		br, err := startChild(l.log, "router bridge", l.rtrNS, filepath.Join(l.dir, "bridge.log"),
-			bin, "bridge", "-a", lanPort, "-b", wanPort)
+		args := []string{bin, "bridge", "-a", lanPort, "-b", wanPort}
+		if m == 'c' && l.opt.Driver != "" {
+			// The baseline (C) keeps its default, af_packet, as its
+			// router (A) does: a build before -driver would refuse it.
+			args = append(args, "-driver", l.opt.Driver)
+		}
+		br, err := startChild(l.log, "router bridge", l.rtrNS, filepath.Join(l.dir, "bridge.log"), args...)
 		if err != nil {
 			return to, undo, err
 		}
@@ -224,6 +229,11 @@ func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(
 	}
 	if _, err := ping(ctx, l.lanNS, to); err != nil {
 		return to, undo, fmt.Errorf("no path to %s before iperf3: %w", to, err)
+	}
+	if m == 'c' && l.opt.Driver == DriverAFXDP {
+		if err := checkXDP(ctx, l.rtrNS, lanPort, wanPort); err != nil {
+			return to, undo, fmt.Errorf("port bridge on %s: %w", DriverAFXDP, err)
+		}
 	}
 	return to, undo, nil
 }

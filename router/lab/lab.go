@@ -49,8 +49,9 @@ type Options struct {
 	// ports[].driver): DriverAFXDP, DriverAFPacket, or "" for the
 	// hardware profile's default. With DriverAFXDP the lab fails when a
 	// port fell back to af_packet (the status page names each port's
-	// driver). Bench modes c and C (`router bridge`) and the macsec
-	// topology keep af_packet. Example: "af_xdp".
+	// driver). It applies to both routers of the macsec topology and
+	// to bench mode c's `router bridge`; the -bench-baseline build of
+	// modes A and C keeps its own default. Example: "af_xdp".
 	Driver string
 	// Log receives progress; nil discards it.
 	Log *slog.Logger

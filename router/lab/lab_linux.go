@@ -211,9 +211,6 @@ func (l *lab) preflight() error {
 	switch l.opt.Driver {
 	case "", DriverAFPacket:
 	case DriverAFXDP:
-		if l.opt.Topology == TopologyMACsec {
-			errs = append(errs, fmt.Errorf("lab: driver %s: the %s topology's routers keep af_packet", DriverAFXDP, TopologyMACsec))
-		}
 	default:
 		errs = append(errs, fmt.Errorf("lab: unknown driver %q (want %s or %s)", l.opt.Driver, DriverAFXDP, DriverAFPacket))
 	}
@@ -309,8 +306,8 @@ func (l *lab) startRouterBuild(ctx context.Context, baseline bool, gro string, a
 		}
 		l.log.Info("lab: router has its WAN lease", "address", c.Address, "server", c.Server, "took", time.Since(deadline.Add(-routerStartTimeout)).Round(time.Millisecond))
 	}
-	if !baseline && l.opt.Driver != "" && l.rtr2NS == "" {
-		if err := l.checkDrivers(ctx, l.opt.Driver); err != nil {
+	if !baseline && l.opt.Driver != "" {
+		if err := l.checkDrivers(ctx, l.rtrNS, routerPorts(l.opt.Topology), l.opt.Driver); err != nil {
 			return fmt.Errorf("%w; %s:\n%s", err, logPath, tail(logPath, 2000))
 		}
 	}

@@ -58,6 +58,9 @@ type macsecOptions struct {
 	mka      bool
 	cakFile  string
 	mkaRekey string
+	// driver is both routers' ports[].driver (Options.Driver), e.g.
+	// "af_xdp"; "" for the profile's default.
+	driver string
 }
 
 // msCKN is the lab's MKA CA key name.
@@ -143,7 +146,7 @@ func macsecRouterConfig(prefix string, n, statusPort int, o macsecOptions) ([]by
 	listen = append(listen, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(statusPort)).String())
 	c := labMACsecConfig{
 		Hardware: "generic",
-		Ports:    []labPort{{Name: host.Port}, {Name: msPort}},
+		Ports:    []labPort{{Name: host.Port, Driver: o.driver}, {Name: msPort, Driver: o.driver}},
 		Interfaces: []labInterface{
 			host,
 			{Name: msLower, Port: msPort, Role: "wan"},

@@ -107,6 +107,7 @@ func (l *lab) startMACsecPeer(ctx context.Context, args ...string) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
+	o.driver = l.opt.Driver
 	cfg2, err := macsecRouterConfig(l.prefix, 2, routerStatusPort, o)
 	if err != nil {
 		return nil, err
@@ -142,6 +143,11 @@ func (l *lab) startMACsecPeer(ctx context.Context, args ...string) ([]byte, erro
 				l.rtr2NS, routerStartTimeout, err, logPath, tail(logPath, 2000))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	if o.driver != "" {
+		if err := l.checkDrivers(ctx, l.rtr2NS, []string{wanPort, msPort}, o.driver); err != nil {
+			return nil, fmt.Errorf("%w; %s:\n%s", err, logPath, tail(logPath, 2000))
+		}
 	}
 	l.log.Info("lab: router2 is up", "pid", l.router2.cmd.Process.Pid, "config", cfgPath, "log", logPath)
 	return macsecRouterConfig(l.prefix, 1, routerStatusPort, o)
