@@ -67,10 +67,20 @@ func (s *Socket) Send(frames [][]byte) SendResult {
 	dataOff := u.headroom + unix.XDP_PACKET_HEADROOM
 	queued := uint32(0)
 	i := 0
+	kicked := false
 	for i < len(frames) {
 		room := s.tx.free(uint32(min(len(frames)-i, len(s.copies))))
 		if room == 0 {
-			break
+			if kicked {
+				break
+			}
+			// The kernel may not have been told of what fills the ring
+			// (a wakeup that failed while the link was down): tell it,
+			// recycle what it sent, and look again once.
+			s.kickLocked()
+			s.completeLocked()
+			kicked = true
+			continue
 		}
 		prod := s.tx.cachedProd
 		q := uint32(0)
