@@ -19,6 +19,7 @@ import (
 
 	"github.com/gvrouter/gvrouter/capture"
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/hw/xdpport"
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/status"
@@ -66,9 +67,12 @@ type Router struct {
 	lanIDs  map[string]int
 	subnets *subnetIDs
 	// services are the running services by name (services.go).
-	services  map[string]*runningService
-	dnsHosts  dnsHostBook // the DHCP leases' names for the forwarder (dnsforwarder.go)
-	ports     map[string]*runningPort
+	services map[string]*runningService
+	dnsHosts dnsHostBook // the DHCP leases' names for the forwarder (dnsforwarder.go)
+	ports    map[string]*runningPort
+	// xdpPool is the UMEMs the af_xdp ports share (xdppool.go); nil
+	// until the first af_xdp port opens.
+	xdpPool   *xdpport.Pool
 	net       *stack.Router
 	listeners []*statusListener
 	sinks     []netip.AddrPort // ServeDiscard listeners, reserved from SNAT

@@ -299,3 +299,15 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// QueueCount returns how many sockets Open would make on the interface
+// name in the calling thread's namespace (its receive queues, ethtool
+// -l), for sizing a Pool before the ports open; 1 when it cannot tell.
+func QueueCount(name string) int {
+	ctl, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 1
+	}
+	defer unix.Close(ctl)
+	return min(rxQueues(ctl, name), maxQueues)
+}
