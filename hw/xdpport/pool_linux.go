@@ -40,9 +40,9 @@ var _ [unix.XDP_PACKET_HEADROOM + umemHeadroom - maxPushed]struct{}
 // leaves through another's TX ring from the buffer it arrived in, with no
 // copy (Port.WriteFrames). Ports join it through Config.Pool.
 //
-// A UMEM is made when a port finds none to join, sized for
-// PoolConfig.Sockets sockets (at least the opening port's queues), and
-// unmapped when its last port closes. A port joins a UMEM that has room
+// A UMEM is made when a port finds none to join, sized for the
+// PoolConfig.Sockets sockets no other UMEM of the pool covers (at least
+// the opening port's queues), and unmapped when its last port closes. A port joins a UMEM that has room
 // for its queues and the same frame size; the kernel binds a socket that
 // shares a UMEM in the UMEM's copy mode, so a zero-copy UMEM takes only
 // interfaces that can do zero-copy and a copy-mode one only those that
@@ -180,7 +180,13 @@ func (pl *Pool) join(p *Port, queues, frameSize int, bind xsk.BindMode) error {
 		p.log.Info("af_xdp port joins a shared umem", "umem", su.id, "with", su.ports[:len(su.ports)-1], "mode", su.mode)
 		return nil
 	}
-	slots := max(pl.sockets, queues)
+	// A new UMEM is sized for the sockets the pool was told of that no
+	// UMEM covers yet (all of them for the first), at least p's.
+	left := pl.sockets
+	for _, su := range pl.umems {
+		left -= su.slots
+	}
+	slots := max(left, queues)
 	u, err := xsk.NewUmem(xsk.UmemConfig{FrameSize: frameSize, Frames: slots * framesPerSocket, Headroom: umemHeadroom})
 	if err != nil {
 		return fmt.Errorf("xdpport %s: %w", p.name, err)
