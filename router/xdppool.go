@@ -42,6 +42,7 @@ func portUMEM(p portIO, st hw.Stats) *status.PortUMEM {
 	info := xp.UmemInfo()
 	u := &status.PortUMEM{
 		ID:         info.ID,
+		SharedWith: []string{},
 		Frames:     info.Frames,
 		FrameSize:  info.FrameSize,
 		Free:       info.Counts.Free,

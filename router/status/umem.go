@@ -46,7 +46,7 @@ type umemCollector struct {
 func newUMEMCollector() umemCollector {
 	return umemCollector{
 		txZeroCopy: prometheus.NewDesc("gvrouter_port_tx_zero_copy_total",
-			"Frames an af_xdp port sent from the buffer they were received in (a UMEM shared with the ingress port).", []string{"port"}, nil),
+			"Frames an af_xdp port sent from the buffer they were received in, on its UMEM (its own, or one it shares with the ingress port).", []string{"port"}, nil),
 		txCopied: prometheus.NewDesc("gvrouter_port_tx_copied_total",
 			"Frames an af_xdp port copied into a UMEM frame before sending them.", []string{"port"}, nil),
 		shared: prometheus.NewDesc("gvrouter_port_umem_shared_ports",
