@@ -67,12 +67,9 @@ type Router struct {
 	lanIDs  map[string]int
 	subnets *subnetIDs
 	// services are the running services by name (services.go).
-	services map[string]*runningService
-	dnsHosts dnsHostBook // the DHCP leases' names for the forwarder (dnsforwarder.go)
-	ports    map[string]*runningPort
-	// xdpPool is the UMEMs the af_xdp ports share (xdppool.go); nil
-	// until the first af_xdp port opens.
-	xdpPool   *xdpport.Pool
+	services  map[string]*runningService
+	dnsHosts  dnsHostBook // the DHCP leases' names for the forwarder (dnsforwarder.go)
+	ports     map[string]*runningPort
 	net       *stack.Router
 	listeners []*statusListener
 	sinks     []netip.AddrPort // ServeDiscard listeners, reserved from SNAT
@@ -111,6 +108,10 @@ type Router struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
+
+	// xdpPool is the UMEMs the af_xdp ports share (xdppool.go); nil
+	// until the first af_xdp port opens. Protected by mu.
+	xdpPool *xdpport.Pool
 }
 
 // portIO is what the router needs of a port: a *hw.Port (AF_PACKET on a
