@@ -150,3 +150,15 @@ func (w *Writer) WriteFrames(frames [][]byte) (int, error) {
 	}
 	return w.FrameWriter.WriteFrames(frames)
 }
+
+// ExtendFrame passes the port's ExtendFrame on (an af_xdp port lends the
+// room before a frame of its UMEM, so the stack pushes tags in place);
+// nil for a port that has none.
+func (w *Writer) ExtendFrame(frame []byte, head int) []byte {
+	if x, ok := w.FrameWriter.(interface {
+		ExtendFrame(frame []byte, head int) []byte
+	}); ok {
+		return x.ExtendFrame(frame, head)
+	}
+	return nil
+}

@@ -64,6 +64,11 @@ type Stats struct {
 	RxPackets, RxBytes uint64
 	// TxPackets and TxBytes count frames the kernel accepted for sending.
 	TxPackets, TxBytes uint64
+	// TxZeroCopy and TxCopied split TxPackets on ports that can send a
+	// frame from the buffer it was received in (AF_XDP on a shared UMEM):
+	// frames sent that way, and frames copied into a transmit buffer
+	// first. Both 0 on AF_PACKET ports, which copy every frame.
+	TxZeroCopy, TxCopied uint64
 	// Drops counts dropped frames by reason (DropTruncated, ...). Every
 	// reason is present, zero or not.
 	Drops map[string]uint64

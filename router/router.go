@@ -19,6 +19,7 @@ import (
 
 	"github.com/gvrouter/gvrouter/capture"
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/hw/xdpport"
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/status"
@@ -107,6 +108,10 @@ type Router struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
+
+	// xdpPool is the UMEMs the af_xdp ports share (xdppool.go); nil
+	// until the first af_xdp port opens. Protected by mu.
+	xdpPool *xdpport.Pool
 }
 
 // portIO is what the router needs of a port: a *hw.Port (AF_PACKET on a

@@ -142,6 +142,7 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 		s.Ports = append(s.Ports, status.Port{
 			Driver:    driver,
 			Mode:      mode,
+			UMEM:      portUMEM(rp.port, st),
 			Name:      name,
 			State:     state,
 			MAC:       rp.port.HardwareAddr().String(),

@@ -106,6 +106,9 @@ type frameWriter struct {
 	hw.FrameWriter
 	inPlace    inPlaceWriter
 	head, tail int
+	// ext is the writer as a frameExtender, nil if it is none
+	// (inplace.go).
+	ext frameExtender
 }
 
 // inPlaceWriter is a FrameWriter that rather takes frames with room
@@ -150,6 +153,7 @@ func (e *Endpoint) setWriter(w hw.FrameWriter) {
 		return
 	}
 	fw := &frameWriter{FrameWriter: w}
+	fw.ext, _ = w.(frameExtender)
 	if ip, ok := w.(inPlaceWriter); ok {
 		fw.inPlace = ip
 		fw.head, fw.tail = ip.FrameRoom()
@@ -357,7 +361,7 @@ func (e *Endpoint) sendPendingLocked(w *frameWriter) error {
 	}
 	switch {
 	case len(b.frames) == 0:
-	case w.inPlace != nil && b.cutViews(w.head, w.tail):
+	case w.inPlace != nil && b.cutViews(w, w.head, w.tail):
 		n, err = w.inPlace.WriteFramesInPlace(b.views)
 	default:
 		n, err = w.WriteFrames(b.frames)
@@ -377,19 +381,28 @@ func (e *Endpoint) sendPendingLocked(w *frameWriter) error {
 
 // cutViews sets views to the pending frames with the head octets of
 // room in front of each and reports whether every frame has that room
-// and tail octets of capacity after it: not one sent from ring memory
-// (appendFastLocked), nor one built before the writer changed; then the
-// batch goes through WriteFrames.
-func (b *txBatch) cutViews(head, tail int) bool {
+// and tail octets of capacity after it. A frame sent from ring memory
+// (appendFastLocked) has it where w lends the bytes around it
+// (frameExtender: a UMEM frame); one from a ring without, or one built
+// before the writer changed, has not, and the batch goes through
+// WriteFrames.
+func (b *txBatch) cutViews(w *frameWriter, head, tail int) bool {
 	v := b.views[:0]
 	for i, f := range b.frames {
-		buf := b.bufs[i]
-		if buf == nil || len(f) == 0 || cap(*buf) < head+len(f)+tail || &(*buf)[:cap(*buf)][head] != &f[0] {
+		var view []byte
+		if buf := b.bufs[i]; buf == nil {
+			if x := w.extendFrame(f, head); x != nil && cap(x) >= head+len(f)+tail {
+				view = x[:head+len(f)]
+			}
+		} else if len(f) > 0 && cap(*buf) >= head+len(f)+tail && &(*buf)[:cap(*buf)][head] == &f[0] {
+			view = (*buf)[:head+len(f)]
+		}
+		if view == nil || len(f) == 0 {
 			clear(v)
 			b.views = v[:0]
 			return false
 		}
-		v = append(v, (*buf)[:head+len(f)])
+		v = append(v, view)
 	}
 	b.views = v
 	return true

@@ -177,6 +177,13 @@ func (l *MACsecLink) Transmit(frames [][]byte) {
 			lower.stats.drop(dropTruncated)
 			continue
 		}
+		if x := w.extendFrame(f, v.n); x != nil {
+			// Sealed in a receive buffer the lower port sends from:
+			// the tags go in front, in place (inplace.go).
+			pushTagsInPlace(x, v, -1)
+			out = append(out, x)
+			continue
+		}
 		if i >= len(l.txBufs) {
 			l.txBufs = append(l.txBufs, nil)
 		}

@@ -369,7 +369,7 @@ func TestTxBatchCutViews(t *testing.T) {
 			buf, f := mk()
 			b.bufs, b.frames = append(b.bufs, buf), append(b.frames, f)
 		}
-		if got := b.cutViews(head, macsecTailroom); got != tc.want {
+		if got := b.cutViews(&frameWriter{}, head, macsecTailroom); got != tc.want {
 			t.Errorf("%s: cutViews = %v, want %v", tc.name, got, tc.want)
 		} else if got {
 			for i, v := range b.views {

@@ -259,27 +259,29 @@ func (e *Endpoint) appendFastLocked(w *frameWriter, frame []byte, pcp int) {
 		buf *[]byte
 		out []byte
 	)
-	if v.n == 0 && e.tx != nil && e.tx.deferring() {
-		// Untagged egress inside a receive batch: send the frame from
-		// the receive ring itself, as hw.Bridge does. The batch's end
-		// (txBatcher.end, before the ring block goes back to the kernel)
-		// or an earlier flush sends it; nothing keeps it afterwards. It
-		// has no room around it, so an in-place writer (MACsec) gets
-		// this batch through WriteFrames and builds each protected
-		// frame in its own storage, which costs no more than copying
-		// the frame into a buffer with room first.
-		out = frame
-	} else {
+	if e.tx != nil && e.tx.deferring() {
+		// Inside a receive batch: send the frame from the receive ring
+		// itself, as hw.Bridge does. The batch's end (txBatcher.end,
+		// before the ring block goes back to the kernel) or an earlier
+		// flush sends it; nothing keeps it afterwards. Untagged it goes
+		// as it is; tags are pushed in place where the writer lends the
+		// room before the frame (inplace.go). Without room around it an
+		// in-place writer (MACsec) gets this batch through WriteFrames
+		// and builds each protected frame in its own storage, which
+		// costs no more than copying the frame into a buffer with room
+		// first.
+		if v.n == 0 {
+			out = frame
+		} else if x := w.extendFrame(frame, v.n); x != nil {
+			pushTagsInPlace(x, v, pcp)
+			out = x
+		}
+	}
+	if out == nil {
 		buf = e.getBuf(w.head + size + w.tail)
 		out = (*buf)[w.head : w.head+n]
 		copy(out, frame[:12])
-		copy(out[12:], v.tags[:v.n])
-		if pcp >= 0 && int(v.pcp) != pcp {
-			for off := 12 + 2; off < 12+v.n; off += vlanTagLength {
-				tci := binary.BigEndian.Uint16(out[off:])
-				binary.BigEndian.PutUint16(out[off:], tci&^pcpMask|uint16(pcp)<<13)
-			}
-		}
+		putTags(out[12:12+v.n], v, pcp)
 		copy(out[12+v.n:], frame[12:])
 	}
 	b := &e.pending

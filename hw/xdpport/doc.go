@@ -7,20 +7,62 @@
 //
 // # Layout
 //
-// One Umem per port holds every frame. Each receive queue the interface
-// reports (ethtool -l) gets one socket on it, and the port's XDP program
-// redirects each queue's frames to that queue's socket. Run starts one
-// goroutine per queue; WriteFrames spreads writers over the sockets'
-// TX rings.
+// The port's frames live in a UMEM: one of a Pool (Config.Pool), shared
+// with the router's other af_xdp ports, or, without a Pool, one of its
+// own. Each receive queue the interface reports (ethtool -l) gets one
+// socket on it, with its own fill and completion rings (a socket sharing
+// a UMEM on another interface or queue must have them, XDP_SHARED_UMEM
+// since Linux 5.10), and the port's XDP program redirects each queue's
+// frames to that queue's socket. Run starts one goroutine per queue;
+// WriteFrames spreads writers over the sockets' TX rings.
 //
-// # Frames
+// # Zero-copy forwarding
 //
-// A received frame is handed to the handler as a view of its Umem frame
-// and released to the free list as soon as the handler returns, so a
-// handler must copy what it keeps (as with hw.Port). WriteFrames copies
-// each frame into a free Umem frame and puts it on a TX ring; the kernel
-// returns it on the completion ring, which every WriteFrames reaps
-// first. Nothing on either path allocates.
+// A received frame is handed to the handler as a view of its UMEM frame.
+// The stack's fast path and next-hop cache rewrite it in place and,
+// while the batch runs, hand that view to the egress port's WriteFrames.
+// If the egress port is on the same UMEM, WriteFrames puts the frame's
+// own descriptor on its TX ring (xsk.Socket.Send lends it): the frame
+// leaves from the buffer it arrived in, on another interface, with no
+// copy. The receive loop then leaves the frame to that TX ring instead
+// of the free list, and the ring's completion frees it; if the kernel
+// completes it first, the batch's end frees it. Everything else
+// WriteFrames is given (netstack's frames, frames from an AF_PACKET port
+// or from a port on another UMEM, a frame another writer took already)
+// is copied into a free UMEM frame. Stats counts both (hw.Stats
+// TxZeroCopy and TxCopied), and UmemInfo says which ports share the
+// port's UMEM; the status page shows both per port.
+//
+// A frame is lent to one TX ring at most, so a frame written twice
+// leaves once without a copy and is copied otherwise. A full TX ring
+// drops the frames it has no room for (tx_nobufs) without claiming
+// them: they go back with their batch. Closing a port hands the frames
+// on its rings back to the UMEM, those of other ports' batches included
+// (they go back to their batch), so the ports that stay lose nothing; the
+// last port of a UMEM unmaps it.
+//
+// Tags and SecTAGs are pushed in place too: ExtendFrame lends the bytes
+// before a frame, which are the UMEM headroom and the kernel's
+// XDP_PACKET_HEADROOM (256 bytes that neither the kernel nor the
+// program writes). The UMEM headroom is 0 on purpose: 256 bytes cover
+// the most the stack pushes (a SecTAG and two VLAN tags, 24 bytes), and
+// any headroom of ours would come off the packet room that a 2 KiB frame
+// needs for a full-size frame with tags and a MACsec ICV behind it.
+//
+// The kernel binds a socket that shares a UMEM in the UMEM's copy mode,
+// so one UMEM is either zero-copy or copy mode. A port asked for either
+// (xsk.BindAuto) joins a zero-copy UMEM if its driver binds one, and a
+// copy-mode one only if a zero-copy probe (a socket on a two-frame UMEM)
+// says the driver cannot do better; otherwise it starts a UMEM of its
+// own in the Pool. A Pool's UMEM is sized for PoolConfig.Sockets sockets
+// (each a fill ring and a TX ring full plus a batch, framesPerSocket);
+// a port that finds no room starts another. Ports on different UMEMs
+// forward to each other by copy, as ports of different backends do.
+//
+// Nothing on the receive or transmit path allocates, and every move of a
+// frame is checked (xsk.Umem.Counts: free, fill, RX, held, lent, TX,
+// completion add up to the UMEM's frames; TestZeroCopyAccounting checks
+// it after 10^6 forwards).
 //
 // # Fallback
 //

@@ -73,6 +73,11 @@ func (p *Port) routineReceive(ctx context.Context, s *xsk.Socket, h hw.BatchHand
 	u := p.umem
 	q := s.Queue()
 	for ctx.Err() == nil && !p.closed.Load() {
+		// Per batch: frames the kernel has sent from this queue's TX
+		// ring go back to the free list (frames of any port, with a
+		// shared UMEM), then as many as the fill ring has room for go
+		// onto it.
+		s.Complete()
 		s.Refill()
 		n := s.Receive(r.descs[:])
 		if n == 0 {
@@ -101,6 +106,8 @@ func (p *Port) routineReceive(ctx context.Context, s *xsk.Socket, h hw.BatchHand
 			h(q, r.frames[:kept])
 			clear(r.frames[:kept]) // no view of a released frame outlives the batch
 		}
+		// Frames the handler forwarded without a copy (WriteFrames lent
+		// them to a TX ring) stay on that ring; the rest are free.
 		if oversize != 0 {
 			p.oversize.Add(oversize)
 		}
@@ -109,66 +116,6 @@ func (p *Port) routineReceive(ctx context.Context, s *xsk.Socket, h hw.BatchHand
 		}
 		u.Release(r.descs[:n])
 	}
-}
-
-// WriteFrames implements hw.FrameWriter: it copies each frame into a
-// free Umem frame and puts it on a TX ring, one ring submission and at
-// most one wakeup per BatchSize frames. A frame that cannot go is
-// dropped and counted: xdp_umem_empty when no Umem frame is free,
-// tx_nobufs when the TX ring is full, malformed or oversize when it is
-// shorter than an Ethernet header or longer than a Umem frame holds. It
-// returns how many frames went onto a TX ring, and an error only when
-// the port is closed. It does not allocate.
-func (p *Port) WriteFrames(frames [][]byte) (int, error) {
-	slot := &p.tx[int(p.txRR.Add(1))%len(p.tx)]
-	slot.mu.Lock()
-	defer slot.mu.Unlock()
-	if p.closed.Load() {
-		return 0, hw.ErrClosed
-	}
-	u := p.umem
-	room := u.FrameSize() - u.DataOffset()
-	sent := 0
-	var sentBytes, bad uint64
-	for len(frames) > 0 {
-		chunk := frames[:min(len(frames), BatchSize)]
-		frames = frames[len(chunk):]
-		slot.sock.Complete()
-		got := u.Alloc(slot.descs[:len(chunk)])
-		n := 0
-		for _, f := range chunk[:got] {
-			if len(f) < hw.EthernetHeaderLen || len(f) > room {
-				bad++
-				continue
-			}
-			d := &slot.descs[n]
-			copy(u.Frame(d.Addr, len(f)), f)
-			d.Len = uint32(len(f))
-			sentBytes += uint64(len(f))
-			n++
-		}
-		if got < len(chunk) {
-			p.noUmem.Add(uint64(len(chunk) - got))
-		}
-		// Frames the chunk skipped leave their Umem frames at
-		// descs[n:got]; frames the ring had no room for stay at
-		// descs[k:n]. Both go back to the free list.
-		k := slot.sock.Transmit(slot.descs[:n])
-		if k < n {
-			p.txRingFull.Add(uint64(n - k))
-			for _, d := range slot.descs[k:n] {
-				sentBytes -= uint64(d.Len)
-			}
-		}
-		u.Release(slot.descs[k:got])
-		sent += k
-	}
-	if bad != 0 {
-		p.txInvalid.Add(bad)
-	}
-	p.txPackets.Add(uint64(sent))
-	p.txBytes.Add(sentBytes)
-	return sent, nil
 }
 
 // LinkUp reports whether the link was up (administratively up with

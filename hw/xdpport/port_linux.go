@@ -67,6 +67,10 @@ type Config struct {
 	// changes (hw.TakeOver), e.g. "/var/lib/gvrouter"; "" keeps it in
 	// memory only, so a crash leaves them changed.
 	StateDir string
+	// Pool is the UMEMs the port may share with other ports, so that
+	// frames between them leave without a copy; nil gives the port a
+	// UMEM of its own.
+	Pool *Pool
 }
 
 // Port is an interface opened with AF_XDP. Its methods are safe for
@@ -86,7 +90,11 @@ type Port struct {
 	// (multicast_linux.go); set by Open, closed by release.
 	groups *hw.Memberships
 
-	umem  *xsk.Umem
+	umem *xsk.Umem
+	// pool and share are the Pool and the UMEM of it the port is on;
+	// nil for a UMEM of its own.
+	pool  *Pool
+	share *sharedUmem
 	prog  *xsk.Program
 	socks []*xsk.Socket
 	tx    []txSlot
@@ -99,6 +107,7 @@ type Port struct {
 	oversize, malformed atomic.Uint64
 	txRingFull, noUmem  atomic.Uint64
 	txInvalid           atomic.Uint64
+	txZeroCopy          atomic.Uint64
 
 	linkUp      atomic.Bool
 	linkHandler atomic.Pointer[func(up bool)]
@@ -115,11 +124,11 @@ type Port struct {
 }
 
 // txSlot is one socket's transmit side and the scratch WriteFrames uses
-// on it; mu protects descs.
+// on it; mu protects frames.
 type txSlot struct {
-	mu    sync.Mutex
-	sock  *xsk.Socket
-	descs [BatchSize]xsk.Desc
+	mu     sync.Mutex
+	sock   *xsk.Socket
+	frames [BatchSize][]byte
 }
 
 // Open opens cfg.Name in the calling thread's network namespace: one
@@ -194,29 +203,8 @@ func Open(cfg Config, log *slog.Logger) (_ *Port, err error) {
 	if p.maxLen > frameSize-unix.XDP_PACKET_HEADROOM {
 		return nil, fmt.Errorf("xdpport %s: %w: MTU %d needs multi-buffer frames", cfg.Name, xsk.ErrUnsupported, p.mtu)
 	}
-	// Each socket's fill ring and TX ring full at once, plus a receive
-	// batch held per queue.
-	if p.umem, err = xsk.NewUmem(xsk.UmemConfig{FrameSize: frameSize, Frames: queues * (2*ringSize + BatchSize)}); err != nil {
-		return nil, fmt.Errorf("xdpport %s: %w", cfg.Name, err)
-	}
-	for q := range queues {
-		s, err := p.umem.NewSocket(xsk.SocketConfig{Ifindex: p.ifindex, Queue: q, Bind: cfg.Bind})
-		// A queue whose last socket just died (a router killed and
-		// restarted) stays bound until the kernel's deferred release
-		// runs: wait for it a little.
-		for end := time.Now().Add(busyWait); err != nil && errors.Is(err, unix.EBUSY) && time.Now().Before(end); {
-			time.Sleep(busyWait / 40)
-			s, err = p.umem.NewSocket(xsk.SocketConfig{Ifindex: p.ifindex, Queue: q, Bind: cfg.Bind})
-		}
-		if err != nil && q == 0 && errors.Is(err, unix.ENOBUFS) {
-			// xdp_umem_account_pages: without CAP_IPC_LOCK the UMEM is
-			// charged to RLIMIT_MEMLOCK.
-			return nil, fmt.Errorf("xdpport %s: %w (the %.1f MiB UMEM exceeds RLIMIT_MEMLOCK: raise it, e.g. LimitMEMLOCK=infinity, or grant CAP_IPC_LOCK)", cfg.Name, err, float64(p.umem.Frames()*p.umem.FrameSize())/(1<<20))
-		}
-		if err != nil {
-			return nil, fmt.Errorf("xdpport %s: %w", cfg.Name, err)
-		}
-		p.socks = append(p.socks, s)
+	if err := p.openSockets(cfg, queues, frameSize); err != nil {
+		return nil, err
 	}
 	p.mode = p.socks[0].Mode()
 	p.tx = make([]txSlot, queues)
@@ -318,11 +306,14 @@ func (p *Port) Stats() hw.Stats {
 		}
 	}
 	p.mu.Unlock()
+	txPackets, zc := p.txPackets.Load(), p.txZeroCopy.Load()
 	return hw.Stats{
-		RxPackets: p.rxPackets.Load(),
-		RxBytes:   p.rxBytes.Load(),
-		TxPackets: p.txPackets.Load(),
-		TxBytes:   p.txBytes.Load(),
+		RxPackets:  p.rxPackets.Load(),
+		RxBytes:    p.rxBytes.Load(),
+		TxPackets:  txPackets,
+		TxBytes:    p.txBytes.Load(),
+		TxZeroCopy: zc,
+		TxCopied:   txPackets - min(zc, txPackets),
 		Drops: map[string]uint64{
 			hw.DropTruncated: 0,
 			hw.DropOversize:  p.oversize.Load(),
@@ -373,11 +364,15 @@ func (p *Port) release() error {
 	if p.prog != nil {
 		errs = append(errs, p.prog.Close())
 	}
-	for _, s := range p.socks {
-		errs = append(errs, s.Close())
-	}
-	if p.umem != nil {
-		errs = append(errs, p.umem.Close())
+	if p.share != nil {
+		errs = append(errs, p.pool.leave(p))
+	} else {
+		for _, s := range p.socks {
+			errs = append(errs, s.Close())
+		}
+		if p.umem != nil {
+			errs = append(errs, p.umem.Close())
+		}
 	}
 	if p.groups != nil {
 		errs = append(errs, p.groups.Close())

@@ -9,16 +9,25 @@
 // A Umem is cut into equal frames (2 or 4 KiB). Every frame is in exactly
 // one place, and the Umem checks each move between them:
 //
-//	free ──Refill──► fill ring / driver ──Receive──► held by the caller
-//	  ▲                                              │         │
-//	  └──────────────── Release ─────────────────────┘         │ Transmit
-//	  └──── Complete ◄── completion ring ◄── TX ring ◄──────────┘
+//	free ──Refill──► fill ring / driver ──► RX ring ──Receive──► held by the caller
+//	  ▲                                                         │    │     │
+//	  └───────────────────── Release ───────────────────────────┘    │     │ Transmit
+//	  │                                                   Send lends │     │
+//	  │                          ┌──────────── lent ◄────────────────┘     │
+//	  │                  Release │              │ completion               │
+//	  │                          ▼              ▼                          │
+//	  └── Complete ◄── completion ring ◄── TX ring ◄───────────────────────┘
+//	                                            (a lent frame completed
+//	                                             first is held until Release)
 //
 // Counts reports how many frames are in each place, so tests (and the
 // status page) can check that none leaks. A frame received on one socket
 // may be transmitted on any socket of the same Umem, which with
 // XDP_SHARED_UMEM may sit on another interface: a forwarded frame leaves
-// from the buffer it arrived in.
+// from the buffer it arrived in. Transmit hands a frame over to the TX
+// ring; Send lends a received frame the caller still holds, and copies
+// anything else (send_linux.go says how a lent frame's two owners let
+// go, and why a frame is lent once).
 //
 // # Rings
 //

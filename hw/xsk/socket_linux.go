@@ -106,8 +106,9 @@ type Socket struct {
 	txMu    sync.Mutex
 	tx      *descRing
 	comp    *addrRing
-	scratch []uint64 // fill and completion batches; fill side only
-	cscr    []uint64 // completion batch; under txMu
+	scratch []uint64   // fill and completion batches; fill side only
+	cscr    []uint64   // completion batch; under txMu
+	copies  []sendCopy // Send's copies of one pass; under txMu
 
 	stop   atomic.Bool
 	closed atomic.Bool
@@ -116,6 +117,7 @@ type Socket struct {
 
 	rxPackets, rxBytes atomic.Uint64
 	txPackets, txBytes atomic.Uint64
+	txLent             atomic.Uint64
 	txDropped          atomic.Uint64
 	wakeErrs           atomic.Uint64
 }
@@ -216,7 +218,7 @@ func (u *Umem) openLocked(cfg SocketConfig, cp uint16) (*Socket, error) {
 		return nil, errors.New("too many sockets made on one umem")
 	}
 	u.nextID++ // ids start at 1; 0 is "no socket"
-	s := &Socket{umem: u, id: u.nextID, fd: fd, ifidx: cfg.Ifindex, queue: cfg.Queue, scratch: make([]uint64, refillBatch), cscr: make([]uint64, refillBatch)}
+	s := &Socket{umem: u, id: u.nextID, fd: fd, ifidx: cfg.Ifindex, queue: cfg.Queue, scratch: make([]uint64, refillBatch), cscr: make([]uint64, refillBatch), copies: make([]sendCopy, refillBatch)}
 	if err := s.setup(cfg, cp); err != nil {
 		s.release()
 		return nil, err
@@ -502,12 +504,20 @@ func (s *Socket) kickLocked() {
 	}
 }
 
-// Complete recycles frames the kernel has sent to the free list and
-// returns how many. Transmit calls it too; call it once per batch on an
-// idle sender so that completed frames do not wait.
+// Complete recycles frames the kernel has sent to the free list (or, if
+// they were lent and are still held, to their holder) and returns how
+// many. Transmit and Send call it too; call it once per batch on an idle
+// sender so that completed frames do not wait. It returns at once, with
+// 0, when the completion ring is empty or another goroutine is sending
+// on the socket (which reaps it).
 func (s *Socket) Complete() int {
-	s.txMu.Lock()
+	if !s.txMu.TryLock() {
+		return 0
+	}
 	defer s.txMu.Unlock()
+	if s.closed.Load() {
+		return 0
+	}
 	return s.completeLocked()
 }
 
@@ -526,7 +536,7 @@ func (s *Socket) completeLocked() int {
 		s.comp.release(n)
 		u.mu.Lock()
 		for _, a := range s.cscr[:n] {
-			if u.freeLocked(a, stateTX) {
+			if u.completeLocked(a) {
 				total++
 			}
 		}
@@ -557,8 +567,12 @@ func (s *Socket) Wake() {
 type Stats struct {
 	// RxPackets and RxBytes count frames Receive returned.
 	RxPackets, RxBytes uint64
-	// TxPackets and TxBytes count frames Transmit put on the TX ring.
+	// TxPackets and TxBytes count frames Transmit and Send put on the
+	// TX ring.
 	TxPackets, TxBytes uint64
+	// TxLent counts the frames of TxPackets that Send lent (sent from
+	// the frame they were received in, without a copy).
+	TxLent uint64
 	// TxDropped counts descriptors Transmit refused (bad address, length
 	// or place).
 	TxDropped uint64
@@ -578,6 +592,7 @@ func (s *Socket) Stats() Stats {
 		RxBytes:    s.rxBytes.Load(),
 		TxPackets:  s.txPackets.Load(),
 		TxBytes:    s.txBytes.Load(),
+		TxLent:     s.txLent.Load(),
 		TxDropped:  s.txDropped.Load(),
 		WakeErrors: s.wakeErrs.Load(),
 	}

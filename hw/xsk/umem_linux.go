@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -46,20 +47,33 @@ const (
 	stateFill              // on a fill ring, or the kernel's until an RX ring returns it
 	stateHeld              // the caller's: received, or allocated for transmit
 	stateTX                // on a TX ring, or the kernel's until a completion ring returns it
+	// stateLent is the caller's and on a TX ring at once: Send lent a
+	// received frame to a TX ring while the caller's batch still holds
+	// it. Release hands it to the ring (TX); completion hands it back
+	// to the caller (Sent).
+	stateLent
+	// stateSent is the caller's after the TX ring it was lent to is done
+	// with it; Release frees it. It is not lent twice.
+	stateSent
 	numStates
 )
 
-// Counts says where a UMEM's frames are. Free + Fill + Held + TX +
-// Completion is always the number of frames.
+// Counts says where a UMEM's frames are. Free + Fill + RX + Held + Lent
+// + TX + Completion is always the number of frames.
 type Counts struct {
 	// Free frames are on the free list, ready for a fill ring or Alloc.
 	Free int
 	// Fill frames were put on a fill ring and not yet received: they are
-	// in the fill ring, in the driver, or on an RX ring not yet read.
+	// in the fill ring or in the driver.
 	Fill int
+	// RX frames wait on an RX ring to be read.
+	RX int
 	// Held frames are the caller's: received and not yet released or
 	// transmitted, or allocated and not yet transmitted.
 	Held int
+	// Lent frames are the caller's and on a TX ring at once (Send lent
+	// them): in flight from the buffer they arrived in.
+	Lent int
 	// TX frames were put on a TX ring and not yet completed.
 	TX int
 	// Completion frames were sent and wait on a completion ring to be
@@ -68,7 +82,9 @@ type Counts struct {
 }
 
 // Total is the number of frames Counts accounts for.
-func (c Counts) Total() int { return c.Free + c.Fill + c.Held + c.TX + c.Completion }
+func (c Counts) Total() int {
+	return c.Free + c.Fill + c.RX + c.Held + c.Lent + c.TX + c.Completion
+}
 
 // Umem is the packet memory shared by one or more XSKs: an anonymous
 // mapping cut into equal frames, registered with the kernel by the first
@@ -92,8 +108,8 @@ type Umem struct {
 	// free is a stack of frame base addresses.
 	free  []uint64
 	state []uint8
-	// holder is, for a frame in Fill or TX, the id of the socket whose
-	// rings it went to, so that closing a socket takes back exactly its
+	// holder is, for a frame in Fill, TX or Lent, the id of the socket
+	// whose rings it went to, so that closing a socket takes back exactly its
 	// frames, those the driver took off the fill ring included.
 	holder []uint16
 	count  [numStates]int
@@ -200,26 +216,68 @@ func (u *Umem) Alloc(descs []Desc) int {
 	return n
 }
 
-// Release returns Held frames (received or allocated) to the free list.
-// A descriptor whose frame is not Held is refused and counted
-// (Stats.BadDescs). It returns how many frames it freed.
+// Release gives the caller's frames back: a Held frame (received or
+// allocated) goes to the free list; a frame Send lent to a TX ring goes
+// on belonging to that ring, and to the free list once the kernel
+// completed it; a lent frame the kernel already completed goes to the
+// free list. A descriptor whose frame is none of these is refused and
+// counted (Stats.BadDescs). It returns how many frames it took back.
 func (u *Umem) Release(descs []Desc) int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	freed := 0
+	took := 0
 	for _, d := range descs {
 		idx := d.Addr >> u.shift
-		if idx >= uint64(u.frames) || u.state[idx] != stateHeld {
+		if idx >= uint64(u.frames) {
 			u.badDescs++
 			continue
 		}
-		u.state[idx] = stateFree
-		u.free = append(u.free, idx<<u.shift)
-		freed++
+		switch u.state[idx] {
+		case stateHeld, stateSent:
+			u.freeLocked(d.Addr, u.state[idx])
+		case stateLent:
+			u.moveLocked(d.Addr, stateLent, stateTX, u.holder[idx])
+		default:
+			u.badDescs++
+			continue
+		}
+		took++
 	}
-	u.count[stateHeld] -= freed
-	u.count[stateFree] += freed
-	return freed
+	return took
+}
+
+// Locate returns the UMEM address of b's first byte if b lies inside one
+// frame of u: a pointer range check, for telling a view of a received
+// frame from other memory. It says nothing of the frame's place.
+func (u *Umem) Locate(b []byte) (addr uint64, ok bool) {
+	if len(b) == 0 || len(u.mem) == 0 {
+		return 0, false
+	}
+	off := uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(u.mem)))
+	if off >= uintptr(len(u.mem)) { // below the UMEM too: the difference wraps
+		return 0, false
+	}
+	addr = uint64(off)
+	if end := (addr>>u.shift + 1) << u.shift; addr+uint64(len(b)) > end {
+		return 0, false
+	}
+	return addr, true
+}
+
+// Extend returns b grown by head bytes at its front, in the same frame
+// (b's first byte at index head), with the capacity left to the frame's
+// end; nil if b does not lie in one frame of u (Locate) or fewer than
+// head bytes of its frame lie before it. The bytes before a received
+// packet are the UMEM headroom and XDP_PACKET_HEADROOM, which neither
+// the kernel nor our program writes: the frame's holder may push headers
+// into them (a VLAN tag, a SecTAG) and send the frame from there.
+func (u *Umem) Extend(b []byte, head int) []byte {
+	addr, ok := u.Locate(b)
+	if !ok || head < 0 || addr&(u.frameSize-1) < uint64(head) {
+		return nil
+	}
+	start := addr - uint64(head)
+	return u.mem[start : addr+uint64(len(b)) : (addr>>u.shift+1)<<u.shift]
 }
 
 // moveLocked moves the frame of addr from one place to another, on
@@ -264,12 +322,32 @@ func (u *Umem) freeLocked(addr uint64, from uint8) bool {
 	return true
 }
 
-// reclaimLocked frees every frame in Fill or TX on behalf of socket id:
-// the frames a closed socket's rings and driver queue held.
+// completeLocked takes back a frame a completion ring returned: to the
+// free list, or, if it was lent and its holder still has it, to the
+// holder (Sent). It reports false, and counts a bad descriptor, for a
+// frame that was on no TX ring.
+func (u *Umem) completeLocked(addr uint64) bool {
+	idx := addr >> u.shift
+	if idx < uint64(u.frames) && u.state[idx] == stateLent {
+		return u.moveLocked(addr, stateLent, stateSent, 0)
+	}
+	return u.freeLocked(addr, stateTX)
+}
+
+// reclaimLocked takes back every frame on the rings of socket id, and
+// those its driver queue held: Fill and TX frames to the free list, Lent
+// ones to their holder (Sent). The kernel lets go of all of them when
+// the socket closes.
 func (u *Umem) reclaimLocked(id uint16) {
 	for i, st := range u.state {
-		if (st == stateFill || st == stateTX) && u.holder[i] == id {
+		if u.holder[i] != id {
+			continue
+		}
+		switch st {
+		case stateFill, stateTX:
 			u.freeLocked(uint64(i)<<u.shift, st)
+		case stateLent:
+			u.moveLocked(uint64(i)<<u.shift, stateLent, stateSent, 0)
 		}
 	}
 }
@@ -283,13 +361,22 @@ func (u *Umem) Counts() Counts {
 	c := Counts{
 		Free: u.count[stateFree],
 		Fill: u.count[stateFill],
-		Held: u.count[stateHeld],
+		Held: u.count[stateHeld] + u.count[stateSent],
+		Lent: u.count[stateLent],
 		TX:   u.count[stateTX],
 	}
 	for _, s := range u.sockets {
+		// What waits on the RX and completion rings is still Fill and
+		// TX (or Lent) in the accounting: the rings' own indices say
+		// how much.
+		rx := min(int(s.rx.pending()), c.Fill)
+		c.RX += rx
+		c.Fill -= rx
 		n := int(s.comp.pending())
 		c.Completion += n
-		c.TX -= n
+		tx := min(n, c.TX)
+		c.TX -= tx
+		c.Lent -= min(n-tx, c.Lent)
 	}
 	return c
 }

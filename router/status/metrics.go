@@ -111,6 +111,8 @@ type collector struct {
 	tapped *prometheus.Desc
 	// portDriver is an info metric: each port's backend and mode.
 	portDriver *prometheus.Desc
+	// umem is the af_xdp ports' UMEM sharing and transmits (umem.go).
+	umem umemCollector
 	// macsec is the SecYs' 802.1AE counters (macsec_metrics.go).
 	macsec macsecDescs
 	ct     conntrackDescs
@@ -197,6 +199,7 @@ func newCollector(s *Server) *collector {
 			"Frames received on the interface and consumed by a service's raw-frame tap (DHCP) before netstack and NAT.",
 			[]string{"interface"}, nil),
 		macsec: newMACsecDescs(),
+		umem:   newUMEMCollector(),
 		portDriver: prometheus.NewDesc("gvrouter_port_driver_info",
 			"Always 1; labels give the port's backend (af_xdp, af_packet, tap) and its mode (af_xdp: copy or zero-copy, native or generic XDP).",
 			[]string{"port", "driver", "mode"}, nil),
@@ -222,6 +225,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.nextHop
 	ch <- c.tapped
 	ch <- c.portDriver
+	c.umem.describe(ch)
 	c.macsec.describe(ch)
 	c.ct.describe(ch)
 }
@@ -265,6 +269,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		if p.Driver != "" {
 			ch <- prometheus.MustNewConstMetric(c.portDriver, prometheus.GaugeValue, 1, p.Name, p.Driver, p.Mode)
 		}
+		c.umem.collect(ch, &p)
 	}
 	if snap.Conntrack != nil {
 		c.ct.collect(ch, snap.Conntrack)

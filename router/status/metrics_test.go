@@ -84,6 +84,10 @@ func TestMetrics(t *testing.T) {
 		{"gvrouter_port_up", l("port", "eth2"), dto.MetricType_GAUGE, 0},
 		{"gvrouter_port_rx_bits_per_second", l("port", "eth0"), dto.MetricType_GAUGE, 1e6},
 		{"gvrouter_port_driver_info", l("port", "eth0", "driver", "af_xdp", "mode", "zero-copy, native"), dto.MetricType_GAUGE, 1},
+		{"gvrouter_port_tx_zero_copy_total", l("port", "eth0"), dto.MetricType_COUNTER, 2_300_000},
+		{"gvrouter_port_tx_copied_total", l("port", "eth0"), dto.MetricType_COUNTER, 45_700},
+		{"gvrouter_port_umem_shared_ports", l("port", "eth0", "umem", "1"), dto.MetricType_GAUGE, 1},
+		{"gvrouter_port_umem_frames", l("port", "eth0", "place", "lent"), dto.MetricType_GAUGE, 64},
 		{"gvrouter_uptime_seconds", l(), dto.MetricType_GAUGE, 93_788},
 		{"gvrouter_build_info", l("version", "v0.1.0", "build", "2026-11-30T07:00:00Z 3f2c1ab"), dto.MetricType_GAUGE, 1},
 	}

@@ -275,13 +275,13 @@ footer a { color: inherit; }
 <tbody>
 {{- range .Ports}}
 <tr>
-<td class="mono"><b>{{.Name}}</b>{{if .Driver}}<br><span class="sub">{{.Driver}}{{if .Mode}}, {{.Mode}}{{end}}</span>{{end}}</td>
+<td class="mono"><b>{{.Name}}</b>{{if .Driver}}<br><span class="sub">{{.Driver}}{{if .Mode}}, {{.Mode}}{{end}}</span>{{end}}{{with .UMEM}}<br><span class="sub">{{if .SharedWith}}UMEM shared with {{range $i, $p := .SharedWith}}{{if $i}}, {{end}}{{$p}}{{end}}{{else}}UMEM not shared{{end}}</span>{{end}}</td>
 <td><span class="badge {{state .State}}" data-port="{{.Name}}">{{.State}}</span></td>
 <td class="mono">{{.MAC}}</td>
 <td class="num">{{.MTU}}</td>
 <td class="num">{{.Queues}}</td>
 <td class="num"><span class="rx">{{bits .Rates.RxBitsPerSecond}}</span><br><span class="sub">{{pps .Rates.RxPacketsPerSecond}}</span><br><span class="sub">{{bytes .RxBytes}}, {{count .RxPackets}} pkts</span></td>
-<td class="num"><span class="tx">{{bits .Rates.TxBitsPerSecond}}</span><br><span class="sub">{{pps .Rates.TxPacketsPerSecond}}</span><br><span class="sub">{{bytes .TxBytes}}, {{count .TxPackets}} pkts</span></td>
+<td class="num"><span class="tx">{{bits .Rates.TxBitsPerSecond}}</span><br><span class="sub">{{pps .Rates.TxPacketsPerSecond}}</span><br><span class="sub">{{bytes .TxBytes}}, {{count .TxPackets}} pkts</span>{{with .UMEM}}<br><span class="sub">{{count .TxZeroCopy}} zero-copy, {{count .TxCopied}} copied</span>{{end}}</td>
 <td class="drops-cell">{{template "drops" .Drops}}</td>
 </tr>
 {{- else}}

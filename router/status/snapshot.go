@@ -185,6 +185,9 @@ type Port struct {
 	// Mode is the backend's mode, e.g. "copy, native" or "zero-copy,
 	// native" for af_xdp; "" for the others.
 	Mode string `json:"mode,omitempty"`
+	// UMEM is an af_xdp port's packet memory and its zero-copy and
+	// copied transmits (umem.go); nil for the other backends.
+	UMEM *PortUMEM `json:"umem,omitempty"`
 
 	// RxPackets counts frames received.
 	RxPackets uint64 `json:"rx_packets"`

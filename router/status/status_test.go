@@ -209,7 +209,8 @@ func TestPage(t *testing.T) {
 	for _, want := range []string{
 		// interfaces and ports
 		"<td><b>lan</b></td>", "<td><b>wan</b></td>", "<td><b>guest</b></td>",
-		`<td class="mono"><b>eth0</b><br><span class="sub">af_xdp, zero-copy, native</span></td>`, `<td class="mono"><b>eth2</b></td>`,
+		`<td class="mono"><b>eth0</b><br><span class="sub">af_xdp, zero-copy, native</span><br><span class="sub">UMEM shared with eth3</span></td>`, `<td class="mono"><b>eth2</b></td>`,
+		`<br><span class="sub">2,300,000 zero-copy, 45,700 copied</span></td>`,
 		// addresses, MAC, MTU, queues
 		"192.168.1.1/24<br>fd00:1::1/64", "198.51.100.2/30", "02:00:00:00:00:01",
 		`<td class="num">1500</td>`,

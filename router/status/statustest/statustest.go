@@ -78,6 +78,11 @@ func Clone(snap status.Snapshot) status.Snapshot {
 	snap.Ports = slices.Clone(snap.Ports)
 	for k := range snap.Ports {
 		snap.Ports[k].Drops = maps.Clone(snap.Ports[k].Drops)
+		if u := snap.Ports[k].UMEM; u != nil {
+			c := *u
+			c.SharedWith = slices.Clone(u.SharedWith)
+			snap.Ports[k].UMEM = &c
+		}
 	}
 	snap.Routes = slices.Clone(snap.Routes)
 	if c := snap.Conntrack; c != nil {
@@ -245,6 +250,11 @@ func Example(started time.Time) status.Snapshot {
 				Name: "eth0", State: "up", MAC: "02:00:00:00:00:01", MTU: 1500, Queues: 2, Driver: "af_xdp", Mode: "zero-copy, native",
 				RxPackets: 1_234_600, RxBytes: 992_000_000, TxPackets: 2_345_700, TxBytes: 3_220_000_000,
 				Drops: map[string]uint64{"ring_full": 7},
+				UMEM: &status.PortUMEM{
+					ID: 1, SharedWith: []string{"eth3"}, Frames: 16896, FrameSize: 2048,
+					Free: 8448, Fill: 8192, Held: 128, Lent: 64, TX: 64,
+					TxZeroCopy: 2_300_000, TxCopied: 45_700,
+				},
 			},
 			{
 				Name: "eth1", State: "up", MAC: "02:00:00:00:00:02", MTU: 1500, Queues: 2,
