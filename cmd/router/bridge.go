@@ -34,12 +34,18 @@ func cmdBridge(args []string) error {
 		return fmt.Errorf("bridge: driver %q: want %s or %s", *driver, config.DriverAFPacket, config.DriverAFXDP)
 	}
 	logger := newLogger(*dbg)
-	pa, err := openBridgePort(*driver, *a, logger)
+	// On af_xdp both ports share one UMEM, as a router's af_xdp ports do,
+	// so a frame leaves from the buffer it arrived in (hw/xdpport doc).
+	var pool *xdpport.Pool
+	if *driver == config.DriverAFXDP {
+		pool = xdpport.NewPool(xdpport.PoolConfig{Sockets: xdpport.QueueCount(*a) + xdpport.QueueCount(*b)})
+	}
+	pa, err := openBridgePort(*driver, *a, pool, logger)
 	if err != nil {
 		return err
 	}
 	defer pa.Close()
-	pb, err := openBridgePort(*driver, *b, logger)
+	pb, err := openBridgePort(*driver, *b, pool, logger)
 	if err != nil {
 		return err
 	}
@@ -54,14 +60,15 @@ func cmdBridge(args []string) error {
 }
 
 // openBridgePort opens ifname with driver (config.DriverAFPacket or
-// config.DriverAFXDP), with the profile defaults a router port gets.
-func openBridgePort(driver, ifname string, log *slog.Logger) (bridgePort, error) {
+// config.DriverAFXDP, on pool's UMEM), with the profile defaults a router
+// port gets.
+func openBridgePort(driver, ifname string, pool *xdpport.Pool, log *slog.Logger) (bridgePort, error) {
 	if driver == config.DriverAFXDP {
-		p, err := xdpport.Open(xdpport.Config{Name: ifname}, log)
+		p, err := xdpport.Open(xdpport.Config{Name: ifname, Pool: pool}, log)
 		if err != nil {
 			return nil, err
 		}
-		log.Info("bridge port", "port", ifname, "driver", p.Driver(), "mode", p.Mode(), "queues", p.Queues())
+		log.Info("bridge port", "port", ifname, "driver", p.Driver(), "mode", p.Mode(), "queues", p.Queues(), "umem_ports", p.UmemInfo().Ports)
 		return p, nil
 	}
 	return hw.Open(hw.Config{Name: ifname}, log)

@@ -2,8 +2,8 @@
 // hw.Port's TPACKET_V3 ring, with the same contract (hw.FrameWriter,
 // batches of hw.Frame to a hw.BatchHandler, link state, hw.Stats). It
 // builds on hw/xsk and adds what a port needs around the sockets: the
-// interface's queues, the receive loops, transmit by copy, link polling
-// and counters.
+// interface's queues, the receive loops, transmit (from the shared UMEM
+// without a copy, else by copy), link state and counters.
 //
 // # Layout
 //
