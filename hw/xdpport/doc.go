@@ -149,7 +149,8 @@
 // fault, and after 10^6 frames each way (TestFillRingFull,
 // TestFrameAccounting) or a reload that removes the port under a flood
 // (router's TestReloadRemovesAFXDPPortUnderLoad), every Umem frame is
-// free or on the fill ring and no descriptor was refused.
+// free, on the fill ring or waiting on an RX ring, and no descriptor was
+// refused.
 //
 // # Not yet
 //
