@@ -315,7 +315,7 @@ func (e *Endpoint) segmentLocked(w *frameWriter, pkt *stack.PacketBuffer, size i
 	if e.nat != nil && !e.natTransmit(e.nat, frame, len(pkt.LinkHeader().Slice()), false) {
 		return
 	}
-	seg, ok := newTCPSegmenter(frame, len(pkt.LinkHeader().Slice()), int(pkt.GSOOptions.MSS), int(e.mtu.Load()))
+	seg, ok := newSegmenter(frame, len(pkt.LinkHeader().Slice()), int(pkt.GSOOptions.MSS), int(e.mtu.Load()))
 	if !ok || seg.hdrLen()+seg.mss > size {
 		e.stats.drop(dropTxOversize)
 		return
