@@ -364,14 +364,20 @@ func TestSuperframeMalformed(t *testing.T) {
 	}
 }
 
-// countWriter counts frames and keeps nothing; gso as recWriter.
+// countWriter counts frames over 1000 bytes (not B's retransmissions of
+// its last small segment, which A no longer acknowledges) and keeps
+// nothing; gso as recWriter.
 type countWriter struct {
 	gso    bool
-	frames int
+	frames atomic.Int64
 }
 
 func (w *countWriter) WriteFrames(frames [][]byte) (int, error) {
-	w.frames += len(frames)
+	for _, f := range frames {
+		if len(f) > 1000 {
+			w.frames.Add(1)
+		}
+	}
 	return len(frames), nil
 }
 
@@ -406,22 +412,26 @@ func TestSuperframeAllocs(t *testing.T) {
 		orig := bytes.Clone(f)
 		frames := []hw.Frame{{Data: f, WireLen: len(f), CsumPartial: true, GSO: g}}
 		hits := s.nat.Stats().FastPathHits.Load()
-		sent := w.frames
+		sent := w.frames.Load()
 		a := testing.AllocsPerRun(50, func() {
 			copy(f, orig)
 			wan.HandleBatch(0, frames)
 		})
-		if a != 0 {
+		switch {
+		case raceEnabled && !whole:
+			// 40 pooled buffers per call, a quarter of them dropped.
+			t.Logf("whole %v: %v allocations per superframe under -race", whole, a)
+		case a != 0:
 			t.Errorf("whole %v: %v allocations per superframe, want 0", whole, a)
 		}
-		if d := s.nat.Stats().FastPathHits.Load() - hits; d != 51 {
-			t.Errorf("whole %v: fast-path hits +%d, want +51", whole, d)
+		if d := s.nat.Stats().FastPathHits.Load() - hits; d < 51 {
+			t.Errorf("whole %v: fast-path hits +%d, want +51 (and B's retransmissions)", whole, d)
 		}
 		per := 40
 		if whole {
 			per = 1
 		}
-		if d := w.frames - sent; d != 51*per {
+		if d := w.frames.Load() - sent; d != int64(51*per) {
 			t.Errorf("whole %v: %d frames sent, want %d", whole, d, 51*per)
 		}
 	}
