@@ -31,7 +31,10 @@
 // sender's TSO/GSO superframe of up to MaxGSOFrameLen bytes arrives whole
 // with its segmentation metadata in Frame.GSO instead of being an
 // "oversize" drop; bad headers and UFO are counted drops ("vnet_header",
-// "gso_unsupported"). The BPF filter reads only the packet type, which
+// "gso_unsupported"). A superframe the kernel cannot describe in a
+// virtio-net header at all (tunnel GSO, say of a VXLAN device on the
+// peer) is dropped by tpacket_rcv itself, which counts it as "ring".
+// The BPF filter reads only the packet type, which
 // the header does not move, and returns the whole frame, so neither
 // needs a change; a ring block (RingBlockSize) holds three superframes.
 // Sending takes a header too: WriteFramesGSO (GSOWriter) puts each

@@ -355,6 +355,19 @@ func TestParseBlockAllocs(t *testing.T) {
 	if len(frames) != 150 {
 		t.Errorf("parseBlock() = %d frames, want 150", len(frames))
 	}
+	// With vnet headers: superframes and plain frames, each header decoded.
+	tcp4 := vnetBytes(GSO{Type: GSOTCPv4, Size: 1448, HdrLen: 66, NeedsCsum: true, CsumStart: 34, CsumOffset: 16})
+	vb := buildBlock(RingBlockSize, []testFrame{
+		{data: ethFrame(65000, 1), vnet: tcp4, status: tpStatusCsumNotReady},
+		{data: ethFrame(1514, 2), vnet: vnetBytes(GSO{})},
+		{data: ethFrame(65000, 3), vnet: tcp4, status: tpStatusCsumNotReady},
+	})
+	allocs = testing.AllocsPerRun(100, func() {
+		frames = parseBlock(vb, frames, 1522, true, &drops)
+	})
+	if allocs != 0 || len(frames) != 3 || frames[0].GSO.Type != GSOTCPv4 {
+		t.Errorf("parseBlock with vnet headers: %v allocs, %d frames (first %+v), want 0, 3 and a superframe", allocs, len(frames), frames[0].GSO)
+	}
 }
 
 func BenchmarkParseBlock(b *testing.B) {
