@@ -255,7 +255,7 @@ func tcpSuperframe(dst, src []byte, payload int) ([]byte, GSO) {
 	f[12], f[13] = 0x08, 0x00
 	ip := f[EthernetHeaderLen:]
 	ip[0], ip[8], ip[9] = 0x45, 64, 6
-	le16be(ip[2:], uint16(len(ip)))
+	putBE16(ip[2:], uint16(len(ip)))
 	copy(ip[12:], []byte{10, 9, 0, 1, 10, 9, 0, 2})
 	var s uint32
 	for i := 0; i < 20; i += 2 {
@@ -264,21 +264,21 @@ func tcpSuperframe(dst, src []byte, payload int) ([]byte, GSO) {
 	for s > 0xffff {
 		s = s>>16 + s&0xffff
 	}
-	le16be(ip[10:], ^uint16(s))
+	putBE16(ip[10:], ^uint16(s))
 	tcp := ip[20:]
-	le16be(tcp[0:], 40000)
-	le16be(tcp[2:], 5201)
+	putBE16(tcp[0:], 40000)
+	putBE16(tcp[2:], 5201)
 	tcp[12], tcp[13] = 5<<4, 0x18 // ACK, PSH
 	// Pseudo-header sum: addresses, protocol, TCP length.
 	s = 0x0a09 + 0x0001 + 0x0a09 + 0x0002 + 6 + uint32(len(tcp))
 	for s > 0xffff {
 		s = s>>16 + s&0xffff
 	}
-	le16be(tcp[16:], uint16(s))
+	putBE16(tcp[16:], uint16(s))
 	return f, GSO{Type: GSOTCPv4, Size: 1448, HdrLen: 54, NeedsCsum: true, CsumStart: 34, CsumOffset: 16}
 }
 
-func le16be(b []byte, v uint16) { b[0], b[1] = byte(v>>8), byte(v) }
+func putBE16(b []byte, v uint16) { b[0], b[1] = byte(v>>8), byte(v) }
 
 // TestWriteFramesGSOAllocs: sending superframes and plain frames with
 // their vnet headers allocates nothing, and the kernel takes all of them

@@ -582,3 +582,54 @@ func TestSuperframeEgress(t *testing.T) {
 		}
 	}
 }
+
+// TestSuperframeEgressMTUSmaller: a superframe whose segments do not fit
+// the egress MTU is not the fast path's (SlowMTU): it is cut at the
+// ingress and netstack, seeing segments with DF over the egress MTU,
+// answers each with Fragmentation Needed quoting the LAN's MTU, as Linux
+// does for GSO packets it cannot forward (ip_exceeds_mtu on the
+// segments' size); nothing goes out to the LAN.
+func TestSuperframeEgressMTUSmaller(t *testing.T) {
+	s := newSuperLab(t, true)
+	lanID, _ := s.l.r.NATIface("lan")
+	wanID, _ := s.l.r.NATIface("wan")
+	if err := s.nat.SetRules(natengine.Rules{
+		Ifaces: []natengine.IfaceConfig{
+			{ID: lanID, Name: "lan", Addrs: []netip.Addr{lanIP4, lanIP6}, MTU: 1400},
+			{ID: wanID, Name: "wan", WAN: true, Masquerade: true, Addrs: []netip.Addr{wanIP4, netip.MustParseAddr("fd00:2::1")}, MTU: 1500},
+		},
+		Forwards: []natengine.Forward{{Proto: natengine.ProtoTCP, In: wanID, FirstPort: 8080, LastPort: 8080, To: netip.AddrPortFrom(aIP4, 80)}},
+		Hairpin:  true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.l.config()
+	cfg.Interfaces[0].Writer = s.w
+	cfg.Interfaces[0].MTU = 1400
+	if err := s.l.r.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	// A small segment of the flow through the slow path offloads it
+	// again, now with the LAN's 1400-byte MTU (Apply made it stale).
+	small, _ := s.superframe(100, 0x10, 8)
+	s.l.r.Interface("wan").HandleBatch(0, []hw.Frame{{Data: small, WireLen: len(small), CsumPartial: true}})
+	if out, _ := s.ours(t); len(out) != 1 {
+		t.Fatalf("the small segment: %d frames to the LAN, want 1", len(out))
+	}
+	mtu0 := s.nat.Stats().Slow[natengine.SlowMTU].Load()
+	f, g := s.superframe(8*s.mss, 0x10, 7)
+	s.inject(f, g)
+	if out, _ := s.ours(t); len(out) != 0 {
+		t.Errorf("%d frames sent to the LAN over its 1400-byte MTU, want none", len(out))
+	}
+	if s.nat.Stats().Slow[natengine.SlowMTU].Load() == mtu0 {
+		t.Error("the fast path did not hand the superframe back for its MTU")
+	}
+	icmp := s.l.tapB.Wait(ctxTimeout(t, 5*time.Second), icmpFrom(wanIP4, header.ICMPv4DstUnreachable))
+	if icmp == nil {
+		t.Fatal("no Fragmentation Needed reached B")
+	}
+	if m := header.ICMPv4(icmp[14+20:]); m.Code() != header.ICMPv4FragmentationNeeded || m.MTU() != 1400 {
+		t.Errorf("ICMP code %d MTU %d, want Fragmentation Needed with MTU 1400", m.Code(), m.MTU())
+	}
+}
