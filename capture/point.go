@@ -162,3 +162,26 @@ func (w *Writer) ExtendFrame(frame []byte, head int) []byte {
 	}
 	return nil
 }
+
+var _ hw.GSOWriter = (*Writer)(nil)
+
+// GSOMaxSize implements hw.GSOWriter: its FrameWriter's, or 0 if that
+// takes no superframes.
+func (w *Writer) GSOMaxSize() int {
+	if g, ok := w.FrameWriter.(hw.GSOWriter); ok {
+		return g.GSOMaxSize()
+	}
+	return 0
+}
+
+// WriteFramesGSO implements hw.GSOWriter. A superframe is captured whole,
+// as sent (tcpdump on the interface shows it so too).
+func (w *Writer) WriteFramesGSO(frames [][]byte, gso []hw.GSO) (int, error) {
+	if w.P.sessions.Load() != nil {
+		w.P.CaptureTx(frames, 0)
+	}
+	if g, ok := w.FrameWriter.(hw.GSOWriter); ok {
+		return g.WriteFramesGSO(frames, gso)
+	}
+	return w.FrameWriter.WriteFrames(frames)
+}

@@ -15,12 +15,17 @@ import (
 type bridgeQueue struct {
 	out     [][]byte
 	scratch []byte
+	// gso is out's offload metadata, for a batch that has superframes or
+	// partial checksums (vnet headers on); offload says whether it has.
+	gso     []GSO
+	offload bool
 }
 
 func newBridgeQueue() *bridgeQueue {
 	n := maxFramesPerBlock(RingBlockSize)
 	return &bridgeQueue{
 		out: make([][]byte, 0, n),
+		gso: make([]GSO, 0, n),
 		// A block's frame data fits in a block; each frame may grow by
 		// one tag.
 		scratch: make([]byte, 0, RingBlockSize+n*VLANTagLen),
@@ -29,20 +34,29 @@ func newBridgeQueue() *bridgeQueue {
 
 // forward sends frames to dst straight from ring memory. A frame whose
 // outer tag the kernel stripped is copied into scratch with its tag put
-// back after the MAC addresses (IEEE 802.1Q clause 9).
+// back after the MAC addresses (IEEE 802.1Q clause 9). Superframes and
+// partial checksums (vnet headers on) go on with their metadata, which
+// dst sends whole if it can (GSOWriter) and counts as dropped if not.
 func (bq *bridgeQueue) forward(dst FrameWriter, frames []Frame) {
-	out, s := bq.out[:0], bq.scratch[:0]
+	out, s, gso := bq.out[:0], bq.scratch[:0], bq.gso[:0]
+	bq.offload = false
 	for i := range frames {
 		f := &frames[i]
+		g := f.GSO
+		g.DataValid = false // a receive-only flag
+		if g != (GSO{}) {
+			bq.offload = true
+		}
 		if !f.VLANValid || len(f.Data) < 12 {
 			out = append(out, f.Data)
+			gso = append(gso, g)
 			continue
 		}
 		need := len(f.Data) + VLANTagLen
 		if cap(s)-len(s) < need {
 			// Cannot happen for ring blocks; stay correct anyway.
-			dst.WriteFrames(out)
-			out, s = out[:0], s[:0]
+			bq.write(dst, out, gso)
+			out, s, gso = out[:0], s[:0], gso[:0]
 		}
 		buf := s[len(s) : len(s)+need]
 		copy(buf, f.Data[:12])
@@ -51,10 +65,26 @@ func (bq *bridgeQueue) forward(dst FrameWriter, frames []Frame) {
 		copy(buf[16:], f.Data[12:])
 		s = s[:len(s)+need]
 		out = append(out, buf)
+		if g.NeedsCsum {
+			g.CsumStart += VLANTagLen
+		}
+		if g.Type != GSONone {
+			g.HdrLen += VLANTagLen
+		}
+		gso = append(gso, g)
+	}
+	bq.write(dst, out, gso)
+	clear(out)
+	bq.out, bq.gso = out[:0], gso[:0]
+}
+
+// write sends out, with its metadata if the batch has any.
+func (bq *bridgeQueue) write(dst FrameWriter, out [][]byte, gso []GSO) {
+	if w, ok := dst.(GSOWriter); ok && bq.offload {
+		w.WriteFramesGSO(out, gso)
+		return
 	}
 	dst.WriteFrames(out)
-	clear(out)
-	bq.out = out[:0]
 }
 
 // BridgePort is a port Bridge can join: a Port, or an AF_XDP port

@@ -27,7 +27,7 @@ func TestBridgeForwardRetags(t *testing.T) {
 	}
 	blk := buildBlock(8192, tf)
 	var drops dropCounts
-	frames := parseBlock(blk, make([]Frame, 0, maxFramesPerBlock(len(blk))), 1522, &drops)
+	frames := parseBlock(blk, make([]Frame, 0, maxFramesPerBlock(len(blk))), 1522, false, &drops)
 	bq := newBridgeQueue()
 	var w countingWriter
 	bq.forward(&w, frames)
@@ -64,7 +64,7 @@ func BenchmarkParseDispatch(b *testing.B) {
 	var drops dropCounts
 	b.ReportAllocs()
 	for b.Loop() {
-		frames = parseBlock(blk, frames, 1522, &drops)
+		frames = parseBlock(blk, frames, 1522, false, &drops)
 		bq.forward(&w, frames)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(frames)), "ns/frame")

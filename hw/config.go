@@ -34,6 +34,14 @@ type Config struct {
 	// Tx is how the port transmits, e.g. TxRing; TxDefault (the zero
 	// value) means the profile's DefaultTx.
 	Tx TxMode
+	// VnetHdr turns virtio-net headers (PACKET_VNET_HDR) on the port's
+	// sockets on or off, e.g. VnetOn; VnetDefault (the zero value) means
+	// the profile's Profile.VnetHdr. With them the port takes a local
+	// sender's TSO/GSO superframes (Frame.GSO) instead of dropping them as
+	// "oversize", and sends superframes whole (GSOWriter). If the kernel
+	// refuses the option, a port with VnetDefault logs it and goes on
+	// without; one with VnetOn fails to open.
+	VnetHdr VnetMode
 	// KeepKernel, for benches and tests only, leaves the kernel's settings
 	// of the interface alone: no offload changes, addresses, IPv6 or
 	// ingress drop.
@@ -61,6 +69,20 @@ const (
 	// to the driver, skipping the interface's qdisc (and its
 	// back-pressure and any shaping configured on it).
 	TxRingBypass TxMode = "ring-bypass"
+)
+
+// VnetMode says whether a port's sockets carry virtio-net headers.
+type VnetMode string
+
+const (
+	// VnetDefault is the profile's choice (Profile.VnetHdr).
+	VnetDefault VnetMode = ""
+	// VnetOn puts a virtio-net header in front of every frame received
+	// and sent.
+	VnetOn VnetMode = "on"
+	// VnetOff receives and sends bare frames: superframes are "oversize"
+	// drops.
+	VnetOff VnetMode = "off"
 )
 
 // TxModes lists the valid non-default TxMode values, for messages.

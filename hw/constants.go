@@ -10,6 +10,15 @@ const (
 	// RingBlockSize is the size of one ring block, the unit the kernel hands
 	// over and we hand back. 256 KiB holds ~170 full-size frames, so a block
 	// is one large batch under load; it must be a multiple of the page size.
+	// A frame never spans blocks (TPACKET_V3's max_frame_len is the block
+	// less its 48-byte header), so with vnet headers a block also holds
+	// three superframes of MaxGSOFrameLen and their ring headers (~64 KiB
+	// each: ~45 wire frames of payload apiece): a block the next
+	// superframe does not fit is closed early, which wastes at most a
+	// quarter of it. A 64 KiB block would hold none (the kernel would
+	// truncate them); 1 MiB blocks would waste less but cost 16 MiB per
+	// queue, which the small boards cannot spare for frames they never
+	// get.
 	RingBlockSize = 256 << 10
 	// RingBlocks is the number of blocks per receive queue. 16 x 256 KiB =
 	// 4 MiB per queue absorbs ~2700 full-size frames of burst while the
@@ -69,6 +78,16 @@ const (
 	// the tpacket3_hdr (48 bytes) and a 1500-byte MTU frame with two
 	// tags; a jumbo MTU gets fewer, larger slots in the same ring.
 	TxRingSlotAlign = 2 << 10
+)
+
+// Superframes (Config.VnetHdr).
+const (
+	// MaxGSOFrameLen is the longest superframe a port takes: an IPv6
+	// packet with the largest payload length (65,535 bytes after its
+	// 40-byte header; an IPv4 packet is at most 65,535 bytes in all)
+	// behind an Ethernet header and two tags. Longer ones, such as BIG
+	// TCP's (gso_max_size raised past 64 KiB), are "oversize" drops.
+	MaxGSOFrameLen = EthernetHeaderLen + 2*VLANTagLen + 40 + 65535
 )
 
 // Frame length allowances on top of the L3 MTU.

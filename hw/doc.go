@@ -23,6 +23,26 @@
 // pure parser (ring.go) that turns every inconsistent frame into a counted
 // drop; the receive path does not allocate.
 //
+// # Superframes (vnet headers)
+//
+// With Config.VnetHdr (on in the generic profile: veth, tap, virtio)
+// every socket has PACKET_VNET_HDR: the ring carries each frame's struct
+// virtio_net_hdr just before its MAC header (vnet.go), so a local
+// sender's TSO/GSO superframe of up to MaxGSOFrameLen bytes arrives whole
+// with its segmentation metadata in Frame.GSO instead of being an
+// "oversize" drop; bad headers and UFO are counted drops ("vnet_header",
+// "gso_unsupported"). A superframe the kernel cannot describe in a
+// virtio-net header at all (tunnel GSO, say of a VXLAN device on the
+// peer) is dropped by tpacket_rcv itself, which counts it as "ring".
+// The BPF filter reads only the packet type, which
+// the header does not move, and returns the whole frame, so neither
+// needs a change; a ring block (RingBlockSize) holds three superframes.
+// Sending takes a header too: WriteFramesGSO (GSOWriter) puts each
+// frame's in a second iovec of its sendmmsg message, so a superframe goes
+// out whole and the kernel, the NIC or the veth's peer cuts it; plain
+// frames share one all-zero header. The TX ring writes a zero header in
+// every slot and takes no superframes (GSOMaxSize 0).
+//
 // # Transmit
 //
 // WriteFrames sends a batch with sendmmsg on queue 0's socket (the

@@ -24,6 +24,12 @@ type Frame struct {
 	// only the pseudo-header sum (a local sender with TX offload, e.g. a veth
 	// peer); the payload itself is intact.
 	CsumPartial bool
+	// GSO is the frame's virtio-net header on a port with vnet headers
+	// (Config.VnetHdr): a superframe from a local sender with TSO/GSO
+	// (GSO.Type != GSONone, Data up to MaxGSOFrameLen bytes), and where a
+	// partial checksum is (GSO.NeedsCsum, which then equals
+	// CsumPartial). The zero value on other ports.
+	GSO GSO
 	// Backlogged reports that when this frame's ring block was handed
 	// over, at least RingBacklogBlocks more full blocks were waiting
 	// behind it: the port's consumer is falling behind, and the ring
@@ -35,6 +41,24 @@ type Frame struct {
 // are valid only until it returns. Handlers for different queues of one
 // port run concurrently; calls for one queue never overlap.
 type BatchHandler func(queue int, frames []Frame)
+
+// GSOWriter is a FrameWriter that can also send superframes whole, each
+// with its virtio-net header: the kernel, or the NIC, cuts them into
+// segments (a veth hands them to its peer as they are). Implementations
+// are safe for concurrent use.
+type GSOWriter interface {
+	FrameWriter
+	// GSOMaxSize returns the longest superframe WriteFramesGSO takes, or
+	// 0 when the writer takes none (no vnet headers on the port, or a
+	// transmit path with slots of the MTU's size).
+	GSOMaxSize() int
+	// WriteFramesGSO is WriteFrames with each frame's offload metadata,
+	// gso[i] for frames[i]: a superframe (Type != GSONone, Size,
+	// HdrLen), and a partial checksum (NeedsCsum, CsumStart,
+	// CsumOffset). len(gso) must equal len(frames). A writer with
+	// GSOMaxSize 0 counts every superframe as a tx_error drop.
+	WriteFramesGSO(frames [][]byte, gso []GSO) (int, error)
+}
 
 // FrameWriter sends whole Ethernet frames (header included, any tags
 // inline) in as few syscalls as it can. It returns how many frames were

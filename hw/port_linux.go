@@ -25,7 +25,10 @@ type Port struct {
 	hwaddr net.HardwareAddr
 	mtu    int
 	maxLen int // largest accepted frame: mtu + MaxL2Overhead
-	log    *slog.Logger
+	// vnet: the sockets carry virtio-net headers (Config.VnetHdr); fixed
+	// once open returns.
+	vnet bool
+	log  *slog.Logger
 
 	ns  netns
 	ctl int // control socket in the port's namespace (ioctls)
@@ -97,7 +100,15 @@ func Open(cfg Config, log *slog.Logger) (*Port, error) {
 	if !slices.Contains(TxModes, tx) {
 		return nil, fmt.Errorf("hw: open %s: unknown transmit mode %q (want one of %v)", cfg.Name, tx, TxModes)
 	}
+	vnet := cfg.VnetHdr
+	switch vnet {
+	case VnetDefault:
+	case VnetOn, VnetOff:
+	default:
+		return nil, fmt.Errorf("hw: open %s: unknown vnet header mode %q (want on or off)", cfg.Name, vnet)
+	}
 	p := &Port{name: cfg.Name, log: log.With("port", cfg.Name), ctl: -1, txFD: -1, txMode: tx}
+	p.vnet = vnet == VnetOn || vnet == VnetDefault && prof.VnetHdr
 	p.ns, err = currentNetns()
 	if err != nil {
 		return nil, fmt.Errorf("hw: open %s: %w", cfg.Name, err)
@@ -108,7 +119,7 @@ func Open(cfg Config, log *slog.Logger) (*Port, error) {
 	}
 	// On Open's thread, in the port's namespace.
 	p.link = StartLinkWatcher(p.ifidx, p.sampleLinkUp, p.log)
-	p.log.Info("port open", "ifindex", p.ifidx, "mac", p.hwaddr.String(), "mtu", p.mtu, "queues", nq, "tx", p.txMode, "profile", prof.Name, "link", p.link.Up(), "link_events", p.link.Subscribed())
+	p.log.Info("port open", "ifindex", p.ifidx, "mac", p.hwaddr.String(), "mtu", p.mtu, "queues", nq, "tx", p.txMode, "vnet_hdr", p.vnet, "profile", prof.Name, "link", p.link.Up(), "link_events", p.link.Subscribed())
 	return p, nil
 }
 
@@ -151,6 +162,7 @@ func (p *Port) open(cfg Config, prof Profile, nq int) error {
 		return fmt.Errorf("hw: open %s: mtu: %w", cfg.Name, err)
 	}
 	kernelMTU := int(ifr.Uint32())
+	devMTU := kernelMTU // what the kernel checks sends against
 	if !cfg.KeepKernel {
 		p.kernel, err = newKernelState(cfg.Name, p.ifidx, p.hwaddr, cfg.StateDir, p.log)
 		if err != nil {
@@ -173,6 +185,7 @@ func (p *Port) open(cfg Config, prof Profile, nq int) error {
 		if err := setMTU(p.ctl, p.name, want); err != nil {
 			return fmt.Errorf("hw: open %s: raise kernel MTU to %d for %d extra VLAN tags: %w", cfg.Name, want, cfg.ExtraTags, err)
 		}
+		devMTU = want
 		p.log.Debug("kernel MTU raised for VLAN tags", "from", kernelMTU, "to", want)
 	}
 
@@ -188,7 +201,7 @@ func (p *Port) open(cfg Config, prof Profile, nq int) error {
 		return fmt.Errorf("hw: open %s: assemble filter: %w", cfg.Name, err)
 	}
 	if p.txMode == TxRing || p.txMode == TxRingBypass {
-		if p.tx, err = newTxRing(p.maxLen, p.txMode == TxRingBypass); err != nil {
+		if p.tx, err = newTxRing(p.maxLen, devMTU, p.txMode == TxRingBypass, p.vnet); err != nil {
 			return fmt.Errorf("hw: open %s: %w", cfg.Name, err)
 		}
 	}
@@ -199,6 +212,15 @@ func (p *Port) open(cfg Config, prof Profile, nq int) error {
 			tx = p.tx
 		}
 		q, err := openQueue(p, i, nq, &fanoutID, filter, tx)
+		if errors.Is(err, errNoVnetHdr) && cfg.VnetHdr == VnetDefault && i == 0 {
+			// An old kernel: go on without, as before vnet headers.
+			p.log.Warn("no virtio-net headers: local senders' TSO/GSO superframes will be oversize drops", "err", err)
+			p.vnet = false
+			if tx != nil {
+				tx.vnet = false
+			}
+			q, err = openQueue(p, i, nq, &fanoutID, filter, tx)
+		}
 		if err != nil {
 			return fmt.Errorf("hw: open %s: queue %d: %w", cfg.Name, i, err)
 		}
@@ -220,6 +242,10 @@ func (p *Port) MTU() int { return p.mtu }
 // TxMode returns the port's transmit path: Config.Tx, or the profile's
 // DefaultTx.
 func (p *Port) TxMode() TxMode { return p.txMode }
+
+// VnetHdr reports whether the port's sockets carry virtio-net headers
+// (Config.VnetHdr): received superframes arrive whole, with Frame.GSO.
+func (p *Port) VnetHdr() bool { return p.vnet }
 
 // Queues returns the number of receive queues.
 func (p *Port) Queues() int { return len(p.queues) }

@@ -33,6 +33,12 @@ func TestLookupProfile(t *testing.T) {
 			}
 		})
 	}
+	for name, want := range map[string]bool{"generic": true, "bcm47094": false, "ixgbe": false} {
+		// Superframes come from the devices of the generic profile.
+		if p, _ := LookupProfile(name); p.VnetHdr != want {
+			t.Errorf("%s VnetHdr = %v, want %v", name, p.VnetHdr, want)
+		}
+	}
 	for _, name := range []string{"generic", "bcm47094", "ixgbe"} {
 		// BenchmarkTransmit: sendmmsg was not beaten (docs/performance.md).
 		if p, _ := LookupProfile(name); p.DefaultTx != TxSendmmsg {

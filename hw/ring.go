@@ -64,7 +64,13 @@ func maxFramesPerBlock(blockSize int) int {
 //
 // The returned frames' Data alias block. parseBlock makes no syscalls and
 // keeps no state, so it can be tested on synthetic blocks.
-func parseBlock(block []byte, frames []Frame, maxLen int, drops *dropCounts) []Frame {
+//
+// With vnet (the socket has PACKET_VNET_HDR), each frame's virtio-net
+// header sits in the VnetHdrLen bytes before tp_mac (tpacket_rcv writes
+// it at h.raw + macoff - sizeof(struct virtio_net_hdr)) and goes into
+// Frame.GSO. A superframe (a GSO type) may be up to MaxGSOFrameLen
+// bytes; every other frame up to maxLen.
+func parseBlock(block []byte, frames []Frame, maxLen int, vnet bool, drops *dropCounts) []Frame {
 	frames = frames[:0]
 	if len(block) < blockDescLen {
 		drops[dropMalformed]++
@@ -98,16 +104,33 @@ func parseBlock(block []byte, frames []Frame, maxLen int, drops *dropCounts) []F
 
 		// The frame's bytes must lie after its header and inside the
 		// used part of the block.
-		if mac < frameHdrLen || mac > end-off || uint64(snaplen) > uint64(end-off-mac) {
+		minMac := frameHdrLen
+		if vnet {
+			minMac += VnetHdrLen
+		}
+		if mac < minMac || mac > end-off || uint64(snaplen) > uint64(end-off-mac) {
 			drops[dropMalformed]++
 			return frames
+		}
+		var gso GSO
+		vv := vnetOK
+		limit := int64(maxLen)
+		if vnet {
+			vv = VnetHdr(block[off+mac-VnetHdrLen:off+mac]).Decode(&gso, int(snaplen))
+			if gso.Type != GSONone {
+				limit = MaxGSOFrameLen
+			}
 		}
 		switch {
 		case snaplen < EthernetHeaderLen || wireLen < snaplen:
 			drops[dropMalformed]++
 		case wireLen > snaplen:
 			drops[dropTruncated]++
-		case int64(wireLen) > int64(maxLen):
+		case vv == vnetBad:
+			drops[dropVnetHdr]++
+		case vv == vnetUnsupported:
+			drops[dropGSOUnsupported]++
+		case int64(wireLen) > limit:
 			drops[dropOversize]++
 		case len(frames) == cap(frames):
 			// More frames than a block can hold: the header lies.
@@ -131,6 +154,7 @@ func parseBlock(block []byte, frames []Frame, maxLen int, drops *dropCounts) []F
 			}
 			f.CsumValid = status&tpStatusCsumValid != 0
 			f.CsumPartial = status&tpStatusCsumNotReady != 0
+			f.GSO = gso
 		}
 		if i == numPkts-1 {
 			break

@@ -14,6 +14,8 @@ type testFrame struct {
 	status  uint32
 	tci     uint16
 	tpid    uint16
+	// vnet, if set, is the virtio-net header written before tp_mac.
+	vnet []byte
 	// Overrides for malformed blocks; 0 = computed.
 	mac     uint16
 	snaplen uint32
@@ -62,6 +64,9 @@ func buildBlock(size int, frames []testFrame) []byte {
 		le.PutUint16(h[fhVLANTPID:], f.tpid)
 		if off+int(mac) < len(b) {
 			copy(b[off+int(mac):], f.data)
+		}
+		if f.vnet != nil && int(mac) >= VnetHdrLen {
+			copy(b[off+int(mac)-VnetHdrLen:], f.vnet)
 		}
 		step := uint64(next)
 		if i == len(frames)-1 {
@@ -202,7 +207,7 @@ func TestParseBlock(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var drops dropCounts
 			frames := make([]Frame, 0, maxFramesPerBlock(len(tt.block)))
-			got := parseBlock(tt.block, frames, maxLen, &drops)
+			got := parseBlock(tt.block, frames, maxLen, false, &drops)
 			if len(got) != len(tt.wantData) {
 				t.Fatalf("parseBlock() = %d frames, want %d (drops %v)", len(got), len(tt.wantData), drops)
 			}
@@ -224,6 +229,97 @@ func TestParseBlock(t *testing.T) {
 	}
 }
 
+// vnetBytes encodes g as a test frame's virtio-net header.
+func vnetBytes(g GSO) []byte {
+	b := make([]byte, VnetHdrLen)
+	VnetHdr(b).Encode(&g)
+	return b
+}
+
+// TestParseBlockVnet: with vnet headers, a superframe longer than maxLen
+// is delivered with its metadata, a plain frame that long is still
+// oversize, and bad or unsupported headers are counted drops.
+func TestParseBlockVnet(t *testing.T) {
+	const maxLen = 1522
+	tcp4 := GSO{Type: GSOTCPv4, Size: 1448, HdrLen: 66, NeedsCsum: true, CsumStart: 34, CsumOffset: 16}
+	super := ethFrame(40000, 0x5a)
+	small := ethFrame(60, 0x11)
+	partial := GSO{NeedsCsum: true, CsumStart: 34, CsumOffset: 16}
+	tests := []struct {
+		name      string
+		frames    []testFrame
+		wantGSO   []GSO
+		wantDrops dropCounts
+	}{
+		{
+			name:    "superframe and plain frames",
+			frames:  []testFrame{{data: small, vnet: vnetBytes(GSO{})}, {data: super, vnet: vnetBytes(tcp4), status: tpStatusCsumNotReady}, {data: small, vnet: vnetBytes(partial), status: tpStatusCsumNotReady}},
+			wantGSO: []GSO{{}, tcp4, partial},
+		},
+		{
+			name:    "largest superframe",
+			frames:  []testFrame{{data: ethFrame(MaxGSOFrameLen, 1), vnet: vnetBytes(tcp4), status: tpStatusCsumNotReady}},
+			wantGSO: []GSO{tcp4},
+		},
+		{
+			name:      "superframe too long",
+			frames:    []testFrame{{data: ethFrame(MaxGSOFrameLen+1, 1), vnet: vnetBytes(tcp4)}, {data: small, vnet: vnetBytes(GSO{})}},
+			wantGSO:   []GSO{{}},
+			wantDrops: dropCounts{dropOversize: 1},
+		},
+		{
+			name:      "plain frame too long",
+			frames:    []testFrame{{data: ethFrame(maxLen+1, 1), vnet: vnetBytes(GSO{})}},
+			wantDrops: dropCounts{dropOversize: 1},
+		},
+		{
+			name: "bad and unsupported headers",
+			frames: []testFrame{
+				{data: super, vnet: mustHexF("0101 4200 0000 2200 1000")}, // size 0
+				{data: small, vnet: mustHexF("0100 0000 0000 3000 1000")}, // csum past the end
+				{data: super, vnet: mustHexF("0103 2a00 b004 2200 0600")}, // UFO
+				{data: small, vnet: vnetBytes(GSO{})},
+			},
+			wantGSO:   []GSO{{}},
+			wantDrops: dropCounts{dropVnetHdr: 2, dropGSOUnsupported: 1},
+		},
+		{
+			name:      "no room for the header",
+			frames:    []testFrame{{data: small, mac: frameHdrLen + VnetHdrLen - 1}},
+			wantDrops: dropCounts{dropMalformed: 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			size := RingBlockSize
+			b := buildBlock(size, tt.frames)
+			var drops dropCounts
+			got := parseBlock(b, make([]Frame, 0, maxFramesPerBlock(size)), maxLen, true, &drops)
+			if drops != tt.wantDrops {
+				t.Errorf("drops = %v, want %v", drops, tt.wantDrops)
+			}
+			if len(got) != len(tt.wantGSO) {
+				t.Fatalf("parseBlock() = %d frames, want %d", len(got), len(tt.wantGSO))
+			}
+			for i, f := range got {
+				if f.GSO != tt.wantGSO[i] {
+					t.Errorf("frame %d GSO = %+v, want %+v", i, f.GSO, tt.wantGSO[i])
+				}
+				if f.GSO.NeedsCsum != f.CsumPartial {
+					t.Errorf("frame %d: NeedsCsum %v but CsumPartial %v", i, f.GSO.NeedsCsum, f.CsumPartial)
+				}
+			}
+		})
+	}
+	// Without vnet headers the same superframe is oversize, whatever the
+	// bytes before it say.
+	var drops dropCounts
+	b := buildBlock(RingBlockSize, []testFrame{{data: super, vnet: vnetBytes(tcp4)}})
+	if got := parseBlock(b, make([]Frame, 0, 8), maxLen, false, &drops); len(got) != 0 || drops != (dropCounts{dropOversize: 1}) {
+		t.Errorf("without vnet: %d frames, drops %v; want none and one oversize", len(got), drops)
+	}
+}
+
 func TestParseBlockFullBlockCapacity(t *testing.T) {
 	// A block packed with minimum-size frames fits in maxFramesPerBlock.
 	var tf []testFrame
@@ -232,7 +328,7 @@ func TestParseBlockFullBlockCapacity(t *testing.T) {
 	}
 	b := buildBlock(blockDescLen+60*64, tf)
 	var drops dropCounts
-	got := parseBlock(b, make([]Frame, 0, maxFramesPerBlock(len(b))), 1522, &drops)
+	got := parseBlock(b, make([]Frame, 0, maxFramesPerBlock(len(b))), 1522, false, &drops)
 	if len(got) != 60 || drops != (dropCounts{}) {
 		t.Fatalf("parseBlock() = %d frames, drops %v; want 60, none", len(got), drops)
 	}
@@ -251,13 +347,26 @@ func TestParseBlockAllocs(t *testing.T) {
 	frames := make([]Frame, 0, maxFramesPerBlock(len(b)))
 	var drops dropCounts
 	allocs := testing.AllocsPerRun(100, func() {
-		frames = parseBlock(b, frames, 1522, &drops)
+		frames = parseBlock(b, frames, 1522, false, &drops)
 	})
 	if allocs != 0 {
 		t.Errorf("parseBlock allocs = %v, want 0", allocs)
 	}
 	if len(frames) != 150 {
 		t.Errorf("parseBlock() = %d frames, want 150", len(frames))
+	}
+	// With vnet headers: superframes and plain frames, each header decoded.
+	tcp4 := vnetBytes(GSO{Type: GSOTCPv4, Size: 1448, HdrLen: 66, NeedsCsum: true, CsumStart: 34, CsumOffset: 16})
+	vb := buildBlock(RingBlockSize, []testFrame{
+		{data: ethFrame(65000, 1), vnet: tcp4, status: tpStatusCsumNotReady},
+		{data: ethFrame(1514, 2), vnet: vnetBytes(GSO{})},
+		{data: ethFrame(65000, 3), vnet: tcp4, status: tpStatusCsumNotReady},
+	})
+	allocs = testing.AllocsPerRun(100, func() {
+		frames = parseBlock(vb, frames, 1522, true, &drops)
+	})
+	if allocs != 0 || len(frames) != 3 || frames[0].GSO.Type != GSOTCPv4 {
+		t.Errorf("parseBlock with vnet headers: %v allocs, %d frames (first %+v), want 0, 3 and a superframe", allocs, len(frames), frames[0].GSO)
 	}
 }
 
@@ -269,7 +378,7 @@ func BenchmarkParseBlock(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		frames = parseBlock(blk, frames, 1522, &drops)
+		frames = parseBlock(blk, frames, 1522, false, &drops)
 		// Per-batch bookkeeping as the receive loop does it.
 		var bytes uint64
 		for i := range frames {
@@ -289,10 +398,16 @@ func FuzzParseBlock(f *testing.F) {
 	f.Add(buildBlock(256, []testFrame{{data: small, mac: 3}}), 1522)
 	f.Add(make([]byte, 48), 1522)
 	f.Add([]byte{}, 0)
+	f.Add(buildBlock(1<<17, []testFrame{{data: ethFrame(70000, 2), vnet: mustHexF("0101 4200 a805 2200 1000")}}), -1)
 	f.Fuzz(func(t *testing.T, block []byte, maxLen int) {
+		// A negative maxLen stands for vnet headers on and |maxLen|-1.
+		vnet := maxLen < 0
+		if vnet {
+			maxLen = -maxLen - 1
+		}
 		frames := make([]Frame, 0, maxFramesPerBlock(len(block)))
 		var drops dropCounts
-		got := parseBlock(block, frames, maxLen, &drops)
+		got := parseBlock(block, frames, maxLen, vnet, &drops)
 		var dropped uint64
 		for _, n := range drops {
 			dropped += n
@@ -305,7 +420,14 @@ func FuzzParseBlock(f *testing.F) {
 			t.Fatalf("short block: delivered %d, dropped %d; want 0, 1", len(got), dropped)
 		}
 		for i, fr := range got {
-			if len(fr.Data) < EthernetHeaderLen || fr.WireLen != len(fr.Data) || fr.WireLen > maxLen {
+			limit := maxLen
+			if fr.GSO.Type != GSONone {
+				limit = MaxGSOFrameLen
+			}
+			if !vnet && fr.GSO != (GSO{}) {
+				t.Fatalf("frame %d: GSO %+v without vnet headers", i, fr.GSO)
+			}
+			if len(fr.Data) < EthernetHeaderLen || fr.WireLen != len(fr.Data) || fr.WireLen > limit {
 				t.Fatalf("frame %d: len %d WireLen %d maxLen %d", i, len(fr.Data), fr.WireLen, maxLen)
 			}
 			if len(block) == 0 || cap(fr.Data) == 0 {

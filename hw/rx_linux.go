@@ -76,6 +76,9 @@ func openQueue(p *Port, id, n int, fanoutID *uint16, filter []bpf.RawInstruction
 	return q, nil
 }
 
+// errNoVnetHdr marks the kernel refusing PACKET_VNET_HDR.
+var errNoVnetHdr = errors.New("PACKET_VNET_HDR")
+
 // The socket is in the Go runtime's poller (the library opens it
 // non-blocking), so that a receive queue with an empty ring parks its
 // goroutine instead of sleeping in poll(2). A goroutine in a blocking
@@ -105,6 +108,15 @@ func (q *rxQueue) setup(n int, fanoutID *uint16, tx *txRing) error {
 	}
 	if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3); err != nil {
 		return fmt.Errorf("PACKET_VERSION TPACKET_V3: %w", err)
+	}
+	if q.port.vnet {
+		// Before the rings: the kernel refuses it (EBUSY) once a ring
+		// exists. It applies to both directions of the socket: the
+		// receive ring gets a header before each frame, and every send
+		// on this socket (sendmmsg and the TX ring) must put one there.
+		if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
+			return fmt.Errorf("%w: %w", errNoVnetHdr, err)
+		}
 	}
 	req := unix.TpacketReq3{
 		Block_size:     RingBlockSize,
@@ -249,7 +261,7 @@ func (q *rxQueue) routineReceive(ctx context.Context, stop *atomic.Bool, h Batch
 			}
 			continue
 		}
-		frames := parseBlock(b, q.frames, p.maxLen, &drops)
+		frames := parseBlock(b, q.frames, p.maxLen, p.vnet, &drops)
 		if q.backlog() >= RingBacklogBlocks {
 			for i := range frames {
 				frames[i].Backlogged = true

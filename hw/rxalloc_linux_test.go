@@ -26,7 +26,9 @@ func TestReceiveAllocs(t *testing.T) {
 	privileged(t)
 	n := newNetns(t)
 	vethPair(t, n, "p0", "p1")
-	p := openIn(t, n, Config{Name: "p1", KeepKernel: true})
+	// With vnet headers (the generic profile's): each frame's header is
+	// decoded on the way.
+	p := openIn(t, n, Config{Name: "p1", KeepKernel: true, VnetHdr: VnetOn})
 	var got atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -6,7 +6,9 @@ import "sync/atomic"
 const (
 	// DropTruncated counts frames the ring cut short (tp_len > tp_snaplen).
 	DropTruncated = "truncated"
-	// DropOversize counts frames longer than MTU + MaxL2Overhead.
+	// DropOversize counts frames longer than MTU + MaxL2Overhead, and
+	// superframes (vnet headers on) longer than MaxGSOFrameLen. Without
+	// vnet headers a local sender's TSO/GSO superframe lands here.
 	DropOversize = "oversize"
 	// DropMalformed counts ring frames whose header contradicts the block
 	// (offsets out of bounds, a lying packet count, a frame shorter than
@@ -31,6 +33,15 @@ const (
 	// DropTxOversize counts frames longer than a TX ring slot is sized
 	// for (MTU + MaxL2Overhead).
 	DropTxOversize = "tx_oversize"
+	// DropVnetHdr counts frames whose virtio-net header (Config.VnetHdr)
+	// no kernel writes: unknown flag bits, a superframe with segment size
+	// 0, a checksum field outside the frame.
+	DropVnetHdr = "vnet_header"
+	// DropGSOUnsupported counts superframes of a kind the router does not
+	// segment: UDP fragmentation offload (gso_type 3, which Linux stopped
+	// producing in 4.14) or a gso_type it does not know. TCP over IPv4
+	// and IPv6 (ECN too) and UDP segmentation (USO) are taken.
+	DropGSOUnsupported = "gso_unsupported"
 )
 
 type dropReason int
@@ -44,18 +55,22 @@ const (
 	dropTxNoBufs
 	dropTxRingFull
 	dropTxOversize
+	dropVnetHdr
+	dropGSOUnsupported
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
-	dropTruncated:  DropTruncated,
-	dropOversize:   DropOversize,
-	dropMalformed:  DropMalformed,
-	dropRing:       DropRing,
-	dropTxError:    DropTxError,
-	dropTxNoBufs:   DropTxNoBufs,
-	dropTxRingFull: DropTxRingFull,
-	dropTxOversize: DropTxOversize,
+	dropTruncated:      DropTruncated,
+	dropOversize:       DropOversize,
+	dropMalformed:      DropMalformed,
+	dropRing:           DropRing,
+	dropTxError:        DropTxError,
+	dropTxNoBufs:       DropTxNoBufs,
+	dropTxRingFull:     DropTxRingFull,
+	dropTxOversize:     DropTxOversize,
+	dropVnetHdr:        DropVnetHdr,
+	dropGSOUnsupported: DropGSOUnsupported,
 }
 
 // Stats is a snapshot of a port's counters.

@@ -9,20 +9,42 @@ import (
 )
 
 // txBatch is the sendmmsg argument for one batch. Each message points at
-// its own iovec once, when the batch is made.
+// its own iovecs once, when the batch is made: one (the frame), or on a
+// port with vnet headers two (its virtio-net header, then the frame).
 type txBatch struct {
 	msgs [TxBatchSize]unix.Mmsghdr
-	iovs [TxBatchSize]unix.Iovec
+	iovs [2 * TxBatchSize]unix.Iovec
+	// vnet holds the headers of the batch's superframes and frames with
+	// a partial checksum; plain frames point at vnetPlain.
+	vnet [TxBatchSize][VnetHdrLen]byte
 }
 
-var txBatchPool = sync.Pool{New: func() any {
-	b := new(txBatch)
-	for i := range b.msgs {
-		b.msgs[i].Hdr.Iov = &b.iovs[i]
-		b.msgs[i].Hdr.SetIovlen(1)
-	}
-	return b
-}}
+// vnetPlain is the virtio-net header of a frame of wire size with a
+// complete checksum: all zero. hdr_len 0 lets the kernel choose the
+// skb's linear part (packet_alloc_skb: all of it below a page).
+var vnetPlain [VnetHdrLen]byte
+
+func newTxBatchPool(vnet bool) *sync.Pool {
+	return &sync.Pool{New: func() any {
+		b := new(txBatch)
+		for i := range b.msgs {
+			if vnet {
+				b.msgs[i].Hdr.Iov = &b.iovs[2*i]
+				b.msgs[i].Hdr.SetIovlen(2)
+				b.iovs[2*i].SetLen(VnetHdrLen)
+			} else {
+				b.msgs[i].Hdr.Iov = &b.iovs[2*i+1]
+				b.msgs[i].Hdr.SetIovlen(1)
+			}
+		}
+		return b
+	}}
+}
+
+var (
+	txBatchPool     = newTxBatchPool(false)
+	txBatchVnetPool = newTxBatchPool(true)
+)
 
 // WriteFrames implements FrameWriter: it sends frames with sendmmsg, up to
 // TxBatchSize per call, or with TxRing copies them into the TX ring and
@@ -33,21 +55,55 @@ var txBatchPool = sync.Pool{New: func() any {
 // only when the port cannot send at all (closed, or the interface went
 // away or down).
 func (p *Port) WriteFrames(frames [][]byte) (int, error) {
+	return p.WriteFramesGSO(frames, nil)
+}
+
+var _ GSOWriter = (*Port)(nil)
+
+// GSOMaxSize implements GSOWriter: MaxGSOFrameLen on a port with vnet
+// headers that sends with sendmmsg, else 0 (TX ring slots hold one
+// MTU-sized frame).
+func (p *Port) GSOMaxSize() int {
+	if p.vnet && p.txMode == TxSendmmsg {
+		return MaxGSOFrameLen
+	}
+	return 0
+}
+
+// WriteFramesGSO implements GSOWriter. On a port with vnet headers each
+// frame goes with its header, built from gso[i] (a nil gso sends plain
+// frames); the kernel cuts a superframe into segments only where the
+// device cannot take it whole (a veth hands it on as it is). A
+// superframe, or a frame with a partial checksum, that the port cannot
+// send is a "tx_error" drop.
+func (p *Port) WriteFramesGSO(frames [][]byte, gso []GSO) (int, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
 		p.stats.drops[dropTxError].Add(uint64(len(frames)))
 		return 0, ErrClosed
 	}
+	if gso != nil && (len(gso) != len(frames) || p.GSOMaxSize() == 0) {
+		var refused uint64
+		frames, refused = plainOnly(frames, gso)
+		gso = nil
+		if refused != 0 {
+			p.stats.drops[dropTxError].Add(refused)
+		}
+	}
 	if p.tx != nil {
 		return p.tx.write(p, frames)
 	}
-	b := txBatchPool.Get().(*txBatch)
+	pool := txBatchPool
+	if p.vnet {
+		pool = txBatchVnetPool
+	}
+	b := pool.Get().(*txBatch)
 	defer func() {
 		for i := range b.iovs {
 			b.iovs[i].Base = nil
 		}
-		txBatchPool.Put(b)
+		pool.Put(b)
 	}()
 
 	sent, sentBytes := 0, uint64(0)
@@ -56,12 +112,22 @@ func (p *Port) WriteFrames(frames [][]byte) (int, error) {
 	for len(frames) > 0 && fatal == nil {
 		n := min(len(frames), TxBatchSize)
 		for i, f := range frames[:n] {
+			iov := &b.iovs[2*i+1]
 			if len(f) == 0 {
-				b.iovs[i].Base = nil
+				iov.Base = nil
 			} else {
-				b.iovs[i].Base = &f[0]
+				iov.Base = &f[0]
 			}
-			b.iovs[i].SetLen(len(f))
+			iov.SetLen(len(f))
+			if !p.vnet {
+				continue
+			}
+			if gso == nil || gso[i] == (GSO{}) {
+				b.iovs[2*i].Base = &vnetPlain[0]
+			} else {
+				VnetHdr(b.vnet[i][:]).Encode(&gso[i])
+				b.iovs[2*i].Base = &b.vnet[i][0]
+			}
 		}
 		// A raw syscall, never blocking (MSG_DONTWAIT: a full socket
 		// buffer is a full NIC ring, counted as tx_nobufs): sendmmsg on a
@@ -80,6 +146,9 @@ func (p *Port) WriteFrames(frames [][]byte) (int, error) {
 			}
 			sent += k
 			frames = frames[k:]
+			if gso != nil {
+				gso = gso[k:]
+			}
 			continue
 		}
 		// The first frame failed: drop it and go on with the rest.
@@ -96,6 +165,9 @@ func (p *Port) WriteFrames(frames [][]byte) (int, error) {
 			txerr++
 		}
 		frames = frames[1:]
+		if gso != nil {
+			gso = gso[1:]
+		}
 	}
 	p.stats.txPackets.Add(uint64(sent))
 	p.stats.txBytes.Add(sentBytes)
@@ -106,4 +178,31 @@ func (p *Port) WriteFrames(frames [][]byte) (int, error) {
 		p.stats.drops[dropTxError].Add(txerr)
 	}
 	return sent, fatal
+}
+
+// plainOnly returns frames without the superframes and partial-checksum
+// frames of gso, which a port that cannot send them drops, and how many
+// it dropped; a gso of the wrong length drops everything. It allocates
+// only when it drops something, which the stack never asks of it (it
+// checks GSOMaxSize first).
+func plainOnly(frames [][]byte, gso []GSO) ([][]byte, uint64) {
+	if len(gso) != len(frames) {
+		return nil, uint64(len(frames))
+	}
+	var refused uint64
+	for i := range gso {
+		if gso[i].Type != GSONone || gso[i].NeedsCsum {
+			refused++
+		}
+	}
+	if refused == 0 {
+		return frames, 0
+	}
+	out := make([][]byte, 0, len(frames)-int(refused))
+	for i, f := range frames {
+		if gso[i].Type == GSONone && !gso[i].NeedsCsum {
+			out = append(out, f)
+		}
+	}
+	return out, refused
 }

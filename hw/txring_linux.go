@@ -1,6 +1,7 @@
 package hw
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,17 @@ type txRing struct {
 	slotsPerBlock     int
 	nslots            int
 	bypass            bool
+	// vnet: the socket has PACKET_VNET_HDR, so every slot holds a
+	// virtio-net header before its frame (tpacket_snd reads it there);
+	// the ring sends plain frames only, each behind a zero header.
+	vnet bool
+	// devMTU is the interface's MTU in the kernel. With vnet headers
+	// tpacket_snd no longer refuses a frame longer than it allows (it
+	// leaves that to the segmentation a vnet header may ask for), and a
+	// plain frame too long for the device then fails in the driver and
+	// stops the whole send; so the ring refuses such frames itself, by the
+	// kernel's rule (tooLong).
+	devMTU int
 
 	// mu protects head, frame and the contents of every slot that is ours.
 	mu   sync.Mutex
@@ -88,19 +100,23 @@ type txRing struct {
 	frame []int32
 }
 
-// txSlotSize is the TX ring slot that holds a frame of maxLen bytes.
-func txSlotSize(maxLen int) int {
+// txSlotSize is the TX ring slot that holds a frame of maxLen bytes,
+// behind a virtio-net header if vnet.
+func txSlotSize(maxLen int, vnet bool) int {
+	if vnet {
+		maxLen += VnetHdrLen
+	}
 	return (txDataOff + maxLen + TxRingSlotAlign - 1) / TxRingSlotAlign * TxRingSlotAlign
 }
 
 // newTxRing sizes the TX ring of a port whose frames are up to maxLen
 // bytes; queue 0's setup creates and maps it (txRing.setup).
-func newTxRing(maxLen int, bypass bool) (*txRing, error) {
-	slot := txSlotSize(maxLen)
+func newTxRing(maxLen, devMTU int, bypass, vnet bool) (*txRing, error) {
+	slot := txSlotSize(maxLen, vnet)
 	if slot > TxRingBlockSize {
 		return nil, fmt.Errorf("TX ring: a %d-byte frame does not fit a %d-byte block", maxLen, TxRingBlockSize)
 	}
-	r := &txRing{fd: -1, slotSize: slot, dataMax: maxLen, bypass: bypass}
+	r := &txRing{fd: -1, slotSize: slot, dataMax: maxLen, bypass: bypass, vnet: vnet, devMTU: devMTU}
 	r.slotsPerBlock = TxRingBlockSize / r.slotSize
 	r.nslots = r.slotsPerBlock * TxRingBlocks
 	r.frame = make([]int32, r.nslots)
@@ -162,6 +178,18 @@ func (r *txRing) freeSlots() int {
 	return n
 }
 
+// tooLong reports whether the kernel would refuse f without vnet
+// headers: longer than the device's MTU and Ethernet header, unless the
+// excess is one 802.1Q tag (tpacket_snd: dev->mtu + reserve, and
+// packet_extra_vlan_len_allowed).
+func (r *txRing) tooLong(f []byte) bool {
+	n := len(f) - EthernetHeaderLen
+	if n <= r.devMTU {
+		return false
+	}
+	return n > r.devMTU+VLANTagLen || binary.BigEndian.Uint16(f[12:]) != etherTypeVLAN
+}
+
 // maxEINTR bounds how often one WriteFrames resends after EINTR (the
 // kernel returns it only for a blocking send, which ours is not).
 const maxEINTR = 3
@@ -196,14 +224,27 @@ func (r *txRing) write(p *Port, frames [][]byte) (int, error) {
 				i++
 				continue
 			}
+			if r.vnet && r.tooLong(f) {
+				if i >= checked {
+					drops[dropTxError]++
+				}
+				i++
+				continue
+			}
 			k := (start + n) % r.nslots
 			st := r.status(k)
 			if atomic.LoadUint32(st)&tpStatusBusy != 0 {
 				break // ring full: the kernel still has this slot
 			}
 			s := r.slot(k)
-			copy(s[txDataOff:], f)
-			le.PutUint32(s[t3Len:], uint32(len(f)))
+			if r.vnet {
+				clear(s[txDataOff : txDataOff+VnetHdrLen])
+				copy(s[txDataOff+VnetHdrLen:], f)
+				le.PutUint32(s[t3Len:], uint32(VnetHdrLen+len(f)))
+			} else {
+				copy(s[txDataOff:], f)
+				le.PutUint32(s[t3Len:], uint32(len(f)))
+			}
 			atomic.StoreUint32(st, tpStatusSendRequest)
 			r.frame[n] = int32(i)
 			n++

@@ -439,26 +439,33 @@ func BenchmarkTransmit(b *testing.B) {
 	vethPair(b, n, "p0", "p1")
 	for _, mode := range TxModes {
 		for _, size := range []int{60, 1514} {
-			b.Run(fmt.Sprintf("tx=%s/size=%d", mode, size), func(b *testing.B) {
-				p := openIn(b, n, Config{Name: "p1", KeepKernel: true, Tx: mode})
-				defer p.Close()
-				frame := seqFrame(make([]byte, 1514), 1)[:size]
-				batch := make([][]byte, TxBatchSize)
-				for i := range batch {
-					batch[i] = frame
-				}
-				b.ReportAllocs()
-				for b.Loop() {
-					p.WriteFrames(batch)
-				}
-				s := p.Stats()
-				frames := float64(b.N * TxBatchSize)
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/frames, "ns/frame")
-				b.ReportMetric(float64(s.TxPackets)/b.Elapsed().Seconds(), "frames/s")
-				b.ReportMetric(float64(txDrops(s))/frames, "drops/frame")
-			})
+			for _, vnet := range []VnetMode{VnetOff, VnetOn} {
+				benchTransmit(b, n, mode, size, vnet)
+			}
 		}
 	}
+}
+
+// benchTransmit is one case of BenchmarkTransmit.
+func benchTransmit(b *testing.B, n *netnstest.Netns, mode TxMode, size int, vnet VnetMode) {
+	b.Run(fmt.Sprintf("tx=%s/size=%d/vnet=%s", mode, size, vnet), func(b *testing.B) {
+		p := openIn(b, n, Config{Name: "p1", KeepKernel: true, Tx: mode, VnetHdr: vnet})
+		defer p.Close()
+		frame := seqFrame(make([]byte, 1514), 1)[:size]
+		batch := make([][]byte, TxBatchSize)
+		for i := range batch {
+			batch[i] = frame
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			p.WriteFrames(batch)
+		}
+		s := p.Stats()
+		frames := float64(b.N * TxBatchSize)
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/frames, "ns/frame")
+		b.ReportMetric(float64(s.TxPackets)/b.Elapsed().Seconds(), "frames/s")
+		b.ReportMetric(float64(txDrops(s))/frames, "drops/frame")
+	})
 }
 
 func TestTxSlotSize(t *testing.T) {
@@ -471,11 +478,11 @@ func TestTxSlotSize(t *testing.T) {
 		{TxRingBlockSize - txDataOff, TxRingBlockSize},
 	}
 	for _, tt := range tests {
-		if got := txSlotSize(tt.maxLen); got != tt.want || got%TxRingSlotAlign != 0 || got-txDataOff < tt.maxLen {
+		if got := txSlotSize(tt.maxLen, false); got != tt.want || got%TxRingSlotAlign != 0 || got-txDataOff < tt.maxLen {
 			t.Errorf("txSlotSize(%d) = %d, want %d", tt.maxLen, got, tt.want)
 		}
 	}
-	if _, err := newTxRing(TxRingBlockSize, false); err == nil {
+	if _, err := newTxRing(TxRingBlockSize, 1500, false, false); err == nil {
 		t.Error("newTxRing(a frame larger than a block) = nil error, want one")
 	}
 }

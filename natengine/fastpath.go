@@ -171,6 +171,35 @@ func (e *Engine) FastPathAt(frame []byte, in Iface, now int64) (out Iface, ok bo
 	return e.fastPathCounted(frame, in, now, false)
 }
 
+// FrameMeta is what FastPathMetaAt needs to know about a frame that is
+// not a plain wire frame with a complete checksum: a superframe from a
+// local sender with TSO/GSO (a virtio-net header's gso_size), and a
+// partial checksum (CHECKSUM_PARTIAL, VIRTIO_NET_HDR_F_NEEDS_CSUM). The
+// zero value is a plain frame.
+type FrameMeta struct {
+	// SegmentSize, if not 0, says the frame is a superframe that leaves
+	// as segments of SegmentSize L4 payload bytes each (the TCP MSS, or
+	// a UDP datagram's payload), e.g. 1448: the egress MTU applies to
+	// one segment, not to the whole frame.
+	SegmentSize int
+	// PartialCsum says the TCP or UDP checksum field holds only the
+	// pseudo-header sum, to be completed over the segment later (by the
+	// egress NIC, the receiving kernel, or the software segmenter). The
+	// rewrite then adds the address change to it and leaves the ports out:
+	// they are in the part still to be summed.
+	PartialCsum bool
+}
+
+// FastPathMetaAt is FastPathAt for a superframe or a frame with a partial
+// checksum, as m describes it. The rewrite is the same but for the
+// checksum (m.PartialCsum) and the MTU check (m.SegmentSize); the IPv4
+// header keeps its total length and ID, which the segments inherit. The
+// flow's packet counter advances by the number of segments. It does not
+// allocate.
+func (e *Engine) FastPathMetaAt(frame []byte, in Iface, now int64, m FrameMeta) (out Iface, ok bool) {
+	return e.fastPathMeta(frame, in, now, false, m)
+}
+
 // AddFastPathHits adds n packets forwarded by FastPathAt to the hit
 // counter.
 func (e *Engine) AddFastPathHits(n uint64) { e.stats.FastPathHits.Add(n) }
@@ -180,6 +209,10 @@ func (e *Engine) fastPath(frame []byte, in Iface, now int64) (out Iface, ok bool
 }
 
 func (e *Engine) fastPathCounted(frame []byte, in Iface, now int64, count bool) (out Iface, ok bool) {
+	return e.fastPathMeta(frame, in, now, count, FrameMeta{})
+}
+
+func (e *Engine) fastPathMeta(frame []byte, in Iface, now int64, count bool, m FrameMeta) (out Iface, ok bool) {
 	if len(frame) < ethHdrLen+fastMinIPv4 {
 		return e.slow(SlowNotIP)
 	}
@@ -240,6 +273,7 @@ func (e *Engine) fastPathCounted(frame []byte, in Iface, now int64, count bool) 
 	default:
 		return e.slow(SlowNotIP)
 	}
+	l4Hdr := 8
 	switch t.Proto {
 	case ProtoTCP:
 		if len(l4) < 20 {
@@ -251,9 +285,23 @@ func (e *Engine) fastPathCounted(frame []byte, in Iface, now int64, count bool) 
 		if l4[13]&tcpSYN != 0 {
 			return e.slow(SlowSYN)
 		}
+		l4Hdr = int(l4[12]>>4) * 4
 	case ProtoUDP:
+		if len(l4) < 8 {
+			return e.slow(SlowNotIP)
+		}
 	default:
 		return e.slow(SlowMiss)
+	}
+	segs, wire := 1, total
+	if m.SegmentSize > 0 {
+		if (t.Proto == ProtoTCP && l4Hdr < 20) || l4Hdr > len(l4) {
+			return e.slow(SlowNotIP)
+		}
+		// A segment: the headers and at most SegmentSize payload bytes.
+		payload := len(l4) - l4Hdr
+		wire = total - payload + min(payload, m.SegmentSize)
+		segs = max(1, (payload+m.SegmentSize-1)/m.SegmentSize)
 	}
 	t.SrcPort = binary.BigEndian.Uint16(l4)
 	t.DstPort = binary.BigEndian.Uint16(l4[2:])
@@ -269,7 +317,7 @@ func (e *Engine) fastPathCounted(frame []byte, in Iface, now int64, count bool) 
 	if o.gen != e.gen.Load() || now >= r.c.expires.Load() {
 		return e.slow(SlowStale)
 	}
-	if total > o.mtu {
+	if wire > o.mtu {
 		return e.slow(SlowMTU)
 	}
 
@@ -289,16 +337,25 @@ func (e *Engine) fastPathCounted(frame []byte, in Iface, now int64, count bool) 
 	}
 	put16(l4, o.sport)
 	put16(l4[2:], o.dport)
-	if t.Proto == ProtoTCP {
+	switch {
+	case m.PartialCsum:
+		// The field is the pseudo-header sum, not complemented: add the
+		// address change (RFC 1624 eqn. 3 without the complements).
+		at := udpChecksumAt
+		if t.Proto == ProtoTCP {
+			at = tcpChecksumAt
+		}
+		put16(l4[at:], SumCombine(be16(l4[at:]), uint16(o.ipDelta)))
+	case t.Proto == ProtoTCP:
 		put16(l4[tcpChecksumAt:], applyDelta(be16(l4[tcpChecksumAt:]), o.l4Delta))
-	} else {
+	default:
 		setUDPChecksum(l4, t.V6, o.l4Delta)
 	}
 	copy(frame[:12], o.eth[:])
 
 	c := r.c
 	c.expires.Store(now + o.timeout)
-	c.pkts[o.dir].Add(1)
+	c.pkts[o.dir].Add(uint64(segs))
 	c.bytes[o.dir].Add(uint64(total))
 	if count {
 		e.stats.FastPathHits.Add(1)

@@ -1,13 +1,16 @@
 package natengine
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
 	"time"
 
+	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
 // offloadedTCP sets up an established TCP flow hostA:40000 <-> remote:80
@@ -150,6 +153,18 @@ func TestFastPathZeroAllocs(t *testing.T) {
 	})
 	if n != 0 {
 		t.Fatalf("FastPathBatch allocates %.1f times per batch", n)
+	}
+	super := pk{src: remote, dst: wanAddr, proto: ProtoTCP, sport: 80, dport: ext, flags: tcpACK, payload: make([]byte, 30000)}.build()
+	partial(super)
+	sframe := eth(macRtrW, macGw, super)
+	n = testing.AllocsPerRun(1000, func() {
+		copy(sframe[14:], super)
+		if _, ok := e.FastPathMetaAt(sframe, wanIf, e.Now(), FrameMeta{SegmentSize: 1448, PartialCsum: true}); !ok {
+			t.Fatal("superframe miss")
+		}
+	})
+	if n != 0 {
+		t.Fatalf("FastPathMetaAt allocates %.1f times per superframe", n)
 	}
 }
 
@@ -515,5 +530,134 @@ func TestFastPathDNATMatchesSlowPath(t *testing.T) {
 				t.Fatalf("fast path\n% x\nslow path\n% x", frame[:60], want[:60])
 			}
 		}
+	}
+}
+
+// partial turns the full L4 checksum of ip (IPv4 TCP or UDP, no options)
+// into what a CHECKSUM_PARTIAL sender leaves there: the pseudo-header sum,
+// folded, not complemented (gVisor's PseudoHeaderChecksum, independent of
+// the engine's sums).
+func partial(ip []byte) {
+	proto := ip[9]
+	l4 := ip[20:]
+	at := tcpChecksumAt
+	if proto == ProtoUDP {
+		at = udpChecksumAt
+	}
+	s := header.PseudoHeaderChecksum(tcpip.TransportProtocolNumber(proto), tcpip.AddrFrom4Slice(ip[12:16]), tcpip.AddrFrom4Slice(ip[16:20]), uint16(len(l4)))
+	binary.BigEndian.PutUint16(l4[at:], s)
+}
+
+// complete finishes a partial checksum as the segmenting kernel or NIC
+// would (skb_checksum_help): the complement of the sum over the segment
+// as it is.
+func complete(ip []byte) {
+	l4 := ip[20:]
+	at := tcpChecksumAt
+	if ip[9] == ProtoUDP {
+		at = udpChecksumAt
+	}
+	binary.BigEndian.PutUint16(l4[at:], ^checksum.Checksum(l4, 0))
+}
+
+// TestFastPathSuperframe: a local sender's superframe (TSO of TCP, USO
+// of UDP) takes the fast path as one frame, NATed once: with a partial
+// checksum the field must become the pseudo-header sum of the rewritten
+// addresses (the ports are summed later, with the payload), so that the
+// checksum completed after the rewrite is right; with a complete one the
+// usual RFC 1624 update applies. The egress MTU applies to a segment, not
+// to the superframe, and the flow counts every segment.
+func TestFastPathSuperframe(t *testing.T) {
+	payload := make([]byte, 20000)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	for _, tc := range []struct {
+		name    string
+		proto   uint8
+		partial bool
+	}{
+		{"tcp/partial", ProtoTCP, true},
+		{"tcp/complete", ProtoTCP, false},
+		{"udp/partial", ProtoUDP, true},
+		{"udp/complete", ProtoUDP, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e *Engine
+			var ext, sport, dport uint16
+			if tc.proto == ProtoTCP {
+				e, _ = newTestEngine(t, 0, nil)
+				// hostB takes port 40000 first, so that hostA's flow
+				// gets another: the rewrite changes a port as well as
+				// the address.
+				establishTCP(t, e, hostB, 40000, remote, 80)
+				ext, sport, dport = offloadedTCP(t, e), 40000, 80
+			} else {
+				var clk *fakeClock
+				e, clk = newTestEngine(t, 0, nil)
+				outboundUDP(t, e, hostB, 5000, remote, 53) // takes port 5000
+				ext, sport, dport = outboundUDP(t, e, hostA, 5000, remote, 53), 5000, 53
+				reply := pk{src: remote, dst: wanAddr, proto: ProtoUDP, sport: 53, dport: ext}.build()
+				fwd(t, e, reply, wanIf, lanIf)
+				clk.Advance(3 * time.Second) // assured
+				out := pk{src: hostA, dst: remote, proto: ProtoUDP, sport: 5000, dport: 53}.build()
+				fwd(t, e, out, lanIf, wanIf)
+				if !e.Offload(out, wanIf, macGw, macRtrW) {
+					t.Fatal("Offload(UDP) = false")
+				}
+			}
+			if ext == sport {
+				t.Fatalf("external port %d = internal: the rewrite must change a port too", ext)
+			}
+			flow := func() Flow {
+				for _, f := range e.Flows() {
+					if f.Offloaded[0] {
+						return f
+					}
+				}
+				t.Fatal("no offloaded flow")
+				return Flow{}
+			}
+			before := flow().Packets[0]
+			ip := pk{src: hostA, dst: remote, proto: tc.proto, sport: sport, dport: dport, flags: tcpACK, payload: payload, id: 77}.build()
+			if tc.partial {
+				partial(ip)
+			}
+			frame := eth([6]byte{9, 9, 9, 9, 9, 9}, [6]byte{8, 8, 8, 8, 8, 8}, ip)
+			m := FrameMeta{SegmentSize: testMTU - 20 - 20, PartialCsum: tc.partial}
+			if tc.proto == ProtoUDP {
+				m.SegmentSize = testMTU - 20 - 8
+			}
+			tooBig := m
+			tooBig.SegmentSize++
+			if _, ok := e.FastPathMetaAt(frame, lanIf, e.Now(), tooBig); ok {
+				t.Fatalf("FastPathMetaAt(segments one byte over the egress MTU) = ok, want the slow path")
+			}
+			if n := e.Stats().Slow[SlowMTU].Load(); n != 1 {
+				t.Errorf("slow mtu = %d, want 1", n)
+			}
+			out, ok := e.FastPathMetaAt(frame, lanIf, e.Now(), m)
+			if !ok || out != wanIf {
+				t.Fatalf("FastPathMetaAt(superframe) = %v, %v; want %v, true", out, ok, wanIf)
+			}
+			got := frame[14:]
+			expectAddrs(t, got, ap(wanAddr, ext), ap(remote, dport))
+			if int(binary.BigEndian.Uint16(got[2:])) != len(ip) || binary.BigEndian.Uint16(got[4:]) != 77 || got[8] != 63 {
+				t.Errorf("IPv4 total length %d, ID %d, TTL %d; want %d, 77, 63", binary.BigEndian.Uint16(got[2:]), binary.BigEndian.Uint16(got[4:]), got[8], len(ip))
+			}
+			if tc.partial {
+				want := bytes.Clone(got)
+				partial(want)
+				if !bytes.Equal(got, want) {
+					t.Errorf("partial checksum after the rewrite %#04x, want the new pseudo-header sum %#04x", binary.BigEndian.Uint16(got[20+16:]), binary.BigEndian.Uint16(want[20+16:]))
+				}
+				complete(got)
+			}
+			mustVerify(t, got)
+			segs := (len(payload) + m.SegmentSize - 1) / m.SegmentSize
+			if d := flow().Packets[0] - before; d != uint64(segs) {
+				t.Errorf("flow packets +%d, want +%d (one per segment)", d, segs)
+			}
+		})
 	}
 }

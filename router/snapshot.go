@@ -104,6 +104,7 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 			Addresses:        addrs,
 			MTU:              mtu,
 			NextHopForwarded: st.NextHopForwarded,
+			GSO:              status.GSO{Received: st.GSO.Received, SentWhole: st.GSO.SentWhole, Segmented: st.GSO.Segmented},
 			Tapped:           st.Tapped,
 			RxPackets:        st.RxPackets,
 			RxBytes:          st.RxBytes,

@@ -5,7 +5,11 @@
 # (n) kernel nftables masquerade, (c) the hw port bridge and (d) the kernel
 # bridge, all on the same veths; `-bench-modes abncdgmfks` adds (g) the GRO
 # modes, (m) RSS with 65,536 flows, (f) the SYN flood and (k) the same
-# flood against the kernel's nftables masquerade of (n). The output is
+# flood against the kernel's nftables masquerade of (n); `-host-offloads`
+# turns TSO/GSO/TX checksum offload on at every lab veth, so the hosts send
+# TSO superframes (the "TSO superframes" row: `scripts/bench.sh
+# -host-offloads -bench-modes an`), and fails a router run with an
+# oversize drop. The output is
 # teed to bench-<UTC time>.txt in the module root (or to $BENCH_OUT).
 # Extra arguments go to `router lab` (e.g. -debug). Needs root and iperf3.
 #

@@ -96,107 +96,137 @@ func (e *Endpoint) handleFramesInto(frames []hw.Frame, ss *sendSet) {
 		// Raw-frame taps come first: below the fast path and NAT.
 		frames = e.tapFrames(ts, frames, mac)
 	}
-	local := e.local.Load()
-	mtu := int(e.mtu.Load())
-	mode := GROMode(e.gro.Load())
-	nat := e.nat
-	in := natIface(e.nicID)
-	inputDrop := e.inputDrop.Load()
-	frags := e.frags
-	var (
-		gs                            *groState
-		enqueued, bypassed, ver, bads uint64
-		run                           fastRun
-	)
-	if nat != nil {
-		run.now = nat.Now()
+	r := rxRun{
+		d:         d,
+		mac:       mac,
+		local:     e.local.Load(),
+		mtu:       int(e.mtu.Load()),
+		mode:      GROMode(e.gro.Load()),
+		nat:       e.nat,
+		in:        natIface(e.nicID),
+		inputDrop: e.inputDrop.Load(),
+		frags:     e.frags,
+	}
+	if r.nat != nil {
+		r.run.now = r.nat.Now()
 	}
 	for i := range frames {
 		f := &frames[i]
-		cand := nat != nil && fastCandidate(f, mac)
-		if cand {
-			if f.CsumPartial && completePartialInPlace(f.Data) {
-				f.CsumPartial, f.CsumValid = false, true
-			}
-			// GROOn coalesces all TCP first, as Linux does before its
-			// flowtable; merged packets are too big for the fast path.
-			if (mode != GROOn || !isTCPFrame(f.Data)) && e.fastForward(f.Data, ingressPCP(f), nat, &run) {
-				continue
-			}
-		}
-		v := classify(f, mac, mtu, local, nat, in, inputDrop, frags)
-		if v.stolen {
+		if f.GSO.Type != hw.GSONone {
+			e.handleSuperframe(f, &r)
 			continue
 		}
-		if cand && !v.dropped && !v.forUs && !v.fixPartial && v.proto == header.IPv4ProtocolNumber &&
-			(mode != GROOn || !isTCPFrame(f.Data)) && e.forwardNew(f.Data, ingressPCP(f), nat, local, &run) {
-			continue
-		}
-		run.beforeSlow()
-		if !v.dropped {
-			groDecide(mode, f, &v)
-		}
-		if v.verified {
-			ver++
-			if v.bad {
-				bads++
-			}
-		}
-		if v.dropped {
-			e.stats.drop(v.drop)
-			if v.ttlExpired {
-				e.sendTimeExceeded(f.Data[header.EthernetMinimumSize:])
-			}
-			if v.drop == dropFragIncompleteChain {
-				e.sendIncompleteChain(f.Data[header.EthernetMinimumSize:])
-			}
-			continue
-		}
-		if v.gro {
-			if gs == nil {
-				gs = e.getGRO(d, local)
-			}
-			gs.enqueue(f.Data, &v)
-			enqueued++
-			continue
-		}
-		if v.bypass {
-			bypassed++
-		}
-		deliver(d, f.Data, &v, e.pins)
+		e.handleFrame(f, &r)
 	}
+	run := &r.run
 	if run.n > 0 {
 		run.flush()
 	}
 	if ss != nil {
-		ss.take(&run)
+		ss.take(run)
 	} else {
 		run.sendWaiting()
 	}
 	if run.hits > 0 {
-		nat.AddFastPathHits(run.hits)
+		r.nat.AddFastPathHits(run.hits)
 	}
 	if run.nextHop > 0 {
 		e.stats.nextHopForwarded.Add(run.nextHop)
 	}
-	if gs != nil {
+	if gs := r.gs; gs != nil {
 		gs.flush()
 		e.stats.groFlushed.Add(gs.out.delivered)
-		e.stats.groCoalesced.Add(enqueued - gs.out.delivered)
+		e.stats.groCoalesced.Add(r.enqueued - gs.out.delivered)
 		e.putGRO(gs)
 	}
-	if bypassed > 0 {
-		e.stats.groBypassed.Add(bypassed)
+	if r.bypassed > 0 {
+		e.stats.groBypassed.Add(r.bypassed)
 	}
-	if ver > 0 {
-		e.stats.csumVerified.Add(ver)
-		e.stats.csumBad.Add(bads)
+	if r.ver > 0 {
+		e.stats.csumVerified.Add(r.ver)
+		e.stats.csumBad.Add(r.bads)
 	}
-	if nat != nil && nat.HeldReady() {
+	if r.nat != nil && r.nat.HeldReady() {
 		if tab := e.egress.Load(); tab != nil {
-			nat.DrainHeld(func(pkt []byte, in natengine.Iface) { deliverHeld(*tab, pkt, in) })
+			r.nat.DrainHeld(func(pkt []byte, in natengine.Iface) { deliverHeld(*tab, pkt, in) })
 		}
 	}
+}
+
+// rxRun is the state of one receive run of an endpoint: what it read once
+// for the run and what it counts for it. It lives on the receive
+// goroutine's stack.
+type rxRun struct {
+	d         stack.NetworkDispatcher
+	mac       tcpip.LinkAddress
+	local     *localSet
+	mtu       int
+	mode      GROMode
+	nat       *natengine.Engine
+	in        natengine.Iface
+	inputDrop bool
+	frags     *fragFilter
+
+	run                           fastRun
+	gs                            *groState
+	enqueued, bypassed, ver, bads uint64
+}
+
+// handleFrame takes one frame of wire size through the fast path,
+// classify, the next-hop cache, GRO and netstack.
+func (e *Endpoint) handleFrame(f *hw.Frame, r *rxRun) {
+	run := &r.run
+	cand := r.nat != nil && fastCandidate(f, r.mac)
+	if cand {
+		if f.CsumPartial && completePartialInPlace(f.Data) {
+			f.CsumPartial, f.CsumValid = false, true
+		}
+		// GROOn coalesces all TCP first, as Linux does before its
+		// flowtable; merged packets are too big for the fast path.
+		if (r.mode != GROOn || !isTCPFrame(f.Data)) && e.fastForward(f.Data, ingressPCP(f), r.nat, run) {
+			return
+		}
+	}
+	v := classify(f, r.mac, r.mtu, r.local, r.nat, r.in, r.inputDrop, r.frags)
+	if v.stolen {
+		return
+	}
+	if cand && !v.dropped && !v.forUs && !v.fixPartial && v.proto == header.IPv4ProtocolNumber &&
+		(r.mode != GROOn || !isTCPFrame(f.Data)) && e.forwardNew(f.Data, ingressPCP(f), r.nat, r.local, run) {
+		return
+	}
+	run.beforeSlow()
+	if !v.dropped {
+		groDecide(r.mode, f, &v)
+	}
+	if v.verified {
+		r.ver++
+		if v.bad {
+			r.bads++
+		}
+	}
+	if v.dropped {
+		e.stats.drop(v.drop)
+		if v.ttlExpired {
+			e.sendTimeExceeded(f.Data[header.EthernetMinimumSize:])
+		}
+		if v.drop == dropFragIncompleteChain {
+			e.sendIncompleteChain(f.Data[header.EthernetMinimumSize:])
+		}
+		return
+	}
+	if v.gro {
+		if r.gs == nil {
+			r.gs = e.getGRO(r.d, r.local)
+		}
+		r.gs.enqueue(f.Data, &v)
+		r.enqueued++
+		return
+	}
+	if v.bypass {
+		r.bypassed++
+	}
+	deliver(r.d, f.Data, &v, e.pins)
 }
 
 // fastCandidate reports whether f may take the fast path: a whole,

@@ -56,6 +56,15 @@
 // recomputes both before netstack sees the packet. The counters are in
 // [InterfaceStats.GRO]. See gro.go.
 //
+// # Superframes
+//
+// A port with vnet headers delivers a local sender's TSO/GSO frames of
+// up to 64 KiB whole, with their segmentation metadata (hw.Frame.GSO).
+// The fast path takes such a superframe whole and the egress sends it on
+// whole where its writer takes superframes (hw.GSOWriter), else cut into
+// wire frames in software; anything else cuts it before netstack, which
+// never sees one. Counted in [InterfaceStats.GSO]. See superframe.go.
+//
 // # Raw-frame taps
 //
 // The router's own link-level protocols (DHCPv4 client and server, ARP

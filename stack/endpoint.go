@@ -60,8 +60,11 @@ type Endpoint struct {
 	// groPool holds *groState, one per receive run in progress.
 	groPool sync.Pool
 
-	// bufPool holds *[]byte frame buffers of at least MTU+maxHeaderLength.
+	// bufPool holds *[]byte frame buffers of at least MTU+maxHeaderLength;
+	// bigPool those of superframes sent whole with tags inserted
+	// (superframe.go), which putBuf tells apart by their size.
 	bufPool sync.Pool
+	bigPool sync.Pool
 
 	// tx defers writes while receive batches run; nil sends at once.
 	tx *txBatcher
@@ -109,6 +112,10 @@ type frameWriter struct {
 	// ext is the writer as a frameExtender, nil if it is none
 	// (inplace.go).
 	ext frameExtender
+	// gso is the writer as a hw.GSOWriter if it takes superframes whole
+	// (a port with vnet headers), with gsoMax its longest; else nil.
+	gso    hw.GSOWriter
+	gsoMax int
 }
 
 // inPlaceWriter is a FrameWriter that rather takes frames with room
@@ -132,6 +139,32 @@ type txBatch struct {
 	frames [][]byte
 	bufs   []*[]byte // nil for a frame sent from ring memory
 	views  [][]byte
+	// gso is the frames' offload metadata once the batch has a
+	// superframe (hasGSO), one per frame; empty before.
+	gso    []hw.GSO
+	hasGSO bool
+}
+
+// add appends a plain frame and its buffer.
+func (b *txBatch) add(frame []byte, buf *[]byte) {
+	b.frames = append(b.frames, frame)
+	b.bufs = append(b.bufs, buf)
+	if b.hasGSO {
+		b.gso = append(b.gso, hw.GSO{})
+	}
+}
+
+// addGSO appends a frame with its offload metadata for a hw.GSOWriter.
+func (b *txBatch) addGSO(frame []byte, buf *[]byte, g *hw.GSO) {
+	if !b.hasGSO {
+		for range b.frames {
+			b.gso = append(b.gso, hw.GSO{})
+		}
+		b.hasGSO = true
+	}
+	b.frames = append(b.frames, frame)
+	b.bufs = append(b.bufs, buf)
+	b.gso = append(b.gso, *g)
 }
 
 // newEndpoint returns an endpoint that is up and not attached.
@@ -157,6 +190,8 @@ func (e *Endpoint) setWriter(w hw.FrameWriter) {
 	if ip, ok := w.(inPlaceWriter); ok {
 		fw.inPlace = ip
 		fw.head, fw.tail = ip.FrameRoom()
+	} else if g, ok := w.(hw.GSOWriter); ok && g.GSOMaxSize() > 0 {
+		fw.gso, fw.gsoMax = g, g.GSOMaxSize()
 	}
 	e.writer.Store(fw)
 }
@@ -285,11 +320,10 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 			e.fillOriginated(frame)
 		}
 		if e.nat != nil && !e.natTransmit(e.nat, frame, len(pkt.LinkHeader().Slice()), pkt.NetworkPacketInfo.IsForwardedPacket) {
-			e.bufPool.Put(buf)
+			e.putBuf(buf)
 			continue
 		}
-		b.frames = append(b.frames, frame)
-		b.bufs = append(b.bufs, buf)
+		b.add(frame, buf)
 	}
 	e.txDirty.Store(true)
 	var err error
@@ -319,7 +353,7 @@ func (e *Endpoint) segmentLocked(w *frameWriter, pkt *stack.PacketBuffer, size i
 	if e.nat != nil && !e.natTransmit(e.nat, frame, len(pkt.LinkHeader().Slice()), false) {
 		return
 	}
-	seg, ok := newTCPSegmenter(frame, len(pkt.LinkHeader().Slice()), int(pkt.GSOOptions.MSS), int(e.mtu.Load()))
+	seg, ok := newSegmenter(frame, len(pkt.LinkHeader().Slice()), int(pkt.GSOOptions.MSS), int(e.mtu.Load()))
 	if !ok || seg.hdrLen()+seg.mss > size {
 		e.stats.drop(dropTxOversize)
 		return
@@ -329,8 +363,7 @@ func (e *Endpoint) segmentLocked(w *frameWriter, pkt *stack.PacketBuffer, size i
 	for i := range seg.count() {
 		buf := e.getBuf(w.head + size + w.tail)
 		m := seg.segment(i, (*buf)[w.head:])
-		b.frames = append(b.frames, (*buf)[w.head:w.head+m])
-		b.bufs = append(b.bufs, buf)
+		b.add((*buf)[w.head:w.head+m], buf)
 	}
 }
 
@@ -363,6 +396,8 @@ func (e *Endpoint) sendPendingLocked(w *frameWriter) error {
 	case len(b.frames) == 0:
 	case w.inPlace != nil && b.cutViews(w, w.head, w.tail):
 		n, err = w.inPlace.WriteFramesInPlace(b.views)
+	case b.hasGSO && w.gso != nil:
+		n, err = w.gso.WriteFramesGSO(b.frames, b.gso)
 	default:
 		n, err = w.WriteFrames(b.frames)
 	}
@@ -413,7 +448,7 @@ func (e *Endpoint) releasePendingLocked() {
 	b := &e.pending
 	for i, buf := range b.bufs {
 		if buf != nil { // nil: a fast-path frame sent from ring memory
-			e.bufPool.Put(buf)
+			e.putBuf(buf)
 		}
 		b.bufs[i] = nil
 		b.frames[i] = nil
@@ -422,6 +457,8 @@ func (e *Endpoint) releasePendingLocked() {
 	b.frames = b.frames[:0]
 	b.bufs = b.bufs[:0]
 	b.views = b.views[:0]
+	b.gso = b.gso[:0]
+	b.hasGSO = false
 	e.txDirty.Store(false)
 }
 

@@ -286,8 +286,7 @@ func (e *Endpoint) writeFrame(frame []byte) error {
 	copy(out[12:], v.tags[:v.n])
 	copy(out[12+v.n:], frame[12:])
 	b := &e.pending
-	b.frames = append(b.frames, out)
-	b.bufs = append(b.bufs, buf)
+	b.add(out, buf)
 	e.txDirty.Store(true)
 	var err error
 	if e.tx == nil || !e.tx.deferring() || len(b.frames) >= hw.TxBatchSize {

@@ -352,6 +352,20 @@ func routerSeeds() [][]byte {
 		fzRec(ctlWAN|ctlPartial, ipv4Packet(fzHost4, fzFar4, 64, header.TCPProtocolNumber, tcpSeg(fzForwardInt, 40000, header.TCPFlagSyn|header.TCPFlagAck, 100, 2, mss, nil))))
 	add(fzRec(ctlFix|ctlPartial, ipv6Chain(fzHost6, far, 64, header.UDPProtocolNumber, udp(5001, 53), optsHdr(60, padN(6)))))
 
+	// Superframes (fuzzGSO): a local sender's TSO frame of an established
+	// flow, which takes the fast path whole and leaves cut to the WAN's
+	// MTU with the WAN's tag; one of a flow the router has not seen (cut
+	// before the slow path); a UDP one (USO); an IPv6 one.
+	super := make([]byte, 6000)
+	super[len(super)-1] = 8 // the GSO type its headers say
+	add(fzRec(ctlFix, ipv4Packet(fzHost4, fzFar4, 64, header.TCPProtocolNumber, tcpSeg(40005, 443, header.TCPFlagSyn, 1, 0, mss, nil))),
+		fzRec(ctlWAN|ctlFix, ipv4Packet(fzFar4, fzWAN4, 64, header.TCPProtocolNumber, tcpSeg(443, 40005, header.TCPFlagSyn|header.TCPFlagAck, 500, 2, mss, nil))),
+		fzRec(ctlFix, ipv4Packet(fzHost4, fzFar4, 64, header.TCPProtocolNumber, tcpSeg(40005, 443, header.TCPFlagAck, 2, 501, nil, []byte("hello")))),
+		fzRec(ctlFix|ctlPartial, ipv4Packet(fzHost4, fzFar4, 64, header.TCPProtocolNumber, tcpSeg(40005, 443, header.TCPFlagAck|header.TCPFlagPsh, 7, 501, nil, super))))
+	add(fzRec(ctlFix|ctlPartial, ipv4Packet(fzHost4, fzFar4, 64, header.TCPProtocolNumber, tcpSeg(40006, 443, header.TCPFlagAck, 7, 501, nil, super))))
+	add(fzRec(ctlFix|ctlPartial, lan4(fzFar4, 64, udpDatagram(5003, 443, super))))
+	add(fzRec(ctlFix|ctlPartial, ipv6Packet(fzHost6, far, 64, header.TCPProtocolNumber, tcpSeg(40007, 443, header.TCPFlagAck, 7, 501, nil, super))))
+
 	// What the firewall must stop: new inbound flows to LAN hosts with no
 	// forward or allow rule, and new connections to the router.
 	add(fzRec(ctlWAN|ctlFix, ipv4Packet(fzFar4, fzHost4, 64, header.TCPProtocolNumber, tcpSeg(40000, 80, header.TCPFlagSyn, 1, 0, nil, nil))))

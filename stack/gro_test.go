@@ -245,9 +245,9 @@ func TestTCPSegmenter(t *testing.T) {
 				et = header.IPv6ProtocolNumber
 			}
 			frame := ethFrame(routerMAC, hostMAC, et, big)
-			s, ok := newTCPSegmenter(frame, 14, tc.mss, tc.mtu)
+			s, ok := newSegmenter(frame, 14, tc.mss, tc.mtu)
 			if !ok {
-				t.Fatal("newTCPSegmenter refused the frame")
+				t.Fatal("newSegmenter refused the frame")
 			}
 			if s.count() != tc.wantSegs {
 				t.Fatalf("count() = %d, want %d", s.count(), tc.wantSegs)
@@ -458,7 +458,7 @@ func TestParseGROMode(t *testing.T) {
 }
 
 // FuzzTCPSegmenter splits arbitrary frames: nothing may panic, and when
-// newTCPSegmenter accepts a frame every segment fits the MTU, has correct
+// newSegmenter accepts a frame every segment fits the MTU, has correct
 // checksums and the next sequence number, and the payloads add up to the
 // original's.
 func FuzzTCPSegmenter(f *testing.F) {
@@ -483,7 +483,7 @@ func FuzzTCPSegmenter(f *testing.F) {
 	}
 	f.Add([]byte{0x08, 0x00, 0x45}, uint16(1), uint16(1))
 	f.Fuzz(func(t *testing.T, frame []byte, mss, mtu uint16) {
-		s, ok := newTCPSegmenter(frame, header.EthernetMinimumSize, int(mss), int(mtu))
+		s, ok := newSegmenter(frame, header.EthernetMinimumSize, int(mss), int(mtu))
 		if !ok {
 			return
 		}

@@ -94,7 +94,7 @@ func TestFastPathTagsInPlace(t *testing.T) {
 			}
 			e.txMu.Lock()
 			fw := e.writer.Load()
-			e.appendFastLocked(fw, f, 5)
+			e.appendFastLocked(fw, f, 5, false)
 			e.sendPendingLocked(fw)
 			e.txMu.Unlock()
 			if len(w.frames) != 1 {
@@ -123,7 +123,7 @@ func TestFastPathTagsInPlaceAllocs(t *testing.T) {
 	run := func() {
 		f := w.received(plain, 256)
 		e.txMu.Lock()
-		e.appendFastLocked(fw, f, -1)
+		e.appendFastLocked(fw, f, -1, false)
 		e.sendPendingLocked(fw)
 		e.txMu.Unlock()
 	}
@@ -178,7 +178,7 @@ func TestMACsecSealsInReceiveBuffer(t *testing.T) {
 			f := w.received(plain, at)
 			upper.txMu.Lock()
 			fw := upper.writer.Load()
-			upper.appendFastLocked(fw, f, -1)
+			upper.appendFastLocked(fw, f, -1, false)
 			upper.sendPendingLocked(fw)
 			upper.txMu.Unlock()
 			if len(w.frames) != 1 {

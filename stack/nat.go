@@ -100,6 +100,16 @@ type fastRun struct {
 	eps    [fastRunLen]*Endpoint
 	frames [fastRunLen][]byte
 	pcps   [fastRunLen]int8
+	// supers holds the GSO metadata of the run's superframes, by index;
+	// valid iff isSuper (superframe.go).
+	supers  [fastRunLen]hw.GSO
+	isSuper [fastRunLen]bool
+	// copying makes add mark its frames for copying (copied), so that
+	// they never stay views of the caller's memory: the segments of a
+	// superframe live in a buffer the next segment reuses
+	// (handleSuperframe flushes the run after each).
+	copying bool
+	copied  [fastRunLen]bool
 
 	// waiting holds the endpoints with this run's frames unsent in their
 	// pending batch, which the run sends itself; slow counts the
@@ -126,6 +136,17 @@ func (r *fastRun) add(e *Endpoint, frame []byte, pcp int) {
 		r.flush()
 	}
 	r.eps[r.n], r.frames[r.n], r.pcps[r.n] = e, frame, int8(pcp)
+	r.isSuper[r.n], r.copied[r.n] = false, r.copying
+	r.n++
+}
+
+// addSuper is add for a superframe with its GSO metadata from the port.
+func (r *fastRun) addSuper(e *Endpoint, frame []byte, pcp int, g *hw.GSO) {
+	if r.n == fastRunLen {
+		r.flush()
+	}
+	r.eps[r.n], r.frames[r.n], r.pcps[r.n] = e, frame, int8(pcp)
+	r.isSuper[r.n], r.supers[r.n], r.copied[r.n] = true, *g, r.copying
 	r.n++
 }
 
@@ -143,7 +164,11 @@ func (r *fastRun) flush() {
 		w := e.writer.Load()
 		for j := i; j < r.n; j++ {
 			if r.eps[j] == e {
-				e.appendFastLocked(w, r.frames[j], int(r.pcps[j]))
+				if r.isSuper[j] {
+					e.appendSuperLocked(w, r.frames[j], int(r.pcps[j]), &r.supers[j], r.copied[j])
+				} else {
+					e.appendFastLocked(w, r.frames[j], int(r.pcps[j]), r.copied[j])
+				}
 				r.eps[j], r.frames[j] = nil, nil
 			}
 		}
@@ -241,9 +266,10 @@ func (e *Endpoint) queueFastFrame(frame []byte, pcp int) {
 // appendFastLocked adds a rewritten untagged frame to e's transmit batch,
 // with e's VLAN tags after the MAC addresses. A forwarded frame keeps the
 // priority it arrived with (pcp, 0..7) in every tag; pcp -1 (it came
-// untagged) takes e's own. A full batch is sent at once. e.txMu must be
-// held; w is e's writer.
-func (e *Endpoint) appendFastLocked(w *frameWriter, frame []byte, pcp int) {
+// untagged) takes e's own. copied makes it copy the frame even where it
+// could be sent from where it is. A full batch is sent at once. e.txMu
+// must be held; w is e's writer.
+func (e *Endpoint) appendFastLocked(w *frameWriter, frame []byte, pcp int, copied bool) {
 	if w == nil || !e.up.Load() {
 		e.stats.drop(dropLinkDown)
 		return
@@ -259,7 +285,7 @@ func (e *Endpoint) appendFastLocked(w *frameWriter, frame []byte, pcp int) {
 		buf *[]byte
 		out []byte
 	)
-	if e.tx != nil && e.tx.deferring() {
+	if e.tx != nil && e.tx.deferring() && !copied {
 		// Inside a receive batch: send the frame from the receive ring
 		// itself, as hw.Bridge does. The batch's end (txBatcher.end,
 		// before the ring block goes back to the kernel) or an earlier
@@ -285,8 +311,7 @@ func (e *Endpoint) appendFastLocked(w *frameWriter, frame []byte, pcp int) {
 		copy(out[12+v.n:], frame[12:])
 	}
 	b := &e.pending
-	b.frames = append(b.frames, out)
-	b.bufs = append(b.bufs, buf)
+	b.add(out, buf)
 	// No txDirty: the receive run that queued the frame sends it itself
 	// (fastRun.flush sends at once or records e for sendWaiting), so
 	// another goroutine's batch end does not take the send over while

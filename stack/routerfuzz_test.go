@@ -309,9 +309,15 @@ func (n *fuzzNet) buildFrame(ctl byte, payload []byte) fuzzFrame {
 		vid = 1
 	}
 	f := hw.Frame{Data: frame, WireLen: len(frame), CsumValid: ctl&ctlCsumValid != 0, CsumPartial: ctl&ctlPartial != 0, Backlogged: ctl&ctlBacklog != 0}
+	if ctl&ctlPartial != 0 && ctl&ctlFix != 0 && len(frame) > header.EthernetMinimumSize+1500 {
+		f.GSO = fuzzGSO(frame)
+	}
 	switch {
 	case !tagged:
 	case ctl&ctlInband != 0 && len(frame) >= 12:
+		if f.GSO.NeedsCsum {
+			f.GSO.CsumStart += vlanTagLength // the port counts from the frame's start
+		}
 		t := make([]byte, 0, len(frame)+vlanTagLength)
 		t = append(t, frame[:12]...)
 		t = binary.BigEndian.AppendUint16(t, etherTypeVLAN)
@@ -324,6 +330,48 @@ func (n *fuzzNet) buildFrame(ctl byte, payload []byte) fuzzFrame {
 	ff.f = f
 	ff.orig = append([]byte(nil), f.Data...)
 	return ff
+}
+
+// fuzzGSO makes a frame longer than the MTU that ctlFix and ctlPartial
+// made a CHECKSUM_PARTIAL packet a superframe (hw.Frame.GSO), as a port
+// with vnet headers delivers a local sender's TSO/GSO frame. Its last
+// bytes choose the segment size (200 to 1599) and, one time in four,
+// a GSO type that need not match the packet (TCPv4, TCPv6, UDP), with ECN
+// on TCP when their top bit is set; the checksum offsets are where the
+// packet's L4 checksum is (or would be for IPv4 TCP).
+func fuzzGSO(frame []byte) hw.GSO {
+	n := len(frame)
+	sel := frame[n-1]
+	g := hw.GSO{Size: uint16(200 + int(binary.BigEndian.Uint16(frame[n-3:]))%1400), NeedsCsum: true, CsumStart: 14 + 20, CsumOffset: 16}
+	ip := frame[header.EthernetMinimumSize:]
+	proto := uint8(0)
+	switch binary.BigEndian.Uint16(frame[12:]) {
+	case uint16(header.IPv4ProtocolNumber):
+		if len(ip) > 9 {
+			g.Type, proto, g.CsumStart = hw.GSOTCPv4, ip[9], uint16(14+int(ip[0]&0xf)*4)
+		}
+	case uint16(header.IPv6ProtocolNumber):
+		if len(ip) > 6 {
+			g.Type, proto, g.CsumStart = hw.GSOTCPv6, ip[6], 14+40
+		}
+	}
+	if proto == protoUDP {
+		g.Type, g.CsumOffset = hw.GSOUDPL4, udpChecksumOffset
+	}
+	switch sel % 8 {
+	case 1:
+		g.Type = hw.GSOTCPv4
+	case 2:
+		g.Type = hw.GSOTCPv6
+	case 3:
+		g.Type = hw.GSOUDPL4
+	}
+	if g.Type == hw.GSONone {
+		g.Type = hw.GSOTCPv4
+	}
+	g.ECN = sel&0x80 != 0 && g.Type != hw.GSOUDPL4
+	g.HdrLen = g.CsumStart + 20
+	return g
 }
 
 // fixFrame makes an untagged frame's IP packet consistent: IPv4 total length

@@ -28,6 +28,7 @@ const (
 	dropFragmentTooBig                        // IPv4 fragment ending past 65475 bytes (ping of death; see ipv4guard.go)
 	dropSourceRoute                           // IPv4 loose or strict source route option (RFC 7126; Linux accept_source_route=0)
 	dropUnassignedDelegated                   // IPv6 forward to a delegated prefix no interface uses (RFC 7084 WPD-5; Destination Unreachable sent)
+	dropGSOMalformed                          // superframe whose headers disagree with its virtio-net header, with IPv4 options or IPv6 extension headers, or UDP datagrams over the MTU (superframe.go)
 
 	// Fragments refused by package fragguard (fragguard.go).
 	dropFragTiny            // first fragment without the whole TCP/UDP/ICMP header (RFC 1858 section 3.1)
@@ -63,6 +64,7 @@ var dropReasonNames = [numDropReasons]string{
 	dropFragmentTooBig:      "ipv4_fragment_too_big",
 	dropSourceRoute:         "ipv4_source_route",
 	dropUnassignedDelegated: "unassigned_delegated",
+	dropGSOMalformed:        "gso_malformed",
 
 	dropFragTiny:            "tiny_first_fragment",
 	dropFragTCPOffset8:      "tcp_offset_8",
@@ -99,6 +101,22 @@ type InterfaceStats struct {
 	// Tapped counts received frames a raw-frame tap consumed
 	// (Interface.AddTap): netstack, the fast path and NAT never saw them.
 	Tapped uint64
+	// GSO counts superframes: a local sender's TSO/GSO frames
+	// (superframe.go).
+	GSO GSOStats
+}
+
+// GSOStats counts the superframes of one interface.
+type GSOStats struct {
+	// Received counts superframes received (each also one RxPackets).
+	Received uint64
+	// SentWhole counts superframes sent on whole, with a virtio-net
+	// header, out of this interface.
+	SentWhole uint64
+	// Segmented counts superframes cut into wire frames in software:
+	// received here for the slow path, or sent out of this interface
+	// where it cannot take them whole.
+	Segmented uint64
 }
 
 // GROStats counts what selective GRO did on one interface.
@@ -139,6 +157,8 @@ type counters struct {
 
 	nextHopForwarded atomic.Uint64
 	tapped           atomic.Uint64
+
+	gsoReceived, gsoSent, gsoSegmented atomic.Uint64
 }
 
 func (c *counters) drop(r dropReason) { c.drops[r].Add(1) }
@@ -151,6 +171,7 @@ func (c *counters) fill(s *InterfaceStats) {
 	s.TxBytes = c.txBytes.Load()
 	s.NextHopForwarded = c.nextHopForwarded.Load()
 	s.Tapped = c.tapped.Load()
+	s.GSO = GSOStats{Received: c.gsoReceived.Load(), SentWhole: c.gsoSent.Load(), Segmented: c.gsoSegmented.Load()}
 	s.GRO = GROStats{
 		Coalesced:        c.groCoalesced.Load(),
 		Flushed:          c.groFlushed.Load(),

@@ -135,6 +135,9 @@ func untag(f *hw.Frame) (k vlanKey, ok bool) {
 		if f.WireLen >= strip {
 			f.WireLen -= strip
 		}
+		if g := &f.GSO; g.NeedsCsum && int(g.CsumStart) >= strip {
+			g.CsumStart -= uint16(strip) // offsets from the frame's start
+		}
 	}
 	// The frame is untagged from here on; the outer tag's priority stays
 	// behind for the fast path, which keeps it on forwarded frames

@@ -360,6 +360,7 @@ func cmdLab(args []string) error {
 	modes := fs.String("bench-modes", "", "bench modes, any of abncdgmfks: (a) router NAT, (b) kernel forwarding, (n) kernel nftables masquerade, (c) port bridge, (d) kernel bridge, (g) router per GRO mode, forwarded and local, (m) router RSS with 65,536 tracked flows, (f) SYN flood against a 10,000-flow table during an iperf3 flow, (k) the same flood against kernel nftables masquerade, (s) router RSS with 1,000 DHCP leases and a full DNS cache, (A) and (C) (a) and (c) with the -bench-baseline build; default abncd")
 	baseline := fs.String("bench-baseline", "", "an earlier router build for bench modes A and C: (a) and (c) with it, taking turns with this build run by run, ratios (a)/(A) and (c)/(C)")
 	driver := fs.String("driver", "", "port driver of the lab routers and of the port bridge of bench mode c: af_xdp (fail if a port falls back) | af_packet; default the hardware profile's (the -bench-baseline build of modes A and C keeps its own)")
+	hostOffloads := fs.Bool("host-offloads", false, "turn TSO, GSO and TX checksum offload on at every lab veth (GRO off): the hosts send TSO superframes, as a container or VM beside the router does; the bench then fails a router run with an oversize drop (topology veth, af_packet)")
 	topo := fs.String("topology", lab.TopologyVeth, "lab layout: veth (two veth pairs; the bench's) | bcm47094 (emulated BCM53012 switch, router eth0 with VLANs 1 and 2) | macsec (two routers joined by a MACsec link, a host behind each)")
 	fs.Parse(args)
 	self, err := os.Executable()
@@ -374,6 +375,7 @@ func cmdLab(args []string) error {
 		Keep:           *keep,
 		Topology:       *topo,
 		Driver:         *driver,
+		HostOffloads:   *hostOffloads,
 		Bench:          *bench,
 		BenchSeconds:   *secs,
 		BenchRuns:      *runs,

@@ -53,7 +53,10 @@ func New(cfg Config, log *slog.Logger) (*Switch, error) {
 	start := time.Now()
 	writers := make([]hw.FrameWriter, len(cfg.Ports))
 	for i, pc := range cfg.Ports {
-		p, err := hw.Open(hw.Config{Name: pc.Name, Queues: 1}, log)
+		// No vnet headers: the switch forwards wire frames only, as the
+		// BCM53012 it stands for; a host's superframe is an oversize
+		// drop on its port.
+		p, err := hw.Open(hw.Config{Name: pc.Name, Queues: 1, VnetHdr: hw.VnetOff}, log)
 		if err != nil {
 			s.closePorts()
 			return nil, fmt.Errorf("vswitch: port %s: %w", pc.Name, err)

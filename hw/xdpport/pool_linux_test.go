@@ -344,10 +344,19 @@ func TestZeroCopyTxRingFull(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	// Settled: most frames arrived, every one received was sent or
+	// counted, and no more arrived for 50 ms (no batch holds frames).
 	want := uint64(n)
 	var st hw.Stats
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if st = pb.Stats(); st.TxPackets+st.Drops[hw.DropTxNoBufs] >= want*9/10 && pa.Stats().RxPackets == st.TxPackets+st.Drops[hw.DropTxNoBufs] {
+	for end, lastRx, quiet := time.Now().Add(5*time.Second), uint64(0), 0; time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		st = pb.Stats()
+		rx := pa.Stats().RxPackets
+		if rx == lastRx {
+			quiet++
+		} else {
+			lastRx, quiet = rx, 0
+		}
+		if st.TxPackets+st.Drops[hw.DropTxNoBufs] >= want*9/10 && rx == st.TxPackets+st.Drops[hw.DropTxNoBufs] && quiet >= 5 {
 			break
 		}
 	}

@@ -43,8 +43,12 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 	if driver == "" {
 		driver = "the profile's default"
 	}
-	fmt.Fprintf(l.out, "bench: iperf3 TCP -t %d -O %d, median of %d runs, the modes taking turns run by run; offloads tso/gso/gro/tx off on all lab veths; router ports and port bridge (c) on %s (the baseline's A and C on its defaults)\n",
-		l.opt.benchSeconds(), benchOmitSeconds, l.opt.benchRuns(), driver)
+	offloads := "offloads tso/gso/gro/tx off on all lab veths"
+	if l.opt.HostOffloads {
+		offloads = "offloads tso/gso/tx on, gro off, on all lab veths: the hosts send TSO superframes"
+	}
+	fmt.Fprintf(l.out, "bench: iperf3 TCP -t %d -O %d, median of %d runs, the modes taking turns run by run; %s; router ports and port bridge (c) on %s (the baseline's A and C on its defaults)\n",
+		l.opt.benchSeconds(), benchOmitSeconds, l.opt.benchRuns(), offloads, driver)
 	// The modes take turns run by run (a b n c d, a b n c d, ...), so that
 	// the machine's drift over minutes, often larger than the differences
 	// between the modes, hits them alike and the ratios of one run hold
@@ -77,6 +81,11 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 	if strings.ContainsAny(modes, benchOrder) {
 		l.printBench(results, modes)
 		l.printBenchCost(modes)
+	}
+	if strings.ContainsRune(modes, 'a') {
+		s := l.benchSuper
+		fmt.Fprintf(l.out, "router superframes over the (a) runs: %d frames dropped as oversize on its ports; %d superframes received, %d sent on whole, %d cut in software\n",
+			s.oversize, s.received, s.sentWhole, s.segmented)
 	}
 	if strings.ContainsRune(modes, 'f') && ctx.Err() == nil {
 		if err := l.benchFlood(ctx); err != nil {
@@ -289,6 +298,12 @@ func (l *lab) benchRound(ctx context.Context, m rune, runs map[rune][][]float64)
 	if err != nil {
 		return err
 	}
+	var super0 superframeStats
+	if m == 'a' {
+		if super0, err = l.readSuperframes(ctx); err != nil {
+			return err
+		}
+	}
 	got := make([]float64, len(benchCases))
 	cost := make([]float64, len(benchCases))
 	pid := l.benchForwarderPID(m)
@@ -317,6 +332,19 @@ func (l *lab) benchRound(ctx context.Context, m rune, runs map[rune][][]float64)
 		// Figure (a) counts only if the router did all the forwarding.
 		if err := kernelSilent(kBefore, l.kernelState()); err != nil {
 			return err
+		}
+	}
+	if m == 'a' {
+		super1, err := l.readSuperframes(ctx)
+		if err != nil {
+			return err
+		}
+		d := super1.minus(super0)
+		l.benchSuper.add(d)
+		if l.opt.HostOffloads && d.oversize > 0 {
+			// With superframes from the hosts, an oversize drop means the
+			// router lost one: the figure does not count.
+			return fmt.Errorf("the router dropped %d frames as oversize", d.oversize)
 		}
 	}
 	if runs[m] == nil {
@@ -455,5 +483,40 @@ func waitListening(ctx context.Context, ns string, port int, c *child) error {
 			return fmt.Errorf("lab: nothing listens on port %d in %s", port, ns)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// superframeStats is what the router's status says of superframes and
+// oversize drops, summed over its ports and interfaces.
+type superframeStats struct {
+	oversize, received, sentWhole, segmented uint64
+}
+
+func (s superframeStats) minus(o superframeStats) superframeStats {
+	return superframeStats{s.oversize - o.oversize, s.received - o.received, s.sentWhole - o.sentWhole, s.segmented - o.segmented}
+}
+
+func (s *superframeStats) add(o superframeStats) {
+	s.oversize += o.oversize
+	s.received += o.received
+	s.sentWhole += o.sentWhole
+	s.segmented += o.segmented
+}
+
+// readSuperframes reads the router's superframe counters and its ports'
+// oversize drops from its status listener. The server samples once a
+// second, so it waits for a sample taken after the call.
+func (l *lab) readSuperframes(ctx context.Context) (superframeStats, error) {
+	start := time.Now()
+	for {
+		body, err := httpGet(ctx, l.rtrNS, "http://127.0.0.1:"+strconv.Itoa(routerStatusPort)+"/api/status")
+		if err != nil {
+			return superframeStats{}, fmt.Errorf("lab: router status: %w", err)
+		}
+		s, at, err := parseSuperframes(body)
+		if err != nil || !at.Before(start) || time.Since(start) > 5*time.Second {
+			return s, err
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -53,6 +53,15 @@ type Options struct {
 	// to bench mode c's `router bridge`; the -bench-baseline build of
 	// modes A and C keeps its own default. Example: "af_xdp".
 	Driver string
+	// HostOffloads turns TSO, GSO and TX checksum offload on at every
+	// veth end of the lab (GRO stays off), as `ethtool -K IF tso on gso
+	// on tx on` would, instead of off: the hosts then send TSO
+	// superframes of up to 64 KiB, as a container or VM beside the
+	// router does, and the kernel modes forward them whole. The bench
+	// then also fails a router run that dropped any frame as "oversize".
+	// Topology veth with af_packet ports only: AF_XDP cannot flag a
+	// partial checksum (and XDP on a veth turns its peer's GSO off).
+	HostOffloads bool
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
 	// Stdout receives the summary and bench table; nil discards them.

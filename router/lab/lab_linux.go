@@ -45,8 +45,11 @@ type lab struct {
 	// each run: mode → benchCase → runs (bench_cpu_linux.go).
 	benchBridge *child
 	benchCost   map[rune][][]float64
-	isp         *child // the ISP's dnsmasq in the WAN namespace (startISP)
-	radvd, kea  *child // the ISP's IPv6: radvd and kea-dhcp6 in the WAN namespace (startISP6)
+	// benchSuper sums the router's superframe counters and oversize
+	// drops over the runs of bench mode (a).
+	benchSuper superframeStats
+	isp        *child // the ISP's dnsmasq in the WAN namespace (startISP)
+	radvd, kea *child // the ISP's IPv6: radvd and kea-dhcp6 in the WAN namespace (startISP6)
 	// cfgEdits change the router's lab config before it is written (a
 	// bench mode's bigger DHCP pool).
 	cfgEdits []func(*labConfig)
@@ -213,6 +216,14 @@ func (l *lab) preflight() error {
 	case DriverAFXDP:
 	default:
 		errs = append(errs, fmt.Errorf("lab: unknown driver %q (want %s or %s)", l.opt.Driver, DriverAFXDP, DriverAFPacket))
+	}
+	if l.opt.HostOffloads {
+		if l.opt.Topology != "" && l.opt.Topology != TopologyVeth {
+			errs = append(errs, fmt.Errorf("lab: host offloads on topology %s only", TopologyVeth))
+		}
+		if l.opt.Driver == DriverAFXDP {
+			errs = append(errs, fmt.Errorf("lab: host offloads need %s ports: %s cannot flag the hosts' partial checksums", DriverAFPacket, DriverAFXDP))
+		}
 	}
 	switch l.opt.Topology {
 	case "", TopologyVeth:

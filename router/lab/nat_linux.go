@@ -322,7 +322,10 @@ func (l *lab) natProofs(ctx context.Context, add func(name, detail string, err e
 // counters, streams fastPathBytes more on the same connection and reads
 // them again before closing it: the fast path's hit counter must have
 // risen by at least the segments sent while netstack's IP counter stayed
-// flat (ARP, ND and the like may add a few packets).
+// flat (ARP, ND and the like may add a few packets). With
+// Options.HostOffloads the LAN host sends superframes of up to 64 KiB, one
+// hit each: the hits must reach one per 64 KiB, the router must have
+// received at least as many superframes and dropped none as oversize.
 func (l *lab) fastPathProof(ctx context.Context) (string, error) {
 	const warmup, fastPathBytes = 1 << 20, 16 << 20
 	ctx, cancel := context.WithTimeout(ctx, proofTimeout)
@@ -364,6 +367,10 @@ func (l *lab) fastPathProof(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	super0, err := l.readSuperframes(ctx)
+	if err != nil {
+		return "", err
+	}
 	if err := send(fastPathBytes); err != nil {
 		return "", err
 	}
@@ -371,15 +378,33 @@ func (l *lab) fastPathProof(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	super1, err := l.readSuperframes(ctx)
+	if err != nil {
+		return "", err
+	}
 	hits := after.FastPathHits - before.FastPathHits
 	rx := after.NetstackIPReceived - before.NetstackIPReceived
 	d := fmt.Sprintf("%d MiB on an assured flow: fast-path hits +%d, netstack IP packets received +%d", fastPathBytes>>20, hits, rx)
-	segments := uint64(fastPathBytes / 1448)
+	if !l.opt.HostOffloads {
+		segments := uint64(fastPathBytes / 1448)
+		switch {
+		case hits < segments:
+			return d, fmt.Errorf("the fast path forwarded fewer packets than the %d segments sent", segments)
+		case rx*100 > hits:
+			return d, errors.New("netstack's counter did not stay flat (more than 1% of the fast path's packets)")
+		}
+		return d, nil
+	}
+	sf := super1.minus(super0)
+	d += fmt.Sprintf(", superframes received +%d, sent on whole +%d, cut +%d, oversize drops +%d", sf.received, sf.sentWhole, sf.segmented, sf.oversize)
+	supers := uint64(fastPathBytes / (64 << 10))
 	switch {
-	case hits < segments:
-		return d, fmt.Errorf("the fast path forwarded fewer packets than the %d segments sent", segments)
-	case rx*100 > hits:
-		return d, errors.New("netstack's counter did not stay flat (more than 1% of the fast path's packets)")
+	case sf.oversize > 0:
+		return d, errors.New("the router dropped frames as oversize")
+	case sf.received < supers || hits < supers:
+		return d, fmt.Errorf("fewer superframes received or forwarded by the fast path than the %d a 64 KiB TSO sender makes at least", supers)
+	case rx > 10+hits/100:
+		return d, errors.New("netstack's counter did not stay flat")
 	}
 	return d, nil
 }

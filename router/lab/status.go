@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gvrouter/gvrouter/hw"
 	"github.com/gvrouter/gvrouter/router/status"
 )
 
@@ -48,6 +49,26 @@ func parseStatusTime(body []byte) (map[string]ifCounters, time.Time, error) {
 	out := make(map[string]ifCounters, len(s.Interfaces))
 	for _, i := range s.Interfaces {
 		out[i.Name] = ifCounters{RxPackets: i.RxPackets, TxPackets: i.TxPackets}
+	}
+	return out, s.Time, nil
+}
+
+// parseSuperframes sums the superframe counters of a status snapshot's
+// interfaces and the "oversize" drops of its ports, and returns the
+// snapshot's time.
+func parseSuperframes(body []byte) (superframeStats, time.Time, error) {
+	var s status.Snapshot
+	if err := json.Unmarshal(body, &s); err != nil {
+		return superframeStats{}, time.Time{}, fmt.Errorf("lab: status JSON: %w", err)
+	}
+	var out superframeStats
+	for _, p := range s.Ports {
+		out.oversize += p.Drops[hw.DropOversize]
+	}
+	for _, i := range s.Interfaces {
+		out.received += i.GSO.Received
+		out.sentWhole += i.GSO.SentWhole
+		out.segmented += i.GSO.Segmented
 	}
 	return out, s.Time, nil
 }

@@ -20,11 +20,31 @@ import (
 // l4_checksum (hw/xdpport/doc.go, "Checksums").
 var hostOffloads = hw.Offloads{RxCsum: true}
 
-// setWireLike turns the offloads of ifname in namespace ns off, with the
-// ioctl hw uses on real ports, so the lab needs no ethtool binary.
-func setWireLike(ns, ifname string) error {
+// superframeOffloads are the offloads of every veth end with
+// Options.HostOffloads: a veth's defaults but GRO (`ethtool -K IF tso on
+// gso on tx on gro off`). The hosts' TCP hands its veth 64 KiB
+// superframes with partial checksums, which veth passes to its peer as
+// they are; the router ports' own ends keep TSO on too, so a superframe
+// the router or the kernel sends on whole reaches the other host whole.
+var superframeOffloads = hw.Offloads{TSO: true, GSO: true, TxCsum: true, RxCsum: true}
+
+// setWireLike turns the offloads of ifname in namespace ns off
+// (hostOffloads), with the ioctl hw uses on real ports, so the lab needs
+// no ethtool binary.
+func setWireLike(ns, ifname string) error { return setOffloadsIn(ns, ifname, hostOffloads) }
+
+// setVethOffloads sets the offloads of one of the lab's veth ends:
+// hostOffloads, or superframeOffloads with Options.HostOffloads.
+func (l *lab) setVethOffloads(ns, ifname string) error {
+	if l.opt.HostOffloads {
+		return setOffloadsIn(ns, ifname, superframeOffloads)
+	}
+	return setWireLike(ns, ifname)
+}
+
+func setOffloadsIn(ns, ifname string, o hw.Offloads) error {
 	return inNetns(ns, func() error {
-		if err := hw.SetOffloads(ifname, hostOffloads); err != nil {
+		if err := hw.SetOffloads(ifname, o); err != nil {
 			return fmt.Errorf("lab: offloads of %s in %s: %w", ifname, ns, err)
 		}
 		return nil
@@ -117,7 +137,7 @@ func (l *lab) build(ctx context.Context) error {
 		}
 	}
 	for _, e := range append(wire, struct{ ns, ifname string }{l.lanNS, hostIf}, struct{ ns, ifname string }{l.wanNS, hostIf}) {
-		if err := setWireLike(e.ns, e.ifname); err != nil {
+		if err := l.setVethOffloads(e.ns, e.ifname); err != nil {
 			return err
 		}
 	}

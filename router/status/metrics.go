@@ -104,6 +104,8 @@ type collector struct {
 	httpOpen, httpRefused *prometheus.Desc
 	// gro is the interfaces' GRO counters, labelled by event.
 	gro *prometheus.Desc
+	// gso counts the interface's superframes by event.
+	gso *prometheus.Desc
 	// nextHop counts packets forwarded without netstack before their
 	// flow reached the fast path, per ingress interface.
 	nextHop *prometheus.Desc
@@ -192,6 +194,9 @@ func newCollector(s *Server) *collector {
 		gro: prometheus.NewDesc("gvrouter_interface_gro_total",
 			"Receive coalescing events of the interface: coalesced, flushed, bypassed_forward, segmented, checksum_verified, checksum_bad.",
 			[]string{"interface", "event"}, nil),
+		gso: prometheus.NewDesc("gvrouter_interface_gso_total",
+			"Superframes (local senders' TSO/GSO frames) of the interface: received, sent_whole, segmented (cut into wire frames in software).",
+			[]string{"interface", "event"}, nil),
 		nextHop: prometheus.NewDesc("gvrouter_interface_next_hop_forwarded_total",
 			"Packets received on the interface and forwarded without netstack before their flow reached the NAT fast path (the next hop of their destination was known).",
 			[]string{"interface"}, nil),
@@ -222,6 +227,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.httpOpen
 	ch <- c.httpRefused
 	ch <- c.gro
+	ch <- c.gso
 	ch <- c.nextHop
 	ch <- c.tapped
 	ch <- c.portDriver
@@ -247,6 +253,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		c.iface.collect(ch, entry{i.Name, i.State, i.RxPackets, i.RxBytes, i.TxPackets, i.TxBytes, i.Drops, i.Rates})
 		ch <- prometheus.MustNewConstMetric(c.nextHop, prometheus.CounterValue, float64(i.NextHopForwarded), i.Name)
 		ch <- prometheus.MustNewConstMetric(c.tapped, prometheus.CounterValue, float64(i.Tapped), i.Name)
+		for _, ev := range []struct {
+			name string
+			v    uint64
+		}{{"received", i.GSO.Received}, {"sent_whole", i.GSO.SentWhole}, {"segmented", i.GSO.Segmented}} {
+			ch <- prometheus.MustNewConstMetric(c.gso, prometheus.CounterValue, float64(ev.v), i.Name, ev.name)
+		}
 		if g := i.GRO; g != nil {
 			for _, ev := range []struct {
 				name string

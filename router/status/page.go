@@ -423,6 +423,7 @@ footer a { color: inherit; }
 <th class="num wrapth">Forwarded TCP left unmerged</th><th class="num wrapth">Merged packets split on send</th>
 <th class="num wrapth">Checksums checked in software</th><th class="num wrapth">Bad checksums</th>
 <th class="num wrapth">Forwarded straight to a known next hop</th><th class="num wrapth">Frames taken by DHCP</th>
+<th class="num wrapth" title="frames of up to 64 KiB from a local sender with TSO/GSO">Superframes in / sent whole / cut in software</th>
 </tr></thead>
 <tbody>
 {{- range .Interfaces}}
@@ -437,9 +438,10 @@ footer a { color: inherit; }
 {{- end}}
 <td class="num">{{count .NextHopForwarded}}</td>
 <td class="num">{{count .Tapped}}</td>
+<td class="num">{{count .GSO.Received}} / {{count .GSO.SentWhole}} / {{count .GSO.Segmented}}</td>
 </tr>
 {{- else}}
-<tr><td colspan="10" class="empty">no interfaces</td></tr>
+<tr><td colspan="11" class="empty">no interfaces</td></tr>
 {{- end}}
 </tbody>
 </table></div>

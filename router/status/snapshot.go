@@ -130,6 +130,8 @@ type Interface struct {
 	// netstack before their flow reached the NAT fast path (the next hop
 	// of their destination was known).
 	NextHopForwarded uint64 `json:"next_hop_forwarded"`
+	// GSO counts superframes: local senders' TSO/GSO frames.
+	GSO GSO `json:"gso_counters"`
 	// Tapped counts received frames a raw-frame tap consumed (the DHCP
 	// server's and client's UDP 67/68) before netstack and NAT.
 	Tapped uint64 `json:"tapped"`
@@ -165,6 +167,19 @@ type GRO struct {
 	ChecksumVerified uint64 `json:"checksum_verified"`
 	// ChecksumBad counts those that were wrong.
 	ChecksumBad uint64 `json:"checksum_bad"`
+}
+
+// GSO counts the superframes of one interface: frames of up to 64 KiB
+// from a local sender with TSO/GSO (a veth peer, a VM), which a port
+// with vnet headers takes whole.
+type GSO struct {
+	// Received counts superframes received, e.g. 4000.
+	Received uint64 `json:"received"`
+	// SentWhole counts superframes sent out of this interface whole.
+	SentWhole uint64 `json:"sent_whole"`
+	// Segmented counts superframes cut into wire frames in software
+	// (for the slow path, or for an egress that cannot take them whole).
+	Segmented uint64 `json:"segmented"`
 }
 
 // Port is one physical port.
