@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 
@@ -91,11 +92,13 @@ func TestFastPathCapture(t *testing.T) {
 	peer(t, peers)
 	lan, wan := l.r.Interface("lan"), l.r.Interface("wan")
 	ls, ws := &recordingSink{}, &recordingSink{}
+	waitQuiet(t, lan, wan)
 	lan0, wan0 := lan.Stats(), wan.Stats()
 	lan.SetCapture(ls)
 	wan.SetCapture(ws)
 	hits0 := nat.Stats().FastPathHits.Load()
 	exchange(t, c, 1<<20)
+	waitQuiet(t, lan, wan)
 	lan.SetCapture(nil)
 	wan.SetCapture(nil)
 	lan1, wan1 := lan.Stats(), wan.Stats()
@@ -106,8 +109,8 @@ func TestFastPathCapture(t *testing.T) {
 	ws.mu.Lock()
 	defer ls.mu.Unlock()
 	defer ws.mu.Unlock()
-	// The sink is set and removed between transfers, when no frame is in
-	// flight (exchange waits for the echo), so the numbers are exact.
+	// The sink is set and removed between transfers, when no frame has
+	// moved for a while (a delayed ACK included), so the numbers are exact.
 	if got, want := uint64(len(ls.rx)), lan1.RxPackets-lan0.RxPackets; got != want {
 		t.Errorf("lan: captured %d received frames, counters say %d", got, want)
 	}
@@ -137,4 +140,28 @@ func TestFastPathCapture(t *testing.T) {
 	if in < 200 || out < 200 {
 		t.Errorf("%d frames from the LAN host in, %d masqueraded out, want >= 200 each", in, out)
 	}
+}
+
+// waitQuiet returns once the interfaces' packet counters have not moved
+// for longer than a delayed ACK takes, so that a sink set or removed
+// next sees no frame in flight (slow machines and emulators delay the
+// last ACKs of a transfer past its echo).
+func waitQuiet(t *testing.T, ifs ...*Interface) {
+	t.Helper()
+	sum := func() (n uint64) {
+		for _, i := range ifs {
+			st := i.Stats()
+			n += st.RxPackets + st.TxPackets
+		}
+		return n
+	}
+	last, since := sum(), time.Now()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if n := sum(); n != last {
+			last, since = n, time.Now()
+		} else if time.Since(since) > 500*time.Millisecond {
+			return
+		}
+	}
+	t.Fatalf("interfaces still moving frames after 20 s")
 }
