@@ -5,7 +5,10 @@
 # (n) kernel nftables masquerade, (c) the hw port bridge and (d) the kernel
 # bridge, all on the same veths; `-bench-modes abncdgmfks` adds (g) the GRO
 # modes, (m) RSS with 65,536 flows, (f) the SYN flood and (k) the same
-# flood against the kernel's nftables masquerade of (n); `-host-offloads`
+# flood against the kernel's nftables masquerade of (n); (x) and (y) are
+# (a) and (c) on AF_XDP ports and (t) and (u) (a) with the AF_PACKET TX
+# ring (without and with PACKET_QDISC_BYPASS), so `-bench-modes axtucynd`
+# compares both backends in one sitting; `-host-offloads`
 # turns TSO/GSO/TX checksum offload on at every lab veth, so the hosts send
 # TSO superframes (the "TSO superframes" row: `scripts/bench.sh
 # -host-offloads -bench-modes an`), and fails a router run with an

@@ -33,6 +33,10 @@ var benchModeNames = map[rune]string{
 	'd': "(d) kernel bridge",
 	'A': "(A) baseline router NAT",
 	'C': "(C) baseline port bridge",
+	'x': "(x) router NAT on af_xdp",
+	'y': "(y) hw port bridge on af_xdp",
+	't': "(t) router NAT, TX ring",
+	'u': "(u) router NAT, TX ring+bypass",
 	'g': "(g) router per GRO mode",
 	'm': "(m) conntrack memory",
 	's': "(s) services memory: 1,000 DHCP leases and a full DNS cache",
@@ -41,8 +45,10 @@ var benchModeNames = map[rune]string{
 }
 
 // benchOrder is the order the modes a–d and n run and print in; A and C
-// (the same as a and c with Options.BaselineBinary) follow their own.
-const benchOrder = "aAbncCd"
+// (the same as a and c with Options.BaselineBinary) follow their own, x
+// and y (a and c on af_xdp ports) and t and u (a with the af_packet TX
+// ring, without and with PACKET_QDISC_BYPASS) theirs.
+const benchOrder = "aAxtubncCyd"
 
 // benchRatios are the printed ratios: router NAT / kernel forwarding,
 // port bridge / kernel bridge, router NAT / kernel NAT (issue 5: ≥ 0.35,
@@ -50,7 +56,15 @@ const benchOrder = "aAbncCd"
 // built on these ports (≥ 0.8, goal 0.9); with a baseline build, the same
 // for it and this build / the baseline, measured in the same sitting.
 var benchRatios = [][2]rune{{'a', 'b'}, {'c', 'd'}, {'a', 'n'}, {'a', 'c'},
-	{'A', 'n'}, {'C', 'd'}, {'a', 'A'}, {'c', 'C'}}
+	{'A', 'n'}, {'C', 'd'}, {'a', 'A'}, {'c', 'C'},
+	{'x', 'n'}, {'y', 'd'}, {'x', 'y'}, {'x', 'a'}, {'y', 'c'}, {'t', 'a'}, {'u', 'a'}}
+
+// benchModeLetters are the bench modes -bench-modes takes.
+const benchModeLetters = "abncdgmfksACxytu"
+
+// benchPairOnly are the modes whose ratios print only when both figures
+// of the pair were measured: the baseline's and the variants'.
+const benchPairOnly = "ACxytu"
 
 // labNATTable is the nftables table of bench mode n.
 const labNATTable = "gvrouter_lab_nat"

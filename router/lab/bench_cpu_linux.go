@@ -71,11 +71,11 @@ func cpuMsPerGbit(cpu, bps, seconds float64) float64 {
 // mode m, or 0 for the kernel's modes.
 func (l *lab) benchForwarderPID(m rune) int {
 	switch m {
-	case 'a', 'A':
+	case 'a', 'A', 'x', 't', 'u':
 		if l.router != nil {
 			return l.router.cmd.Process.Pid
 		}
-	case 'c', 'C':
+	case 'c', 'C', 'y':
 		if l.benchBridge != nil {
 			return l.benchBridge.cmd.Process.Pid
 		}
@@ -88,7 +88,7 @@ func (l *lab) benchForwarderPID(m rune) int {
 // spends less per bit than the baseline).
 func (l *lab) printBenchCost(modes string) {
 	med := map[rune][]float64{}
-	for _, m := range "aAcC" {
+	for _, m := range benchOrder {
 		if !strings.ContainsRune(modes, m) || l.benchCost[m] == nil {
 			continue
 		}
@@ -102,7 +102,7 @@ func (l *lab) printBenchCost(modes string) {
 			fmt.Fprintf(l.out, "  %-22s %-14s median %8.0f CPU ms/Gbit  runs %s\n", benchModeNames[m], c, med[m][i], rounded(xs, 1))
 		}
 	}
-	for _, p := range [][2]rune{{'a', 'A'}, {'c', 'C'}} {
+	for _, p := range [][2]rune{{'a', 'A'}, {'c', 'C'}, {'x', 'a'}, {'y', 'c'}, {'t', 'a'}, {'u', 'a'}} {
 		x, y := med[p[0]], med[p[1]]
 		if x == nil || y == nil {
 			continue

@@ -118,9 +118,10 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 // benchSetup prepares bench mode m and returns the iperf3 server address
 // and a function that undoes the mode's changes.
 func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(), err error) {
-	if m != 'a' && m != 'A' {
-		// Every mode but (a) and (A) runs without the router, on ports it
-		// restored.
+	_, routed := routerVariants[m]
+	if !routed {
+		// Every mode but the router's ((a) and its variants) runs
+		// without the router, on ports it restored.
 		l.proxy.close()
 		l.proxy = nil
 		if err := l.stopRouter(); err != nil {
@@ -129,9 +130,9 @@ func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(
 	}
 	var steps, undoSteps [][]string
 	switch m {
-	case 'a', 'A':
-		if l.router == nil || l.baselineUp != (m == 'A') {
-			return to, nil, errors.New("the router build of this mode is not running")
+	case 'a', 'A', 'x', 't', 'u':
+		if l.router == nil || l.routerMode != m {
+			return to, nil, errors.New("the router variant of this mode is not running")
 		}
 		to = wanHost4.Addr()
 	case 'b', 'n':
@@ -144,7 +145,7 @@ func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(
 			{l.rtrNS, "ip", "addr", "flush", "dev", lanPort},
 			{l.rtrNS, "ip", "addr", "flush", "dev", wanPort},
 		}
-	case 'c', 'C', 'd':
+	case 'c', 'C', 'y', 'd':
 		to = l2WAN.Addr()
 		steps = [][]string{
 			{l.lanNS, "ip", "addr", "add", l2LAN.String(), "dev", hostIf},
@@ -209,7 +210,7 @@ func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(
 				return to, undo, fmt.Errorf("nft masquerade: %v: %s", err, out)
 			}
 		}
-	case 'c', 'C':
+	case 'c', 'C', 'y':
 		bin := l.opt.RouterBinary
 		if m == 'C' {
 			bin = l.opt.BaselineBinary
@@ -219,7 +220,10 @@ func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(
 			return to, undo, err
 		}
 		args := []string{bin, "bridge", "-a", lanPort, "-b", wanPort}
-		if m == 'c' && l.opt.Driver != "" {
+		switch {
+		case m == 'y':
+			args = append(args, "-driver", DriverAFXDP)
+		case m == 'c' && l.opt.Driver != "":
 			// The baseline (C) keeps its default, af_packet, as its
 			// router (A) does: a build before -driver would refuse it.
 			args = append(args, "-driver", l.opt.Driver)
@@ -239,7 +243,7 @@ func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(
 	if _, err := ping(ctx, l.lanNS, to); err != nil {
 		return to, undo, fmt.Errorf("no path to %s before iperf3: %w", to, err)
 	}
-	if m == 'c' && l.opt.Driver == DriverAFXDP {
+	if m == 'y' || m == 'c' && l.opt.Driver == DriverAFXDP {
 		if err := checkXDP(ctx, l.rtrNS, lanPort, wanPort); err != nil {
 			return to, undo, fmt.Errorf("port bridge on %s: %w", DriverAFXDP, err)
 		}
@@ -273,21 +277,22 @@ func (l *lab) benchRound(ctx context.Context, m rune, runs map[rune][][]float64)
 	if err := l.startBenchServer(ctx); err != nil {
 		return err
 	}
-	if (m == 'a' || m == 'A') && l.router != nil && l.baselineUp != (m == 'A') {
-		l.proxy.close()
-		l.proxy = nil
-		if err := l.stopRouter(); err != nil {
-			return err
+	if _, routed := routerVariants[m]; routed {
+		if l.router != nil && l.routerMode != m {
+			l.proxy.close()
+			l.proxy = nil
+			if err := l.stopRouter(); err != nil {
+				return err
+			}
 		}
-	}
-	if m == 'a' && l.router == nil {
-		if err := l.startRouter(ctx); err != nil {
-			return err
-		}
-	}
-	if m == 'A' && l.router == nil {
-		if err := l.startBaseline(ctx); err != nil {
-			return err
+		if l.router == nil {
+			var args []string
+			if !routerVariants[m].baseline {
+				args = l.opt.routerArgs
+			}
+			if err := l.startRouterBuild(ctx, m, "", args...); err != nil {
+				return err
+			}
 		}
 	}
 	kBefore := l.kernelState()
@@ -328,8 +333,8 @@ func (l *lab) benchRound(ctx context.Context, m rune, runs map[rune][][]float64)
 		}
 		l.log.Debug("lab: bench", "mode", benchModeNames[m], "case", c.String(), "mbps", fmt.Sprintf("%.0f", bps/1e6))
 	}
-	if m == 'a' || m == 'A' {
-		// Figure (a) counts only if the router did all the forwarding.
+	if _, routed := routerVariants[m]; routed {
+		// A router's figure counts only if it did all the forwarding.
 		if err := kernelSilent(kBefore, l.kernelState()); err != nil {
 			return err
 		}
@@ -412,8 +417,8 @@ func (l *lab) printBench(results map[rune][]float64, modes string) {
 		if !strings.ContainsRune(modes, p[0]) && !strings.ContainsRune(modes, p[1]) {
 			continue
 		}
-		if strings.ContainsAny(string(p[:]), "AC") && !(strings.ContainsRune(modes, p[0]) && strings.ContainsRune(modes, p[1])) {
-			continue // baseline ratios only with both figures
+		if strings.ContainsAny(string(p[:]), benchPairOnly) && !(strings.ContainsRune(modes, p[0]) && strings.ContainsRune(modes, p[1])) {
+			continue // baseline and variant ratios only with both figures
 		}
 		for i, c := range benchCases {
 			var x, y float64

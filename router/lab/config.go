@@ -60,6 +60,7 @@ type labAllow6 struct {
 type labPort struct {
 	Name   string `yaml:"name"`
 	Driver string `yaml:"driver,omitempty"`
+	Tx     string `yaml:"tx,omitempty"`
 }
 
 // withDriver returns the config edit that sets every port's driver.
@@ -67,6 +68,16 @@ func withDriver(driver string) func(*labConfig) {
 	return func(c *labConfig) {
 		for i := range c.Ports {
 			c.Ports[i].Driver = driver
+		}
+	}
+}
+
+// withTx returns the config edit that sets every port's transmit path
+// (ports[].tx: sendmmsg, ring or ring-bypass).
+func withTx(tx string) func(*labConfig) {
+	return func(c *labConfig) {
+		for i := range c.Ports {
+			c.Ports[i].Tx = tx
 		}
 	}
 }

@@ -37,7 +37,7 @@ type lab struct {
 
 	namespaces []string // created so far, removed by teardown
 	router     *child   // `router run`, nil when not running
-	baselineUp bool     // router runs Options.BaselineBinary (bench mode A)
+	routerMode rune     // the bench mode whose router variant runs ('a' outside the bench; routerVariants)
 	proxy      *proxy   // status page at 127.0.0.1:PORT, nil when not running
 	benchSrv   *child   // the NAT bench modes' iperf3 server (startBenchServer)
 	// benchBridge is the `router bridge` of bench modes (c) and (C)
@@ -236,9 +236,12 @@ func (l *lab) preflight() error {
 		errs = append(errs, fmt.Errorf("lab: unknown topology %q (want %s, %s or %s)", l.opt.Topology, TopologyVeth, TopologyBCM47094, TopologyMACsec))
 	}
 	for _, m := range l.opt.BenchModes {
-		if !strings.ContainsRune("abncdgmfksAC", m) {
-			errs = append(errs, fmt.Errorf("lab: unknown bench mode %q (want any of abncdgmfksAC)", m))
+		if !strings.ContainsRune(benchModeLetters, m) {
+			errs = append(errs, fmt.Errorf("lab: unknown bench mode %q (want any of %s)", m, benchModeLetters))
 		}
+	}
+	if l.opt.HostOffloads && strings.ContainsAny(l.opt.BenchModes, "xy") {
+		errs = append(errs, fmt.Errorf("lab: host offloads need %s ports: bench modes x and y run %s", DriverAFPacket, DriverAFXDP))
 	}
 	return errors.Join(errs...)
 }
@@ -253,23 +256,48 @@ func (l *lab) startRouter(ctx context.Context) error {
 // (unless ""); with a gro mode the router also serves the bench's discard
 // sink at benchSinkAddr.
 func (l *lab) startRouterWith(ctx context.Context, gro string, args ...string) error {
-	return l.startRouterBuild(ctx, false, gro, args...)
+	return l.startRouterBuild(ctx, 'a', gro, args...)
 }
 
-// startBaseline starts Options.BaselineBinary as the router (bench mode
-// A), on the wave-1 lab config.
-func (l *lab) startBaseline(ctx context.Context) error {
-	return l.startRouterBuild(ctx, true, "")
+// routerVariant is how a bench mode's router differs from the lab's
+// router: another build, port driver or transmit path.
+type routerVariant struct {
+	baseline bool   // Options.BaselineBinary on the wave-1 lab config
+	driver   string // ports[].driver; "" for Options.Driver
+	tx       string // ports[].tx; "" for the profile's
 }
 
-// startRouterBuild starts this build or, if baseline, the baseline build
-// as the lab router.
-func (l *lab) startRouterBuild(ctx context.Context, baseline bool, gro string, args ...string) error {
+// routerVariants are the bench modes that run a router, by letter: (a)
+// the lab's router, (A) the baseline build, (x) (a) on af_xdp ports, (t)
+// and (u) (a) with the af_packet TX ring instead of sendmmsg, without
+// and with PACKET_QDISC_BYPASS.
+var routerVariants = map[rune]routerVariant{
+	'a': {},
+	'A': {baseline: true},
+	'x': {driver: DriverAFXDP},
+	't': {tx: "ring"},
+	'u': {tx: "ring-bypass"},
+}
+
+// startRouterBuild starts the router of bench mode m (routerVariants) as
+// the lab router.
+func (l *lab) startRouterBuild(ctx context.Context, m rune, gro string, args ...string) error {
+	v := routerVariants[m]
+	baseline := v.baseline
+	driver := v.driver
+	if driver == "" {
+		driver = l.opt.Driver
+	}
 	edits, bin := l.cfgEdits, l.opt.RouterBinary
 	if baseline {
-		edits, bin = []func(*labConfig){baselineConfig}, l.opt.BaselineBinary
-	} else if l.opt.Driver != "" {
-		edits = append(slices.Clip(edits), withDriver(l.opt.Driver))
+		edits, bin, driver = []func(*labConfig){baselineConfig}, l.opt.BaselineBinary, ""
+	} else {
+		if driver != "" {
+			edits = append(slices.Clip(edits), withDriver(driver))
+		}
+		if v.tx != "" {
+			edits = append(slices.Clip(edits), withTx(v.tx))
+		}
 	}
 	cfg, err := routerConfig(l.prefix, routerStatusPort, l.opt.Topology, gro, l.opt.conntrackMax, edits...)
 	if l.rtr2NS != "" {
@@ -294,7 +322,7 @@ func (l *lab) startRouterBuild(ctx context.Context, baseline bool, gro string, a
 	if err != nil {
 		return err
 	}
-	l.baselineUp = baseline
+	l.routerMode = m
 	deadline := time.Now().Add(routerStartTimeout)
 	for {
 		_, err := l.routerCounters(ctx)
@@ -317,8 +345,8 @@ func (l *lab) startRouterBuild(ctx context.Context, baseline bool, gro string, a
 		}
 		l.log.Info("lab: router has its WAN lease", "address", c.Address, "server", c.Server, "took", time.Since(deadline.Add(-routerStartTimeout)).Round(time.Millisecond))
 	}
-	if !baseline && l.opt.Driver != "" {
-		if err := l.checkDrivers(ctx, l.rtrNS, routerPorts(l.opt.Topology), l.opt.Driver); err != nil {
+	if driver != "" {
+		if err := l.checkDrivers(ctx, l.rtrNS, routerPorts(l.opt.Topology), driver); err != nil {
 			return fmt.Errorf("%w; %s:\n%s", err, logPath, tail(logPath, 2000))
 		}
 	}
@@ -346,7 +374,7 @@ func (l *lab) stopRouter() error {
 		return nil
 	}
 	err := l.router.stop()
-	l.router, l.baselineUp = nil, false
+	l.router, l.routerMode = nil, 0
 	if err != nil {
 		return fmt.Errorf("lab: router: %w", err)
 	}
