@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -62,7 +63,7 @@ func (l *lab) config() Config {
 func goroutineLeakCheck(t testing.TB) {
 	before := runtime.NumGoroutine()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(time.Second)
+		deadline := time.Now().Add(labTimeout(time.Second))
 		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -121,8 +122,17 @@ func newLabWith(t testing.TB, nat *natengine.Engine, wrapLAN func(hw.BatchHandle
 	return l
 }
 
+// labSlowdown stretches the lab helpers' timeouts for runs on a CPU far
+// slower than this one: scripts/armproj.sh runs the benchmarks under
+// qemu-arm with a trace line per instruction, some 500 times slower than
+// native, where a 5 s dial timeout expires before the handshake is done.
+var labSlowdown = flag.Int("stack.slowdown", 1, "multiply the lab helpers' timeouts by this factor (for runs under an instruction tracer)")
+
+// labTimeout is d stretched by -stack.slowdown.
+func labTimeout(d time.Duration) time.Duration { return d * time.Duration(*labSlowdown) }
+
 func ctxTimeout(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithTimeout(context.Background(), labTimeout(d))
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -181,7 +191,7 @@ func echoServer(t *testing.T, ln net.Listener) {
 // exchange sends n bytes over c and checks they come back.
 func exchange(t testing.TB, c net.Conn, n int) {
 	t.Helper()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(labTimeout(10 * time.Second)))
 	want := make([]byte, n)
 	for i := range want {
 		want[i] = byte(i * 7)
