@@ -42,10 +42,13 @@ func (r *gsoRecorder) handle(_ int, frames []Frame) {
 	r.bq.forward(r.dst, frames)
 }
 
-func (r *gsoRecorder) seen() []Frame {
+// seen returns the superframes' headers and the count of plain frames
+// so far (the port's goroutine is still adding to both: an ACK can
+// arrive after the transfer).
+func (r *gsoRecorder) seen() ([]Frame, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Frame(nil), r.supers...)
+	return append([]Frame(nil), r.supers...), r.plain
 }
 
 // TestVnetSuperframes runs TCP between two namespaces through two ports
@@ -112,9 +115,9 @@ func TestVnetSuperframes(t *testing.T) {
 			if sum.sent != sum.got {
 				t.Fatalf("receiver got %d bytes with SHA-256 %x, sender sent %d with %x", n.got, sum.got, n.sent, sum.sent)
 			}
-			supers := fwd.seen()
+			supers, plain := fwd.seen()
 			if len(supers) == 0 {
-				t.Fatalf("no superframe reached the port (%d plain frames)", fwd.plain)
+				t.Fatalf("no superframe reached the port (%d plain frames)", plain)
 			}
 			wantType, l3 := GSOTCPv4, 20
 			if tc.v6 {
@@ -137,7 +140,7 @@ func TestVnetSuperframes(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%d superframes (largest %d bytes; the first %+v), %d plain frames", len(supers), largest(supers), supers[0].GSO, fwd.plain)
+			t.Logf("%d superframes (largest %d bytes; the first %+v), %d plain frames", len(supers), largest(supers), supers[0].GSO, plain)
 		})
 	}
 }
