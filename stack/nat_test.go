@@ -69,7 +69,12 @@ func remoteServer(t testing.TB, h *stacktest.Host, at netip.AddrPort) <-chan net
 			if err != nil {
 				return
 			}
-			peers <- netip.MustParseAddrPort(c.RemoteAddr().String())
+			ra := c.RemoteAddr()
+			if ra == nil { // aborted before Accept returned it (a handshake timed out under a tracer)
+				c.Close()
+				continue
+			}
+			peers <- netip.MustParseAddrPort(ra.String())
 			go func(c net.Conn) {
 				defer c.Close()
 				io.Copy(c, c)
