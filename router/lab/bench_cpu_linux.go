@@ -70,11 +70,13 @@ func cpuMsPerGbit(cpu, bps, seconds float64) float64 {
 // benchForwarderPID returns the PID of the process that forwards in bench
 // mode m, or 0 for the kernel's modes.
 func (l *lab) benchForwarderPID(m rune) int {
-	switch m {
-	case 'a', 'A', 'x', 't', 'u':
+	if _, routed := routerVariants[m]; routed {
 		if l.router != nil {
 			return l.router.cmd.Process.Pid
 		}
+		return 0
+	}
+	switch m {
 	case 'c', 'C', 'y':
 		if l.benchBridge != nil {
 			return l.benchBridge.cmd.Process.Pid

@@ -283,13 +283,12 @@ var routerVariants = map[rune]routerVariant{
 // the lab router.
 func (l *lab) startRouterBuild(ctx context.Context, m rune, gro string, args ...string) error {
 	v := routerVariants[m]
-	baseline := v.baseline
 	driver := v.driver
 	if driver == "" {
 		driver = l.opt.Driver
 	}
 	edits, bin := l.cfgEdits, l.opt.RouterBinary
-	if baseline {
+	if v.baseline {
 		edits, bin, driver = []func(*labConfig){baselineConfig}, l.opt.BaselineBinary, ""
 	} else {
 		if driver != "" {
@@ -338,7 +337,7 @@ func (l *lab) startRouterBuild(ctx context.Context, m rune, gro string, args ...
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if l.wanByDHCP() && !baseline {
+	if l.wanByDHCP() && !v.baseline {
 		c, err := l.waitWANLease(ctx, netip.Addr{}, wanLeaseTimeout)
 		if err != nil {
 			return fmt.Errorf("%w; %s:\n%s", err, logPath, tail(logPath, 2000))
