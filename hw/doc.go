@@ -86,8 +86,9 @@
 //
 // TakeOver is the same record for a port another backend opens (the
 // AF_XDP one, hw/xdpport): it turns RX VLAN stripping off
-// (rx-vlan-hw-parse) and, with Silence, removes the addresses and turns
-// IPv6 off as Open does, each recorded first, and its Restore, the next
+// (rx-vlan-hw-parse, rx-vlan-stag-hw-parse), with Silence removes the
+// addresses and turns IPv6 off, and with ExtraTags raises the kernel MTU
+// as Open does, each recorded first, and its Restore, the next
 // Open or TakeOver, and Restore after a crash put them back. Such a port
 // has no packet socket to hold its multicast memberships on:
 // Memberships is one opened for them alone (and for promiscuous mode),

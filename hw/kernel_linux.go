@@ -292,6 +292,12 @@ func (k *kernelState) restoreOffloads(ctl int) error {
 			}
 			continue
 		}
+		if name == featureRxSTag {
+			if err := setFeature(ctl, k.ifname, featureRxSTag, v); err != nil && !unsupported(err) {
+				return fmt.Errorf("hw: restore %s on %s: %w", name, k.ifname, err)
+			}
+			continue
+		}
 		f := offloadField(&want, name)
 		if f == nil {
 			return fmt.Errorf("hw: restore offloads of %s: unknown feature %q", k.ifname, name)

@@ -45,9 +45,10 @@ type TakeoverConfig struct {
 	// "/var/lib/gvrouter"; "" keeps it in memory only, so a crash loses
 	// it.
 	StateDir string
-	// RxVLANOff turns the driver's receive 802.1Q tag stripping off
-	// (rx-vlan-hw-parse), so tags stay in the frame: AF_XDP, unlike the
-	// TPACKET_V3 ring header, has no field for a stripped tag.
+	// RxVLANOff turns the driver's receive 802.1Q and 802.1ad tag
+	// stripping off (rx-vlan-hw-parse, rx-vlan-stag-hw-parse), so tags
+	// stay in the frame: AF_XDP, unlike the TPACKET_V3 ring header, has
+	// no field for a stripped tag.
 	RxVLANOff bool
 	// Silence takes the kernel's addresses off the port, as Port does:
 	// every IPv4 address removed and IPv6 off (which takes the
@@ -57,6 +58,13 @@ type TakeoverConfig struct {
 	// MLD reports). The GRO/LRO and ingress-drop steps of Port are not
 	// part of it: XDP takes every frame before either matters.
 	Silence bool
+	// MTU is the port's L3 MTU, e.g. 1500; 0 means the interface's own
+	// (from before a crashed run raised it). With ExtraTags the kernel
+	// MTU is raised to MTU + 4*ExtraTags when it is below that, as Open
+	// does for Config.ExtraTags (which says why), recorded first.
+	MTU int
+	// ExtraTags is Config.ExtraTags: 0 leaves the kernel MTU alone.
+	ExtraTags int
 }
 
 // Takeover is the kernel settings a port backend other than Port (the
@@ -69,7 +77,12 @@ type Takeover struct {
 	k   *kernelState
 	ns  netns
 	ctl int
+	mtu int
 }
+
+// MTU is the port's L3 MTU: TakeoverConfig.MTU, or the interface's own
+// from before any raise.
+func (t *Takeover) MTU() int { return t.mtu }
 
 // TakeOver makes the changes cfg asks for on cfg.Name in the calling
 // thread's namespace, recording each first. A crashed router's record of
@@ -114,11 +127,32 @@ func TakeOver(cfg TakeoverConfig, log *slog.Logger) (_ *Takeover, err error) {
 		if err := t.k.rxVLANOff(t.ctl); err != nil {
 			return undo(err)
 		}
+		if err := t.k.rxSTagOff(t.ctl); err != nil {
+			return undo(err)
+		}
 	}
 	if cfg.Silence {
 		if err := t.k.quietAddrs(); err != nil {
 			return undo(err)
 		}
+	}
+	kernelMTU := ifi.MTU
+	if t.k.rec.MTU != 0 {
+		// A crashed run raised it: the MTU from before is the port's.
+		kernelMTU = t.k.rec.MTU
+	}
+	t.mtu = kernelMTU
+	if cfg.MTU != 0 {
+		t.mtu = cfg.MTU
+	}
+	if want := t.mtu + VLANTagLen*cfg.ExtraTags; cfg.ExtraTags > 0 && ifi.MTU < want {
+		if err := t.k.recordMTU(kernelMTU); err != nil {
+			return undo(err)
+		}
+		if err := setMTU(t.ctl, cfg.Name, want); err != nil {
+			return undo(fmt.Errorf("hw: take over %s: raise kernel MTU to %d for %d extra VLAN tags: %w", cfg.Name, want, cfg.ExtraTags, err))
+		}
+		log.Debug("kernel MTU raised for VLAN tags", "port", cfg.Name, "from", kernelMTU, "to", want)
 	}
 	return t, nil
 }
@@ -144,6 +178,37 @@ func (k *kernelState) rxVLANOff(ctl int) error {
 		return err
 	}
 	k.log.Debug("rx VLAN stripping off")
+	return nil
+}
+
+// rxSTagOff does for the driver's 802.1ad (S-tag) stripping what
+// rxVLANOff does for 802.1Q's: the legacy flags have no bit for it, so it
+// goes by its feature name (features_linux.go).
+func (k *kernelState) rxSTagOff(ctl int) error {
+	on, changeable, err := getFeature(ctl, k.ifname, featureRxSTag)
+	if unsupported(err) || (err == nil && !on) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("hw: ethtool get %s on %s: %w", featureRxSTag, k.ifname, err)
+	}
+	if !changeable {
+		k.log.Warn("rx 802.1ad stripping cannot be turned off: outer S-tags reach the router only as the driver leaves them")
+		return nil
+	}
+	if k.rec.SetFeature(featureRxSTag, true) {
+		if err := k.save(); err != nil {
+			return err
+		}
+	}
+	if err := setFeature(ctl, k.ifname, featureRxSTag, false); err != nil {
+		if unsupported(err) {
+			k.log.Warn("rx 802.1ad stripping cannot be turned off: outer S-tags reach the router only as the driver leaves them", "err", err)
+			return nil
+		}
+		return fmt.Errorf("hw: ethtool set %s off on %s: %w", featureRxSTag, k.ifname, err)
+	}
+	k.log.Debug("rx 802.1ad stripping off")
 	return nil
 }
 

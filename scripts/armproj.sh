@@ -103,9 +103,17 @@ $1 == "Trace" {
 	if (!inside && sym == callee && prev[th] == caller) { inside = 1; wth = th; calls++; exc = 0; w0 = window }
 	if (inside) {
 		if (exc && sym == exctarget) { exc = 0; wth = th }
-		if (th != wth) { other++; b += 2 }
+		# Back in the caller, on whichever thread: the benchmark goroutine
+		# may have moved to another thread (M) inside the call.
+		if (sym == caller) { inside = 0; percall[calls] = window - w0; if (th != wth) exitmoved++ }
+		else if (th != wth && !exc && sym !~ /^(runtime|testing|internal\/runtime|syscall)\./) {
+			# Go code other than the runtime on another thread: with
+			# GOMAXPROCS=1 only the goroutine that holds the one P runs it,
+			# so the window follows it there.
+			wth = th; migrations++; window++; win[sym]++; pc[cur]++; b += 8
+		}
+		else if (th != wth) { other++; b += 2 }
 		else if (exc) { exclines++; b += 4 }
-		else if (sym == caller) { inside = 0; percall[calls] = window - w0 }
 		else if (sym == "runtime.morestack" || sym == "runtime.morestack_noctxt" || sym == "runtime.sigtramp") {
 			exc = 1; excursions++; exctarget = prev[th]; exclines++; b += 4
 		} else { window++; win[sym]++; pc[cur]++; b += 8 }
@@ -129,7 +137,7 @@ $1 == "Stopped" && $2 == "execution" {
 { unknown++ }
 END {
 	printf "lines %d\naborted %d\nunmatched %d\nunknown %d\nregions %d\nregion %d\n", lines, aborted, unmatched, unknown, regions, region
-	printf "calls %d\nwindow %d\nexcursions %d\nexcursion_lines %d\nother_thread_lines %d\n", calls, window, excursions, exclines, other
+	printf "calls %d\nwindow %d\nexcursions %d\nexcursion_lines %d\nother_thread_lines %d\nmigrations %d\nexits_elsewhere %d\n", calls, window, excursions, exclines, other, migrations, exitmoved
 	for (i = 1; i <= calls; i++) printf "call %d %d\n", i, percall[i]
 	for (s in win) if (win[s]) printf "sym %d %s\n", win[s], s
 	for (a in pc) if (pc[a]) printf "pc %d %s\n", pc[a], a
@@ -274,15 +282,15 @@ measure() {
 			awk -v n=$((n / batch)) -v c="$(val "$out" calls)" '$1 == "call" && $2 > c - n { print $3 / 128 }' "$out" |
 				sort -n | awk -v run="$run" -v n="$n" -v lines="$(val "$out" lines)" -v region="$(val "$out" region)" \
 					-v window="$(val "$out" window)" -v exc="$(val "$out" excursions)" -v excl="$(val "$out" excursion_lines)" \
-					-v ab="$(val "$out" aborted)" -v t=$((SECONDS - t0)) '
+					-v ab="$(val "$out" aborted)" -v mig="$(val "$out" migrations)" -v t=$((SECONDS - t0)) '
 					{ v[NR] = $1; s += $1 }
-					END { printf "  run %d N=%-5d lines %d region %d window %d; per frame in the loop batches %.1f (%.1f-%.1f over %d batches); excursions %d (%d lines), aborted blocks %d; %d s\n",
-						run, n, lines, region, window, s / NR, v[1], v[NR], NR, exc, excl, ab, t }'
+					END { printf "  run %d N=%-5d lines %d region %d window %d; per frame in the loop batches %.1f (%.1f-%.1f over %d batches); excursions %d (%d lines), thread moves %d, aborted blocks %d; %d s\n",
+						run, n, lines, region, window, s / NR, v[1], v[NR], NR, exc, excl, mig, ab, t }'
 		done
 		local a=$tmp/$name-$n1-$run b=$tmp/$name-$n2-$run
 		local dcalls=$(( $(val "$b" calls) - $(val "$a" calls) )) want=$(( (n2 - n1) / batch ))
 		if [ "$dcalls" != "$want" ]; then
-			echo "armproj.sh: $name: $dcalls more HandleBatch calls at N2 than at N1, want $want" >&2
+			echo "armproj.sh: $name: $dcalls more HandleBatch calls at N2 than at N1, want $want ($(val "$a" calls) and $(val "$b" calls) calls)" >&2
 			exit 1
 		fi
 		awk -v d=$((n2 - n1)) -v name="$name" -v run="$run" \

@@ -39,8 +39,8 @@ type Record struct {
 	// tags), e.g. 1500; 0 if the router did not change it.
 	MTU int `json:"mtu,omitempty"`
 	// Features maps offload features the router changed, by their netdev
-	// feature names ("rx-gro", "rx-lro", and "rx-vlan-hw-parse" for an
-	// AF_XDP port), to their values before.
+	// feature names ("rx-gro", "rx-lro", and "rx-vlan-hw-parse" and
+	// "rx-vlan-stag-hw-parse" for an AF_XDP port), to their values before.
 	Features map[string]bool `json:"features,omitempty"`
 	// DisableIPv6 is net.ipv6.conf.<port>.disable_ipv6 before the router
 	// set it, e.g. "0"; "" if the router did not change it.

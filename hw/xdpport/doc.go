@@ -93,10 +93,16 @@
 //
 // # Kernel settings
 //
-// A driver that strips the outer 802.1Q tag on receive puts it in the
-// packet's metadata, which AF_XDP does not pass on; the tag would be
-// lost. Open therefore turns RX VLAN stripping off (rx-vlan-hw-parse,
-// ETH_FLAG_RXVLAN) while the port is the router's.
+// A driver that strips the outer 802.1Q or 802.1ad tag on receive puts
+// it in the packet's metadata, which AF_XDP does not pass on; the tag
+// would be lost. Open therefore turns RX VLAN stripping off
+// (rx-vlan-hw-parse through ETH_FLAG_RXVLAN, rx-vlan-stag-hw-parse by
+// its feature name through ETHTOOL_SFEATURES, which the legacy flags
+// have no bit for) while the port is the router's, and raises the kernel
+// MTU for the extra tags of QinQ and 802.1ad interfaces (ExtraTags, as
+// hw.Config.ExtraTags), each recorded first (TestTakeoverCrash,
+// TestExtraTagsMTU). A device that cannot turn a stripping off is left
+// as it is and logged.
 //
 // Open also silences the kernel on the interface as hw.Port does, where
 // it still matters. XDP covers the receive side whole: every frame is
@@ -151,16 +157,4 @@
 // (router's TestReloadRemovesAFXDPPortUnderLoad), every Umem frame is
 // free, on the fill ring or waiting on an RX ring, and no descriptor was
 // refused.
-//
-// # Not yet
-//
-// 802.1ad (S-tag) stripping (rx-vlan-stag-hw-parse) is not turned off:
-// the legacy ethtool flags have no bit for it and the netlink ethtool
-// API is not used here; the boards the router targets do not strip
-// S-tags. Reading a stripped tag from XDP metadata
-// (bpf_xdp_metadata_rx_vlan_tag) would need a kfunc-calling program,
-// which hw/xsk's hand-assembled one is not. The kernel MTU is not raised
-// for the extra tags of QinQ and 802.1ad interfaces, as hw.Port does
-// (hw.Config.ExtraTags): a full-size frame with more than one tag may be
-// refused by the interface.
 package xdpport

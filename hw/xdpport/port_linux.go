@@ -59,6 +59,10 @@ type Config struct {
 	// MTU is the L3 MTU, e.g. 1500; 0 means the interface's own. Frames
 	// longer than MTU + hw.MaxL2Overhead are dropped as oversize.
 	MTU int
+	// ExtraTags is hw.Config.ExtraTags: how many VLAN tags beyond one
+	// the port's full-size frames carry (1 for 802.1ad or QinQ); Open
+	// raises the kernel MTU for them, recorded and restored as there.
+	ExtraTags int
 	// Bind asks for zero-copy, copy mode or either (xsk.BindAuto).
 	Bind xsk.BindMode
 	// Attach asks for the native or generic XDP hook, or either.
@@ -157,12 +161,8 @@ func Open(cfg Config, log *slog.Logger) (_ *Port, err error) {
 	if ifi.Flags&net.FlagUp == 0 {
 		return nil, fmt.Errorf("xdpport %s: %w", cfg.Name, hw.ErrDown)
 	}
-	p := &Port{name: cfg.Name, ifindex: ifi.Index, hwaddr: ifi.HardwareAddr, mtu: ifi.MTU, ctl: -1,
+	p := &Port{name: cfg.Name, ifindex: ifi.Index, hwaddr: ifi.HardwareAddr, ctl: -1,
 		log: log.With("port", cfg.Name, "driver", "af_xdp"), stopLink: make(chan struct{})}
-	if cfg.MTU != 0 {
-		p.mtu = cfg.MTU
-	}
-	p.maxLen = p.mtu + hw.MaxL2Overhead
 	defer func() {
 		if err != nil {
 			p.release()
@@ -175,7 +175,10 @@ func Open(cfg Config, log *slog.Logger) (_ *Port, err error) {
 	// driver stripped. Recorded before it changes (hw/takeover).
 	// The kernel is silenced as on hw.Port, for what XDP does not cover
 	// (doc.go, "Kernel settings").
-	if p.kernel, err = hw.TakeOver(hw.TakeoverConfig{Name: cfg.Name, StateDir: cfg.StateDir, RxVLANOff: true, Silence: true}, p.log); err != nil {
+	// The kernel MTU is raised for extra tags (and the port's MTU is the
+	// one from before a crashed run raised it).
+	tc := hw.TakeoverConfig{Name: cfg.Name, StateDir: cfg.StateDir, RxVLANOff: true, Silence: true, MTU: cfg.MTU, ExtraTags: cfg.ExtraTags}
+	if p.kernel, err = hw.TakeOver(tc, p.log); err != nil {
 		if errors.Is(err, unix.EPERM) {
 			// No CAP_NET_ADMIN: AF_PACKET will not get far either,
 			// but the caller decides.
@@ -183,6 +186,8 @@ func Open(cfg Config, log *slog.Logger) (_ *Port, err error) {
 		}
 		return nil, fmt.Errorf("xdpport %s: %w", cfg.Name, err)
 	}
+	p.mtu = p.kernel.MTU()
+	p.maxLen = p.mtu + hw.MaxL2Overhead
 	if p.groups, err = hw.OpenMemberships(cfg.Name); err != nil {
 		if errors.Is(err, unix.EPERM) {
 			return nil, fmt.Errorf("xdpport %s: %w: %w", cfg.Name, xsk.ErrPermission, err)

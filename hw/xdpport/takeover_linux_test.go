@@ -2,6 +2,7 @@ package xdpport
 
 import (
 	"bufio"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,17 +15,24 @@ import (
 	"github.com/gvrouter/gvrouter/internal/netnstest"
 )
 
-// rxVLANOffload returns ifname's rx-vlan-offload as ethtool -k shows it,
-// "on" or "off".
+// rxVLANOffload returns ifname's rx-vlan-offload and
+// rx-vlan-stag-hw-parse (802.1Q and 802.1ad tag stripping) as ethtool -k
+// shows them, e.g. "on/on".
 func rxVLANOffload(t *testing.T, ns *netnstest.Netns, ifname string) string {
 	t.Helper()
+	var ctag, stag string
 	for _, l := range strings.Split(ns.Run(t, "ethtool", "-k", ifname), "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "rx-vlan-offload: "); ok {
-			return strings.Fields(v)[0]
+			ctag = strings.Fields(v)[0]
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "rx-vlan-stag-hw-parse: "); ok {
+			stag = strings.Fields(v)[0]
 		}
 	}
-	t.Fatalf("ethtool -k %s shows no rx-vlan-offload", ifname)
-	return ""
+	if ctag == "" || stag == "" {
+		t.Fatalf("ethtool -k %s shows no rx-vlan-offload or rx-vlan-stag-hw-parse", ifname)
+	}
+	return ctag + "/" + stag
 }
 
 // killedChild opens ifname in a child process with stateDir and the
@@ -66,8 +74,23 @@ func killedChild(t *testing.T, ns *netnstest.Netns, ifname, stateDir string, whi
 	whileOpen()
 }
 
-// TestTakeoverCrash checks that RX VLAN stripping is off, the
-// interface's addresses gone and IPv6 off while the port is open, each
+// kernelMTU returns ifname's kernel MTU in ns.
+func kernelMTU(t *testing.T, ns *netnstest.Netns, ifname string) int {
+	t.Helper()
+	var mtu int
+	ns.Do(t, func() {
+		ifi, err := net.InterfaceByName(ifname)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mtu = ifi.MTU
+	})
+	return mtu
+}
+
+// TestTakeoverCrash checks that RX VLAN stripping (802.1Q and 802.1ad) is off, the
+// interface's addresses gone, IPv6 off and the kernel MTU raised for an
+// extra VLAN tag (ExtraTags 1: 1504) while the port is open, each
 // recorded before it changes, and all back after a clean Close, after a
 // SIGKILLed router's successor closes cleanly, and after hw.Restore
 // (`router restore`) of a SIGKILLed router's record.
@@ -76,8 +99,8 @@ func TestTakeoverCrash(t *testing.T) {
 	ns := newLab(t)
 	dir := t.TempDir()
 	record := filepath.Join(dir, "ports", "vb.json")
-	if got := rxVLANOffload(t, ns, "vb"); got != "on" {
-		t.Fatalf("veth rx-vlan-offload before = %s, want the default on", got)
+	if got := rxVLANOffload(t, ns, "vb"); got != "on/on" {
+		t.Fatalf("veth rx-vlan-offload/rx-vlan-stag-hw-parse before = %s, want the defaults on/on", got)
 	}
 	// newLab turns IPv6 off namespace-wide; vb gets it back, with an
 	// address of each family.
@@ -97,11 +120,14 @@ func TestTakeoverCrash(t *testing.T) {
 		if st := ns.PortStateOf(t, "vb"); st.DisableIPv6 != "1" || len(st.Addrs) != 0 {
 			t.Errorf("%s: disable_ipv6=%s, addresses %v; want 1 and none", when, st.DisableIPv6, st.Addrs)
 		}
+		if mtu := kernelMTU(t, ns, "vb"); mtu != 1504 {
+			t.Errorf("%s: kernel MTU %d, want 1504 (raised for one extra tag)", when, mtu)
+		}
 	}
 	open := func() *Port {
 		var p *Port
 		var err error
-		ns.Do(t, func() { p, err = Open(Config{Name: "vb", StateDir: dir}, nil) })
+		ns.Do(t, func() { p, err = Open(Config{Name: "vb", StateDir: dir, ExtraTags: 1}, nil) })
 		if err != nil {
 			t.Fatalf("Open(vb) = %v", err)
 		}
@@ -109,8 +135,8 @@ func TestTakeoverCrash(t *testing.T) {
 	}
 	checkRestored := func(when string) {
 		t.Helper()
-		if got := rxVLANOffload(t, ns, "vb"); got != "on" {
-			t.Errorf("%s: rx-vlan-offload = %s, want on again", when, got)
+		if got := rxVLANOffload(t, ns, "vb"); got != "on/on" {
+			t.Errorf("%s: rx-vlan-offload/rx-vlan-stag-hw-parse = %s, want on/on again", when, got)
 		}
 		if _, err := os.Stat(record); !os.IsNotExist(err) {
 			t.Errorf("%s: record %s: stat error %v, want it removed", when, record, err)
@@ -118,16 +144,19 @@ func TestTakeoverCrash(t *testing.T) {
 		if st := ns.PortStateOf(t, "vb"); !st.Equal(before) {
 			t.Errorf("%s: vb is\n%s\nwant as before:\n%s", when, st, before)
 		}
+		if mtu := kernelMTU(t, ns, "vb"); mtu != 1500 {
+			t.Errorf("%s: kernel MTU %d, want 1500 again", when, mtu)
+		}
 	}
 
 	p := open()
-	if got := rxVLANOffload(t, ns, "vb"); got != "off" {
-		t.Errorf("while open: rx-vlan-offload = %s, want off", got)
+	if got := rxVLANOffload(t, ns, "vb"); got != "off/off" {
+		t.Errorf("while open: rx-vlan-offload/rx-vlan-stag-hw-parse = %s, want off/off", got)
 	}
 	checkSilenced("while open")
 	if b, err := os.ReadFile(record); err != nil || !strings.Contains(string(b), `"rx-vlan-hw-parse": true`) ||
-		!strings.Contains(string(b), `"disable_ipv6": "0"`) || !strings.Contains(string(b), `"10.98.0.1/24"`) || !strings.Contains(string(b), `"fd00:98::1/64"`) {
-		t.Errorf("while open: record = %s, %v; want rx-vlan-hw-parse on, disable_ipv6 0 and both addresses recorded", b, err)
+		!strings.Contains(string(b), `"disable_ipv6": "0"`) || !strings.Contains(string(b), `"10.98.0.1/24"`) || !strings.Contains(string(b), `"fd00:98::1/64"`) || !strings.Contains(string(b), `"mtu": 1500`) || !strings.Contains(string(b), `"rx-vlan-stag-hw-parse": true`) {
+		t.Errorf("while open: record = %s, %v; want rx-vlan-hw-parse and rx-vlan-stag-hw-parse on, disable_ipv6 0, both addresses and mtu 1500 recorded", b, err)
 	}
 	if err := p.Close(); err != nil {
 		t.Fatalf("Close = %v", err)
@@ -135,13 +164,13 @@ func TestTakeoverCrash(t *testing.T) {
 	checkRestored("after Close")
 
 	killedChild(t, ns, "vb", dir, func() {
-		if got := rxVLANOffload(t, ns, "vb"); got != "off" {
-			t.Errorf("child holds the port: rx-vlan-offload = %s, want off", got)
+		if got := rxVLANOffload(t, ns, "vb"); got != "off/off" {
+			t.Errorf("child holds the port: rx-vlan-offload/rx-vlan-stag-hw-parse = %s, want off/off", got)
 		}
 		checkSilenced("child holds the port")
-	})
-	if got := rxVLANOffload(t, ns, "vb"); got != "off" {
-		t.Errorf("after SIGKILL: rx-vlan-offload = %s, want it left off", got)
+	}, extraTagsEnv+"=1")
+	if got := rxVLANOffload(t, ns, "vb"); got != "off/off" {
+		t.Errorf("after SIGKILL: rx-vlan-offload/rx-vlan-stag-hw-parse = %s, want them left off", got)
 	}
 	checkSilenced("after SIGKILL")
 	if _, err := os.Stat(record); err != nil {
@@ -155,7 +184,7 @@ func TestTakeoverCrash(t *testing.T) {
 	}
 	checkRestored("after the successor's Close")
 
-	killedChild(t, ns, "vb", dir, func() {})
+	killedChild(t, ns, "vb", dir, func() {}, extraTagsEnv+"=1")
 	var err error
 	ns.Do(t, func() { err = hw.Restore(dir, "vb", nil) })
 	if err != nil {
