@@ -19,12 +19,15 @@ type Profile struct {
 	// Frame.CsumValid may be set on frames from the wire.
 	RxCsumOffload bool
 	// DefaultTx is the transmit path a port uses when Config.Tx is
-	// TxDefault. sendmmsg on every profile: BenchmarkTransmit on veth
-	// (docs/performance.md) found the TX ring 22-27 % slower with 60-byte
-	// frames and no faster with 1514-byte ones, and the ring with
-	// PACKET_QDISC_BYPASS no faster than sendmmsg, while bypass also gives
-	// up the qdisc's back-pressure and shaping. Neither board has been
-	// measured; Config.Tx is there to do it.
+	// TxDefault. sendmmsg on every profile. End to end on veth
+	// (scripts/bench.sh, docs/performance.md, 2026-12-05) the ring with
+	// PACKET_QDISC_BYPASS forwards wire-size frames 0.98-1.31x as fast as
+	// sendmmsg (the plain ring 0.90-1.20x), but only sendmmsg sends a
+	// superframe whole behind a virtio-net header: with the hosts sending
+	// TSO superframes, the generic profile's usual case, the ring runs at
+	// 0.17-0.35x, since every superframe is cut in software first. On
+	// the boards bypass would also give up the qdisc's back-pressure and
+	// shaping, and neither has been measured; Config.Tx is there to do it.
 	DefaultTx TxMode
 	// VnetHdr is whether a port's sockets carry virtio-net headers when
 	// Config.VnetHdr is VnetDefault. They let a local sender's TSO/GSO

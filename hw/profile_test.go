@@ -40,7 +40,8 @@ func TestLookupProfile(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"generic", "bcm47094", "ixgbe"} {
-		// BenchmarkTransmit: sendmmsg was not beaten (docs/performance.md).
+		// Profile.DefaultTx says why (docs/performance.md, the TX ring
+		// rows): superframes go whole only with sendmmsg.
 		if p, _ := LookupProfile(name); p.DefaultTx != TxSendmmsg {
 			t.Errorf("%s DefaultTx = %q, want %q", name, p.DefaultTx, TxSendmmsg)
 		}

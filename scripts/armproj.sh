@@ -106,10 +106,11 @@ $1 == "Trace" {
 		# Back in the caller, on whichever thread: the benchmark goroutine
 		# may have moved to another thread (M) inside the call.
 		if (sym == caller) { inside = 0; percall[calls] = window - w0; if (th != wth) exitmoved++ }
-		else if (th != wth && !exc && sym !~ /^(runtime|testing|internal\/runtime|syscall)\./) {
-			# Go code other than the runtime on another thread: with
-			# GOMAXPROCS=1 only the goroutine that holds the one P runs it,
-			# so the window follows it there.
+		else if (th != wth && !exc && sym ~ /^[a-z]/ && sym ~ /\./ && sym !~ /^(runtime|testing|internal\/|syscall|sync\/atomic)/) {
+			# Go code other than the runtime on another thread (not the
+			# vdso, whose lines carry no symbol): with GOMAXPROCS=1 only
+			# the goroutine that holds the one P runs it, so the window
+			# follows it there.
 			wth = th; migrations++; window++; win[sym]++; pc[cur]++; b += 8
 		}
 		else if (th != wth) { other++; b += 2 }
@@ -212,7 +213,7 @@ trace() {
 	awk -v caller="$caller" -v callee="$callee" "$counter" <"$tmp/fifo" >"$out" &
 	local awk_pid=$!
 	pids+=("$awk_pid")
-	(cd "$rundir" && GOGC=off GODEBUG=asyncpreemptoff=1 exec "$qemu" "$step" -d nochain,exec -D "$tmp/fifo" "$@") >"$out.log" 2>&1 &
+	(cd "$rundir" && GOGC=off GODEBUG=asyncpreemptoff=1 GOMAXPROCS=1 exec "$qemu" "$step" -d nochain,exec -D "$tmp/fifo" "$@") >"$out.log" 2>&1 &
 	local qemu_pid=$!
 	pids+=("$qemu_pid")
 	local rc=0
