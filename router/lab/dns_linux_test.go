@@ -281,7 +281,8 @@ const dnsSpoofTable = "gvrlabdnsspoof"
 // answers again the name resolves to its real address: nothing forged
 // entered the cache.
 func TestLabDNSSpoofedAnswer(t *testing.T) {
-	requirePrivileged(t, "dig", "nft", scapyPython)
+	requirePrivileged(t, "dig", "nft")
+	requireScapy(t)
 	runWithHook(t, func(l *lab) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
@@ -298,7 +299,7 @@ func TestLabDNSSpoofedAnswer(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		var stderr strings.Builder
+		var stderr syncBuffer // read while the spoofer may still write
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			return err

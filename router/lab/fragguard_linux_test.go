@@ -232,7 +232,7 @@ func TestFragmentEvasionScapy(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		var stderr strings.Builder
+		var stderr syncBuffer // read while the sniffer may still write
 		sniff.Stderr = &stderr
 		if err := sniff.Start(); err != nil {
 			return err
