@@ -116,15 +116,7 @@ func (e *Endpoint) handleFramesInto(frames []hw.Frame, ss *sendSet) {
 			e.handleSuperframe(f, &r)
 			continue
 		}
-		// The fast path is tried here, in the loop, and not in
-		// handleFrame: a call per frame and the run's state read through
-		// a pointer cost the offloaded flows' frames 3–8 % in
-		// BenchmarkNATFastPathDispatch.
-		cand := r.nat != nil && fastCandidate(f, mac)
-		if cand && e.tryFast(f, &r) {
-			continue
-		}
-		e.handleSlow(f, &r, cand)
+		e.handleFrame(f, &r)
 	}
 	run := &r.run
 	if run.n > 0 {
@@ -183,28 +175,18 @@ type rxRun struct {
 // handleFrame takes one frame of wire size through the fast path,
 // classify, the next-hop cache, GRO and netstack.
 func (e *Endpoint) handleFrame(f *hw.Frame, r *rxRun) {
-	cand := r.nat != nil && fastCandidate(f, r.mac)
-	if cand && e.tryFast(f, r) {
-		return
-	}
-	e.handleSlow(f, r, cand)
-}
-
-// tryFast sends a fast-path candidate on by the flow table, if its flow
-// is offloaded.
-func (e *Endpoint) tryFast(f *hw.Frame, r *rxRun) bool {
-	if f.CsumPartial && completePartialInPlace(f.Data) {
-		f.CsumPartial, f.CsumValid = false, true
-	}
-	// GROOn coalesces all TCP first, as Linux does before its
-	// flowtable; merged packets are too big for the fast path.
-	return (r.mode != GROOn || !isTCPFrame(f.Data)) && e.fastForward(f.Data, ingressPCP(f), r.nat, &r.run)
-}
-
-// handleSlow takes a frame that the fast path did not take (cand: it was
-// a candidate) through classify, the next-hop cache, GRO and netstack.
-func (e *Endpoint) handleSlow(f *hw.Frame, r *rxRun, cand bool) {
 	run := &r.run
+	cand := r.nat != nil && fastCandidate(f, r.mac)
+	if cand {
+		if f.CsumPartial && completePartialInPlace(f.Data) {
+			f.CsumPartial, f.CsumValid = false, true
+		}
+		// GROOn coalesces all TCP first, as Linux does before its
+		// flowtable; merged packets are too big for the fast path.
+		if (r.mode != GROOn || !isTCPFrame(f.Data)) && e.fastForward(f.Data, ingressPCP(f), r.nat, run) {
+			return
+		}
+	}
 	v := classify(f, r.mac, r.mtu, r.local, r.nat, r.in, r.inputDrop, r.frags)
 	if v.stolen {
 		return
