@@ -96,7 +96,7 @@ func tcpCounters(ctx context.Context, ns string) (map[string]uint64, error) {
 var tcpTold = []string{"TcpRetransSegs", "TcpExtTCPFastRetrans", "TcpExtTCPTimeouts", "TcpExtTCPLossProbes",
 	"TcpExtTCPLostRetransmit", "TcpExtTCPSpuriousRTOs", "TcpExtTCPSACKReorder", "TcpExtTCPTSReorder",
 	"TcpExtTCPRenoReorder", "TcpExtTCPDSACKRecv", "TcpExtTCPDSACKOfoRecv", "TcpExtTCPOFOQueue",
-	"TcpExtTCPDSACKUndo", "TcpExtTCPLossUndo", "TcpExtTCPSackRecoveryFail", "TcpExtTCPRcvQDrop", "TcpExtTCPOFODrop"}
+	"TcpExtTCPDSACKUndo", "TcpExtTCPDSACKRecvSegs", "TcpExtTCPDSACKOldSent", "TcpExtTCPLossUndo", "TcpExtTCPSackRecoveryFail", "TcpExtTCPRcvQDrop", "TcpExtTCPOFODrop"}
 
 func tcpRise(before, after map[string]uint64) string {
 	var b strings.Builder
