@@ -189,10 +189,12 @@ const (
 // none (42 of them duplicates), the bursts seconds away from the SA
 // switches; the earlier CI run that gave 219 against 25 counted neither.
 // Lost segments were 0 or 1 in every flow of those runs. Spurious bursts
-// come from the kernel's veth between host A and router 1, not from a
-// roll: a veth queues each frame on the sending CPU's backlog, and when
-// host A's TCP sends from both CPUs at once a later burst can reach
-// router 1 first. Captures on both ends of that veth (2026-12-06, 40 s
+// are reordered on the kernel's veth between host A and router 1, before
+// a SecY sees them: a veth queues each frame on the sending CPU's
+// backlog, and when host A's TCP sends from both CPUs at once a later
+// burst can reach router 1 first (more often in flows with rolls, 3 of 4
+// against 0 of 3, whose CPU work may shift when those backlogs run).
+// Captures on both ends of that veth (2026-12-06, 40 s
 // at rekey 10s) show it: host A sent 46 segments in order, router 1's
 // lan0 received the next 46 first, 35 s into the flow and 4 s from any
 // SA switch; the sender then retransmitted 46 segments, and the receiver
