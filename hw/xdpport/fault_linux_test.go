@@ -30,7 +30,11 @@ func checkFrames(t *testing.T, p *Port, when string) {
 			s.Complete()
 		}
 		c = p.umem.Counts()
-		if c.TX == 0 && c.Completion == 0 || time.Now().After(end) {
+		// Held counts a batch the receive loop is handing on: it is
+		// back on the fill ring once the loop catches up with what is
+		// still arriving, so wait for that too rather than catch the
+		// loop mid-batch.
+		if c.TX == 0 && c.Completion == 0 && c.Held == 0 || time.Now().After(end) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
