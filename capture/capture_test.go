@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -245,5 +247,52 @@ func BenchmarkPointOff(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		h(0, frames)
+	}
+}
+
+// TestCaptureCounted checks Result.Counted: how far the point's own
+// counters moved over the window, beside what the capture holds, so a
+// frame the data path counted but never showed the capture stands out.
+func TestCaptureCounted(t *testing.T) {
+	p := NewPoint("eth0.2", nil)
+	var rx, tx atomic.Uint64
+	rx.Store(1000) // counted before the capture: not in its window
+	read := make(chan struct{}, 2)
+	p.SetCounters(func() (uint64, uint64) {
+		read <- struct{}{}
+		return rx.Load(), tx.Load()
+	})
+	m := NewManager(func(string) (*Point, error) { return p, nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan Result, 1)
+	go func() {
+		res, err := m.Run(ctx, Request{Iface: "eth0.2"}, io.Discard)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	<-read // the window starts
+	f := tcp4Frame(t, "192.0.2.1", "198.51.100.7", 40000, 443)
+	p.CaptureRx([]hw.Frame{{Data: f, WireLen: len(f)}, {Data: f, WireLen: len(f)}})
+	rx.Add(2)
+	p.CaptureTx([][]byte{f}, 0)
+	tx.Add(1)
+	tx.Add(1) // a frame sent past the capture
+	cancel()
+	<-read // the window ends
+	res := <-done
+	want := Counted{Received: 2, Sent: 2}
+	if res.Received != 2 || res.Sent != 1 || res.Counted == nil || *res.Counted != want {
+		t.Errorf("result %+v (counted %+v), want 2 received and 1 sent captured, 2 and 2 counted", res, res.Counted)
+	}
+
+	// A point without counters reports none.
+	var out bytes.Buffer
+	_, stop, wait := startCapture(t, Request{Iface: "eth0"}, &out)
+	stop()
+	if res := wait(); res.Counted != nil {
+		t.Errorf("point without counters: Counted = %+v, want nil", *res.Counted)
 	}
 }

@@ -80,6 +80,18 @@ type Result struct {
 	// Received and Sent split Captured by direction.
 	Received uint64 `json:"received"`
 	Sent     uint64 `json:"sent"`
+	// Counted is how far the port's or interface's own counters moved
+	// from the capture's start to its end (nil where the point has
+	// none). With no filter, no count limit and nothing dropped it
+	// equals Received and Sent when the window starts and ends between
+	// frames; a difference is a frame the capture did not see.
+	Counted *Counted `json:"counted,omitempty"`
+}
+
+// Counted is frames a port or interface counted over a capture's window.
+type Counted struct {
+	Received uint64 `json:"received"`
+	Sent     uint64 `json:"sent"`
 }
 
 // packet is one queued frame.

@@ -23,6 +23,11 @@ import (
 func (rp *runningPort) capturePoint() *capture.Point {
 	if rp.capture == nil {
 		rp.capture = capture.NewPoint(rp.port.Name(), nil)
+		port := rp.port
+		rp.capture.SetCounters(func() (rx, tx uint64) {
+			st := port.Stats()
+			return st.RxPackets, st.TxPackets
+		})
 		rp.captureW = &capture.Writer{FrameWriter: rp.port, P: rp.capture}
 	}
 	return rp.capture
@@ -59,6 +64,19 @@ func (r *Router) lookupCapture(name string) (*capture.Point, error) {
 			} else {
 				ifc.SetCapture(nil)
 			}
+		})
+		p.SetCounters(func() (rx, tx uint64) {
+			r.mu.Lock()
+			var ifc *stack.Interface
+			if r.net != nil {
+				ifc = r.net.Interface(name)
+			}
+			r.mu.Unlock()
+			if ifc == nil {
+				return 0, 0
+			}
+			st := ifc.Stats()
+			return st.RxPackets, st.TxPackets
 		})
 		if r.capIfaces == nil {
 			r.capIfaces = make(map[string]*capture.Point)

@@ -48,7 +48,11 @@ func cmdCapture(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "%d frames captured (%d received, %d sent), %d dropped by the capture\n",
+	fmt.Fprintf(stderr, "%d frames captured (%d received, %d sent), %d dropped by the capture",
 		res.Captured, res.Received, res.Sent, res.Dropped)
+	if c := res.Counted; c != nil {
+		fmt.Fprintf(stderr, "; %s counted %d received, %d sent meanwhile", *iface, c.Received, c.Sent)
+	}
+	fmt.Fprintln(stderr)
 	return nil
 }
