@@ -350,7 +350,9 @@ func (p *Port) Run(ctx context.Context, h BatchHandler) error {
 		wake()
 	}
 	p.mu.RUnlock()
-	stop := context.AfterFunc(ctx, wake)
+	// Close releases the queues once Run returns: the waker must be done
+	// with them by then.
+	stop := AfterFuncWait(ctx, wake)
 	defer stop()
 
 	errs := make([]error, len(p.queues))

@@ -40,7 +40,7 @@ func (p *Port) Run(ctx context.Context, h hw.BatchHandler) error {
 		p.running = false
 		p.mu.Unlock()
 	}()
-	stop := context.AfterFunc(ctx, func() {
+	stop := hw.AfterFuncWait(ctx, func() {
 		for _, s := range p.socks {
 			s.Wake()
 		}
