@@ -63,15 +63,17 @@ func (m *Manager) Prepare(r Request) (start func(ctx context.Context, w io.Write
 		defer release()
 		s := newSession(r, f)
 		p.add(s)
-		rx0, tx0, counted := p.counted()
+		if p.counters == nil {
+			defer p.remove(s)
+			return s.run(ctx, p.Name(), r.Seconds, w)
+		}
+		rx0, tx0 := p.counters()
 		res, err := s.run(ctx, p.Name(), r.Seconds, w)
 		p.remove(s)
-		if rx1, tx1, ok := p.counted(); ok && counted {
-			// A reload that recreates an interface starts its counters
-			// again: then the window's count is unknown.
-			if rx1 >= rx0 && tx1 >= tx0 {
-				res.Counted = &Counted{Received: rx1 - rx0, Sent: tx1 - tx0}
-			}
+		// A reload that recreates an interface starts its counters
+		// again: then the window's count is unknown.
+		if rx1, tx1 := p.counters(); rx1 >= rx0 && tx1 >= tx0 {
+			res.Counted = &Counted{Received: rx1 - rx0, Sent: tx1 - tx0}
 		}
 		return res, err
 	}

@@ -33,30 +33,15 @@ type Point struct {
 	attach func(p *Point, on bool)
 	// counters, if set, reads the port's or interface's own frame
 	// counters, for a capture's Result.
-	counters atomic.Pointer[func() (rx, tx uint64)]
+	counters func() (rx, tx uint64)
 }
 
 // SetCounters gives p the port's or interface's own received and sent
 // frame counters: a capture reports how far they moved over its window
 // (Result.Counted), so an operator can see whether it holds every
-// frame. f must be safe to call from any goroutine.
-func (p *Point) SetCounters(f func() (rx, tx uint64)) {
-	if f == nil {
-		p.counters.Store(nil)
-		return
-	}
-	p.counters.Store(&f)
-}
-
-// counted reads p's counters; ok is false when it has none.
-func (p *Point) counted() (rx, tx uint64, ok bool) {
-	f := p.counters.Load()
-	if f == nil {
-		return 0, 0, false
-	}
-	rx, tx = (*f)()
-	return rx, tx, true
-}
+// frame. Call it before p is used; f must be safe to call from any
+// goroutine.
+func (p *Point) SetCounters(f func() (rx, tx uint64)) { p.counters = f }
 
 // NewPoint returns a point named name (the port or interface name).
 // attach may be nil (a port, whose wrappers always hold the point).

@@ -50,12 +50,18 @@ func (r *Router) lookupCapture(name string) (*capture.Point, error) {
 		if p := r.capIfaces[name]; p != nil {
 			return p, nil
 		}
-		p := capture.NewPoint(name, func(p *capture.Point, on bool) {
-			// The interface of the moment: a reload may have made a
-			// new one since the point was.
+		// The interface of the moment: a reload may have made a new
+		// one since the point was.
+		current := func() *stack.Interface {
 			r.mu.Lock()
-			ifc := r.net.Interface(name)
-			r.mu.Unlock()
+			defer r.mu.Unlock()
+			if r.net == nil {
+				return nil
+			}
+			return r.net.Interface(name)
+		}
+		p := capture.NewPoint(name, func(p *capture.Point, on bool) {
+			ifc := current()
 			if ifc == nil {
 				return
 			}
@@ -66,12 +72,7 @@ func (r *Router) lookupCapture(name string) (*capture.Point, error) {
 			}
 		})
 		p.SetCounters(func() (rx, tx uint64) {
-			r.mu.Lock()
-			var ifc *stack.Interface
-			if r.net != nil {
-				ifc = r.net.Interface(name)
-			}
-			r.mu.Unlock()
+			ifc := current()
 			if ifc == nil {
 				return 0, 0
 			}
