@@ -17,7 +17,9 @@ const NoIface Iface = 0
 const maxIface = 4096
 
 // Filtering is the inbound filtering behaviour of a NAT mapping (RFC 4787
-// section 5).
+// section 5) towards the outside. Hairpinned packets from an inside
+// endpoint (Rules.Hairpin) reach any active mapping whatever the
+// filtering (preNew).
 type Filtering uint8
 
 // Filtering behaviours.

@@ -404,7 +404,23 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 		if wan && dhcpClient(p, &t) {
 			return e.untracked(), nil, CTUntracked
 		}
-		m, found := e.nat.inbound(t.Proto, t.Dst, t.DstPort, t.Src, t.SrcPort, s.filtering)
+		filtering := s.filtering
+		if !wan {
+			// Hairpin (RFC 4787 section 6): an inside endpoint sends
+			// to a mapping's external endpoint, as P2P applications do
+			// after STUN. The NAT relays it to any active mapping, from
+			// the sender's own mapped endpoint (REQ-9a, in confirm).
+			// The packet is the sender's outbound packet to that
+			// endpoint, which its mapping then permits (remote), so
+			// the filter sees the sender's mapping, not an external
+			// endpoint: filtering (section 5) guards mappings against
+			// the outside, and the sender could reach the peer across
+			// the LAN anyway. A filter applied as if the packet came
+			// from outside would drop the first packet of every
+			// exchange and fail the RFC 5780 section 4.5 hairpin test.
+			filtering = EndpointIndependent
+		}
+		m, found := e.nat.inbound(t.Proto, t.Dst, t.DstPort, t.Src, t.SrcPort, filtering)
 		if m == nil {
 			if found {
 				return e.drop(DropFiltered), nil, 0

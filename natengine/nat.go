@@ -208,10 +208,17 @@ func (n *natTable) inbound(proto uint8, ext [16]byte, port uint16, remote [16]by
 	return m, true
 }
 
-// remote returns the far endpoint of a flow that uses a mapping: the
-// destination of an outbound flow, the source of an inbound one.
+// remote returns the far endpoint of a flow that uses a mapping, as the
+// mapping's filter sees it: the destination of an outbound flow, the
+// source of an inbound one. A hairpinned flow's is the external endpoint
+// its sender addressed (a peer's mapping or a port forward), not the LAN
+// host behind it: the send counts as the sender's outbound packet to that
+// endpoint. nat.mu is held.
 func (c *conn) remote() ([16]byte, uint16) {
-	if c.mapIn {
+	switch {
+	case c.hairpin:
+		return c.orig.Dst, c.orig.DstPort
+	case c.mapIn:
 		return c.orig.Src, c.orig.SrcPort
 	}
 	return c.mid.Dst, c.mid.DstPort

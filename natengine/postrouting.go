@@ -120,6 +120,7 @@ func (e *Engine) confirm(c *conn, out Iface, s *snapshot, generic bool) (DropRea
 			// endpoint (RFC 4787 REQ-9a, RFC 5382 REQ-8).
 			pool = [][16]byte{c.orig.Dst}
 			mapOut = s.ifaceOf(&c.orig.Dst)
+			c.hairpin = true
 		}
 	}
 	if generic && pool != nil {

@@ -176,6 +176,94 @@ func TestRFC4787_U9_Hairpinning(t *testing.T) {
 	expectAddrs(t, back, ap(wanAddr, pa), ap(hostB, 6000))
 }
 
+// TestRFC4787_U9_HairpinHolePunch is what P2P applications do after
+// STUN: two LAN endpoints that each opened a UDP mapping send to each
+// other's external endpoint. Under every filtering behaviour (the default
+// address-and-port-dependent one included) both directions arrive, from
+// the peer's external endpoint (REQ-9a), in either order, and nothing is
+// counted as filtered; the hairpinned send is the sender's outbound
+// packet to the peer's external endpoint, which its mapping then permits.
+func TestRFC4787_U9_HairpinHolePunch(t *testing.T) {
+	type end struct {
+		host netip.Addr
+		port uint16
+	}
+	for _, f := range []Filtering{AddressAndPortDependent, AddressDependent, EndpointIndependent} {
+		for _, order := range []string{"A first", "B first"} {
+			t.Run(filteringName(f)+"/"+order, func(t *testing.T) {
+				e, _ := newTestEngine(t, 0, func(r *Rules) { r.Filtering = f })
+				a, b := end{hostA, 5000}, end{hostB, 6000}
+				// Each asks the reflector on the WAN side for its mapping.
+				ea := outboundUDP(t, e, a.host, a.port, remote, 3478)
+				eb := outboundUDP(t, e, b.host, b.port, remote, 3478)
+				ext := map[end]uint16{a: ea, b: eb}
+				first, second := a, b
+				if order == "B first" {
+					first, second = b, a
+				}
+				send := func(from, to end) {
+					t.Helper()
+					pkt := pk{src: from.host, dst: wanAddr, proto: ProtoUDP, sport: from.port, dport: ext[to], payload: []byte("punch")}.build()
+					if v := fwd(t, e, pkt, lanIf, lanIf); v != Accept {
+						t.Fatalf("%v:%d -> %v:%d (peer's external endpoint): %v, want accept (filtered drops %d)",
+							from.host, from.port, wanAddr, ext[to], v, e.Stats().Drop(DropFiltered))
+					}
+					expectAddrs(t, pkt, ap(wanAddr, ext[from]), ap(to.host, to.port))
+				}
+				send(first, second)
+				if !permits(e, first.host, first.port, ap(wanAddr, ext[second])) {
+					t.Errorf("after the hairpinned send, %v:%d's mapping does not list %v:%d as a destination it sent to",
+						first.host, first.port, wanAddr, ext[second])
+				}
+				send(second, first)
+				send(first, second)
+				send(second, first)
+				if n := e.Stats().Drop(DropFiltered); n != 0 {
+					t.Errorf("filtered drops %d, want 0", n)
+				}
+				// The outside still meets the filter: a host the
+				// mappings never sent to, on the reflector's port.
+				in := pk{src: remote2, dst: wanAddr, proto: ProtoUDP, sport: 3478, dport: ea}.build()
+				v := fwd(t, e, in, wanIf, lanIf)
+				if want := f == EndpointIndependent; (v == Accept) != want {
+					t.Fatalf("from %v:3478 on the WAN to %v:%d: %v, want accepted=%v", remote2, wanAddr, ea, v, want)
+				}
+			})
+		}
+	}
+}
+
+// permits reports whether the mapping of internal endpoint host:port
+// has a flow whose far end, as the mapping's filter sees it, is to.
+func permits(e *Engine, host netip.Addr, port uint16, to netip.AddrPort) bool {
+	n := e.nat
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h, _ := fromAddr(host)
+	want, _ := fromAddr(to.Addr())
+	for _, m := range n.byInt {
+		if m.ik.addr != h || m.ik.port != port || m.ik.proto != ProtoUDP {
+			continue
+		}
+		for c := m.conns; c != nil; c = c.mapNext {
+			if ra, rp := c.remote(); ra == want && rp == to.Port() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func filteringName(f Filtering) string {
+	switch f {
+	case AddressAndPortDependent:
+		return "address-and-port-dependent"
+	case AddressDependent:
+		return "address-dependent"
+	}
+	return "endpoint-independent"
+}
+
 func TestRFC4787_U12_ICMPErrorKeepsMapping(t *testing.T) {
 	e, clk := newTestEngine(t, 0, nil)
 	p := outboundUDP(t, e, hostA, 5000, remote, 53)
