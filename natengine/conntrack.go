@@ -116,11 +116,11 @@ type conn struct {
 	confirmed atomic.Bool
 	reply     Tuple
 	snat      bool
-	snatMap   *mapping // the SNAT mapping, set with confirmed; valid iff snat
 	// hairpin says the SNAT is a hairpin's: to the flow's own
 	// destination address (RFC 4787 REQ-9a). Written under mu before the
 	// flow joins its SNAT mapping's list, read under nat.mu (remote).
 	hairpin bool
+	snatMap *mapping // the SNAT mapping, set with confirmed; valid iff snat
 
 	// mu serializes confirmation and protects tcp and replied.
 	mu      sync.Mutex
