@@ -48,8 +48,11 @@ var lanHost4b = netip.MustParsePrefix("10.77.1.3/24")
 // endpoints, then send to each other's. Each receives the other's
 // datagrams, and its socket sees them from the peer's external endpoint
 // (REQ-9a), whichever side sends first; the router's "filtered" drop
-// counter does not rise. The lab's own TCP hairpin proof (a port forward
-// reflected for the LAN) ran before the hook.
+// counter does not rise for them. A datagram from the WAN host's other
+// port to a mapping, which the filtering refuses, shows that filtering
+// is in force: it is not delivered and is the one filtered drop per pair.
+// The lab's own TCP hairpin proof (a port forward reflected for the LAN)
+// ran before the hook.
 func TestHairpinHolePunch(t *testing.T) {
 	runWithHook(t, func(l *lab) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -79,12 +82,14 @@ func TestHairpinHolePunch(t *testing.T) {
 			return err
 		}
 		var errs []error
+		pairs := 0
 		for i, order := range []string{"A first", "B first"} {
 			a := netip.AddrPortFrom(lanHost4.Addr(), uint16(punchFirstPort+2*i))
 			b := netip.AddrPortFrom(lanHost4b.Addr(), uint16(punchFirstPort+2*i+1))
 			if i == 1 {
 				a, b = b, a
 			}
+			pairs++
 			if err := holePunch(l, stun, a, b); err != nil {
 				errs = append(errs, fmt.Errorf("%s (%s sends first): %w", order, a, err))
 			}
@@ -93,8 +98,9 @@ func TestHairpinHolePunch(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if filtered1 != filtered0 {
-			errs = append(errs, fmt.Errorf("conntrack drops %q rose from %d to %d", natengine.DropFiltered, filtered0, filtered1))
+		if filtered1 != filtered0+uint64(pairs) {
+			errs = append(errs, fmt.Errorf("conntrack drops %q rose from %d to %d, want by %d (the outside probes only)",
+				natengine.DropFiltered, filtered0, filtered1, pairs))
 		}
 		return errors.Join(errs...)
 	})
@@ -137,6 +143,30 @@ func holePunch(l *lab, stun, first, second netip.AddrPort) error {
 		if err := punch(sc, fc, fext, sext, fmt.Sprintf("%s round %d", second, round)); err != nil {
 			return err
 		}
+	}
+	return outsideProbe(l, fc, fext, stun)
+}
+
+// outsideProbe sends one datagram from the WAN host's port next to the
+// reflector's, which the LAN socket c never sent to, to c's mapped
+// endpoint ext: the default filtering refuses it, so c must not receive
+// it.
+func outsideProbe(l *lab, c *net.UDPConn, ext, stun netip.AddrPort) error {
+	var w *net.UDPConn
+	if err := inNetns(l.wanNS, func() (err error) {
+		w, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(stun.Addr(), stun.Port()+1)))
+		return err
+	}); err != nil {
+		return err
+	}
+	defer w.Close()
+	if _, err := w.WriteToUDPAddrPort([]byte("unsolicited"), ext); err != nil {
+		return err
+	}
+	buf := make([]byte, 64)
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	if n, from, err := c.ReadFromUDPAddrPort(buf); err == nil {
+		return fmt.Errorf("%s received %q from %s, which it never sent to (address-and-port-dependent filtering)", c.LocalAddr(), buf[:n], from)
 	}
 	return nil
 }
