@@ -116,9 +116,6 @@ func Refuse(err error) func(*http.Request) error {
 	return func(*http.Request) error { return err }
 }
 
-// Allow is an HTTPHandler allow function that allows every request.
-func Allow(*http.Request) error { return nil }
-
 // TrustOr is an HTTPHandler allow function that allows a request whose
 // remote address trusted accepts (the machine itself) and leaves any
 // other to other. Where a request comes from, not where the listener is
