@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -115,6 +116,16 @@ func Refuse(err error) func(*http.Request) error {
 	return func(*http.Request) error { return err }
 }
 
-// Allow is an HTTPHandler allow function that allows every request (a
-// host listener, such as 127.0.0.1, which only the host reaches).
-func Allow(*http.Request) error { return nil }
+// TrustOr is an HTTPHandler allow function that allows a request whose
+// remote address trusted accepts (the machine itself) and leaves any
+// other to other. Where a request comes from, not where the listener is
+// bound, says who asks: a LAN host reaches a loopback-bound or host-TAP
+// listener too, through the router's forwarding.
+func TrustOr(trusted func(netip.Addr) bool, other func(*http.Request) error) func(*http.Request) error {
+	return func(r *http.Request) error {
+		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && trusted(ap.Addr().Unmap()) {
+			return nil
+		}
+		return other(r)
+	}
+}

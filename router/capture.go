@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/gvrouter/gvrouter/capture"
 	"github.com/gvrouter/gvrouter/router/config"
@@ -131,19 +133,55 @@ func (r *Router) closeCaptureLocked() {
 var _ stack.CaptureSink = (*capture.Point)(nil)
 
 // captureAllowLocked is who may use /api/capture on a netstack listener
-// of interface ic: nobody on a wan interface, the host interface (the
-// machine itself, as a 127.0.0.1 listener) always, anyone else only with
-// the token of the run directory's capture.token (mode 0600).
+// of interface ic: nobody on a wan interface; elsewhere the board's own
+// kernel through the host TAP (a request from one of host:'s
+// kernel_addresses, which only the kernel has: the router routes it
+// nowhere else), and anyone else, a LAN host on any listener, the host
+// interface's too, only with the token of the run directory's
+// capture.token (mode 0600).
 func (r *Router) captureAllowLocked(ic *config.Interface) func(*http.Request) error {
-	switch {
-	case ic.Role == config.RoleWAN:
+	if ic.Role == config.RoleWAN {
 		return capture.Refuse(errors.New("capture: refused on a wan listener"))
-	case ic.Host:
-		return capture.Allow
-	case r.runDir == "":
+	}
+	return capture.TrustOr(r.fromHostKernel, r.captureTokenLocked())
+}
+
+// captureAllowSocketLocked is who may use /api/capture on a host socket
+// listener (status.listen 127.0.0.1:8080, or any address): loopback
+// callers, the machine itself; anyone else with the token. A LAN host
+// reaches a socket on the kernel's host: address, or on 0.0.0.0, routed
+// or forwarded by the router, and the kernel never accepts a loopback
+// source from outside.
+func (r *Router) captureAllowSocketLocked() func(*http.Request) error {
+	return capture.TrustOr(netip.Addr.IsLoopback, r.captureTokenLocked())
+}
+
+// captureTokenLocked asks for the token of runDir/capture.token.
+func (r *Router) captureTokenLocked() func(*http.Request) error {
+	if r.runDir == "" {
 		return capture.Refuse(errors.New("capture: refused: no run directory for " + capture.TokenFile))
 	}
 	return capture.TokenAllow(filepath.Join(r.runDir, capture.TokenFile))
+}
+
+// fromHostKernel reports whether a is one of the host kernel's addresses
+// (host: kernel_addresses) of the config in force.
+func (r *Router) fromHostKernel(a netip.Addr) bool {
+	p := r.hostKernel.Load()
+	return p != nil && slices.Contains(*p, a)
+}
+
+// setListenPolicyLocked makes the status listeners follow cfg: the host
+// kernel's addresses for captureAllowLocked and the status.hosts names.
+func (r *Router) setListenPolicyLocked(cfg *config.Config) {
+	var kernel []netip.Addr
+	if cfg.Host != nil {
+		for _, p := range cfg.Host.KernelAddresses {
+			kernel = append(kernel, p.Addr().Unmap())
+		}
+	}
+	r.hostKernel.Store(&kernel)
+	r.statusSrv.SetHosts(cfg.Status.Hosts)
 }
 
 // statusHandler is the status page with /api/capture, which allow

@@ -105,6 +105,7 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 		errs = append(errs, fmt.Errorf("netstack: %w", err))
 	}
 	r.cfg = cfg
+	r.setListenPolicyLocked(cfg)
 	r.net.SetUnassigned6(unassignedSets(r.pd6, r.lanIDs))
 	// The engine outlives the reload with every flow; only its rules
 	// change. New interfaces got new IDs above, so the rules follow Apply.

@@ -105,9 +105,13 @@ type Router struct {
 	captures  *capture.Manager
 	captureLn *net.UnixListener
 	capIfaces map[string]*capture.Point
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	// hostKernel is the host kernel's addresses (host:
+	// kernel_addresses), read by the status listeners' capture checks
+	// without mu (setListenPolicyLocked).
+	hostKernel atomic.Pointer[[]netip.Addr]
+	ctx        context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
 
 	// xdpPool is the UMEMs the af_xdp ports share (xdppool.go); nil
 	// until the first af_xdp port opens. Protected by mu.
@@ -231,6 +235,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	}
 	r.net = n
 	r.cfg = cfg
+	r.setListenPolicyLocked(cfg)
 	if err := r.applyNATLocked(); err != nil {
 		return nil, fmt.Errorf("nat: %w", err)
 	}
@@ -441,7 +446,7 @@ func (r *Router) listenLocked(sc config.Status) error {
 			if err != nil {
 				return fmt.Errorf("status listen %s: %w", l.Host, err)
 			}
-			r.serveLocked(ln, capture.Allow)
+			r.serveLocked(ln, r.captureAllowSocketLocked())
 			addrs = append(addrs, ln.Addr().String())
 		}
 		r.log.Info("status page listening", "on", addrs)

@@ -202,6 +202,11 @@ type Route struct {
 // Status configures the status page (HTML, JSON and /metrics).
 type Status struct {
 	Listen []Listen // where to serve it; empty = nowhere
+	// Hosts are further names and addresses a browser may use for the
+	// router in the Host and Origin headers, lowercase without a final
+	// dot, e.g. ["gvrouter.lan", "203.0.113.7"]: besides them the page
+	// answers only its own addresses and loopback names (DNS rebinding).
+	Hosts []string
 }
 
 // Listen is one address the status page is served on. Exactly one of

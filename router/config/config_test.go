@@ -159,6 +159,23 @@ firewall: {wan_input: accept}
 			},
 		},
 		{
+			name: "status hosts",
+			in: minimal + `status:
+  listen: [lan:80]
+  hosts: [GVRouter.lan., router, 203.0.113.7, "2001:DB8::1", "::ffff:192.0.2.1"]
+`,
+			want: &Config{
+				File:       "name.yaml",
+				Hardware:   "generic",
+				Ports:      []Port{{Name: "eth0", Pos: Pos{2, 5}}},
+				Interfaces: []Interface{{Name: "lan", Port: "eth0", Role: "lan", Addresses: []netip.Prefix{pfx("192.168.1.1/24")}, Pos: Pos{4, 5}}},
+				Status: Status{
+					Listen: []Listen{{Interface: "lan", Port: 80, Pos: Pos{9, 12}}},
+					Hosts:  []string{"gvrouter.lan", "router", "203.0.113.7", "2001:db8::1", "192.0.2.1"},
+				},
+			},
+		},
+		{
 			name: "empty sections and aliases",
 			in: `hardware: bcm47094
 ports:
@@ -339,6 +356,22 @@ func TestParseErrors(t *testing.T) {
 			[]string{`name.yaml:9:20: status: listen "lan:80" is listed twice (first at line 9)`}},
 		{"listen no addresses", strings.Replace(minimal, "    addresses: [192.168.1.1/24]\n", "", 1) + "status:\n  listen: [lan:80]\n",
 			[]string{`name.yaml:8:12: status: listen "lan:80": interface "lan" has no addresses`}},
+		{"hosts with a port", minimal + "status:\n  hosts: [\"gvrouter.lan:80\"]\n",
+			[]string{`name.yaml:9:11: status: hosts: "gvrouter.lan:80": want a host name or an address, without a port (IPv6 without brackets)`}},
+		{"hosts bracketed ipv6", minimal + "status:\n  hosts: [\"[2001:db8::1]\"]\n",
+			[]string{`name.yaml:9:11: status: hosts: "[2001:db8::1]": want a host name or an address`}},
+		{"hosts zone", minimal + "status:\n  hosts: [\"fe80::1%eth0\"]\n",
+			[]string{`name.yaml:9:11: status: hosts: "fe80::1%eth0": an address with a zone cannot be a Host`}},
+		{"hosts wildcard", minimal + "status:\n  hosts: [\"*.lan\"]\n",
+			[]string{`name.yaml:9:11: status: hosts: "*.lan": '*' is not allowed in a host name`}},
+		{"hosts empty name", minimal + "status:\n  hosts: [\"\"]\n",
+			[]string{`name.yaml:9:11: status: hosts: "": want a host name of 1..253 characters`}},
+		{"hosts not a list", minimal + "status:\n  hosts: gvrouter.lan\n",
+			[]string{`name.yaml:9:10: status: hosts: want a list, got "gvrouter.lan"`}},
+		{"hosts a mapping", minimal + "status:\n  hosts: [{name: x}]\n",
+			[]string{`name.yaml:9:11: status: hosts: want a host name or an address, got a mapping`}},
+		{"hosts duplicate", minimal + "status:\n  hosts: [gvrouter.lan, GVROUTER.LAN]\n",
+			[]string{`name.yaml:9:25: status: hosts: "gvrouter.lan" is listed twice (first at line 9)`}},
 		{"status unknown key", minimal + "status:\n  listn: []\n",
 			[]string{`name.yaml:9:3: status: unknown key "listn"; did you mean "listen"?`}},
 	} {

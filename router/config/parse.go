@@ -20,7 +20,7 @@ var (
 	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role", "vlan", "vlan_protocol", "pcp", "gro", "dhcp", "dhcp_server", "ipv6"}
 	interfaceUnsupported  = []string{}
 	routeKeys             = []string{"to", "via", "dev"}
-	statusKeys            = []string{"listen"}
+	statusKeys            = []string{"listen", "hosts"}
 	errNotSupportedSuffix = "not supported by this version"
 )
 
@@ -303,6 +303,9 @@ func (d *decoder) route(n *yaml.Node) Route {
 
 func (d *decoder) status(s *Status, n *yaml.Node) {
 	m := d.mapping(n, "status", statusKeys, nil)
+	if e, ok := m["hosts"]; ok {
+		d.statusHosts(s, e)
+	}
 	e, ok := m["listen"]
 	if !ok {
 		return
@@ -321,6 +324,50 @@ func (d *decoder) status(s *Status, n *yaml.Node) {
 		l.Pos = posOf(it)
 		s.Listen = append(s.Listen, l)
 	}
+}
+
+// statusHosts decodes status.hosts: host names (RFC 1123) or addresses,
+// each once.
+func (d *decoder) statusHosts(s *Status, e entry) {
+	items, _ := d.list(e, "status")
+	first := map[string]int{}
+	for _, it := range items {
+		if it.Kind != yaml.ScalarNode || isNull(it) {
+			d.errorf(it, "status: hosts: want a host name or an address, got %s", kindName(it))
+			continue
+		}
+		h, err := parseStatusHost(it.Value)
+		if err != nil {
+			d.errorf(it, "status: hosts: %v", err)
+			continue
+		}
+		if line, ok := first[h]; ok {
+			d.errorf(it, "status: hosts: %s is listed twice (first at line %d)", quote(h), line)
+			continue
+		}
+		first[h] = it.Line
+		s.Hosts = append(s.Hosts, h)
+	}
+}
+
+// parseStatusHost checks one status.hosts entry, a name as a browser
+// writes it in Host (gvrouter.lan) or an address (203.0.113.7, 2001:db8::1,
+// without brackets), and returns it lowercase without a final dot.
+func parseStatusHost(v string) (string, error) {
+	if a, err := netip.ParseAddr(v); err == nil {
+		if a.Zone() != "" {
+			return "", fmt.Errorf("%s: an address with a zone cannot be a Host", quote(v))
+		}
+		return a.Unmap().String(), nil
+	}
+	h := strings.ToLower(strings.TrimSuffix(v, "."))
+	if strings.ContainsAny(h, ":[]/") {
+		return "", fmt.Errorf("%s: want a host name or an address, without a port (IPv6 without brackets)", quote(v))
+	}
+	if err := checkHostname(h); err != nil {
+		return "", err
+	}
+	return h, nil
 }
 
 // peekName returns the plain scalar value of key "name" in mapping n, or

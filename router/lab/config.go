@@ -144,6 +144,7 @@ const (
 
 type labStatus struct {
 	Listen []string `yaml:"listen"`
+	Hosts  []string `yaml:"hosts,omitempty"`
 }
 
 // routerConfig returns the router's lab config: ports lan0 and wan0,

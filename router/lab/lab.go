@@ -88,6 +88,9 @@ type Options struct {
 	// hostTap, if set, adds the host: section (hostSection) to the
 	// router's config: a TAP into the router namespace's kernel.
 	hostTap bool
+	// cfgEdits change the router's lab config before it is written
+	// (tests: more status listeners).
+	cfgEdits []func(*labConfig)
 }
 
 const (

@@ -150,6 +150,7 @@ func Run(ctx context.Context, opt Options) (err error) {
 // newLab returns the state of the run of process pid.
 func newLab(opt Options, pid int) *lab {
 	l := &lab{opt: opt, log: opt.Log, out: opt.Stdout, prefix: runPrefix(pid)}
+	l.cfgEdits = slices.Clip(opt.cfgEdits)
 	l.msOpt.parallel = opt.macsecParallel
 	l.msOpt.mka, l.msOpt.mkaRekey = opt.macsecMKA, opt.macsecMKARekey
 	if opt.macsecCipher != "" {

@@ -19,7 +19,7 @@ import (
 // code, or the error that ended the exchange.
 func rawGet(c net.Conn, path string) (int, error) {
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: router\r\n\r\n", path); err != nil {
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", path); err != nil {
 		return 0, err
 	}
 	res, err := http.ReadResponse(bufio.NewReader(c), nil)

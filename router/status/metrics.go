@@ -102,6 +102,8 @@ type collector struct {
 	// httpOpen and httpRefused are the status server's own connections,
 	// read live rather than from the sample.
 	httpOpen, httpRefused *prometheus.Desc
+	// httpForbidden counts the requests guard refused, by reason.
+	httpForbidden *prometheus.Desc
 	// gro is the interfaces' GRO counters, labelled by event.
 	gro *prometheus.Desc
 	// gso counts the interface's superframes by event.
@@ -215,6 +217,9 @@ func newCollector(s *Server) *collector {
 			fmt.Sprintf("Connections open to the status server (at most %d).", MaxConns), nil, nil),
 		httpRefused: prometheus.NewDesc("gvrouter_status_refused_connections_total",
 			fmt.Sprintf("Connections to the status server answered 503 and closed because %d were open.", MaxConns), nil, nil),
+		httpForbidden: prometheus.NewDesc("gvrouter_status_forbidden_requests_total",
+			"Requests to the status server answered 403, by reason: host (the Host header names no address or name of the router: DNS rebinding), origin (a read of /api/... or /metrics from another origin).",
+			[]string{"reason"}, nil),
 	}
 }
 
@@ -226,6 +231,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.buildInfo
 	ch <- c.httpOpen
 	ch <- c.httpRefused
+	ch <- c.httpForbidden
 	ch <- c.gro
 	ch <- c.gso
 	ch <- c.nextHop
@@ -244,6 +250,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.buildInfo, prometheus.GaugeValue, 1, snap.Version, snap.Build)
 	ch <- prometheus.MustNewConstMetric(c.httpOpen, prometheus.GaugeValue, float64(c.s.lim.open.Load()))
 	ch <- prometheus.MustNewConstMetric(c.httpRefused, prometheus.CounterValue, float64(c.s.lim.refused.Load()))
+	ch <- prometheus.MustNewConstMetric(c.httpForbidden, prometheus.CounterValue, float64(c.s.forbiddenHost.Load()), "host")
+	ch <- prometheus.MustNewConstMetric(c.httpForbidden, prometheus.CounterValue, float64(c.s.forbiddenOrigin.Load()), "origin")
 	seen := make(map[string]bool)
 	for _, i := range snap.Interfaces {
 		if seen[i.Name] {

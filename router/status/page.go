@@ -456,6 +456,7 @@ footer a { color: inherit; }
 <tr><td title="fragments refused before NAT (RFC 1858, RFC 5722, RFC 7112) are the interfaces' drops">overlapping and tiny fragments (RFC 5722, RFC 1858)</td><td>fragment guard: {{.Tracked}} datagrams tracked, {{count .Evicted}} evicted early</td></tr>
 {{- end}}
 <tr><td>status page connections</td><td>{{.HTTP.Open}} open, {{count .HTTP.Refused}} refused</td></tr>
+<tr><td title="403: a Host naming none of the router's addresses or names (DNS rebinding), a read of /api or /metrics from another origin">status page requests forbidden</td><td>{{count .HTTP.ForbiddenHost}} foreign Host, {{count .HTTP.ForbiddenOrigin}} cross-origin</td></tr>
 </tbody>
 </table></div>
 {{- end}}

@@ -55,10 +55,17 @@ type Server struct {
 	hist *history
 
 	reg     *prometheus.Registry
-	handler http.Handler
+	handler http.Handler // the endpoints, without guard
+	guarded http.Handler // handler behind guard
 
 	// lim counts the connections of every listener given to Serve.
 	lim connLimit
+
+	// hosts are the configured names and addresses guard admits besides
+	// the router's own (SetHosts); nil = none.
+	hosts atomic.Pointer[[]string]
+	// forbiddenHost and forbiddenOrigin count the requests guard refused.
+	forbiddenHost, forbiddenOrigin atomic.Uint64
 
 	// mu protects servers and closed.
 	mu      sync.Mutex
@@ -83,6 +90,7 @@ func New(src Source, log *slog.Logger) *Server {
 	}
 	s.reg = newRegistry(s)
 	s.handler = s.newHandler()
+	s.guarded = s.guard(s.handler)
 	return s
 }
 
@@ -154,7 +162,8 @@ func (s *Server) sampleLocked() *Snapshot {
 			p.Drops = map[string]uint64{}
 		}
 	}
-	snap.HTTP = HTTP{Open: s.lim.open.Load(), Refused: s.lim.refused.Load()}
+	snap.HTTP = HTTP{Open: s.lim.open.Load(), Refused: s.lim.refused.Load(),
+		ForbiddenHost: s.forbiddenHost.Load(), ForbiddenOrigin: s.forbiddenOrigin.Load()}
 	snap.Conntrack = normalizeConntrack(snap.Conntrack)
 	normalizeServices(snap)
 	normalizeIPv6(snap)
@@ -199,8 +208,9 @@ func (s *Server) stale(p *timedSnapshot) bool {
 }
 
 // Handler returns the HTTP handler for "/", "/api/status",
-// "/api/conntrack" and "/metrics".
-func (s *Server) Handler() http.Handler { return s.handler }
+// "/api/conntrack" and "/metrics". It answers 403 to a Host that does
+// not name the router and to a cross-origin read (host.go).
+func (s *Server) Handler() http.Handler { return s.guarded }
 
 // Serve serves the Handler on l until l fails or is closed, or Close is
 // called. It returns nil in the last two cases. The connections of all
@@ -210,10 +220,11 @@ func (s *Server) Serve(l net.Listener) error { return s.ServeHandler(l, s.handle
 
 // ServeHandler is Serve with h as the handler, for a listener that
 // answers more than Handler does (h usually falls back to Handler): the
-// router mounts /api/capture per listener this way.
+// router mounts /api/capture per listener this way. h is behind the same
+// Host and Origin checks as Handler.
 func (s *Server) ServeHandler(l net.Listener, h http.Handler) error {
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           s.guard(h),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readHeaderTimeout,
 		WriteTimeout:      writeTimeout,

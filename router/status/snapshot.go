@@ -82,6 +82,13 @@ type HTTP struct {
 	// Refused counts connections answered 503 (or closed unanswered)
 	// because MaxConns were open, since the router started.
 	Refused uint64 `json:"refused_connections"`
+	// ForbiddenHost counts requests answered 403 because their Host
+	// named none of the router's addresses or names (DNS rebinding),
+	// since the router started.
+	ForbiddenHost uint64 `json:"forbidden_host"`
+	// ForbiddenOrigin counts reads of /api/... or /metrics answered 403
+	// because they came from another origin (Origin, Sec-Fetch-Site).
+	ForbiddenOrigin uint64 `json:"forbidden_origin"`
 }
 
 // Netstack is netstack's own IP counters (IPv4 and IPv6 together).

@@ -68,7 +68,9 @@ func newServer(t *testing.T, snap status.Snapshot) (*status.Server, *statustest.
 func get(t *testing.T, h http.Handler, method, path string) *http.Response {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+	req := httptest.NewRequest(method, path, nil)
+	req.Host = "localhost" // httptest's example.com would be refused (host.go)
+	h.ServeHTTP(rec, req)
 	return rec.Result()
 }
 
