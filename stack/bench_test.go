@@ -66,7 +66,7 @@ func BenchmarkDispatch(b *testing.B) {
 			b.Run(fmt.Sprintf("ours/%s/%dB", dst.name, size), func(b *testing.B) {
 				runBatches(b, frames, func(fs []hw.Frame) {
 					for i := range fs {
-						v := classify(&fs[i], e.mac, 1500, local, nil, 0, false, nil)
+						v := classify(&fs[i], e.mac, 1500, local, nil, nil, 0, false, nil)
 						if v.dropped {
 							b.Fatalf("dropped: %s", v.drop)
 						}
