@@ -112,24 +112,73 @@ func (s *prefixSet) has6(b []byte) bool {
 // accepts; swapped whole through Endpoint.ingress on Apply.
 type sourceFilter struct {
 	allowed prefixSet
+	// own4 and own6 are the router's addresses (IPv4: and directed
+	// broadcasts) inside allowed: the only ones allowed would pass. A
+	// short list beats the local set's map on the per-packet path.
+	own4 []uint32
+	own6 [][2]uint64
+}
+
+// newSourceFilter returns the filter accepting sources in allowed,
+// except the router's addresses local and the broadcast addresses of
+// their prefixes.
+func newSourceFilter(allowed []netip.Prefix, local []netip.Prefix) *sourceFilter {
+	f := &sourceFilter{allowed: newPrefixSet(allowed)}
+	for _, p := range local {
+		addrs := []netip.Addr{p.Addr()}
+		if b, ok := directedBroadcast(p); ok {
+			addrs = append(addrs, b)
+		}
+		for _, a := range addrs {
+			b := a.AsSlice()
+			switch {
+			case a.Is4() && f.allowed.has4(b):
+				f.own4 = append(f.own4, binary.BigEndian.Uint32(b))
+			case a.Is6() && f.allowed.has6(b):
+				f.own6 = append(f.own6, [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])})
+			}
+		}
+	}
+	return f
 }
 
 // allows4 reports whether an IPv4 packet from src to dst (4 octets each)
 // may arrive on the interface; local is the router's address set.
 func (f *sourceFilter) allows4(src, dst []byte, local *localSet) bool {
-	if a := binary.BigEndian.Uint32(src); a == 0 || a>>16 == 0xa9fe { // 0.0.0.0, 169.254/16
+	a := binary.BigEndian.Uint32(src)
+	switch {
+	case a == 0 || a>>16 == 0xa9fe: // 0.0.0.0, 169.254/16
 		return local.has4(dst)
+	case a>>28 >= 0xe: // multicast 224/4, reserved 240/4, 255.255.255.255
+		return false
+	case !f.allowed.has4(src):
+		return false
 	}
-	return !local.has4(src) && f.allowed.has4(src)
+	for _, o := range f.own4 {
+		if a == o {
+			return false
+		}
+	}
+	return true
 }
 
 // allows6 is allows4 for IPv6 (16 octets each).
 func (f *sourceFilter) allows6(src, dst []byte, local *localSet) bool {
 	hi, lo := binary.BigEndian.Uint64(src[:8]), binary.BigEndian.Uint64(src[8:16])
-	if hi == 0 && lo == 0 || hi>>54 == 0xfe80>>6 { // ::, fe80::/10
+	switch {
+	case hi == 0 && lo == 0 || hi>>54 == 0xfe80>>6: // ::, fe80::/10
 		return local.has6(dst)
+	case hi>>56 == 0xff: // multicast
+		return false
+	case !f.allowed.has6(src):
+		return false
 	}
-	return !local.has6(src) && f.allowed.has6(src)
+	for _, o := range f.own6 {
+		if hi == o[0] && lo == o[1] {
+			return false
+		}
+	}
+	return true
 }
 
 // allowsFrame is allows4/allows6 for an untagged Ethernet frame of any
@@ -182,6 +231,10 @@ func (r *Router) refreshSourceFiltersLocked() {
 	for _, rc := range r.routes {
 		byDev[rc.Dev] = append(byDev[rc.Dev], rc.To)
 	}
+	var own []netip.Prefix
+	for _, ifc := range r.ifaces {
+		own = append(own, ifc.addrs...)
+	}
 	var inside []netip.Prefix
 	for _, ifc := range r.ifaces {
 		if !ifc.ingressFilter {
@@ -189,7 +242,7 @@ func (r *Router) refreshSourceFiltersLocked() {
 			continue
 		}
 		ps := byDev[ifc.name]
-		ifc.ep.ingress.Store(&sourceFilter{allowed: newPrefixSet(ps)})
+		ifc.ep.ingress.Store(newSourceFilter(ps, own))
 		for _, p := range ps {
 			if p.Bits() > 0 && !isLinkLocalPrefix(p) {
 				inside = append(inside, p)
