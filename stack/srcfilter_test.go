@@ -220,3 +220,40 @@ func TestIngressFilterNoAllocs(t *testing.T) {
 		t.Errorf("HandleBatch of spoofed frames: %v allocations, want 0", got)
 	}
 }
+
+// TestIngressFilterOffloadedFlow: the fast path does not run the filter,
+// so a reload that narrows a lan interface's subnet must send its
+// offloaded flows back through classify: the LAN host's segments on an
+// assured, offloaded connection are spoofed_source drops afterwards.
+func TestIngressFilterOffloadedFlow(t *testing.T) {
+	l, nat := newNATLab(t, nil)
+	if err := l.r.Apply(l.filteredConfig()); err != nil {
+		t.Fatal(err)
+	}
+	peers := remoteServer(t, l.b, netip.AddrPortFrom(bIP4, 5003))
+	c := dial(t, l.a, netip.AddrPortFrom(bIP4, 5003))
+	exchange(t, c, 64<<10)
+	peer(t, peers)
+	hits0 := nat.Stats().FastPathHits.Load()
+	exchange(t, c, 1<<20)
+	if hits := nat.Stats().FastPathHits.Load() - hits0; hits < 100 {
+		t.Fatalf("fast path forwarded %d packets of a 1 MiB echo: the flow is not offloaded", hits)
+	}
+	lan := l.r.Interface("lan")
+	sp0 := lan.Stats().Drops["spoofed_source"]
+	cfg := l.filteredConfig()
+	cfg.Interfaces[0].Addresses = []netip.Prefix{netip.MustParsePrefix("10.1.0.129/25"), netip.MustParsePrefix("fd00:1::1/64")}
+	cfg.Routes = nil // its gateway is outside the new subnet
+	if err := l.r.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	c.SetWriteDeadline(time.Now().Add(labTimeout(time.Second)))
+	c.Write(make([]byte, 16<<10))
+	deadline := time.Now().Add(labTimeout(5 * time.Second))
+	for lan.Stats().Drops["spoofed_source"] == sp0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the LAN host (%s, now outside 10.1.0.128/25) kept its offloaded flow: no spoofed_source drop", aIP4)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
