@@ -9,7 +9,8 @@ import (
 
 // Source address filters.
 //
-// Ingress (RFC 3704 section 2.2, strict reverse path / BCP 38): an
+// Ingress (BCP 38, RFC 2827; RFC 3704 section 2.1, an ingress access
+// list, built from the interface's feasible paths as in section 2.3): an
 // interface with InterfaceConfig.IngressFilter (the lan ones) accepts an
 // IP packet only from a source its link can have: inside one of its
 // subnets or of a route through it (Router.Routes with Dev the interface:
