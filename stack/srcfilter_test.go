@@ -257,3 +257,38 @@ func TestIngressFilterOffloadedFlow(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestIngressFilterTaps: a raw-frame tap on the lan interface (the DHCP
+// and RA services' way in) gets a datagram from the LAN's subnet and a
+// DHCPDISCOVER-like one from 0.0.0.0, never a spoofed one, which is
+// counted as spoofed_source instead; with no allocation.
+func TestIngressFilterTaps(t *testing.T) {
+	l := newFilteredLab(t)
+	lan := l.r.Interface("lan")
+	tap := &countTap{consume: true}
+	remove, err := lan.AddTap(TapMatch{EtherType: 0x0800, IPProto: 17, DstPort: 9}, tap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remove()
+	frame := func(src, dst netip.Addr) hw.Frame {
+		f := udpFrame(src, dst, "x")
+		return hw.Frame{Data: f, WireLen: len(f), CsumValid: true}
+	}
+	lan.HandleBatch(0, []hw.Frame{
+		frame(aIP4, lanIP4),
+		frame(netip.MustParseAddr("0.0.0.0"), netip.MustParseAddr("255.255.255.255")),
+		frame(bIP4, lanIP4),
+		frame(netip.MustParseAddr("198.51.100.7"), lanIP4),
+	})
+	if got := tap.n.Load(); got != 2 {
+		t.Errorf("tap got %d frames, want 2 (the LAN host's and the one from 0.0.0.0)", got)
+	}
+	if got := lan.Stats().Drops["spoofed_source"]; got != 2 {
+		t.Errorf(`Drops["spoofed_source"] = %d, want 2`, got)
+	}
+	frames := []hw.Frame{frame(aIP4, lanIP4), frame(bIP4, lanIP4)}
+	if got := testing.AllocsPerRun(1000, func() { lan.HandleBatch(0, frames) }); got != 0 {
+		t.Errorf("HandleBatch through a tap with the ingress filter: %v allocations, want 0", got)
+	}
+}
