@@ -344,6 +344,10 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 			GRO:          gro,
 			// fw4's wan zone input policy, after NAT (forwards pass).
 			DropNewInput: dropNewInput(cfg, ic),
+			// RFC 3704 ingress filtering on the inside; nothing of the
+			// router's own leaves the outside from an inside address.
+			IngressFilter: ic.Role == config.RoleLAN,
+			EgressFilter:  ic.Role == config.RoleWAN,
 		})
 	}
 	sc.Interfaces = append(sc.Interfaces, r.macsecInterfacesLocked(cfg, sc.Interfaces)...)

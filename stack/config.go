@@ -41,6 +41,14 @@ type InterfaceConfig struct {
 	// arriving here (TCP SYN, UDP), after NAT: the input policy of WAN
 	// interfaces (config "firewall: wan_input: drop"). ICMP passes.
 	DropNewInput bool
+	// IngressFilter drops IP packets received here from a source outside
+	// the interface's subnets and the routes through it (RFC 3704
+	// ingress filtering, srcfilter.go): lan interfaces.
+	IngressFilter bool
+	// EgressFilter drops the router's own packets leaving here with a
+	// source inside an IngressFilter interface's prefixes
+	// (srcfilter.go): wan interfaces.
+	EgressFilter bool
 }
 
 // RouteConfig is one static route.

@@ -94,12 +94,13 @@ func (e *Endpoint) handleFramesInto(frames []hw.Frame, ss *sendSet) {
 	}
 	if ts := e.taps.Load(); ts != nil {
 		// Raw-frame taps come first: below the fast path and NAT.
-		frames = e.tapFrames(ts, frames, mac)
+		frames = e.tapFrames(ts, frames, mac, e.ingress.Load(), e.local.Load())
 	}
 	r := rxRun{
 		d:         d,
 		mac:       mac,
 		local:     e.local.Load(),
+		ingress:   e.ingress.Load(),
 		mtu:       int(e.mtu.Load()),
 		mode:      GROMode(e.gro.Load()),
 		nat:       e.nat,
@@ -160,6 +161,7 @@ type rxRun struct {
 	d         stack.NetworkDispatcher
 	mac       tcpip.LinkAddress
 	local     *localSet
+	ingress   *sourceFilter
 	mtu       int
 	mode      GROMode
 	nat       *natengine.Engine
@@ -187,7 +189,7 @@ func (e *Endpoint) handleFrame(f *hw.Frame, r *rxRun) {
 			return
 		}
 	}
-	v := classify(f, r.mac, r.mtu, r.local, r.nat, r.in, r.inputDrop, r.frags)
+	v := classify(f, r.mac, r.mtu, r.local, r.ingress, r.nat, r.in, r.inputDrop, r.frags)
 	if v.stolen {
 		return
 	}
@@ -272,7 +274,9 @@ func deliver(d stack.NetworkDispatcher, frame []byte, v *verdict, pins *forwardP
 func dropped(r dropReason) verdict { return verdict{drop: r, dropped: true} }
 
 // classify validates one frame. mac is the interface's MAC, mtu its L3
-// MTU, local the router's local addresses; nat, if not nil, runs its
+// MTU, local the router's local addresses; src, if not nil, is the
+// interface's ingress source filter (srcfilter.go), applied after the IP
+// header checks and before everything else; nat, if not nil, runs its
 // Prerouting hook on IP packets received on in. It does not allocate.
 //
 // inputDrop is the WAN input policy: packets to the router's own
@@ -282,7 +286,7 @@ func dropped(r dropReason) verdict { return verdict{drop: r, dropped: true} }
 // "input REJECT"), after NAT, so port forwards still pass (inputNew).
 // frags, if not nil, refuses fragments that could evade NAT and
 // firewall, before NAT (fragguard.go).
-func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, nat *natengine.Engine, in natengine.Iface, inputDrop bool, frags *fragFilter) verdict {
+func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, src *sourceFilter, nat *natengine.Engine, in natengine.Iface, inputDrop bool, frags *fragFilter) verdict {
 	data := f.Data
 	switch {
 	case f.WireLen > len(data), len(data) < header.EthernetMinimumSize:
@@ -329,9 +333,9 @@ func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, nat 
 		return dropped(dropOversize)
 	}
 	if v.proto == header.IPv4ProtocolNumber {
-		classify4(f, l3, local, &v, nat, in, inputDrop, frags)
+		classify4(f, l3, local, src, &v, nat, in, inputDrop, frags)
 	} else {
-		classify6(f, l3, local, &v, nat, in, inputDrop, frags)
+		classify6(f, l3, local, src, &v, nat, in, inputDrop, frags)
 	}
 	return v
 }
@@ -368,7 +372,7 @@ func inputNew(tracked bool, st natengine.CTState, proto uint8, l4 []byte, fragme
 // classify4 validates an IPv4 packet (RFC 791, RFC 1812 section 5.2.2).
 // Netstack does not check the header checksum because we claim RX offload,
 // so it is checked here for every packet.
-func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengine.Engine, in natengine.Iface, inputDrop bool, frags *fragFilter) {
+func classify4(f *hw.Frame, ip []byte, local *localSet, src *sourceFilter, v *verdict, nat *natengine.Engine, in natengine.Iface, inputDrop bool, frags *fragFilter) {
 	if len(ip) < header.IPv4MinimumSize || ip[0]>>4 != 4 {
 		*v = dropped(dropMalformed)
 		return
@@ -381,6 +385,10 @@ func classify4(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 	ihl := len(ip) - len(ip[h.HeaderLength():])
 	if checksum.Checksum(ip[:ihl], 0) != 0xffff {
 		*v = dropped(dropIPv4HeaderChecksum)
+		return
+	}
+	if src != nil && !src.allows4(ip[12:16], ip[16:20], local) {
+		*v = dropped(dropSpoofedSource)
 		return
 	}
 	if (h.More() || h.FragmentOffset() != 0) && fragmentTooBig(h.FragmentOffset(), l4) {
@@ -466,7 +474,7 @@ func validTCP(l4 []byte) bool {
 
 // classify6 validates an IPv6 packet (RFC 8200). The hop limit is left to
 // netstack, which handles it correctly.
-func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengine.Engine, in natengine.Iface, inputDrop bool, frags *fragFilter) {
+func classify6(f *hw.Frame, ip []byte, local *localSet, src *sourceFilter, v *verdict, nat *natengine.Engine, in natengine.Iface, inputDrop bool, frags *fragFilter) {
 	if len(ip) < header.IPv6MinimumSize || ip[0]>>4 != 6 {
 		*v = dropped(dropMalformed)
 		return
@@ -482,6 +490,10 @@ func classify6(f *hw.Frame, ip []byte, local *localSet, v *verdict, nat *natengi
 	// as many trailing octets as the extension headers are long.
 	f.Data = f.Data[:header.EthernetMinimumSize+end]
 	ip = ip[:end]
+	if src != nil && !src.allows6(ip[8:24], ip[24:40], local) {
+		*v = dropped(dropSpoofedSource)
+		return
+	}
 	if mayCarryFragment6(ip[6]) && frags.refused(ip, true, v) {
 		return
 	}

@@ -234,7 +234,7 @@ func TestDispatchAllocs(t *testing.T) {
 		ipv4Packet(hostIP4, routerIP4, 64, header.UDPProtocolNumber, udpDatagram(1, 2, make([]byte, 1400))))}
 	local := e.local.Load()
 	got := testing.AllocsPerRun(1000, func() {
-		v := classify(&frame, e.mac, 1500, local, nil, 0, false, nil)
+		v := classify(&frame, e.mac, 1500, local, nil, nil, 0, false, nil)
 		if v.dropped {
 			t.Fatalf("classify dropped the frame: %s", v.drop)
 		}

@@ -79,6 +79,14 @@
 // interface with its VLAN tags inserted, in order with netstack's frames,
 // bypassing NAT. See frametap.go.
 //
+// # Source address filters
+//
+// An interface with InterfaceConfig.IngressFilter (lan) drops IP packets
+// from sources its link cannot have (RFC 3704 ingress filtering), in
+// classify before NAT, GRO, netstack and the raw-frame taps: counted as
+// "spoofed_source". One with EgressFilter (wan) drops the router's own
+// packets with a LAN source ("inside_source_out"). See srcfilter.go.
+//
 // # IPv4 TTL
 //
 // gVisor forwards an IPv4 packet that arrives with TTL 1 as TTL 0 and sends

@@ -57,6 +57,11 @@ type Endpoint struct {
 	gro atomic.Uint32
 	// inputDrop is InterfaceConfig.DropNewInput.
 	inputDrop atomic.Bool
+	// ingress is the interface's source filter, nil without
+	// InterfaceConfig.IngressFilter; egressFilter is the inside set of
+	// an EgressFilter interface, nil otherwise (srcfilter.go).
+	ingress      atomic.Pointer[sourceFilter]
+	egressFilter atomic.Pointer[egressFilter]
 	// groPool holds *groState, one per receive run in progress.
 	groPool sync.Pool
 
@@ -301,6 +306,7 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 		return 0, &tcpip.ErrClosedForSend{}
 	}
 	size := int(e.mtu.Load()) + maxHeaderLength
+	egf := e.egressFilter.Load()
 	e.txMu.Lock()
 	b := &e.pending
 	for _, pkt := range pkts.AsSlice() {
@@ -317,6 +323,11 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 		frame := (*buf)[w.head : w.head+n]
 		copyPacket(frame, pkt)
 		if !pkt.NetworkPacketInfo.IsForwardedPacket {
+			if egf != nil && egf.insideSource(frame, len(pkt.LinkHeader().Slice())) {
+				e.stats.drop(dropInsideSourceOut)
+				e.putBuf(buf)
+				continue
+			}
 			e.fillOriginated(frame)
 		}
 		if e.nat != nil && !e.natTransmit(e.nat, frame, len(pkt.LinkHeader().Slice()), pkt.NetworkPacketInfo.IsForwardedPacket) {

@@ -158,8 +158,10 @@ type tapSet struct {
 }
 
 // offer hands f to the first tap that matches and consumes it, and
-// reports whether one did. mac is the interface's MAC.
-func (ts *tapSet) offer(f *hw.Frame, mac tcpip.LinkAddress) bool {
+// reports whether one did. mac is the interface's MAC; src, if not nil,
+// is its ingress source filter: an IP frame it refuses is offered to no
+// tap (classify drops and counts it).
+func (ts *tapSet) offer(f *hw.Frame, mac tcpip.LinkAddress, src *sourceFilter, local *localSet) bool {
 	d := f.Data
 	if f.VLANValid || f.WireLen > len(d) || len(d) < header.EthernetMinimumSize {
 		return false // not this interface's, or cut short: classify drops it
@@ -171,6 +173,9 @@ func (ts *tapSet) offer(f *hw.Frame, mac tcpip.LinkAddress) bool {
 	for _, te := range ts.taps {
 		if !te.m.matches(d) {
 			continue
+		}
+		if src != nil && !src.allowsFrame(d, local) {
+			return false
 		}
 		if f.CsumPartial && !completed {
 			// As the fast path does: the tap checks checksums itself.
@@ -188,11 +193,11 @@ func (ts *tapSet) offer(f *hw.Frame, mac tcpip.LinkAddress) bool {
 
 // tapFrames offers each frame to the taps in ts and returns frames without
 // the ones a tap consumed (compacted in place, order kept), counting
-// those. It does not allocate.
-func (e *Endpoint) tapFrames(ts *tapSet, frames []hw.Frame, mac tcpip.LinkAddress) []hw.Frame {
+// those. src and local are offer's. It does not allocate.
+func (e *Endpoint) tapFrames(ts *tapSet, frames []hw.Frame, mac tcpip.LinkAddress, src *sourceFilter, local *localSet) []hw.Frame {
 	n := 0
 	for i := range frames {
-		if ts.offer(&frames[i], mac) {
+		if ts.offer(&frames[i], mac, src, local) {
 			continue
 		}
 		if n != i {
@@ -260,6 +265,10 @@ var (
 	// ErrLinkDown: the link is down or the interface has no writer
 	// (counted as the drop "link_down").
 	ErrLinkDown = errors.New("stack: link down")
+	// ErrInsideSource: an IP frame with a LAN source on a wan interface
+	// (InterfaceConfig.EgressFilter; counted as the drop
+	// "inside_source_out").
+	ErrInsideSource = errors.New("stack: inside source on an outside interface")
 )
 
 // writeFrame is Interface.WriteFrame.
@@ -276,6 +285,10 @@ func (e *Endpoint) writeFrame(frame []byte) error {
 	if len(frame)-header.EthernetMinimumSize > mtu {
 		e.stats.drop(dropTxOversize)
 		return ErrFrameTooBig
+	}
+	if f := e.egressFilter.Load(); f != nil && f.insideSource(frame, header.EthernetMinimumSize) {
+		e.stats.drop(dropInsideSourceOut)
+		return ErrInsideSource
 	}
 	v := e.vlan.Load()
 	n := len(frame) + v.n

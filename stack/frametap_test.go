@@ -574,7 +574,7 @@ func TestTapAllocs(t *testing.T) {
 				for i := range frames {
 					frames[i] = hw.Frame{Data: frame, WireLen: len(frame)}
 				}
-				e.tapFrames(ts, frames, mac)
+				e.tapFrames(ts, frames, mac, nil, nil)
 			})
 			if got != 0 {
 				t.Fatalf("tapFrames: %v allocs per batch, want 0", got)

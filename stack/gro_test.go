@@ -525,7 +525,7 @@ func BenchmarkGRODecision(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(len(frames[0].Data)))
 				for b.Loop() {
-					v := classify(&frames[0], e.mac, 1500, local, nil, 0, false, nil)
+					v := classify(&frames[0], e.mac, 1500, local, nil, nil, 0, false, nil)
 					groDecide(mode, &frames[0], &v)
 					if v.dropped {
 						b.Fatal(v.drop)
@@ -543,7 +543,7 @@ func TestGRODecisionAllocs(t *testing.T) {
 	frames := flowFrames(tcpFlow(hostIP4, farIP4, 1, 1, 1448))
 	for _, mode := range []GROMode{GROOff, GROSelective, GROOn} {
 		got := testing.AllocsPerRun(1000, func() {
-			v := classify(&frames[0], e.mac, 1500, local, nil, 0, false, nil)
+			v := classify(&frames[0], e.mac, 1500, local, nil, nil, 0, false, nil)
 			groDecide(mode, &frames[0], &v)
 		})
 		if got != 0 {

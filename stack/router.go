@@ -53,7 +53,7 @@ type Router struct {
 	frags fragFilter
 
 	// mu protects ifaces, nextID, routes, table, closed and each
-	// Interface's addrs and removed.
+	// Interface's addrs, removed, ingressFilter and egressFilter.
 	mu     sync.Mutex
 	ifaces map[string]*Interface
 	nextID tcpip.NICID
@@ -74,6 +74,9 @@ type Interface struct {
 
 	addrs   []netip.Prefix
 	removed bool
+	// ingressFilter and egressFilter are the InterfaceConfig flags
+	// (srcfilter.go).
+	ingressFilter, egressFilter bool
 }
 
 // New builds a netstack from cfg. log receives control-path messages at
@@ -179,9 +182,11 @@ func (r *Router) Apply(cfg Config) error {
 		}
 		ifc.ep.gro.Store(uint32(c.GRO))
 		ifc.ep.inputDrop.Store(c.DropNewInput)
+		ifc.ingressFilter, ifc.egressFilter = c.IngressFilter, c.EgressFilter
 		errs = append(errs, r.syncAddrsLocked(ifc, c.Addresses)...)
 	}
 	r.syncRoutesLocked(&cfg)
+	r.refreshSourceFiltersLocked()
 	r.refreshLocalLocked()
 	r.refreshEgressLocked()
 	if r.nat != nil {

@@ -29,6 +29,8 @@ const (
 	dropSourceRoute                           // IPv4 loose or strict source route option (RFC 7126; Linux accept_source_route=0)
 	dropUnassignedDelegated                   // IPv6 forward to a delegated prefix no interface uses (RFC 7084 WPD-5; Destination Unreachable sent)
 	dropGSOMalformed                          // superframe whose headers disagree with its virtio-net header, with IPv4 options or IPv6 extension headers, or UDP datagrams over the MTU (superframe.go)
+	dropSpoofedSource                         // source the interface's link cannot have (RFC 3704 ingress filtering; srcfilter.go)
+	dropInsideSourceOut                       // the router's own packet leaving a wan interface with a LAN source (srcfilter.go)
 
 	// Fragments refused by package fragguard (fragguard.go).
 	dropFragTiny            // first fragment without the whole TCP/UDP/ICMP header (RFC 1858 section 3.1)
@@ -65,6 +67,8 @@ var dropReasonNames = [numDropReasons]string{
 	dropSourceRoute:         "ipv4_source_route",
 	dropUnassignedDelegated: "unassigned_delegated",
 	dropGSOMalformed:        "gso_malformed",
+	dropSpoofedSource:       "spoofed_source",
+	dropInsideSourceOut:     "inside_source_out",
 
 	dropFragTiny:            "tiny_first_fragment",
 	dropFragTCPOffset8:      "tcp_offset_8",

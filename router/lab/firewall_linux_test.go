@@ -106,8 +106,15 @@ func startScapySide(ctx context.Context, ns, role string, targets map[string][2]
 	for i, p := range firewallProtos {
 		protos[i] = strconv.Itoa(p)
 	}
-	s := &scapySide{cmd: command(ctx, ns, scapyPython, "-c", scapyFirewall, role, hostIf, strings.Join(protos, ","), string(tj))}
+	return startScapyScript(ctx, ns, scapyFirewall, role, hostIf, strings.Join(protos, ","), string(tj))
+}
+
+// startScapyScript starts script (Python, with args) in ns and waits for
+// its "ready" line.
+func startScapyScript(ctx context.Context, ns, script string, args ...string) (*scapySide, error) {
+	s := &scapySide{cmd: command(ctx, ns, scapyPython, append([]string{"-c", script}, args...)...)}
 	s.cmd.Stderr = &s.errb
+	var err error
 	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
@@ -123,7 +130,7 @@ func startScapySide(ctx context.Context, ns, role string, targets map[string][2]
 	if err != nil || strings.TrimSpace(line) != "ready" {
 		s.cmd.Process.Kill()
 		s.cmd.Wait()
-		return nil, fmt.Errorf("scapy %s side: %q, %v: %s", role, line, err, s.errb.String())
+		return nil, fmt.Errorf("scapy %s: %q, %v: %s", args[0], line, err, s.errb.String())
 	}
 	return s, nil
 }
