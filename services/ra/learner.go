@@ -217,7 +217,7 @@ type LearnerConfig struct {
 	Owned func() []netip.Prefix
 	// OnChange is called from Run's goroutine when the State changes in
 	// what it holds (a router, prefix or DNS entry added, removed or
-	// changed, a prefix deprecated, the MTU, hop limit or flags), not
+	// changed, a router's reachability included, a prefix deprecated, the MTU, hop limit or flags), not
 	// when an RA only renews lifetimes. It gets a copy it may keep. It
 	// must not call Run.
 	OnChange func(State)

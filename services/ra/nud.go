@@ -20,7 +20,10 @@ import (
 // reachableTime later; a round without an answer makes it Unreachable,
 // counted, and it is asked again only a minute later (RFC 4191 §3.5).
 // An RA confirms nothing (§7.3.1: it only shows that the path from the
-// router works).
+// router works). Every router is probed, not only when a packet would
+// have gone to it (RFC 4191 §3.5): a router forwards for a whole LAN, so
+// there is such traffic, and a dead default router is found before the
+// LAN notices; the cost is bounded by maxRouters rounds at a time.
 //
 // Deliver hands Run the NAs whose target is a router with a round in
 // progress (an atomic list, so that other NAs cost a load) and leaves
