@@ -87,11 +87,12 @@
 //   - The source becomes a default router for Router Lifetime, with the
 //     RA's Default Router Preference (RFC 4191 §2.2) and MAC; a lifetime
 //     of 0 removes it at once. Routers are used reachable ones first
-//     (RFC 4861 §6.3.6, RFC 4191 §3.2): each is probed with unicast
-//     neighbor solicitations, and one that answers none of three is
-//     unreachable and used only while no other is reachable or still
-//     being probed (nud.go), so an RA from an address nobody answers
-//     for cannot take the default route from a router that answers.
+//     (RFC 4861 §6.3.6, RFC 4191 §3.2): each is probed with neighbor
+//     solicitations to its solicited-node group; one whose address
+//     nobody answers for after three is unreachable, used only while no
+//     other is reachable or still being probed (nud.go), so an RA from
+//     an address nobody answers for cannot take the default route from
+//     a router that answers.
 //   - A non-zero Cur Hop Limit, the M and O flags and an MTU option of
 //     1280 or more are kept; a smaller MTU is ignored and counted.
 //   - A Prefix Information option with the L or the A flag (A only on a

@@ -90,10 +90,28 @@ func (h *lrnHarness) answerNS(f []byte) {
 		return
 	}
 	src := netip.AddrFrom16([16]byte(f[22:38]))
-	mac := net.HardwareAddr(f[0:6])
+	mac := ownerMAC(target)
+	if dst := net.HardwareAddr(f[0:6]); dst[0] != 0x33 && dst.String() != mac.String() {
+		return // unicast to another MAC: the owner does not see it
+	}
 	if h.l.Deliver(gvFrame(net.HardwareAddr(f[6:12]), mac, target, src, 255, naICMP(naSolicited|0x20, target, mac), false)) {
 		h.t.Errorf("Deliver(NA) = true, want it left to netstack")
 	}
+}
+
+// ownerMAC is the MAC of the tests' neighbour at a: the test addresses'
+// own, or the one a modified EUI-64 link-local address (LinkLocal) holds.
+func ownerMAC(a netip.Addr) net.HardwareAddr {
+	switch a {
+	case otherLL:
+		return otherMAC
+	case other2LL:
+		return other2MAC
+	case hostLL:
+		return hostMAC
+	}
+	b := a.As16()
+	return net.HardwareAddr{b[8] ^ 2, b[9], b[10], b[13], b[14], b[15]}
 }
 
 // setSilent makes router a answer NSs or not.

@@ -13,9 +13,12 @@ import (
 // that an RA from an address that never answers — a dead router, or a
 // neighbour's forgery — does not become the default route. The Learner
 // runs neighbour unreachability detection (§7.3) for each router it
-// keeps, on Run's goroutine: unicast Neighbor Solicitations to the
-// router's MAC (as in the PROBE state, §7.3.3), up to maxProbes of them
-// retransTimer apart. A solicited Neighbor Advertisement for the router,
+// keeps, on Run's goroutine: Neighbor Solicitations to the solicited-node
+// group of the router's address, as address resolution sends them
+// (§7.2.2), up to maxProbes of them retransTimer apart. Multicast, not
+// unicast to the MAC the RA named: netstack resolves the next hop that
+// way too, and whoever owns the address answers, so an RA that names a
+// wrong MAC for a real router's address cannot make it look dead. A solicited Neighbor Advertisement for the router,
 // sent to the Learner's address, makes it Reachable until the next round
 // reachableTime later; a round without an answer makes it Unreachable,
 // counted, and it is asked again only a minute later (RFC 4191 §3.5).
@@ -91,6 +94,13 @@ func (r Reachability) rank() int {
 		return 1
 	}
 	return 2
+}
+
+// solicitedNode is the solicited-node multicast address of a (RFC 4291
+// §2.7.1): ff02::1:ff and its last 24 bits.
+func solicitedNode(a netip.Addr) netip.Addr {
+	b := a.As16()
+	return netip.AddrFrom16([16]byte{0xff, 0x02, 11: 1, 12: 0xff, 13: b[13], 14: b[14], 15: b[15]})
 }
 
 // probe is the detection state of one router; Run's goroutine only.
@@ -209,13 +219,15 @@ func (l *Learner) nextProbe() time.Time {
 	return next
 }
 
-// solicitNeighbor sends one NS for r's address to its MAC.
+// solicitNeighbor sends one NS for r's address to its solicited-node
+// group.
 func (l *Learner) solicitNeighbor(r Router) {
 	m := &ndp.NeighborSolicitation{TargetAddress: r.Addr,
 		Options: []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: l.mac}}}
-	icmp, err := ndp.MarshalMessageChecksum(m, l.src, r.Addr)
+	group := solicitedNode(r.Addr)
+	icmp, err := ndp.MarshalMessageChecksum(m, l.src, group)
 	if err == nil {
-		err = l.cfg.Link.WriteFrame(buildFrame(r.MAC, l.mac, l.src, r.Addr, icmp))
+		err = l.cfg.Link.WriteFrame(buildFrame(MulticastMAC(group), l.mac, l.src, group, icmp))
 	}
 	if err != nil {
 		l.stats.SendErrors.Add(1)

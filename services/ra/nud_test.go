@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
@@ -64,8 +65,9 @@ func reachOf(st State) map[netip.Addr]Reachability {
 	return m
 }
 
-// TestRFC4861_6_3_6_UnreachableRouter: each router is probed by unicast
-// NSs to its MAC (§7.3.3); one that answers is Reachable and used before
+// TestRFC4861_6_3_6_UnreachableRouter: each router is probed by NSs to
+// its solicited-node group (§7.2.2, as gVisor computes it); one that
+// answers is Reachable and used before
 // a more preferred one that does not (RFC 4191 §3.2), which after three
 // unanswered NSs 1 s apart is Unreachable (counted) and asked again only
 // a minute later (RFC 4191 §3.5). When the reachable one stops answering
@@ -91,15 +93,14 @@ func TestRFC4861_6_3_6_UnreachableRouter(t *testing.T) {
 		}
 		var toSilent []time.Duration
 		for _, ns := range sentNS(t, h.link.take()) {
-			mac := otherMAC
 			if ns.target == other2LL {
-				mac = other2MAC
 				toSilent = append(toSilent, ns.at)
 			}
-			if ns.dst != ns.target || ns.dstMAC != mac.String() || ns.src != LinkLocal(h.link.mac) || ns.hopLimit != 255 ||
+			group := netip.AddrFrom16(header.SolicitedNodeAddr(tcpip.AddrFrom16(ns.target.As16())).As16())
+			if ns.dst != group || ns.dstMAC != MulticastMAC(group).String() || ns.src != LinkLocal(h.link.mac) || ns.hopLimit != 255 ||
 				ns.slla.String() != h.link.mac.String() || !ns.checksumIsGood {
-				t.Errorf("NS %+v: want unicast to the router's address and MAC %v, from %v with SLLA, hop limit 255, good checksum",
-					ns, mac, LinkLocal(h.link.mac))
+				t.Errorf("NS %+v: want to %v (%v), from %v with SLLA, hop limit 255, good checksum",
+					ns, group, MulticastMAC(group), LinkLocal(h.link.mac))
 			}
 		}
 		if want := []time.Duration{0, time.Second, 2 * time.Second}; !slices.Equal(toSilent, want) {
@@ -224,6 +225,23 @@ func TestLearnerOwnedAndShortPrefixes(t *testing.T) {
 		}
 		if o, s := h.l.stats.PrefixOverlapIgnored.Load(), h.l.stats.PrefixTooShort.Load(); o != 6 || s != 3 {
 			t.Errorf("prefix_overlap_ignored %d, prefix_too_short %d; want 6 and 3", o, s)
+		}
+	})
+}
+
+// TestLearnerWrongMACInRA: an RA from a reachable router's address that
+// names another MAC (a neighbour's forgery) does not make the router look
+// unreachable: the probes go to its solicited-node group, which its
+// owner answers, not to the MAC the RA named.
+func TestLearnerWrongMACInRA(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newLrn(t, nil).start()
+		h.deliver(raFrame(otherMAC, otherLL, raICMP(raHdr{lifetime: 1800}, optSLLAOf(otherMAC))))
+		forger := net.HardwareAddr{2, 0x66, 0, 0, 0, 1}
+		h.deliver(raFrame(forger, otherLL, raICMP(raHdr{lifetime: 9000, prf: 1}, optSLLAOf(forger))))
+		h.clk.Advance(2 * time.Minute)
+		if st := h.l.State(); len(st.Routers) != 1 || st.Routers[0].Reachability != Reachable || h.l.stats.RouterUnreachable.Load() != 0 {
+			t.Errorf("after an RA naming %v for %v: %v, router_unreachable %d; want it reachable", forger, otherLL, st, h.l.stats.RouterUnreachable.Load())
 		}
 	})
 }
