@@ -84,13 +84,17 @@ func routerAddr(p netip.Prefix) netip.Prefix {
 // if written in the file: each wan's default route via its most preferred
 // RA router and routes to its on-link prefixes, and each lan's address
 // (::1) in its /64 of the delegation. A route the file has for the same
-// destination wins. cfg is not changed; with nothing learned it is
+// destination wins; an on-link prefix shorter than ra.MinOnLinkBits or
+// overlapping another interface's prefix or the delegation is left out
+// (the learner refuses those too; this covers one learnt before the
+// router held the overlapping prefix). cfg is not changed; with nothing learned it is
 // returned as is.
 func withIPv6(cfg *config.Config, ras map[string]*learnedRA, pd *delegation, ids map[string]int) *config.Config {
 	subnets := lanSubnets(pd, ids)
 	if len(ras) == 0 && len(subnets) == 0 {
 		return cfg
 	}
+	owned := newOwnedPrefixes6(cfg, pd)
 	out := *cfg
 	out.Interfaces = slices.Clone(cfg.Interfaces)
 	out.Routes = slices.Clone(cfg.Routes)
@@ -106,7 +110,7 @@ func withIPv6(cfg *config.Config, ras map[string]*learnedRA, pd *delegation, ids
 			for _, p := range ra.OnLink {
 				p = p.Masked()
 				onIface := slices.ContainsFunc(ic.Addresses, func(a netip.Prefix) bool { return a.Masked() == p })
-				if !onIface && !inFile(p) {
+				if !onIface && !inFile(p) && owned.takesOnLink(ic.Name, p) {
 					out.Routes = append(out.Routes, config.Route{To: p, Dev: ic.Name})
 				}
 			}

@@ -107,3 +107,53 @@ func TestAllow6Suffix(t *testing.T) {
 		t.Errorf("to rule admits %v", got)
 	}
 }
+
+// TestWithIPv6HostileOnLink (issue 35): an on-link prefix from a wan's
+// RAs becomes no route when it is shorter than ra.MinOnLinkBits or
+// overlaps a lan's prefix (a /128 of a LAN host, a /80 in it, the /64
+// itself, a /32 around it), the delegation or a /64 of it; a prefix of
+// the wan's own link and an unrelated /64 do.
+func TestWithIPv6HostileOnLink(t *testing.T) {
+	cfg := &config.Config{
+		Interfaces: []config.Interface{
+			{Name: "wan", Role: config.RoleWAN, Addresses: []netip.Prefix{netip.MustParsePrefix("2001:db8:ffff::2/64")}},
+			{Name: "lan", Role: config.RoleLAN, Addresses: []netip.Prefix{netip.MustParsePrefix("fd77:1::1/64"), netip.MustParsePrefix("fe80::1/64")}},
+		},
+	}
+	pd := &delegation{Prefix: netip.MustParsePrefix("2001:db8:aa00::/56"), ValidUntil: time.Now().Add(time.Hour)}
+	for _, tc := range []struct {
+		prefix string
+		routed bool
+	}{
+		{"2001:db8:eeee::/64", true},
+		{"2001:db8:ffff:0:8000::/65", true}, // inside the wan's own /64: on that link anyway
+		{"2001:db8:ee00::/48", true},        // MinOnLinkBits itself
+		{"fd77:1::2/128", false},
+		{"fd77:1::/80", false},
+		{"fd77:1::/64", false},
+		{"fd77::/32", false},
+		{"2001:db8:aa00::/56", false},
+		{"2001:db8:aa00:1::/64", false},
+		{"2001:db8:aa00:1::5/128", false},
+		{"::/1", false},
+		{"8000::/1", false},
+		{"2001:db8:ee00::/47", false},
+	} {
+		p := netip.MustParsePrefix(tc.prefix)
+		ras := map[string]*learnedRA{"wan": {OnLink: []netip.Prefix{p}}}
+		eff := withIPv6(cfg, ras, pd, map[string]int{"lan": 1})
+		routed := slices.ContainsFunc(eff.Routes, func(r config.Route) bool { return r.To == p && r.Dev == "wan" })
+		if routed != tc.routed {
+			t.Errorf("withIPv6(on-link %s): routed %v, want %v (routes %v)", p, routed, tc.routed, eff.Routes)
+		}
+	}
+	o := newOwnedPrefixes6(cfg, pd)
+	got := o.except("wan")
+	slices.SortFunc(got, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	if want := []netip.Prefix{netip.MustParsePrefix("2001:db8:aa00::/56"), netip.MustParsePrefix("fd77:1::/64")}; !slices.Equal(got, want) {
+		t.Errorf("except(wan) = %v, want %v (no link-local, not the wan's own)", got, want)
+	}
+	if got := (*ownedPrefixes6)(nil).except("wan"); got != nil {
+		t.Errorf("nil except = %v", got)
+	}
+}

@@ -2,6 +2,7 @@ package router
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/gvrouter/gvrouter/router/config"
@@ -18,6 +19,61 @@ import (
 // through the reload path (withIPv6). Netstack, a forwarding stack,
 // ignores RAs itself; turning its own handling on would install routes
 // behind the router's back and take a LAN host's RAs too.
+//
+// A neighbour on the wan may send RAs too (issue 35). The learner takes
+// no prefix that overlaps one the router holds elsewhere (Owned: the
+// other interfaces' prefixes, the delegation and so its LAN subnets) and
+// none shorter than ra.MinOnLinkBits, and withIPv6 checks the same again
+// when it turns what was learnt into routes; the learner prefers routers
+// that answer its neighbor solicitations, so an address nobody answers
+// for does not become the default route while the ISP's router answers.
+
+// ownedPrefixes6 is what the router holds, by interface, that an RA on
+// another interface must not route there.
+type ownedPrefixes6 struct {
+	byIface   map[string][]netip.Prefix // each interface's IPv6 prefixes, e.g. lan: fd77:1::/64
+	delegated netip.Prefix              // the delegation, holding the LAN subnets; zero without
+}
+
+// newOwnedPrefixes6 returns what cfg's interfaces and delegation pd hold.
+func newOwnedPrefixes6(cfg *config.Config, pd *delegation) *ownedPrefixes6 {
+	o := &ownedPrefixes6{byIface: map[string][]netip.Prefix{}}
+	for _, ic := range cfg.Interfaces {
+		for _, a := range ic.Addresses {
+			if a.Addr().Is6() && !a.Addr().Is4In6() && !a.Addr().IsLinkLocalUnicast() {
+				o.byIface[ic.Name] = append(o.byIface[ic.Name], a.Masked())
+			}
+		}
+	}
+	if pd != nil && pd.Prefix.IsValid() {
+		o.delegated = pd.Prefix.Masked()
+	}
+	return o
+}
+
+// except returns the prefixes the router holds other than on iface.
+func (o *ownedPrefixes6) except(iface string) []netip.Prefix {
+	if o == nil {
+		return nil
+	}
+	var out []netip.Prefix
+	for name, ps := range o.byIface {
+		if name != iface {
+			out = append(out, ps...)
+		}
+	}
+	if o.delegated.IsValid() {
+		out = append(out, o.delegated)
+	}
+	return out
+}
+
+// takesOnLink reports whether an RA's on-link prefix p may become a route
+// on iface: long enough, and overlapping nothing the router holds
+// elsewhere.
+func (o *ownedPrefixes6) takesOnLink(iface string, p netip.Prefix) bool {
+	return p.Bits() >= ra.MinOnLinkBits && !slices.ContainsFunc(o.except(iface), p.Overlaps)
+}
 
 // raLearnerSettings is what a reload compares.
 type raLearnerSettings struct {
@@ -49,6 +105,7 @@ func (r *Router) startRALearnerLocked(name, iface string, set raLearnerSettings)
 	s := &runningService{name: name, spec: set, ifc: ifc}
 	log := r.log.With("service", name)
 	l, err := ra.NewLearner(ra.LearnerConfig{Link: ifc, SrcAddr: netip.AddrFrom16(eui64LinkLocal(ifc.MAC())), Solicit: true,
+		Owned:  func() []netip.Prefix { return r.owned6.Load().except(iface) },
 		Logger: log, OnChange: func(st ra.State) {
 			lr := &learnedRA{OnLink: st.OnLinkPrefixes(), DNS: st.DNSServers()}
 			for _, rt := range st.Routers {
@@ -85,14 +142,19 @@ func (r *Router) raLearnersStatusLocked() []status.RALearner {
 			Counters: map[string]uint64{"ra": ss.Received.Load(), "expired": ss.Expired.Load(),
 				"too_many":    ss.RoutersFull.Load() + ss.PrefixesFull.Load() + ss.DNSFull.Load(),
 				"mtu_ignored": ss.MTUIgnored.Load(), "rs_sent": ss.RSSent.Load(), "options_ignored": ss.OptionsIgnored.Load(),
-				"prefixes_ignored": ss.PrefixesIgnored.Load()},
+				"prefixes_ignored": ss.PrefixesIgnored.Load(), "prefix_too_short": ss.PrefixTooShort.Load(),
+				"prefix_overlap_ignored": ss.PrefixOverlapIgnored.Load(), "routers_full": ss.RoutersFull.Load(),
+				"prefixes_full": ss.PrefixesFull.Load(), "routers_replaced": ss.RoutersReplaced.Load(),
+				"ns_sent": ss.NSSent.Load(), "router_unreachable": ss.RouterUnreachable.Load(),
+				"probe_answers_lost": ss.ProbeAnswersLost.Load(), "send_errors": ss.SendErrors.Load()},
 			Drops: map[string]uint64{},
 		}
 		for i := range ss.Drops {
 			x.Drops[ra.DropReason(i).String()] = ss.Drops[i].Load()
 		}
 		for _, rt := range st.Routers {
-			x.Routers = append(x.Routers, status.RARouter{Address: rt.Addr, MAC: rt.MAC.String(), Preference: rt.Preference.String(), Expires: rt.Expires})
+			x.Routers = append(x.Routers, status.RARouter{Address: rt.Addr, MAC: rt.MAC.String(), Preference: rt.Preference.String(),
+				Reachability: rt.Reachability.String(), Expires: rt.Expires})
 		}
 		for _, p := range st.Prefixes {
 			x.Prefixes = append(x.Prefixes, status.RAPrefix{Prefix: p.Prefix, OnLink: p.OnLink, Autonomous: p.Autonomous,

@@ -107,6 +107,7 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 	r.cfg = cfg
 	r.setListenPolicyLocked(cfg)
 	r.net.SetUnassigned6(unassignedSets(r.pd6, r.lanIDs))
+	r.owned6.Store(newOwnedPrefixes6(cfg, r.pd6))
 	// The engine outlives the reload with every flow; only its rules
 	// change. New interfaces got new IDs above, so the rules follow Apply.
 	if err := r.applyNATLocked(); err != nil {

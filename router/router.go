@@ -66,6 +66,9 @@ type Router struct {
 	pd6     *delegation
 	lanIDs  map[string]int
 	subnets *subnetIDs
+	// owned6 is what the RA learners must not take from their links,
+	// set by each reload and read on their goroutines (ralearn.go).
+	owned6 atomic.Pointer[ownedPrefixes6]
 	// services are the running services by name (services.go).
 	services  map[string]*runningService
 	dnsHosts  dnsHostBook // the DHCP leases' names for the forwarder (dnsforwarder.go)

@@ -75,8 +75,12 @@ type RARouter struct {
 	Address netip.Addr `json:"address"` // its link-local address
 	MAC     string     `json:"mac"`
 	// Preference is RFC 4191's: "high", "medium" or "low".
-	Preference string    `json:"preference"`
-	Expires    time.Time `json:"expires,omitzero"`
+	Preference string `json:"preference"`
+	// Reachability is "reachable", "probing" or "unreachable": whether
+	// it answers neighbor solicitations (RFC 4861 §7.3); the routers
+	// are used in that order.
+	Reachability string    `json:"reachability"`
+	Expires      time.Time `json:"expires,omitzero"`
 }
 
 // RAPrefix is one prefix of router advertisements, learned or sent.

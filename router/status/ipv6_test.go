@@ -29,9 +29,9 @@ func ipv6Snapshot() status.Snapshot {
 		LANPrefixes: map[string]netip.Prefix{"lan": p("2001:db8:aa00:1::/64")},
 		WANRA: []status.RALearner{{
 			Interface: "wan",
-			Routers:   []status.RARouter{{Address: a("fe80::1"), MAC: "02:00:00:00:00:01", Preference: "medium", Expires: now.Add(30 * time.Minute)}},
+			Routers:   []status.RARouter{{Address: a("fe80::1"), MAC: "02:00:00:00:00:01", Preference: "medium", Reachability: "reachable", Expires: now.Add(30 * time.Minute)}},
 			Prefixes:  []status.RAPrefix{{Prefix: p("2001:db8:ffff::/64"), OnLink: true, Autonomous: true, ValidUntil: now.Add(time.Hour)}},
-			MTU:       1500, Counters: map[string]uint64{"ra": 4}, Drops: map[string]uint64{"hop_limit": 1},
+			MTU:       1500, Counters: map[string]uint64{"ra": 4, "router_unreachable": 2}, Drops: map[string]uint64{"hop_limit": 1},
 		}},
 		LANRA: []status.RAAdvertiser{{
 			Interface: "lan",
@@ -57,7 +57,8 @@ func TestIPv6Status(t *testing.T) {
 	s, _, _ := newServer(t, want)
 	raw := body(t, get(t, s.Handler(), "GET", "/api/status"))
 	for _, key := range []string{`"ipv6": {`, `"delegation": {`, `"prefix": "2001:db8:aa00::/56"`, `"server_duid": "000300010200000000aa"`,
-		`"lan_prefixes": {`, `"wan_ra": [`, `"lan_ra": [`, `"dhcpv6_servers": [`, `"deprecated": true`, `"rs_received": 3`} {
+		`"lan_prefixes": {`, `"wan_ra": [`, `"lan_ra": [`, `"dhcpv6_servers": [`, `"deprecated": true`, `"rs_received": 3`,
+		`"reachability": "reachable"`, `"router_unreachable": 2`} {
 		if !strings.Contains(raw, key) {
 			t.Errorf("JSON does not contain %s", key)
 		}
@@ -74,7 +75,7 @@ func TestIPv6Status(t *testing.T) {
 	page := body(t, get(t, s.Handler(), "GET", "/"))
 	for _, w := range []string{
 		"<h2>IPv6 delegation wan</h2>", `<span class="badge up">bound</span>`, "2001:db8:aa00::/56 preferred",
-		"<h2>IPv6 router advertisements heard on wan</h2>", "fe80::1 02:00:00:00:00:01 medium",
+		"<h2>IPv6 router advertisements heard on wan</h2>", "fe80::1 02:00:00:00:00:01 medium reachable",
 		"<h2>IPv6 router advertisements sent on lan</h2>", `2001:db8:bb00:1::/64 <span class="badge down">withdrawn</span>`,
 		"&lt;lan&gt;", "<h2>Stateless DHCPv6 on lan</h2>",
 	} {

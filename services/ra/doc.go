@@ -86,14 +86,24 @@
 //
 //   - The source becomes a default router for Router Lifetime, with the
 //     RA's Default Router Preference (RFC 4191 §2.2) and MAC; a lifetime
-//     of 0 removes it at once.
+//     of 0 removes it at once. Routers are used reachable ones first
+//     (RFC 4861 §6.3.6, RFC 4191 §3.2): each is probed with neighbor
+//     solicitations to its solicited-node group; one whose address
+//     nobody answers for after three is unreachable, used only while no
+//     other is reachable or still being probed (nud.go), so an RA from
+//     an address nobody answers for cannot take the default route from
+//     a router that answers.
 //   - A non-zero Cur Hop Limit, the M and O flags and an MTU option of
 //     1280 or more are kept; a smaller MTU is ignored and counted.
 //   - A Prefix Information option with the L or the A flag (A only on a
 //     /64, RFC 4862 §5.5.3 d) adds or renews a prefix with its flags and
 //     lifetimes. The link-local prefix, a multicast one, a length over
 //     128 and a preferred lifetime over the valid one (RFC 4862 §5.5.3
-//     c) are ignored and counted. For an on-link prefix without A the
+//     c) are ignored and counted; so are, each under its own counter, a
+//     prefix shorter than MinOnLinkBits (/48) and one that overlaps a
+//     prefix the router holds elsewhere (LearnerConfig.Owned: its LANs,
+//     the delegation), which would route them, or a host in them, out
+//     of this link. For an on-link prefix without A the
 //     valid lifetime is taken as sent, and 0 removes it at once (§6.3.4).
 //     For one with A, whose address the router may use, the two-hour rule
 //     of RFC 4862 §5.5.3 e) applies to the valid lifetime: an RA may
@@ -106,7 +116,9 @@
 //
 // Route Information options (RFC 4191) and the rest are ignored. At most
 // 8 routers, 16 prefixes, 8 DNS servers and 8 domains are kept; a new one
-// beyond is refused and counted, the ones kept stay. Each lifetime ends
+// beyond is refused and counted, the ones kept stay, except that a new
+// router takes the place of an unreachable one (counted), so that a flood
+// of dead routers cannot keep a real one out. Each lifetime ends
 // on a timer and takes its entry away; OnChange is called then and
 // whenever an RA changes what the State holds, but not when an RA only
 // renews lifetimes (State has the current ones). With Solicit, the

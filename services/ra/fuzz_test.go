@@ -65,14 +65,19 @@ func learnerSeeds() [][]byte {
 // Learner. Deliver never panics; it consumes exactly the RAs, each
 // moving exactly one counter; one it takes gVisor finds valid (§6.1.2);
 // applying it leaves a State within the bounds, with link-local routers,
-// no link-local or multicast prefix, autonomous prefixes only on /64s,
-// an MTU of 0 or 1280 to 65575; applying it again changes nothing.
+// no link-local or multicast prefix and none shorter than MinOnLinkBits,
+// autonomous prefixes only on /64s, an MTU of 0 or 1280 to 65575;
+// applying it again changes nothing. An NA is never consumed, and one
+// handed to Run as the answer to a probe is a solicited NA gVisor finds
+// valid, for the probed router.
 func FuzzLearner(f *testing.F) {
 	for _, s := range learnerSeeds() {
 		f.Add(s, byte(1))
 		f.Add(raFrame(otherMAC, otherLL, s), byte(0))
 	}
 	f.Add(rsFrame(hostLL, 255, 0, false), byte(0))
+	ourMAC := newRecLink(fakeClock{}).mac
+	f.Add(gvFrame(ourMAC, otherMAC, otherLL, LinkLocal(ourMAC), 255, naICMP(naSolicited|0x20, otherLL, otherMAC), false), byte(0))
 	f.Add([]byte{}, byte(0))
 	f.Fuzz(func(t *testing.T, data []byte, mode byte) {
 		clk := newFakeClock()
@@ -80,11 +85,21 @@ func FuzzLearner(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		l.awaited.Store(&[]netip.Addr{otherLL})
 		frame := fuzzFrame(data, mode, AllNodes)
 		in := bytes.Clone(frame)
 		took := l.Deliver(frame)
 		if !bytes.Equal(in, frame) {
 			t.Fatal("Deliver changed the frame")
+		}
+		select {
+		case a := <-l.naq:
+			h := header.ICMPv6(frame[54:])
+			if took || a != otherLL || !gvValidND(frame, header.ICMPv6NeighborAdvert) ||
+				!header.NDPNeighborAdvert(h.MessageBody()).SolicitedFlag() {
+				t.Fatalf("took %v, probe answer for %v from % x", took, a, frame)
+			}
+		default:
 		}
 		moved := l.stats.Received.Load()
 		for i := range l.stats.Drops {
@@ -113,7 +128,7 @@ func FuzzLearner(f *testing.F) {
 		}
 		for _, p := range st.Prefixes {
 			a := p.Prefix.Addr()
-			if !p.Prefix.IsValid() || p.Prefix.Masked() != p.Prefix || a.IsLinkLocalUnicast() || a.IsMulticast() ||
+			if !p.Prefix.IsValid() || p.Prefix.Masked() != p.Prefix || a.IsLinkLocalUnicast() || a.IsMulticast() || p.Prefix.Bits() < MinOnLinkBits ||
 				p.Autonomous && p.Prefix.Bits() != 64 || !p.OnLink && !p.Autonomous {
 				t.Fatalf("prefix %+v", p)
 			}

@@ -56,6 +56,9 @@ type recLink struct {
 	mu     sync.Mutex
 	frames []sentFrame
 	err    error
+	// answer, if set, is called with each frame written, after it is
+	// recorded (a neighbour that answers).
+	answer func(frame []byte)
 }
 
 type sentFrame struct {
@@ -69,8 +72,8 @@ func newRecLink(clk fakeClock) *recLink {
 
 func (l *recLink) WriteFrame(b []byte) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.err != nil {
+		defer l.mu.Unlock()
 		return l.err
 	}
 	var at time.Duration
@@ -78,6 +81,11 @@ func (l *recLink) WriteFrame(b []byte) error {
 		at = l.clk.since()
 	}
 	l.frames = append(l.frames, sentFrame{at: at, data: bytes.Clone(b)})
+	answer := l.answer
+	l.mu.Unlock()
+	if answer != nil {
+		answer(b)
+	}
 	return nil
 }
 

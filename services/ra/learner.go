@@ -23,7 +23,9 @@ import (
 const (
 	// maxRouters bounds the routers a Learner keeps: a WAN link has one
 	// ISP router, or a redundant pair; the rest is a misconfigured or
-	// hostile neighbour, which must not buy memory.
+	// hostile neighbour, which must not buy memory. When it is reached
+	// an unreachable router makes room for a new one (RoutersReplaced),
+	// so a flood of dead ones cannot keep a real router out.
 	maxRouters = 8
 	// maxLearnedPrefixes bounds the prefixes kept, maxDNS the RDNSS
 	// servers and, apart, the DNSSL domains.
@@ -38,6 +40,12 @@ const (
 	// maxMTU is the largest MTU option taken: the largest IPv6 packet
 	// without a jumbo payload (RFC 8200 §3, RFC 2675).
 	maxMTU = 65535 + ipv6HeaderLen
+	// MinOnLinkBits is the shortest prefix a Learner takes: an ISP's
+	// link has a /64 (RFC 7421), and a /48 is the most a whole site is
+	// given (RFC 6177); a shorter "on-link" prefix would move the
+	// Internet's routes onto the link (::/1 and 8000::/1 cover all of
+	// it).
+	MinOnLinkBits = 48
 
 	// maxRtrSolicitationDelay, rtrSolicitationInterval and
 	// maxRtrSolicitations are MAX_RTR_SOLICITATION_DELAY (1 s),
@@ -95,6 +103,9 @@ type Router struct {
 	// Expires is when its Router Lifetime ends, unless a later RA
 	// renews it.
 	Expires time.Time
+	// Reachability is whether it answers neighbor solicitations (see
+	// nud.go).
+	Reachability Reachability
 }
 
 // LearnedPrefix is a prefix learnt from the Prefix Information options
@@ -129,8 +140,10 @@ type SearchDomain struct {
 
 // State is what a Learner knows of its link.
 type State struct {
-	// Routers are the default routers, most preferred first (then by
-	// address).
+	// Routers are the default routers in the order they are to be used
+	// (RFC 4861 §6.3.6, RFC 4191 §3.2): reachable ones first, then
+	// those being probed, unreachable ones last; within each, most
+	// preferred first, then by address.
 	Routers []Router
 	// Prefixes are the prefixes, ordered by address.
 	Prefixes []LearnedPrefix
@@ -193,9 +206,18 @@ type LearnerConfig struct {
 	// Solicit sends Router Solicitations when Run starts (§6.3.7) instead
 	// of waiting up to MaxRtrAdvInterval for an unsolicited RA.
 	Solicit bool
+	// Owned returns the prefixes the router holds elsewhere, e.g.
+	// fd77:1::/64 on a LAN and the delegated 2001:db8:aa00::/56: its
+	// other interfaces' prefixes and the delegation with its subnets. A
+	// Prefix Information option that overlaps one of them (equal, inside
+	// or around it) is ignored and counted (PrefixOverlapIgnored), so
+	// that no RA can route a LAN or a LAN host out of this link. It is
+	// called from Run's goroutine once per RA and must not block; nil is
+	// none.
+	Owned func() []netip.Prefix
 	// OnChange is called from Run's goroutine when the State changes in
 	// what it holds (a router, prefix or DNS entry added, removed or
-	// changed, a prefix deprecated, the MTU, hop limit or flags), not
+	// changed, a router's reachability included, a prefix deprecated, the MTU, hop limit or flags), not
 	// when an RA only renews lifetimes. It gets a copy it may keep. It
 	// must not call Run.
 	OnChange func(State)
@@ -228,6 +250,8 @@ type Learner struct {
 	queue     chan learnedRA
 	running   atomic.Bool
 	sawRouter atomic.Bool // an RA with a non-zero Router Lifetime came: stop soliciting
+	naq       chan netip.Addr
+	awaited   atomic.Pointer[[]netip.Addr] // routers with a round of NSs in progress (nud.go)
 
 	// mu protects st, which only Run's goroutine changes.
 	mu sync.Mutex
@@ -236,6 +260,7 @@ type Learner struct {
 	// Run's goroutine only.
 	published   State
 	publishedAt time.Time
+	probes      map[netip.Addr]*probe
 }
 
 // NewLearner returns a Learner for cfg. Run starts it.
@@ -266,7 +291,8 @@ func NewLearner(cfg LearnerConfig) (*Learner, error) {
 	}
 	return &Learner{
 		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, mac: mac, src: cfg.SrcAddr.WithZone(""),
-		queue: make(chan learnedRA, learnerQueue),
+		queue: make(chan learnedRA, learnerQueue), naq: make(chan netip.Addr, naQueue),
+		probes: make(map[netip.Addr]*probe),
 	}, nil
 }
 
@@ -283,11 +309,16 @@ func (l *Learner) State() State {
 // Deliver is the link's tap (it implements the router's stack.Tap): it
 // is offered the ICMPv6 frames the interface receives for this host and
 // consumes the Router Advertisements, valid (queued for Run) or not
-// (counted under their DropReason, §6.1.2); everything else is left to
-// the caller. It does not block, keep or modify frame, and may be called
-// concurrently.
+// (counted under their DropReason, §6.1.2); it watches the Neighbor
+// Advertisements that answer its probes of routers (nud.go) and leaves
+// them, and everything else, to the caller. It does not block, keep or
+// modify frame, and may be called concurrently.
 func (l *Learner) Deliver(frame []byte) bool {
-	if typ, ok := icmpType(frame); !ok || typ != typeRA {
+	typ, ok := icmpType(frame)
+	if ok && typ == typeNA {
+		l.takeNA(frame)
+	}
+	if !ok || typ != typeRA {
 		return false
 	}
 	m, r, ok := checkND(frame, raMinLen)
@@ -338,6 +369,7 @@ func (l *Learner) Run(ctx context.Context) error {
 	for {
 		now := l.clock.Now()
 		l.expire(now)
+		l.probeRouters(now)
 		l.publish(now)
 		if rsLeft > 0 && l.sawRouter.Load() {
 			rsLeft = 0
@@ -349,6 +381,9 @@ func (l *Learner) Run(ctx context.Context) error {
 			continue
 		}
 		due := l.nextEvent(now)
+		if p := l.nextProbe(); !p.IsZero() && (due.IsZero() || p.Before(due)) {
+			due = p
+		}
 		if rsLeft > 0 && (due.IsZero() || rsAt.Before(due)) {
 			due = rsAt
 		}
@@ -369,6 +404,8 @@ func (l *Learner) Run(ctx context.Context) error {
 			return nil
 		case r := <-l.queue:
 			l.apply(r, l.clock.Now())
+		case a := <-l.naq:
+			l.confirm(a, l.clock.Now())
 		case <-wake:
 		}
 		if t != nil {
@@ -403,6 +440,10 @@ func (l *Learner) apply(r learnedRA, now time.Time) {
 		return // checkND passed the fixed part; the library takes any
 	}
 	l.stats.OptionsIgnored.Add(uint64(ignored))
+	var owned []netip.Prefix
+	if l.cfg.Owned != nil {
+		owned = l.cfg.Owned()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := &l.st
@@ -420,7 +461,7 @@ func (l *Learner) apply(r learnedRA, now time.Time) {
 			}
 			st.MTU = int(o.MTU)
 		case *ndp.PrefixInformation:
-			l.applyPrefixLocked(o, now)
+			l.applyPrefixLocked(o, owned, now)
 		case *ndp.RecursiveDNSServer:
 			for _, a := range o.Servers {
 				if !a.Is6() || a.Is4In6() || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() {
@@ -459,7 +500,14 @@ func (l *Learner) applyRouterLocked(r learnedRA, ra *ndp.RouterAdvertisement, no
 	e := Router{Addr: r.src, MAC: r.mac, Preference: preference(ra.RouterSelectionPreference), Expires: now.Add(ra.RouterLifetime)}
 	switch {
 	case i >= 0:
+		e.Reachability = st.Routers[i].Reachability
 		st.Routers[i] = e
+	case len(st.Routers) >= maxRouters && st.Routers[len(st.Routers)-1].Reachability == Unreachable:
+		// Sorted: the last is the least preferred unreachable router.
+		old := st.Routers[len(st.Routers)-1]
+		st.Routers[len(st.Routers)-1] = e
+		l.stats.RoutersReplaced.Add(1)
+		l.log.Info("ra: router learnt in place of an unreachable one", "router", r.src, "mac", r.mac.String(), "replaced", old.Addr)
 	case len(st.Routers) < maxRouters:
 		st.Routers = append(st.Routers, e)
 		l.log.Info("ra: router learnt", "router", r.src, "mac", r.mac.String(), "preference", e.Preference, "lifetime", ra.RouterLifetime)
@@ -467,7 +515,16 @@ func (l *Learner) applyRouterLocked(r learnedRA, ra *ndp.RouterAdvertisement, no
 		l.stats.RoutersFull.Add(1)
 		return
 	}
-	slices.SortStableFunc(st.Routers, func(a, b Router) int {
+	sortRouters(st.Routers)
+}
+
+// sortRouters puts rs in the order routers are used: by reachability
+// (Reachability.rank), then most preferred first, then by address.
+func sortRouters(rs []Router) {
+	slices.SortStableFunc(rs, func(a, b Router) int {
+		if c := cmp.Compare(a.Reachability.rank(), b.Reachability.rank()); c != 0 {
+			return c
+		}
 		if c := cmp.Compare(b.Preference, a.Preference); c != 0 {
 			return c
 		}
@@ -476,8 +533,9 @@ func (l *Learner) applyRouterLocked(r learnedRA, ra *ndp.RouterAdvertisement, no
 }
 
 // applyPrefixLocked updates the prefix list from one Prefix Information
-// option (see the package doc, "Learner"). l.mu must be held.
-func (l *Learner) applyPrefixLocked(o *ndp.PrefixInformation, now time.Time) {
+// option (see the package doc, "Learner"), owned being Config.Owned's
+// prefixes. l.mu must be held.
+func (l *Learner) applyPrefixLocked(o *ndp.PrefixInformation, owned []netip.Prefix, now time.Time) {
 	if o.PrefixLength > 128 || !o.Prefix.Is6() {
 		l.stats.PrefixesIgnored.Add(1)
 		return
@@ -494,6 +552,17 @@ func (l *Learner) applyPrefixLocked(o *ndp.PrefixInformation, now time.Time) {
 	}
 	st := &l.st
 	i := slices.IndexFunc(st.Prefixes, func(x LearnedPrefix) bool { return x.Prefix == p })
+	if p.Bits() < MinOnLinkBits {
+		l.stats.PrefixTooShort.Add(1)
+		return
+	}
+	if slices.ContainsFunc(owned, p.Overlaps) {
+		l.stats.PrefixOverlapIgnored.Add(1)
+		if i >= 0 { // learnt before the router held it
+			st.Prefixes = slices.Delete(st.Prefixes, i, i+1)
+		}
+		return
+	}
 	e := LearnedPrefix{Prefix: p, OnLink: o.OnLink, Autonomous: auto, PreferredUntil: until(now, o.PreferredLifetime)}
 	switch {
 	case i >= 0 && auto:
@@ -628,13 +697,13 @@ func (l *Learner) publish(now time.Time) {
 }
 
 // sameHolding reports whether a at ta and b at tb hold the same: routers
-// (address, MAC, preference), prefixes (flags, and whether preferred),
+// (address, MAC, preference, reachability), prefixes (flags, and whether preferred),
 // DNS, MTU, hop limit and flags; lifetimes aside.
 func sameHolding(a State, ta time.Time, b State, tb time.Time) bool {
 	preferred := func(p LearnedPrefix, t time.Time) bool { return p.PreferredUntil.IsZero() || p.PreferredUntil.After(t) }
 	return a.MTU == b.MTU && a.HopLimit == b.HopLimit && a.Managed == b.Managed && a.Other == b.Other &&
 		slices.EqualFunc(a.Routers, b.Routers, func(x, y Router) bool {
-			return x.Addr == y.Addr && bytes.Equal(x.MAC, y.MAC) && x.Preference == y.Preference
+			return x.Addr == y.Addr && bytes.Equal(x.MAC, y.MAC) && x.Preference == y.Preference && x.Reachability == y.Reachability
 		}) &&
 		slices.EqualFunc(a.Prefixes, b.Prefixes, func(x, y LearnedPrefix) bool {
 			return x.Prefix == y.Prefix && x.OnLink == y.OnLink && x.Autonomous == y.Autonomous && preferred(x, ta) == preferred(y, tb)
@@ -647,7 +716,7 @@ func sameHolding(a State, ta time.Time, b State, tb time.Time) bool {
 func (s State) String() string {
 	var b strings.Builder
 	for _, r := range s.Routers {
-		fmt.Fprintf(&b, "router %v (%v, %v) ", r.Addr, r.MAC, r.Preference)
+		fmt.Fprintf(&b, "router %v (%v, %v, %v) ", r.Addr, r.MAC, r.Preference, r.Reachability)
 	}
 	for _, p := range s.Prefixes {
 		fmt.Fprintf(&b, "prefix %v L=%v A=%v ", p.Prefix, p.OnLink, p.Autonomous)

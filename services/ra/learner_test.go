@@ -27,12 +27,14 @@ type lrnHarness struct {
 
 	mu      sync.Mutex
 	changes []State
+	silent  map[netip.Addr]bool // routers that answer no NS
 }
 
 func newLrn(t *testing.T, mod func(*LearnerConfig)) *lrnHarness {
 	t.Helper()
-	h := &lrnHarness{t: t, clk: newFakeClock()}
+	h := &lrnHarness{t: t, clk: newFakeClock(), silent: map[netip.Addr]bool{}}
 	h.link = newRecLink(h.clk)
+	h.link.answer = h.answerNS
 	cfg := LearnerConfig{Link: h.link, Clock: h.clk, Rand: drawMax, OnChange: func(s State) {
 		h.mu.Lock()
 		h.changes = append(h.changes, s)
@@ -71,6 +73,58 @@ func (h *lrnHarness) deliver(frame []byte) {
 		h.t.Fatalf("Deliver(% x) = false", frame)
 	}
 	synctest.Wait()
+}
+
+// answerNS plays the routers on the link: each NS the Learner writes
+// is answered by a solicited NA from its target, unless the target is
+// silent.
+func (h *lrnHarness) answerNS(f []byte) {
+	if t, ok := icmpType(f); !ok || t != typeNS {
+		return
+	}
+	target := netip.AddrFrom16([16]byte(f[62:78]))
+	h.mu.Lock()
+	silent := h.silent[target]
+	h.mu.Unlock()
+	if silent {
+		return
+	}
+	src := netip.AddrFrom16([16]byte(f[22:38]))
+	mac := ownerMAC(target)
+	if dst := net.HardwareAddr(f[0:6]); dst[0] != 0x33 && dst.String() != mac.String() {
+		return // unicast to another MAC: the owner does not see it
+	}
+	if h.l.Deliver(gvFrame(net.HardwareAddr(f[6:12]), mac, target, src, 255, naICMP(naSolicited|0x20, target, mac), false)) {
+		h.t.Errorf("Deliver(NA) = true, want it left to netstack")
+	}
+}
+
+// ownerMAC is the MAC of the tests' neighbour at a: the test addresses'
+// own, or the one a modified EUI-64 link-local address (LinkLocal) holds.
+func ownerMAC(a netip.Addr) net.HardwareAddr {
+	switch a {
+	case otherLL:
+		return otherMAC
+	case other2LL:
+		return other2MAC
+	case hostLL:
+		return hostMAC
+	}
+	b := a.As16()
+	return net.HardwareAddr{b[8] ^ 2, b[9], b[10], b[13], b[14], b[15]}
+}
+
+// setSilent makes router a answer NSs or not.
+func (h *lrnHarness) setSilent(a netip.Addr, silent bool) {
+	h.mu.Lock()
+	h.silent[a] = silent
+	h.mu.Unlock()
+}
+
+// naICMP is a Neighbor Advertisement (RFC 4861 §4.4) with flags (R 0x80,
+// S 0x40, O 0x20) and a Target Link-Layer Address option, checksum zero.
+func naICMP(flags byte, target netip.Addr, tlla net.HardwareAddr) []byte {
+	return slices.Concat([]byte{typeNA, 0, 0, 0, flags, 0, 0, 0}, target.AsSlice(), []byte{2, 1}, tlla)
 }
 
 // nchanges returns how many times OnChange was called.
@@ -142,7 +196,8 @@ func TestRFC4861_6_1_2_RAValidation(t *testing.T) {
 			}
 		}
 		h.deliver(raFrame(otherMAC, otherLL, good))
-		if st := h.l.State(); len(st.Routers) != 1 || len(st.Prefixes) != 1 || st.HopLimit != 64 || h.nchanges() != 1 {
+		// Two changes: the router learnt, then found reachable.
+		if st := h.l.State(); len(st.Routers) != 1 || len(st.Prefixes) != 1 || st.HopLimit != 64 || h.nchanges() != 2 {
 			t.Errorf("the valid RA: state %v, %d changes", st, h.nchanges())
 		}
 	})
@@ -152,7 +207,8 @@ func TestRFC4861_6_1_2_RAValidation(t *testing.T) {
 // Lifetime becomes a default router with the SLLA's MAC (or the
 // frame's), until the lifetime ends, a later RA renewing it; a lifetime
 // of 0 removes it at once. OnChange is called for each addition and
-// removal, not for a renewal.
+// removal (and when a new router is found reachable), not for a
+// renewal.
 func TestRFC4861_6_3_4_DefaultRouter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newLrn(t, nil).start()
@@ -168,8 +224,8 @@ func TestRFC4861_6_3_4_DefaultRouter(t *testing.T) {
 		}
 		h.clk.Advance(20 * time.Second)
 		h.deliver(raFrame(otherMAC, otherLL, raICMP(raHdr{lifetime: 30}, optSLLAOf(slla)))) // renewed to 50 s
-		if n := h.nchanges(); n != 2 {
-			t.Errorf("%d changes after a renewal, want 2", n)
+		if n := h.nchanges(); n != 4 {
+			t.Errorf("%d changes after a renewal, want 4 (each router learnt and found reachable)", n)
 		}
 		h.clk.Advance(30*time.Second - time.Nanosecond)
 		if st := h.l.State(); len(st.Routers) != 2 {
@@ -180,8 +236,8 @@ func TestRFC4861_6_3_4_DefaultRouter(t *testing.T) {
 			t.Fatalf("at 50 s: routers %v (expired %d), want only %v", routerAddrs(st), h.l.stats.Expired.Load(), other2LL)
 		}
 		h.deliver(raFrame(other2MAC, other2LL, raICMP(raHdr{lifetime: 0})))
-		if st := h.lastChange(); len(st.Routers) != 0 || h.nchanges() != 4 {
-			t.Fatalf("router lifetime 0: routers %v, %d changes; want none and 4", st.Routers, h.nchanges())
+		if st := h.lastChange(); len(st.Routers) != 0 || h.nchanges() != 6 {
+			t.Fatalf("router lifetime 0: routers %v, %d changes; want none and 6", st.Routers, h.nchanges())
 		}
 	})
 }
@@ -381,8 +437,8 @@ func TestRFC4861_6_3_4_MTUHopLimitFlags(t *testing.T) {
 			t.Errorf("MTU %d hop limit %d M %v O %v mtu_ignored %d; want 1492, 64, false, true, 1",
 				st.MTU, st.HopLimit, st.Managed, st.Other, h.l.stats.MTUIgnored.Load())
 		}
-		if n := h.nchanges(); n != 2 {
-			t.Errorf("%d changes, want 2 (the M flag changed)", n)
+		if n := h.nchanges(); n != 3 {
+			t.Errorf("%d changes, want 3 (the router learnt and found reachable, then the M flag changed)", n)
 		}
 	})
 }
@@ -460,7 +516,13 @@ func TestRFC4861_6_3_7_Solicit(t *testing.T) {
 			h.clk.Advance(4 * time.Second)
 			h.deliver(raFrame(otherMAC, otherLL, raICMP(raHdr{lifetime: 1800})))
 			h.clk.Advance(time.Minute)
-			if n := len(h.link.take()); n != 2 {
+			n := 0
+			for _, f := range h.link.take() {
+				if t, _ := icmpType(f.data); t == typeRS {
+					n++
+				}
+			}
+			if n != 2 {
 				t.Errorf("%d RSs, want 2: the second RA had a router", n)
 			}
 		})

@@ -108,8 +108,8 @@ type LearnerStats struct {
 	Drops [NumDropReasons]atomic.Uint64
 	// RSSent counts the Router Solicitations the link accepted.
 	RSSent atomic.Uint64
-	// SendErrors counts the RSs that could not be built or that the
-	// link refused.
+	// SendErrors counts the RSs and NSs that could not be built or that
+	// the link refused.
 	SendErrors atomic.Uint64
 	// OptionsIgnored counts the options of valid RAs that the wire
 	// library refused (a Prefix Information option of the wrong length,
@@ -126,12 +126,33 @@ type LearnerStats struct {
 	MTUIgnored atomic.Uint64
 	// DNSIgnored counts the RDNSS addresses that are not unicast.
 	DNSIgnored atomic.Uint64
+	// PrefixTooShort counts the Prefix Information options shorter than
+	// MinOnLinkBits, ignored.
+	PrefixTooShort atomic.Uint64
+	// PrefixOverlapIgnored counts the Prefix Information options that
+	// overlap a prefix the router holds elsewhere (LearnerConfig.Owned),
+	// ignored.
+	PrefixOverlapIgnored atomic.Uint64
 	// RoutersFull, PrefixesFull and DNSFull count the new routers,
 	// prefixes and RDNSS or DNSSL entries refused because maxRouters,
-	// maxLearnedPrefixes or maxDNS were already kept.
+	// maxLearnedPrefixes or maxDNS were already kept (and, for routers,
+	// none of them was unreachable).
 	RoutersFull  atomic.Uint64
 	PrefixesFull atomic.Uint64
 	DNSFull      atomic.Uint64
+	// RoutersReplaced counts the new routers learnt, with maxRouters
+	// kept, in place of an unreachable one.
+	RoutersReplaced atomic.Uint64
+	// NSSent counts the Neighbor Solicitations that probe routers
+	// (nud.go) the link accepted.
+	NSSent atomic.Uint64
+	// RouterUnreachable counts the routers found unreachable: a round
+	// of solicitations went unanswered. An unreachable router is used
+	// only while no other is reachable or being probed.
+	RouterUnreachable atomic.Uint64
+	// ProbeAnswersLost counts the answers to probes that found naQueue
+	// full; the NA still goes to the caller.
+	ProbeAnswersLost atomic.Uint64
 	// Expired counts the routers, prefixes and DNS entries removed when
 	// their lifetime ended.
 	Expired atomic.Uint64
