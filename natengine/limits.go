@@ -71,3 +71,7 @@ func (h *hostCounts) release(k hostKey) {
 // RouterFlows returns the number of tracked flows the router itself
 // opened (PostroutingLocal).
 func (e *Engine) RouterFlows() int { return int(e.tab.count.Load() - e.tab.fwd.Load()) }
+
+// RouterReserve returns how many table slots only the router's own flows
+// may take (Config.RouterReserve as applied).
+func (e *Engine) RouterReserve() int { return int(e.tab.max - e.tab.fwdMax) }
