@@ -23,7 +23,7 @@ import (
 // takes only shard locks, then nat.mu after releasing them.
 
 // numShards is the number of table shards. 256 keeps ~256 keys per shard at
-// the default limit (cheap early-drop scans) and costs ~40 KB.
+// the default limit (cheap early-drop scans) and costs 32 KB.
 const numShards = 256
 
 // preallocFlows is how many flows the conntrack and NAT maps are sized for
@@ -63,7 +63,9 @@ type shard struct {
 	// shard, oldest first: the early-drop candidates, forwarded flows
 	// (classFwd) apart from the router's own (classRouter). Protected by mu.
 	unassured [2]connList
-	_         [64]byte // keep shards on separate cache lines
+	// Pad to 128 bytes: two cache lines, so a shard's lock and map share
+	// no line with another shard's and never straddle two.
+	_ [128 - 48]byte
 }
 
 type connList struct{ head, tail *conn }
@@ -101,9 +103,9 @@ type conn struct {
 	owner   uint32
 	dnat    bool
 	mapIn   bool     // the flow entered through a NAT mapping (its DNAT is the mapping's)
-	inMap   *mapping // that mapping; valid iff mapIn
 	class   uint8    // classFwd or classRouter (limits.go)
 	host    bool     // counted in its inside source address's flows (table.hosts)
+	inMap   *mapping // the mapping; valid iff mapIn
 
 	// Protected by the owner shard's mu.
 	inTable        bool
@@ -149,11 +151,11 @@ const (
 type table struct {
 	seed   uint64
 	max    int32        // flows of every class
-	fwdMax int32        // forwarded flows (max less the router's reserve)
 	count  atomic.Int32 // flows of every class
+	shards [numShards]shard
+	fwdMax int32        // forwarded flows (max less the router's reserve)
 	fwd    atomic.Int32 // forwarded flows
 	hosts  hostCounts
-	shards [numShards]shard
 }
 
 // newTable returns an empty table for at most max flows, its shard maps
