@@ -19,7 +19,7 @@ import (
 //  2. nat.mu, the mapping table;
 //  3. shard.mu, several at once only in ascending shard index.
 // No lock is taken while a shard.mu is held except other shard locks in
-// ascending order; frags.mu is a leaf. Table removal (sweep, early drop)
+// ascending order; frags.mu and hosts.mu (limits.go) are leaves. Table removal (sweep, early drop)
 // takes only shard locks, then nat.mu after releasing them.
 
 // numShards is the number of table shards. 256 keeps ~256 keys per shard at

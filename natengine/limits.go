@@ -15,9 +15,11 @@ import "sync"
 //     past it is refused (DropHostFlows). Flows from wan interfaces and the
 //     router's own are not any inside host's.
 //   - Config.MaxPortsPerHost bounds the NAT mappings (external ports and
-//     ICMP identifiers) one inside address holds; a new mapping past it is
-//     refused (DropHostPorts), which leaves the rest of the port range to
-//     the other hosts and to the router's own sockets (reserve.go).
+//     ICMP identifiers) one inside address holds (RFC 6888 REQ-4: a limit
+//     on the external ports per subscriber); a new mapping past it is
+//     refused (DropHostPorts; dropped, as REQ-11 has it for quotas), which
+//     leaves the rest of the port range to the other hosts and to the
+//     router's own sockets (reserve.go).
 //   - Config.RouterReserve slots of the table are the router's own flows'
 //     (PostroutingLocal): forwarded flows, the LAN's and the WAN's, fill at
 //     most MaxConns-RouterReserve of it; a forwarded flow past that
@@ -27,6 +29,12 @@ import "sync"
 // nat.mu for the ports), taken once when a flow is created and once when
 // it is removed: the flows of one host are in every shard, and a new flow
 // already takes nat.mu for its mapping.
+//
+// IPv6 hosts choose their own addresses (RFC 8981 temporary addresses,
+// any of a /64), so the per-host flow limit bounds one address, not one
+// machine: it stops a device that fills the table by accident, not one
+// that rotates its source address on purpose; the router's reserve holds
+// either way.
 
 // hostKey is an inside source address.
 type hostKey struct {
