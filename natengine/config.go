@@ -67,6 +67,18 @@ type Config struct {
 	Timeouts Timeouts         // zero fields take DefaultTimeouts values
 	TimeNow  func() time.Time // clock; nil means time.Now (tests inject a fake clock)
 	Rand     func() uint32    // source for port search offsets; nil means a per-engine hash
+
+	// MaxConnsPerHost bounds the flows one inside source address holds,
+	// e.g. 16384; 0 means no limit (limits.go).
+	MaxConnsPerHost int
+	// MaxPortsPerHost bounds the NAT mappings (external ports, ICMP
+	// identifiers) one inside address holds, e.g. 16384; 0 means no
+	// limit (limits.go).
+	MaxPortsPerHost int
+	// RouterReserve is how many of the MaxConns slots only the router's
+	// own flows may take, e.g. 4096; 0 means none, and more than half of
+	// MaxConns means half (limits.go).
+	RouterReserve int
 }
 
 // IfaceConfig describes one interface to the engine.

@@ -19,11 +19,11 @@ import (
 //  2. nat.mu, the mapping table;
 //  3. shard.mu, several at once only in ascending shard index.
 // No lock is taken while a shard.mu is held except other shard locks in
-// ascending order; frags.mu is a leaf. Table removal (sweep, early drop)
+// ascending order; frags.mu and hosts.mu (limits.go) are leaves. Table removal (sweep, early drop)
 // takes only shard locks, then nat.mu after releasing them.
 
 // numShards is the number of table shards. 256 keeps ~256 keys per shard at
-// the default limit (cheap early-drop scans) and costs ~40 KB.
+// the default limit (cheap early-drop scans) and costs 32 KB.
 const numShards = 256
 
 // preallocFlows is how many flows the conntrack and NAT maps are sized for
@@ -60,9 +60,12 @@ type shard struct {
 	// m maps keys to flows. Protected by mu.
 	m map[Tuple]ref
 	// unassured lists the unassured flows whose original key lives in this
-	// shard, oldest first: the early-drop candidates. Protected by mu.
-	unassured connList
-	_         [64]byte // keep shards on separate cache lines
+	// shard, oldest first: the early-drop candidates, forwarded flows
+	// (classFwd) apart from the router's own (classRouter). Protected by mu.
+	unassured [2]connList
+	// Pad to 128 bytes: two cache lines, so a shard's lock and map share
+	// no line with another shard's and never straddle two.
+	_ [128 - 48]byte
 }
 
 type connList struct{ head, tail *conn }
@@ -100,7 +103,9 @@ type conn struct {
 	owner   uint32
 	dnat    bool
 	mapIn   bool     // the flow entered through a NAT mapping (its DNAT is the mapping's)
-	inMap   *mapping // that mapping; valid iff mapIn
+	class   uint8    // classFwd or classRouter (limits.go)
+	host    bool     // counted in its inside source address's flows (table.hosts)
+	inMap   *mapping // the mapping; valid iff mapIn
 
 	// Protected by the owner shard's mu.
 	inTable        bool
@@ -140,18 +145,28 @@ type conn struct {
 
 func (c *conn) proto() uint8 { return c.orig.Proto }
 
+// Flow classes: who opened the flow, for the router's reserve (limits.go).
+const (
+	classFwd    = 0 // forwarded: a LAN host's, or a WAN host's through a forward or mapping
+	classRouter = 1 // the router's own (PostroutingLocal)
+)
+
 // table is the conntrack table.
 type table struct {
 	seed   uint64
-	max    int32
-	count  atomic.Int32
+	max    int32        // flows of every class
+	count  atomic.Int32 // flows of every class
 	shards [numShards]shard
+	fwdMax int32        // forwarded flows (max less the router's reserve)
+	fwd    atomic.Int32 // forwarded flows
+	hosts  hostCounts
 }
 
 // newTable returns an empty table for at most max flows, its shard maps
-// sized for min(max, preallocFlows) of them.
+// sized for min(max, preallocFlows) of them. Forwarded flows may take
+// max-reserve of them.
 func newTable(max int, seed uint64) *table {
-	t := &table{seed: seed, max: int32(max)}
+	t := &table{seed: seed, max: int32(max), fwdMax: int32(max)}
 	// Two keys per flow (original and reply); 1/8 more for the uneven
 	// spread of hashes over shards.
 	hint := 2 * min(max, preallocFlows) / numShards
@@ -206,31 +221,52 @@ func (t *table) unlockAll(l *lockSet) {
 	}
 }
 
-// reserve takes a slot for a new flow, early-dropping one unassured flow from
-// the shards near start if the table is full. It reports false if the table
-// is full of flows that may not be evicted.
-func (t *table) reserve(start uint32, now int64, st *Stats, unlink func(*conn)) bool {
+// reserve takes a slot for a new flow of class class, early-dropping one
+// unassured flow from the shards near start if the table is full (or, for
+// a forwarded flow, the forwarded flows' share of it). It reports false
+// if the table is full of flows that may not be evicted.
+func (t *table) reserve(class uint8, start uint32, st *Stats, unlink func(*conn)) bool {
+	if class == classFwd && !t.take(&t.fwd, t.fwdMax, true, start, st, unlink) {
+		return false
+	}
+	if !t.take(&t.count, t.max, false, start, st, unlink) {
+		if class == classFwd {
+			t.fwd.Add(-1)
+		}
+		return false
+	}
+	return true
+}
+
+// take increments n if it is below max, early-dropping flows (forwarded
+// ones only with fwdOnly) until it is.
+func (t *table) take(n *atomic.Int32, max int32, fwdOnly bool, start uint32, st *Stats, unlink func(*conn)) bool {
 	for {
-		n := t.count.Load()
-		if n < t.max {
-			if t.count.CompareAndSwap(n, n+1) {
+		v := n.Load()
+		if v < max {
+			if n.CompareAndSwap(v, v+1) {
 				return true
 			}
 			continue
 		}
-		if !t.earlyDrop(start, now, st, unlink) {
+		if !t.earlyDrop(start, fwdOnly, st, unlink) {
 			return false
 		}
 	}
 }
 
-// earlyDrop removes one expired or unassured flow from the evictionRange
-// shards starting at start. Assured flows are never removed here.
-func (t *table) earlyDrop(start uint32, now int64, st *Stats, unlink func(*conn)) bool {
+// earlyDrop removes one unassured flow from the evictionRange shards
+// starting at start: a forwarded one, or with fwdOnly false the router's
+// own where a shard has no forwarded one. Assured flows are never
+// removed here.
+func (t *table) earlyDrop(start uint32, fwdOnly bool, st *Stats, unlink func(*conn)) bool {
 	for i := uint32(0); i < evictionRange; i++ {
 		s := &t.shards[(start+i)&(numShards-1)]
 		s.mu.Lock()
-		victim := s.unassured.head
+		victim := s.unassured[classFwd].head
+		if victim == nil && !fwdOnly {
+			victim = s.unassured[classRouter].head
+		}
 		s.mu.Unlock()
 		if victim == nil {
 			continue
@@ -242,6 +278,15 @@ func (t *table) earlyDrop(start uint32, now int64, st *Stats, unlink func(*conn)
 		}
 	}
 	return false
+}
+
+// unreserve gives back the slot of a flow that was reserved but never
+// inserted (a clash).
+func (t *table) unreserve(c *conn) {
+	t.count.Add(-1)
+	if c.class == classFwd {
+		t.fwd.Add(-1)
+	}
 }
 
 // insertPending publishes a new flow under its original (and mid) keys.
@@ -269,7 +314,7 @@ func (t *table) insertPending(c *conn) bool {
 	}
 	o.m[c.orig] = ref{c, dirOrig}
 	c.inTable = true
-	o.unassured.pushBack(c)
+	o.unassured[c.class].pushBack(c)
 	return true
 }
 
@@ -304,7 +349,7 @@ func (t *table) setAssured(c *conn) {
 	s.mu.Lock()
 	if c.inTable && !c.assured.Load() {
 		c.assured.Store(true)
-		s.unassured.remove(c)
+		s.unassured[c.class].remove(c)
 	}
 	s.mu.Unlock()
 }
@@ -347,14 +392,17 @@ func (t *table) remove(c *conn, onlyUnassured bool) bool {
 		del(&c.reply)
 	}
 	if !c.assured.Load() {
-		o.unassured.remove(c)
+		o.unassured[c.class].remove(c)
 	}
 	c.inTable = false
 	c.dead.Store(true)
 	c.fp[0].Store(nil)
 	c.fp[1].Store(nil)
 	t.unlockAll(&l)
-	t.count.Add(-1)
+	t.unreserve(c)
+	if c.host {
+		t.hosts.release(hostKey{c.orig.Src, c.orig.V6})
+	}
 	return true
 }
 

@@ -43,6 +43,14 @@
 // counters are atomics. The fast path takes one shard lock for the lookup
 // and reads the flow's immutable, atomically published rewrite.
 //
+// # Limits
+//
+// One inside host cannot take the whole table or port range: per inside
+// source address, at most Config.MaxConnsPerHost flows and
+// Config.MaxPortsPerHost NAT mappings (RFC 6888 REQ-4), and
+// Config.RouterReserve slots are the router's own flows' alone
+// (limits.go). Each refusal is a counted drop.
+//
 // # Standards
 //
 // RFC 4787 (UDP), RFC 5382 (TCP), RFC 5508 (ICMP) NAT behaviour, RFC 6888

@@ -95,12 +95,21 @@ func New(cfg Config) *Engine {
 		e.rnd = rand.Uint32
 	}
 	e.epoch = e.timeNow()
-	max := cfg.MaxConns
-	if max <= 0 {
-		max = DefaultMaxConns
+	limit := cfg.MaxConns
+	if limit <= 0 {
+		limit = DefaultMaxConns
 	}
-	e.tab = newTable(max, rand.Uint64())
-	e.nat = newNATTable(max)
+	e.tab = newTable(limit, rand.Uint64())
+	e.tab.fwdMax = int32(limit - min(max(cfg.RouterReserve, 0), limit/2))
+	if cfg.MaxConnsPerHost > 0 {
+		e.tab.hosts.max = int32(min(cfg.MaxConnsPerHost, limit))
+		e.tab.hosts.n = make(map[hostKey]int32)
+	}
+	e.nat = newNATTable(limit)
+	if cfg.MaxPortsPerHost > 0 {
+		e.nat.maxHostPorts = int32(min(cfg.MaxPortsPerHost, 1<<30))
+		e.nat.hostPorts = make(map[[16]byte]int32)
+	}
 	e.frags.init()
 	e.rules.Store(&snapshot{})
 	return e
@@ -435,6 +444,7 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 		}
 		return e.drop(DropUnsolicited), nil, 0
 	}
+	c.host = ic != nil && !wan // an inside host's flow (limits.go)
 	if !e.insertNew(c, in, now) {
 		return Drop, nil, 0 // counted
 	}
@@ -488,10 +498,21 @@ func localState(p *Parsed) CTState {
 
 // insertNew reserves a slot for the new flow c, which arrived on in, and
 // publishes it under its original keys. It reports false, with the drop
-// counted and c's inbound mapping released, if the table is full or the
-// tuple clashes.
+// counted and c's inbound mapping released, if its inside host holds its
+// limit of flows (c.host), the table (or the forwarded flows' share of it)
+// is full or the tuple clashes.
 func (e *Engine) insertNew(c *conn, in Iface, now int64) bool {
-	if !e.tab.reserve(e.tab.shardOf(&c.orig), now, &e.stats, e.unlink) {
+	if c.host && !e.tab.hosts.take(hostKey{c.orig.Src, c.orig.V6}) {
+		if c.inMap != nil {
+			e.nat.release(c.inMap, c, false)
+		}
+		e.drop(DropHostFlows)
+		return false
+	}
+	if !e.tab.reserve(c.class, e.tab.shardOf(&c.orig), &e.stats, e.unlink) {
+		if c.host {
+			e.tab.hosts.release(hostKey{c.orig.Src, c.orig.V6})
+		}
 		if c.inMap != nil {
 			e.nat.release(c.inMap, c, false)
 		}
@@ -504,7 +525,10 @@ func (e *Engine) insertNew(c *conn, in Iface, now int64) bool {
 	c.expires.Store(now + to)
 	c.in[dirOrig].Store(int32(in))
 	if !e.tab.insertPending(c) {
-		e.tab.count.Add(-1)
+		e.tab.unreserve(c)
+		if c.host {
+			e.tab.hosts.release(hostKey{c.orig.Src, c.orig.V6})
+		}
 		if c.inMap != nil {
 			e.nat.release(c.inMap, c, false)
 		}

@@ -52,6 +52,10 @@ type natTable struct {
 	// Protected by mu.
 	resv    map[extKey]int32
 	resvAny map[anyKey]int32
+	// hostPorts counts the mappings of each inside IPv4 address, none at
+	// 0, when maxHostPorts (> 0) bounds them (limits.go). Protected by mu.
+	hostPorts    map[[16]byte]int32
+	maxHostPorts int32
 }
 
 // exhaustMark is when a range's search failed: the release count and time.
@@ -84,8 +88,9 @@ const (
 
 // acquire returns the mapping for the internal endpoint (proto, addr, port)
 // leaving through out, creating one on an address of pool if needed, and
-// links c to it. ok is false when no external port is free.
-func (n *natTable) acquire(s *snapshot, c *conn, proto uint8, addr [16]byte, port uint16, out Iface, pool [][16]byte, rnd uint32, now int64) (*mapping, bool) {
+// links c to it. It fails with DropHostPorts when addr holds its limit of
+// mappings, DropNoPort when no external port is free.
+func (n *natTable) acquire(s *snapshot, c *conn, proto uint8, addr [16]byte, port uint16, out Iface, pool [][16]byte, rnd uint32, now int64) (*mapping, DropReason, bool) {
 	ik := intKey{addr: addr, port: port, proto: proto, out: out}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -93,13 +98,16 @@ func (n *natTable) acquire(s *snapshot, c *conn, proto uint8, addr [16]byte, por
 		for _, a := range pool {
 			if a == m.ek.addr {
 				n.linkLocked(m, c)
-				return m, true
+				return m, 0, true
 			}
 		}
 		// The interface's address changed; the old mapping ages out with its flows.
 	}
 	if len(pool) == 0 {
-		return nil, false
+		return nil, DropNoPort, false
+	}
+	if n.maxHostPorts > 0 && n.hostPorts[addr] >= n.maxHostPorts {
+		return nil, DropHostPorts, false
 	}
 	// Paired pooling (RFC 4787 REQ-2): an internal address prefers one pool address.
 	first := (&Tuple{Src: addr}).hash(0) % uint32(len(pool))
@@ -110,10 +118,13 @@ func (n *natTable) acquire(s *snapshot, c *conn, proto uint8, addr [16]byte, por
 			n.byInt[ik] = m
 			n.byExt[m.ek] = m
 			n.linkLocked(m, c)
-			return m, true
+			if n.maxHostPorts > 0 {
+				n.hostPorts[addr]++
+			}
+			return m, 0, true
 		}
 	}
-	return nil, false
+	return nil, DropNoPort, false
 }
 
 // findPortLocked picks a free external port on ext: the internal port if
@@ -258,6 +269,11 @@ func (n *natTable) dropRefLocked(m *mapping) {
 	m.refs--
 	if m.refs == 0 {
 		n.releases++
+		if n.maxHostPorts > 0 {
+			if n.hostPorts[m.ik.addr]--; n.hostPorts[m.ik.addr] <= 0 {
+				delete(n.hostPorts, m.ik.addr)
+			}
+		}
 		if n.byInt[m.ik] == m {
 			delete(n.byInt, m.ik)
 		}

@@ -38,7 +38,7 @@ func (e *Engine) output(b []byte, p *Parsed, t Tuple, r ref, ok, wan bool) (ref,
 	if !wan || !outputOpens(p, &t) {
 		return ref{}, false, Accept
 	}
-	c := &conn{orig: t, mid: t, created: now}
+	c := &conn{orig: t, mid: t, created: now, class: classRouter}
 	if p.Kind == KindTCP {
 		c.tcp.open(p.TCPFlags)
 	}

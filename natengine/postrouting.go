@@ -129,9 +129,10 @@ func (e *Engine) confirm(c *conn, out Iface, s *snapshot, generic bool) (DropRea
 	var m *mapping
 	if pool != nil {
 		var ok bool
-		m, ok = e.nat.acquire(s, c, c.orig.Proto, c.orig.Src, c.orig.SrcPort, mapOut, pool, e.rnd(), e.now())
+		var why DropReason
+		m, why, ok = e.nat.acquire(s, c, c.orig.Proto, c.orig.Src, c.orig.SrcPort, mapOut, pool, e.rnd(), e.now())
 		if !ok {
-			return DropNoPort, false
+			return why, false
 		}
 		reply.Dst, reply.DstPort = m.ek.addr, m.ek.port
 		if c.orig.Proto == ProtoICMP {

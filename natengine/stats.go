@@ -8,7 +8,7 @@ type DropReason uint8
 // Drop reasons. Every drop increments exactly one of these counters.
 const (
 	DropMalformed      DropReason = iota // packet failed to parse
-	DropTableFull                        // table at the limit and no unassured entry to early-drop (RFC 6888 REQ-11)
+	DropTableFull                        // table at the limit (forwarded flows: at the limit less the router's reserve) and no unassured entry to early-drop (RFC 6888 REQ-11)
 	DropNoPort                           // no free external port for a new mapping (RFC 5508 REQ-8 situation)
 	DropFiltered                         // inbound packet refused by the mapping's filtering behaviour (RFC 4787 REQ-8)
 	DropUnsolicited                      // new inbound flow from a WAN interface with no mapping, forward or allow rule
@@ -23,13 +23,15 @@ const (
 	DropOverload                         // packet that would open a flow, arriving while its port's receive ring was falling behind (PreroutingOverloaded)
 	DropNATAddrTaken                     // IPv4 flow of a protocol without ports (GRE, ESP, ...) to a remote address another LAN host already uses with that protocol through every external address (address-only NAT, generic.go)
 	DropSpoofed                          // from a WAN interface with a router address or a LAN subnet's address as source (RFC 3704 ingress filtering)
+	DropHostFlows                        // new flow from an inside address that holds Config.MaxConnsPerHost flows (limits.go)
+	DropHostPorts                        // new NAT mapping for an inside address that holds Config.MaxPortsPerHost (limits.go)
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
 	"malformed", "table_full", "no_port", "filtered", "unsolicited", "invalid_tcp",
 	"icmp_checksum", "icmp_no_conn", "icmp_bad", "icmpv6_policy", "clash", "frag_no_flow",
-	"untranslatable", "overload", "nat_addr_taken", "spoofed_source",
+	"untranslatable", "overload", "nat_addr_taken", "spoofed_source", "host_flows", "host_ports",
 }
 
 // String returns the reason's metric label.

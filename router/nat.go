@@ -19,11 +19,15 @@ import (
 const sweepInterval = 5 * time.Second
 
 // engineConfig is the construction-time part of the NAT config: the table
-// size and the timeouts. They cannot change without a restart.
+// size, its per-host limits and router reserve, and the timeouts. They
+// cannot change without a restart.
 func engineConfig(cfg *config.Config) natengine.Config {
 	t := cfg.NAT.Conntrack.Timeouts
 	return natengine.Config{
-		MaxConns: cfg.NAT.MaxConns(),
+		MaxConns:        cfg.NAT.MaxConns(),
+		MaxConnsPerHost: cfg.NAT.ConnsPerHost(),
+		MaxPortsPerHost: cfg.NAT.PortsPerHost(),
+		RouterReserve:   cfg.NAT.RouterReserve(),
 		Timeouts: natengine.Timeouts{ // zero fields take the engine's defaults
 			TCPEstablished: t.TCPEstablished,
 			TCPTransitory:  t.TCPTransitory,
@@ -264,6 +268,12 @@ func natRestartNeeded(old, cfg *config.Config) string {
 		return "nat: conntrack: max"
 	case old.NAT.Conntrack.Timeouts != cfg.NAT.Conntrack.Timeouts:
 		return "nat: conntrack: timeouts"
+	case old.NAT.ConnsPerHost() != cfg.NAT.ConnsPerHost():
+		return "nat: conntrack: per_host"
+	case old.NAT.PortsPerHost() != cfg.NAT.PortsPerHost():
+		return "nat: conntrack: ports_per_host"
+	case old.NAT.RouterReserve() != cfg.NAT.RouterReserve():
+		return "nat: conntrack: router_reserve"
 	}
 	return ""
 }
@@ -319,11 +329,13 @@ func conntrackStatus(e *natengine.Engine, maxConns int) *status.Conntrack {
 func conntrackCounters(e *natengine.Engine, maxConns int) *status.Conntrack {
 	st := e.Stats()
 	c := &status.Conntrack{
-		Max:          maxConns,
-		Flows:        e.Len(),
-		FastPathHits: st.FastPathHits.Load(),
-		SlowPath:     make(map[string]uint64, len(st.Slow)),
-		Drops:        make(map[string]uint64, len(st.Drops)),
+		Max:           maxConns,
+		Flows:         e.Len(),
+		RouterFlows:   e.RouterFlows(),
+		RouterReserve: e.RouterReserve(),
+		FastPathHits:  st.FastPathHits.Load(),
+		SlowPath:      make(map[string]uint64, len(st.Slow)),
+		Drops:         make(map[string]uint64, len(st.Drops)),
 		Events: map[string]uint64{
 			"created":              st.Created.Load(),
 			"early_dropped":        st.EarlyDropped.Load(),

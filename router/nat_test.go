@@ -208,7 +208,7 @@ func TestEngineConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := engineConfig(cfg)
-	want := natengine.Config{MaxConns: 1024, Timeouts: natengine.Timeouts{TCPEstablished: 3 * time.Hour, ICMPQuery: 90 * time.Second}}
+	want := natengine.Config{MaxConns: 1024, MaxConnsPerHost: 256, MaxPortsPerHost: config.DefaultPortsPerHost, RouterReserve: 64, Timeouts: natengine.Timeouts{TCPEstablished: 3 * time.Hour, ICMPQuery: 90 * time.Second}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("engineConfig = %+v, want %+v", got, want)
 	}
@@ -218,6 +218,10 @@ func TestEngineConfig(t *testing.T) {
 	}
 	if w := natRestartNeeded(def, cfg); w != "nat: conntrack: max" {
 		t.Errorf("natRestartNeeded = %q", w)
+	}
+	perHost, _ := config.Parse("nat.yaml", []byte(natBase+"nat: {conntrack: {per_host: 100}}\n"))
+	if w := natRestartNeeded(def, perHost); w != "nat: conntrack: per_host" {
+		t.Errorf("natRestartNeeded(per_host) = %q", w)
 	}
 	if w := natRestartNeeded(def, def); w != "" {
 		t.Errorf("natRestartNeeded(same) = %q", w)

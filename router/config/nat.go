@@ -46,6 +46,22 @@ const (
 	// MinConntrackMax and MaxConntrackMax bound "max".
 	MinConntrackMax = 64
 	MaxConntrackMax = 1 << 24
+	// DefaultPerHostShare: with "per_host" not written, one inside host
+	// may hold max/4 flows (16,384 of the default 65,536): far more than
+	// a household device opens (a busy desktop with a torrent client
+	// holds a few thousand), while three quarters stay for the others.
+	DefaultPerHostShare = 4
+	// DefaultPortsPerHost is "ports_per_host" when not written: an
+	// inside host's NAT mappings, a quarter of one address's 64,512
+	// high ports, so one host cannot take the ports the router's own
+	// sockets (its DNS forwarder's random upstream ports) need.
+	DefaultPortsPerHost = 16384
+	// DefaultRouterReserveShare: with "router_reserve" not written,
+	// max/16 slots (4,096 of 65,536) are kept for the router's own flows
+	// (its DNS forwarder's upstream queries, DHCP, NTP): each upstream
+	// query is a flow for up to udp_stream (5 min), so a forwarder
+	// answering 10 uncached names a second holds ~3,000.
+	DefaultRouterReserveShare = 16
 
 	MinTCPEstablished = 2*time.Hour + 4*time.Minute // RFC 5382 REQ-5
 	MinTCPTransitory  = 4 * time.Minute             // RFC 5382 REQ-5
@@ -119,8 +135,17 @@ func (f Forward) PortString() string { return portRange(f.FirstPort, f.LastPort)
 
 // Conntrack is nat.conntrack.
 type Conntrack struct {
-	Max      int      // table limit, MinConntrackMax..MaxConntrackMax; 0 = DefaultConntrackMax
-	Timeouts Timeouts // zero fields = the defaults (the RFC minimums; 5 min for udp_stream)
+	Max int // table limit, MinConntrackMax..MaxConntrackMax; 0 = DefaultConntrackMax
+	// PerHost bounds the flows of one inside source address, 1..Max,
+	// e.g. 4096; 0 = Max/DefaultPerHostShare.
+	PerHost int
+	// PortsPerHost bounds the NAT mappings (external ports) of one
+	// inside address, 1..MaxConntrackMax, e.g. 4096; 0 = DefaultPortsPerHost.
+	PortsPerHost int
+	// RouterReserve is how many slots only the router's own flows take,
+	// 1..Max/2, e.g. 256; 0 = Max/DefaultRouterReserveShare.
+	RouterReserve int
+	Timeouts      Timeouts // zero fields = the defaults (the RFC minimums; 5 min for udp_stream)
 }
 
 // Timeouts are idle timeouts (nat.conntrack.timeouts); zero = default.
@@ -212,6 +237,30 @@ func (n *NAT) MaxConns() int {
 	return n.Conntrack.Max
 }
 
+// ConnsPerHost returns Conntrack.PerHost with the default filled in.
+func (n *NAT) ConnsPerHost() int {
+	if n.Conntrack.PerHost == 0 {
+		return n.MaxConns() / DefaultPerHostShare
+	}
+	return n.Conntrack.PerHost
+}
+
+// PortsPerHost returns Conntrack.PortsPerHost with the default filled in.
+func (n *NAT) PortsPerHost() int {
+	if n.Conntrack.PortsPerHost == 0 {
+		return DefaultPortsPerHost
+	}
+	return n.Conntrack.PortsPerHost
+}
+
+// RouterReserve returns Conntrack.RouterReserve with the default filled in.
+func (n *NAT) RouterReserve() int {
+	if n.Conntrack.RouterReserve == 0 {
+		return n.MaxConns() / DefaultRouterReserveShare
+	}
+	return n.Conntrack.RouterReserve
+}
+
 // WANInputDrop reports whether new connections from wan interfaces to the
 // router itself are dropped.
 func (f *Firewall) WANInputDrop() bool { return f.WANInput != InputAccept }
@@ -220,7 +269,7 @@ var (
 	natKeys         = []string{"masquerade", "snat", "forwards", "hairpin", "filtering", "conntrack"}
 	snatKeys        = []string{"on", "to"}
 	forwardKeys     = []string{"proto", "port", "to", "on"}
-	conntrackKeys   = []string{"max", "timeouts"}
+	conntrackKeys   = []string{"max", "per_host", "ports_per_host", "router_reserve", "timeouts"}
 	timeoutKeys     = []string{"tcp_established", "tcp_transitory", "udp_unreplied", "udp_stream", "icmp", "other"}
 	firewallKeys    = []string{"wan_input", "allow6"}
 	allow6Keys      = []string{"proto", "to", "suffix", "interface", "port"}
@@ -438,6 +487,9 @@ func (d *decoder) conntrack(nt *NAT, n *yaml.Node) {
 	const what = "nat: conntrack"
 	m := d.mapping(n, what, conntrackKeys, nil)
 	d.intKey(m, "max", what, &nt.src, &nt.Conntrack.Max)
+	d.intKey(m, "per_host", what, &nt.src, &nt.Conntrack.PerHost)
+	d.intKey(m, "ports_per_host", what, &nt.src, &nt.Conntrack.PortsPerHost)
+	d.intKey(m, "router_reserve", what, &nt.src, &nt.Conntrack.RouterReserve)
 	e, ok := m["timeouts"]
 	if !ok || isNull(e.val) || !d.object(e.val, what+": timeouts") {
 		return
@@ -730,6 +782,7 @@ func (c *Config) validateNAT(l *errorList) {
 	if v := nt.Conntrack.Max; v != 0 && (v < MinConntrackMax || v > MaxConntrackMax) {
 		l.add(nt.src.at("max", nt.Pos), "nat: conntrack: max %d out of range: want %d..%d, or leave it out for %d", v, MinConntrackMax, MaxConntrackMax, DefaultConntrackMax)
 	}
+	c.validateHostLimits(l)
 	c.checkConntrackMemory(l)
 	c.validateTimeouts(l)
 
@@ -908,4 +961,24 @@ func hostPart(a netip.Addr) string {
 	b := a.As16()
 	clear(b[:8])
 	return netip.AddrFrom16(b).String()[2:]
+}
+
+// validateHostLimits checks nat.conntrack's per_host, ports_per_host and
+// router_reserve against max.
+func (c *Config) validateHostLimits(l *errorList) {
+	nt := &c.NAT
+	ct := &nt.Conntrack
+	max := nt.MaxConns()
+	if ct.Max != 0 && (ct.Max < MinConntrackMax || ct.Max > MaxConntrackMax) {
+		return // reported; the limits below are relative to it
+	}
+	if v := ct.PerHost; !nt.src.bad["per_host"] && v != 0 && (v < 1 || v > max) {
+		l.add(nt.src.at("per_host", nt.Pos), "nat: conntrack: per_host %d out of range: want 1..%d (max), or leave it out for %d (max/%d)", v, max, max/DefaultPerHostShare, DefaultPerHostShare)
+	}
+	if v := ct.PortsPerHost; !nt.src.bad["ports_per_host"] && v != 0 && (v < 1 || v > MaxConntrackMax) {
+		l.add(nt.src.at("ports_per_host", nt.Pos), "nat: conntrack: ports_per_host %d out of range: want 1..%d, or leave it out for %d", v, MaxConntrackMax, DefaultPortsPerHost)
+	}
+	if v := ct.RouterReserve; !nt.src.bad["router_reserve"] && v != 0 && (v < 1 || v > max/2) {
+		l.add(nt.src.at("router_reserve", nt.Pos), "nat: conntrack: router_reserve %d out of range: want 1..%d (max/2), or leave it out for %d (max/%d)", v, max/2, max/DefaultRouterReserveShare, DefaultRouterReserveShare)
+	}
 }

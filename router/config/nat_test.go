@@ -32,6 +32,9 @@ func TestParseNAT(t *testing.T) {
   filtering: endpoint-independent
   conntrack:
     max: 4096
+    per_host: 1024
+    ports_per_host: 2048
+    router_reserve: 256
     timeouts: {tcp_established: 5h, tcp_transitory: 4m, udp_unreplied: 120, udp_stream: 5m, icmp: 60s, other: 10m}
 firewall:
   wan_input: accept
@@ -57,7 +60,7 @@ firewall:
 		},
 		Hairpin:   "off",
 		Filtering: FilteringEndpointIndependent,
-		Conntrack: Conntrack{Max: 4096, Timeouts: Timeouts{
+		Conntrack: Conntrack{Max: 4096, PerHost: 1024, PortsPerHost: 2048, RouterReserve: 256, Timeouts: Timeouts{
 			TCPEstablished: 5 * time.Hour, TCPTransitory: 4 * time.Minute, UDPUnreplied: 2 * time.Minute,
 			UDPStream: 5 * time.Minute, ICMP: time.Minute, Other: 10 * time.Minute,
 		}},
@@ -66,12 +69,12 @@ firewall:
 	if !reflect.DeepEqual(c.NAT, want) {
 		t.Errorf("NAT =\n%+v\nwant\n%+v", c.NAT, want)
 	}
-	wantFW := Firewall{WANInput: "accept", Pos: Pos{22, 1}, Allow6: []Allow6{
-		{Proto: "tcp", To: pfx("2001:db8:1::10/128"), FirstPort: 22, LastPort: 22, Pos: Pos{25, 7}},
-		{To: pfx("2001:db8:2::/64"), FirstPort: 1, LastPort: 65535, Pos: Pos{26, 7}},
-		{Proto: "47", To: pfx("2001:db8:1::20/128"), FirstPort: 1, LastPort: 65535, Pos: Pos{27, 7}},
-		{Proto: "any", To: pfx("2001:db8:3::/64"), FirstPort: 1, LastPort: 65535, Pos: Pos{28, 7}},
-		{Proto: "udp", To: pfx("2001:db8:1::30/128"), FirstPort: 53, LastPort: 53, Pos: Pos{29, 7}},
+	wantFW := Firewall{WANInput: "accept", Pos: Pos{25, 1}, Allow6: []Allow6{
+		{Proto: "tcp", To: pfx("2001:db8:1::10/128"), FirstPort: 22, LastPort: 22, Pos: Pos{28, 7}},
+		{To: pfx("2001:db8:2::/64"), FirstPort: 1, LastPort: 65535, Pos: Pos{29, 7}},
+		{Proto: "47", To: pfx("2001:db8:1::20/128"), FirstPort: 1, LastPort: 65535, Pos: Pos{30, 7}},
+		{Proto: "any", To: pfx("2001:db8:3::/64"), FirstPort: 1, LastPort: 65535, Pos: Pos{31, 7}},
+		{Proto: "udp", To: pfx("2001:db8:1::30/128"), FirstPort: 53, LastPort: 53, Pos: Pos{32, 7}},
 	}}
 	for i, want := range []struct {
 		proto uint8
@@ -83,6 +86,9 @@ firewall:
 	}
 	if !reflect.DeepEqual(c.Firewall, wantFW) {
 		t.Errorf("Firewall =\n%+v\nwant\n%+v", c.Firewall, wantFW)
+	}
+	if c.NAT.ConnsPerHost() != 1024 || c.NAT.PortsPerHost() != 2048 || c.NAT.RouterReserve() != 256 {
+		t.Errorf("accessors: per_host %d ports_per_host %d router_reserve %d, want 1024 2048 256", c.NAT.ConnsPerHost(), c.NAT.PortsPerHost(), c.NAT.RouterReserve())
 	}
 	if c.NAT.HairpinOn() || c.NAT.MaxConns() != 4096 || c.NAT.FilteringMode() != FilteringEndpointIndependent || c.Firewall.WANInputDrop() {
 		t.Errorf("accessors: hairpin %v max %d filtering %s drop %v", c.NAT.HairpinOn(), c.NAT.MaxConns(), c.NAT.FilteringMode(), c.Firewall.WANInputDrop())
@@ -97,6 +103,16 @@ func TestNATDefaults(t *testing.T) {
 	if !c.NAT.HairpinOn() || c.NAT.MaxConns() != DefaultConntrackMax || c.NAT.FilteringMode() != FilteringAddressAndPortDependent || !c.Firewall.WANInputDrop() {
 		t.Errorf("defaults: hairpin %v max %d filtering %s wan_input drop %v; want on, %d, %s, drop",
 			c.NAT.HairpinOn(), c.NAT.MaxConns(), c.NAT.FilteringMode(), c.Firewall.WANInputDrop(), DefaultConntrackMax, FilteringAddressAndPortDependent)
+	}
+	if c.NAT.ConnsPerHost() != 16384 || c.NAT.PortsPerHost() != 16384 || c.NAT.RouterReserve() != 4096 {
+		t.Errorf("defaults: per_host %d ports_per_host %d router_reserve %d, want 16384 16384 4096", c.NAT.ConnsPerHost(), c.NAT.PortsPerHost(), c.NAT.RouterReserve())
+	}
+	c, err = Parse("nat.yaml", []byte(natBase+"nat: {conntrack: {max: 4096}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NAT.ConnsPerHost() != 1024 || c.NAT.RouterReserve() != 256 {
+		t.Errorf("max 4096: per_host %d router_reserve %d, want 1024 (max/4) and 256 (max/16)", c.NAT.ConnsPerHost(), c.NAT.RouterReserve())
 	}
 	for _, in := range []string{"nat:\n", "nat: {}\nfirewall: {}\n", "nat: {hairpin: on}\n", "nat: {hairpin: true}\n"} {
 		c, err := Parse("nat.yaml", []byte(natBase+in))
@@ -164,6 +180,13 @@ func TestParseNATErrors(t *testing.T) {
 		{"filtering bad", "nat: {filtering: full-cone}\n", []string{`nat.yaml:9:18: nat: unknown filtering "full-cone"; want one of: endpoint-independent, address-dependent, address-and-port-dependent`}},
 		{"filtering typo", "nat: {filtering: address-dependant}\n", []string{`nat.yaml:9:18: nat: unknown filtering "address-dependant"; did you mean "address-dependent"?`}},
 		{"conntrack max low", "nat: {conntrack: {max: 10}}\n", []string{`nat.yaml:9:24: nat: conntrack: max 10 out of range: want 64..16777216, or leave it out for 65536`}},
+		{"conntrack per_host over max", "nat: {conntrack: {max: 4096, per_host: 5000}}\n", []string{`nat.yaml:9:40: nat: conntrack: per_host 5000 out of range: want 1..4096 (max), or leave it out for 1024 (max/4)`}},
+		{"conntrack per_host negative", "nat: {conntrack: {per_host: -1}}\n", []string{`nat.yaml:9:29: nat: conntrack: per_host -1 out of range: want 1..65536 (max), or leave it out for 16384 (max/4)`}},
+		{"conntrack ports_per_host zero ok", "nat: {conntrack: {ports_per_host: 0}}\n", nil},
+		{"conntrack ports_per_host huge", "nat: {conntrack: {ports_per_host: 99999999}}\n", []string{`nat.yaml:9:35: nat: conntrack: ports_per_host 99999999 out of range: want 1..16777216, or leave it out for 16384`}},
+		{"conntrack router_reserve over half", "nat: {conntrack: {router_reserve: 40000}}\n", []string{`nat.yaml:9:35: nat: conntrack: router_reserve 40000 out of range: want 1..32768 (max/2), or leave it out for 4096 (max/16)`}},
+		{"conntrack per_host string", "nat: {conntrack: {per_host: many}}\n", []string{`nat.yaml:9:29: nat: conntrack: per_host: want an integer, got "many"`}},
+		{"conntrack per_host typo", "nat: {conntrack: {per_hosts: 10}}\n", []string{`nat.yaml:9:19: nat: conntrack: unknown key "per_hosts"; did you mean "per_host"?`}},
 		{"conntrack max string", "nat: {conntrack: {max: lots}}\n", []string{`nat.yaml:9:24: nat: conntrack: max: want an integer, got "lots"`}},
 		{"tcp established below RFC", "nat:\n  conntrack:\n    timeouts: {tcp_established: 1h}\n",
 			[]string{`nat.yaml:11:33: nat: conntrack: timeouts: tcp_established 1h is below 2h4m, the minimum (RFC 5382 REQ-5)`}},

@@ -51,13 +51,26 @@ const floodTable = "gvrouter_lab_flood"
 // (different destinations) fill a 65,536-flow table.
 const floodPorts = 16
 
-// synFlood sends TCP SYNs from the LAN host to the WAN host's floodPort
-// (or, with ports > 1, one of the ports ports from it) at rate per second
-// from random source ports until ctx is done, through a
+// floodSources is how many LAN source addresses, from floodSource on,
+// the floods spread over: the router limits each inside address's flows
+// (nat.conntrack.per_host, a quarter of the table by default) and NAT
+// ports, so a table fills only from several hosts. 80 addresses are far
+// from the limits (125 flows each in a 10,000-flow table, 768 in one of
+// 65,536), and none is the LAN host's, the static host's or in the DHCP
+// pool. The WAN host drops the flood, so nothing answers these addresses.
+const floodSources = 80
+
+// floodSource is the first flood source address.
+var floodSource = netip.MustParseAddr("10.77.1.20")
+
+// synFlood sends TCP SYNs from the LAN host's namespace to the WAN host's
+// floodPort (or, with ports > 1, one of the ports ports from it) at rate
+// per second, from srcs source addresses (src and the ones after it; see
+// floodSources) and random source ports, until ctx is done, through a
 // raw IPv4 socket made in the LAN host's namespace (the kernel fills the
 // IP checksum and length; the TCP checksum is ours). It returns the
 // number sent.
-func synFlood(ctx context.Context, ns string, src, dst netip.Addr, rate, ports int) (int, error) {
+func synFlood(ctx context.Context, ns string, src netip.Addr, srcs int, dst netip.Addr, rate, ports int) (int, error) {
 	var fd int
 	err := inNetns(ns, func() (err error) {
 		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_RAW)
@@ -72,6 +85,7 @@ func synFlood(ctx context.Context, ns string, src, dst netip.Addr, rate, ports i
 	// IPv4 header (RFC 791); total length, ID and checksum come from the kernel.
 	pkt[0], pkt[8], pkt[9] = 0x45, 64, 6
 	s4, d4 := src.As4(), dst.As4()
+	base := binary.BigEndian.Uint32(s4[:])
 	copy(pkt[12:16], s4[:])
 	copy(pkt[16:20], d4[:])
 	tcp := pkt[20:]
@@ -91,6 +105,8 @@ func synFlood(ctx context.Context, ns string, src, dst netip.Addr, rate, ports i
 		case <-t.C:
 		}
 		for range perTick {
+			binary.BigEndian.PutUint32(s4[:], base+uint32(rand.IntN(srcs)))
+			copy(pkt[12:16], s4[:])
 			binary.BigEndian.PutUint16(tcp[0:], uint16(1024+rand.IntN(65536-1024)))
 			binary.BigEndian.PutUint16(tcp[2:], uint16(floodPort+rand.IntN(ports)))
 			binary.BigEndian.PutUint32(tcp[4:], rand.Uint32())
@@ -392,7 +408,7 @@ func (l *lab) floodThrough(ctx context.Context, p floodProbe) (floodResult, erro
 		}
 	}()
 	start := time.Now()
-	res.Sent, err = synFlood(fctx, l.lanNS, lanHost4.Addr(), wanHost4.Addr(), floodRate, 1)
+	res.Sent, err = synFlood(fctx, l.lanNS, floodSource, floodSources, wanHost4.Addr(), floodRate, 1)
 	res.Took = time.Since(start)
 	sampler.Wait()
 	if err != nil {

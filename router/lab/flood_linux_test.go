@@ -12,7 +12,8 @@ import (
 )
 
 // TestNATSYNFlood floods the router with new TCP SYNs from random source
-// ports (LAN → WAN, >= 20,000/s for 10 s) against a table of 10,000
+// ports of 80 LAN addresses (LAN → WAN, >= 20,000/s for 10 s; one
+// address alone stops at its per_host limit) against a table of 10,000
 // entries while an iperf3 flow crosses it: the table stays at its limit,
 // drops are counted, the router's RSS grows by at most 16 MB, and the
 // established flow keeps running through every 1-s interval. The flow's

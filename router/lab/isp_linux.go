@@ -40,6 +40,10 @@ type ispOptions struct {
 	// fillNames, if not 0, makes the ISP answer n0.fill.test ...
 	// n<fillNames-1>.fill.test (bench mode s fills the router's cache).
 	fillNames int
+	// webNames are more names in ispZone that resolve to ispWebAddr,
+	// e.g. "h0.isp.test" (host-record: dnsmasq's authoritative answers
+	// come from those).
+	webNames []string
 }
 
 // ispConfig is dnsmasq's config file for the lab ISP.
@@ -81,6 +85,9 @@ func (l *lab) ispConfig(o ispOptions) string {
 		"host-record=" + ispWebName + "," + ispWebAddr.String(),
 		"host-record=isp-gw." + ispZone + "," + gw,
 		ispBigTXTRecord(), // dns_linux.go: too big for UDP, the TC proof
+	}
+	for _, n := range o.webNames {
+		lines = append(lines, "host-record="+n+","+ispWebAddr.String())
 	}
 	if o.fillNames > 0 {
 		// dnsmasq answers its auth-server address from its own records

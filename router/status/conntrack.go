@@ -22,6 +22,11 @@ type Conntrack struct {
 	Max int `json:"max"`
 	// Flows is the number of tracked flows.
 	Flows int `json:"flows"`
+	// RouterFlows is how many of Flows the router itself opened (its DNS
+	// forwarder's upstream queries, DHCP); RouterReserve slots of Max are
+	// theirs alone, e.g. 4096 (nat.conntrack.router_reserve).
+	RouterFlows   int `json:"router_flows"`
+	RouterReserve int `json:"router_reserve"`
 	// Assured counts flows that saw traffic both ways (not early-droppable).
 	Assured int `json:"assured"`
 	// Offloaded counts flows with at least one direction on the fast path.

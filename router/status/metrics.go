@@ -125,25 +125,28 @@ type collector struct {
 // conntrackDescs describe the Conntrack section.
 type conntrackDescs struct {
 	flows, max, assured, offloaded, hits, slow, drops, events, natPorts, natFlows *prometheus.Desc
+	routerFlows, routerReserve                                                    *prometheus.Desc
 }
 
 func newConntrackDescs() conntrackDescs {
 	return conntrackDescs{
-		flows:     prometheus.NewDesc("gvrouter_conntrack_flows", "Tracked flows by protocol and state (TCP: conntrack state names; UDP: UNREPLIED or REPLIED; ICMP, other: ACTIVE).", []string{"proto", "state"}, nil),
-		max:       prometheus.NewDesc("gvrouter_conntrack_max", "Conntrack table limit.", nil, nil),
-		assured:   prometheus.NewDesc("gvrouter_conntrack_assured_flows", "Flows that saw traffic both ways (not early-droppable).", nil, nil),
-		offloaded: prometheus.NewDesc("gvrouter_conntrack_offloaded_flows", "Flows with at least one direction on the fast path.", nil, nil),
-		hits:      prometheus.NewDesc("gvrouter_fastpath_hits_total", "Packets forwarded by the fast path.", nil, nil),
-		slow:      prometheus.NewDesc("gvrouter_fastpath_slow_total", "Packets the fast path handed to the slow path, by reason.", []string{"reason"}, nil),
-		drops:     prometheus.NewDesc("gvrouter_nat_drops_total", "Packets dropped by conntrack/NAT/firewall, by reason.", []string{"reason"}, nil),
-		events:    prometheus.NewDesc("gvrouter_conntrack_events_total", "Conntrack events: created, early_dropped, expired, offloaded, icmp_translated, frags_held, mss_clamped, untracked.", []string{"event"}, nil),
-		natPorts:  prometheus.NewDesc("gvrouter_nat_ports", "External ports (NAT mappings) in use, by external address and protocol.", []string{"address", "proto"}, nil),
-		natFlows:  prometheus.NewDesc("gvrouter_nat_port_flows", "Flows using the NAT mappings of an external address and protocol.", []string{"address", "proto"}, nil),
+		flows:         prometheus.NewDesc("gvrouter_conntrack_flows", "Tracked flows by protocol and state (TCP: conntrack state names; UDP: UNREPLIED or REPLIED; ICMP, other: ACTIVE).", []string{"proto", "state"}, nil),
+		max:           prometheus.NewDesc("gvrouter_conntrack_max", "Conntrack table limit.", nil, nil),
+		assured:       prometheus.NewDesc("gvrouter_conntrack_assured_flows", "Flows that saw traffic both ways (not early-droppable).", nil, nil),
+		offloaded:     prometheus.NewDesc("gvrouter_conntrack_offloaded_flows", "Flows with at least one direction on the fast path.", nil, nil),
+		hits:          prometheus.NewDesc("gvrouter_fastpath_hits_total", "Packets forwarded by the fast path.", nil, nil),
+		slow:          prometheus.NewDesc("gvrouter_fastpath_slow_total", "Packets the fast path handed to the slow path, by reason.", []string{"reason"}, nil),
+		drops:         prometheus.NewDesc("gvrouter_nat_drops_total", "Packets dropped by conntrack/NAT/firewall, by reason.", []string{"reason"}, nil),
+		events:        prometheus.NewDesc("gvrouter_conntrack_events_total", "Conntrack events: created, early_dropped, expired, offloaded, icmp_translated, frags_held, mss_clamped, untracked.", []string{"event"}, nil),
+		natPorts:      prometheus.NewDesc("gvrouter_nat_ports", "External ports (NAT mappings) in use, by external address and protocol.", []string{"address", "proto"}, nil),
+		natFlows:      prometheus.NewDesc("gvrouter_nat_port_flows", "Flows using the NAT mappings of an external address and protocol.", []string{"address", "proto"}, nil),
+		routerFlows:   prometheus.NewDesc("gvrouter_conntrack_router_flows", "Tracked flows the router itself opened.", nil, nil),
+		routerReserve: prometheus.NewDesc("gvrouter_conntrack_router_reserve", "Table slots only the router's own flows may take.", nil, nil),
 	}
 }
 
 func (d *conntrackDescs) describe(ch chan<- *prometheus.Desc) {
-	for _, desc := range []*prometheus.Desc{d.flows, d.max, d.assured, d.offloaded, d.hits, d.slow, d.drops, d.events, d.natPorts, d.natFlows} {
+	for _, desc := range []*prometheus.Desc{d.flows, d.max, d.assured, d.offloaded, d.hits, d.slow, d.drops, d.events, d.natPorts, d.natFlows, d.routerFlows, d.routerReserve} {
 		ch <- desc
 	}
 }
@@ -163,6 +166,8 @@ func (d *conntrackDescs) collect(ch chan<- prometheus.Metric, c *Conntrack) {
 		}
 	}
 	gauge(d.max, float64(c.Max))
+	gauge(d.routerFlows, float64(c.RouterFlows))
+	gauge(d.routerReserve, float64(c.RouterReserve))
 	gauge(d.assured, float64(c.Assured))
 	gauge(d.offloaded, float64(c.Offloaded))
 	counter(d.hits, c.FastPathHits)

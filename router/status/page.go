@@ -335,7 +335,7 @@ footer a { color: inherit; }
 <th class="num">Fast path</th><th>Slow path</th><th>Drops</th>
 </tr></thead>
 <tbody><tr>
-<td class="num">{{num .Flows}}<br><span class="sub">of {{num .Max}}</span></td>
+<td class="num">{{num .Flows}}<br><span class="sub">of {{num .Max}}; the router's {{num .RouterFlows}} (reserve {{num .RouterReserve}})</span></td>
 <td class="num">{{num .Assured}}</td>
 <td class="num">{{num .Offloaded}}</td>
 <td class="num">{{count (index .Events "created")}}<br><span class="sub">{{pps .Rates.NewFlowsPerSecond}}</span></td>
