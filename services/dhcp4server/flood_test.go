@@ -241,6 +241,25 @@ func TestClientRate(t *testing.T) {
 	}
 }
 
+// TestClientTableFull: a flood of ever-new MACs fills the table of
+// per-MAC budgets; a client whose idle entry was forgotten still renews
+// (RFC 2131 §4.3.2 RENEWING), and the table stays within maxClients.
+func TestClientTableFull(t *testing.T) {
+	s, clk := newTestServer(t, noLimit(testConfig(50)))
+	a := dora(t, s, mac(1))
+	clk.Advance(time.Minute) // mac 1's entry is full again: idle
+	for _, hw := range randomMACs(rand.New(rand.NewPCG(1, 1)), maxClients+100) {
+		s.handle(bcast(msg(dhcpv4.MessageTypeInform, hw, withCI("192.168.1.9"))))
+	}
+	if n := s.clients.Len(); n > maxClients {
+		t.Errorf("the table holds %d MACs, more than maxClients (%d)", n, maxClients)
+	}
+	m, _ := exchange(t, s, unicast(msg(dhcpv4.MessageTypeRequest, mac(1), withCI(a.String()))))
+	if typeOf(m) != "ACK" {
+		t.Errorf("renewal with the table full of a flood's MACs: %s, want ACK", typeOf(m))
+	}
+}
+
 // FuzzHandle feeds arbitrary datagrams to a server holding a lease, an
 // offer and a quarantine: no panic, every reply a well-formed BOOTREPLY
 // to the same transaction with an address of the range or the static

@@ -372,10 +372,16 @@ func (s *Server) admitLocked(c *client, now time.Time) bool {
 }
 
 // clientAllowLocked spends one of mac's message tokens, or reports that
-// it has none left, or that the table has no room for a new MAC.
+// it has none left. A MAC that finds the table full (a flood of ever-new
+// MACs, each sending a few messages) passes: the budget is for one MAC
+// sending many, which keeps its entry, and a client whose idle entry was
+// forgotten must still renew; the new-lease budget rations the flood.
 func (s *Server) clientAllowLocked(mac [6]byte, now time.Time) bool {
 	b := s.clients.Get(mac, now)
-	if b == nil || !b.Ready() {
+	switch {
+	case b == nil:
+		return true
+	case !b.Ready():
 		return false
 	}
 	b.Take()
