@@ -44,6 +44,9 @@ func (r *Router) dhcpServerSpec(cfg *config.Config, ic config.Interface) (servic
 		MTU:        s.MTU,
 		NTP:        s.NTP,
 		LeaseFile:  dir + "/" + ic.Name + ".json",
+		// 0 = the server's defaults.
+		NewLeaseBurst: s.NewLeaseBurst,
+		NewLeaseRate:  float64(s.NewLeasesPerMinute) / 60,
 	}
 	if dc.Domain == "" {
 		dc.Domain = cfg.DomainName()

@@ -32,6 +32,11 @@ const (
 	MaxDNSTTL        = 7 * 24 * time.Hour // RFC 8767 caps stale data at 7 days; no cache holds longer
 	MaxStaticLeases  = 4096
 	MaxClientIDBytes = 64
+	// MaxNewLeaseBurst and MaxNewLeasesPerMinute bound dhcp_server:
+	// new_lease_burst and new_leases_per_minute: past a million the
+	// limit is off in all but name.
+	MaxNewLeaseBurst      = 1 << 20
+	MaxNewLeasesPerMinute = 1 << 20
 )
 
 // DHCPClient is an interface's DHCPv4 client (addresses: [dhcp], and
@@ -59,7 +64,12 @@ type DHCPServer struct {
 	Routes               []ClasslessRoute
 	NTP                  []netip.Addr // option 42
 	Static               []StaticLease
-	Pos                  Pos
+	// NewLeaseBurst and NewLeasesPerMinute bound the new leases (to
+	// clients holding none) of the interface, against a flood of random
+	// MACs taking the range: e.g. 64 at once, then 60 a minute; 0 = the
+	// server's defaults (64, 60). Renewals never count.
+	NewLeaseBurst, NewLeasesPerMinute int
+	Pos                               Pos
 
 	src src
 }
@@ -155,7 +165,7 @@ func (c *Config) DomainName() string {
 
 var (
 	dhcpClientKeys = []string{"hostname", "client_id", "release"}
-	dhcpServerKeys = []string{"range", "lease_time", "router", "dns", "domain", "mtu", "routes", "ntp", "static"}
+	dhcpServerKeys = []string{"range", "lease_time", "router", "dns", "domain", "mtu", "routes", "ntp", "static", "new_lease_burst", "new_leases_per_minute"}
 	staticKeys     = []string{"mac", "address", "hostname"}
 	dnsKeys        = []string{"upstreams", "domain", "cache"}
 	dnsCacheKeys   = []string{"size", "min_ttl", "max_ttl"}
@@ -317,6 +327,8 @@ func (d *decoder) dhcpServer(ifc *Interface, e entry, what string) {
 	}
 	d.strKey(m, "domain", what, &s.src, &s.Domain)
 	d.intKey(m, "mtu", what, &s.src, &s.MTU)
+	d.intKey(m, "new_lease_burst", what, &s.src, &s.NewLeaseBurst)
+	d.intKey(m, "new_leases_per_minute", what, &s.src, &s.NewLeasesPerMinute)
 	s.NTP = d.addrList(m, "ntp", what, &s.src)
 	if e, ok := m["routes"]; ok {
 		items, _ := d.list(e, what)
@@ -648,6 +660,15 @@ func (c *Config) validateDHCPServer(l *errorList, ifc *Interface, what string) {
 	}
 	if s.MTU != 0 && (s.MTU < MinMTUConntrack || s.MTU > MaxMTU) {
 		l.add(s.src.at("mtu", s.Pos), "%s: mtu %d out of range %d..%d (RFC 2132 §5.1: at least 68; hosts must take 576)", what, s.MTU, MinMTUConntrack, MaxMTU)
+	}
+	for _, k := range []struct {
+		key string
+		v   int
+		max int
+	}{{"new_lease_burst", s.NewLeaseBurst, MaxNewLeaseBurst}, {"new_leases_per_minute", s.NewLeasesPerMinute, MaxNewLeasesPerMinute}} {
+		if _, set := s.src.pos[k.key]; set && !s.src.bad[k.key] && (k.v < 1 || k.v > k.max) {
+			l.add(s.src.at(k.key, s.Pos), "%s: %s %d out of range 1..%d", what, k.key, k.v, k.max)
+		}
 	}
 	if s.Domain != "" {
 		if err := checkHostname(s.Domain); err != nil {

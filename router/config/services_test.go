@@ -93,6 +93,29 @@ func TestParseServices(t *testing.T) {
 	}
 }
 
+// TestParseNewLeaseLimit: dhcp_server's new-lease keys reach the config;
+// absent, they are 0 (the server's defaults).
+func TestParseNewLeaseLimit(t *testing.T) {
+	for _, tt := range []struct {
+		name, extra      string
+		burst, perMinute int
+	}{
+		{"absent: defaults", "", 0, 0},
+		{"both", "\n      new_lease_burst: 200\n      new_leases_per_minute: 600", 200, 600},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("svc.yaml", []byte(strings.Replace(servicesBase, "lease_time: 1h", "lease_time: 1h"+tt.extra, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := c.Interface("lan").DHCPServer
+			if s.NewLeaseBurst != tt.burst || s.NewLeasesPerMinute != tt.perMinute {
+				t.Errorf("NewLeaseBurst, NewLeasesPerMinute = %d, %d; want %d, %d", s.NewLeaseBurst, s.NewLeasesPerMinute, tt.burst, tt.perMinute)
+			}
+		})
+	}
+}
+
 func TestServicesErrors(t *testing.T) {
 	tests := []struct {
 		name, from, to, want string
@@ -108,6 +131,10 @@ func TestServicesErrors(t *testing.T) {
 		{"duplicate mac", `        - {mac: "02:00:00:00:00:10", address: 192.168.1.10, hostname: nas}`, `        - {mac: "02:00:00:00:00:10", address: 192.168.1.10, hostname: nas}
         - {mac: "02:00:00:00:00:10", address: 192.168.1.11}`, "mac 02:00:00:00:00:10 is listed twice (line 16)"},
 		{"lease too short", "lease_time: 1h", "lease_time: 5s", "lease_time 5s out of range 10s..8760h"},
+		{"new lease burst zero", "lease_time: 1h", "lease_time: 1h\n      new_lease_burst: 0", `svc.yaml:12:24: interface "lan": dhcp_server: new_lease_burst 0 out of range 1..1048576`},
+		{"new leases per minute huge", "lease_time: 1h", "lease_time: 1h\n      new_leases_per_minute: 2000000", `svc.yaml:12:30: interface "lan": dhcp_server: new_leases_per_minute 2000000 out of range 1..1048576`},
+		{"new leases per minute word", "lease_time: 1h", "lease_time: 1h\n      new_leases_per_minute: many", `svc.yaml:12:30: interface "lan": dhcp_server: new_leases_per_minute`},
+		{"new lease key misspelt", "lease_time: 1h", "lease_time: 1h\n      new_lease_rate: 5", `svc.yaml:12:7: interface "lan": dhcp_server: unknown key "new_lease_rate"`},
 		{"mtu too small", "mtu: 1492", "mtu: 500", "mtu 500 out of range 576..65535"},
 		{"route via outside", "via: 192.168.1.254", "via: 10.1.1.1", "via 10.1.1.1 is not in the interface's subnet"},
 		{"server on wan", "    addresses: [dhcp]\n", "    addresses: [dhcp]\n    dhcp_server: {range: 192.168.2.2-192.168.2.9}\n", "a DHCP server runs on lan interfaces only"},

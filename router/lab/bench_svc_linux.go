@@ -32,7 +32,9 @@ var (
 func withServicesPool(c *labConfig) {
 	lan := &c.Interfaces[0]
 	lan.Addresses = append([]string{svcLAN.String()}, lan.Addresses...)
-	lan.DHCPServer = &labDHCPServer{Range: svcFirst.String() + "-" + svcLast.String(), LeaseTime: "1h"}
+	lan.DHCPServer = &labDHCPServer{Range: svcFirst.String() + "-" + svcLast.String(), LeaseTime: "1h",
+		// svcLeases new clients in a few seconds: not a flood to ration.
+		NewLeaseBurst: svcLeases, NewLeasesPerMinute: 60 * svcLeases}
 }
 
 // benchServices is bench mode s: the router restarted with the big pool,

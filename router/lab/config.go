@@ -121,6 +121,10 @@ type labDHCPServer struct {
 	Range     string          `yaml:"range"`
 	LeaseTime string          `yaml:"lease_time"`
 	Static    []labStaticHost `yaml:"static,omitempty"`
+	// NewLeaseBurst and NewLeasesPerMinute lift the new-lease budget
+	// for a bench that binds a thousand leases at once; 0 = the default.
+	NewLeaseBurst      int `yaml:"new_lease_burst,omitempty"`
+	NewLeasesPerMinute int `yaml:"new_leases_per_minute,omitempty"`
 }
 
 type labStaticHost struct {

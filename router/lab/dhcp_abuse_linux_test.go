@@ -145,8 +145,10 @@ elif mode == "discover":
 // (truncated options, option overload, wrong magic cookie, a giant
 // client-id, wrong op and hardware, fragments, bad checksums) is dropped
 // and counted, then 10,000 DISCOVER/REQUEST pairs from random MACs in
-// 10 s fill the pool without touching the existing client's renewals or
-// the static lease; the router's RSS growth is stated and bounded.
+// 10 s take what the new-lease budget allows of the pool (see
+// TestLabDHCPStarvationLimit) without touching the existing client's
+// renewals or the static lease; the router's RSS growth is stated and
+// bounded.
 func TestLabDHCPServerAbuse(t *testing.T) {
 	requirePrivileged(t, "udhcpc")
 	requireScapy(t)

@@ -26,6 +26,41 @@ const (
 	// (RFC 2131 §4.3.3) is kept out of the range when
 	// Config.DeclineQuarantine is 0.
 	DefaultDeclineQuarantine = 10 * time.Minute
+	// DefaultNewLeaseBurst is how many new leases the server hands out at
+	// once when Config.NewLeaseBurst is 0: every device of a large
+	// household meeting a new router (or one that lost its lease file)
+	// at the same moment, while a flood of random MACs takes less than
+	// half of a /24's usual range of 150 before the rate decides.
+	DefaultNewLeaseBurst = 64
+	// DefaultNewLeaseRate is the new leases a second earned back when
+	// Config.NewLeaseRate is 0: guests arriving one at a time never wait,
+	// and a starvation flood needs minutes, not a second, for a range.
+	DefaultNewLeaseRate = 1.0
+)
+
+// Bounds of Config.NewLeaseBurst and NewLeaseRate: a range holds at most
+// 2^24 addresses (a /8), and more than a million new leases a second is no
+// limit at all.
+const (
+	MaxNewLeaseBurst = 1 << 24
+	MaxNewLeaseRate  = 1 << 20
+)
+
+// Per-client limits (see the package doc, "Floods"). A client's
+// messages, by its MAC, are rationed so that one looping or hostile
+// client cannot keep the server and its lease file busy.
+const (
+	// clientBurst is the messages one MAC may send at once: a DORA, a
+	// DECLINE and a second DORA (RFC 2131 §3.1, §4.4.1), retransmitted,
+	// come to less than half of it.
+	clientBurst = 16
+	// clientRate is the messages a second a MAC earns back; a client
+	// retransmits every 4 s at the fastest (RFC 2131 §4.1) and renews at
+	// T1, so only a looping or hostile one meets it.
+	clientRate = 1.0
+	// maxClients bounds the table of per-MAC buckets, beyond any LAN's
+	// hosts; idle buckets are forgotten when it fills.
+	maxClients = 4096
 )
 
 // Clock gives the server the time; tests use a fake one.
@@ -91,6 +126,15 @@ type Config struct {
 	// DeclineQuarantine is how long a declined address stays unused; 0 =
 	// DefaultDeclineQuarantine.
 	DeclineQuarantine time.Duration
+	// NewLeaseBurst and NewLeaseRate bound the new leases of this
+	// interface: addresses given (OFFERed, or ACKed at once) to clients
+	// that hold none, NewLeaseBurst at once and NewLeaseRate a second
+	// after, so that a flood from random MACs cannot take the whole range
+	// in a moment. Renewals, and a client's own offer or lease, never
+	// count. 0 = DefaultNewLeaseBurst, DefaultNewLeaseRate; e.g. 64 and
+	// 1.
+	NewLeaseBurst int
+	NewLeaseRate  float64
 	// Clock gives the time; nil = the system clock.
 	Clock Clock
 	// Rand picks where the search for a never-used address starts, so
@@ -114,7 +158,7 @@ type FieldError struct {
 	// Field is the Config field: "ServerAddr", "Subnet", "Range" (the
 	// pair RangeStart-RangeEnd), "LeaseTime", "Router", "DNS", "NTP",
 	// "Domain", "MTU", "Routes", "Static", "OfferHold",
-	// "DeclineQuarantine".
+	// "DeclineQuarantine", "NewLeaseBurst", "NewLeaseRate".
 	Field string
 	// Index is the element of a list field (Router, DNS, NTP, Routes,
 	// Static), -1 for other fields.
@@ -268,6 +312,14 @@ func (c *Config) Validate() error {
 	if c.DeclineQuarantine < 0 {
 		add("DeclineQuarantine", -1, "", "%v is negative", c.DeclineQuarantine)
 	}
+	if c.NewLeaseBurst < 0 || c.NewLeaseBurst > MaxNewLeaseBurst {
+		add("NewLeaseBurst", -1, "", "%d is not between 1 and %d", c.NewLeaseBurst, MaxNewLeaseBurst)
+	}
+	if r := c.NewLeaseRate; r < 0 || r > MaxNewLeaseRate || math.IsNaN(r) {
+		add("NewLeaseRate", -1, "", "%v is not between 0.001 and %d a second", r, MaxNewLeaseRate)
+	} else if r != 0 && r < 0.001 {
+		add("NewLeaseRate", -1, "", "%v is not between 0.001 and %d a second", r, MaxNewLeaseRate)
+	}
 	if len(es) == 0 {
 		return nil
 	}
@@ -284,6 +336,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DeclineQuarantine == 0 {
 		c.DeclineQuarantine = DefaultDeclineQuarantine
+	}
+	if c.NewLeaseBurst == 0 {
+		c.NewLeaseBurst = DefaultNewLeaseBurst
+	}
+	if c.NewLeaseRate == 0 {
+		c.NewLeaseRate = DefaultNewLeaseRate
 	}
 	if c.Router == nil {
 		c.Router = []netip.Addr{c.ServerAddr}

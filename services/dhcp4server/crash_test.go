@@ -39,6 +39,8 @@ func crashConfig(file string) Config {
 		RangeEnd:   ip("10.0.8.255"),
 		LeaseTime:  time.Hour,
 		LeaseFile:  file,
+		// Bursts of 600 new clients at once.
+		NewLeaseBurst: MaxNewLeaseBurst, NewLeaseRate: MaxNewLeaseRate,
 	}
 }
 

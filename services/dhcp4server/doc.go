@@ -28,4 +28,20 @@
 // together, so a burst costs one fsync, not one per client. A lease file
 // that cannot be read is reported (Status, Stats) and replaced, never
 // fatal.
+//
+// # Floods
+//
+// A client with random MACs can ask for every address of the range (RFC
+// 2131 §7). New leases, addresses given to clients that hold none, are
+// rationed per interface by a token bucket (Config.NewLeaseBurst at once,
+// Config.NewLeaseRate a second after), so such a flood takes a part of
+// the range in its first second and the rest only over minutes, while a
+// household's devices, new ones included, never wait. A client's
+// renewal, INIT-REBOOT, live offer and static lease never spend from it.
+// Every sender, by the frame's Ethernet source (chaddr when relayed), has
+// its own small budget of messages too (clientBurst, clientRate), so one
+// looping or hostile client cannot keep the server and its lease file
+// busy. What either refuses gets silence, as a lost datagram would, and
+// is counted (new_lease_limited, rate_limited); the client's
+// retransmission is served once the budget refills.
 package dhcp4server

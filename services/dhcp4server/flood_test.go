@@ -17,63 +17,247 @@ import (
 	"github.com/gvrouter/gvrouter/services/rawudp"
 )
 
+// noLimit lifts the new-lease budget, for the tests of what the table
+// does when a flood does get every address.
+func noLimit(cfg Config) Config {
+	cfg.NewLeaseBurst, cfg.NewLeaseRate = MaxNewLeaseBurst, MaxNewLeaseRate
+	return cfg
+}
+
+// randomMACs returns n random unicast, locally administered MACs.
+func randomMACs(rng *rand.Rand, n int) []net.HardwareAddr {
+	out := make([]net.HardwareAddr, n)
+	for i := range out {
+		hw := make(net.HardwareAddr, 6)
+		v := rng.Uint64()
+		for j := range hw {
+			hw[j] = byte(v >> (8 * j))
+		}
+		hw[0] = hw[0]&^1 | 2
+		out[i] = hw
+	}
+	return out
+}
+
 // TestStarvation floods a range of 150 with DISCOVER and REQUEST from
-// 10,000 random MACs in 10 s (of fake time): the static lease and an
-// existing client's renewal still work, the table stays within the range
-// and the heap grows by less than 1 MiB, counters show the flood.
+// 10,000 random MACs in 10 s (of fake time), the attack RFC 2131 leaves
+// to the server (RFC 2131 §7, "a malicious client could exhaust the
+// address pool"). With the default new-lease budget the flood gets
+// DefaultNewLeaseBurst and DefaultNewLeaseRate a second, the range keeps
+// free addresses and a new client is served as soon as the flood ends;
+// with the budget lifted, the range fills and the table stays bounded.
+// Either way the static lease and an existing client's renewal work
+// during the flood, the heap grows by less than 1 MiB, counters show the
+// flood.
 func TestStarvation(t *testing.T) {
-	s, clk := newTestServer(t, testConfig(150))
-	existing := dora(t, s, mac(1))
-	rng := rand.New(rand.NewPCG(7, 8))
-	flood := func() {
-		for range 10000 {
-			hw := make(net.HardwareAddr, 6)
-			v := rng.Uint64()
-			for i := range hw {
-				hw[i] = byte(v >> (8 * i))
+	const size, flood, seconds = 150, 10000, 10
+	tests := []struct {
+		name    string
+		cfg     Config
+		limited bool
+	}{
+		{"default new-lease budget", testConfig(size), true},
+		{"budget lifted: the range fills", noLimit(testConfig(size)), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, clk := newTestServer(t, tt.cfg)
+			existing := dora(t, s, mac(1))
+			rng := rand.New(rand.NewPCG(7, 8))
+			run := func() {
+				for _, hw := range randomMACs(rng, flood) {
+					off, _ := exchange(t, s, bcast(msg(dhcpv4.MessageTypeDiscover, hw)))
+					req := addrFrom32(u32(ip("192.168.1.100")) + uint32(rng.IntN(size)))
+					if off != nil {
+						req = ip4(off.YourIPAddr)
+					}
+					exchange(t, s, bcast(msg(dhcpv4.MessageTypeRequest, hw, withReq(req.String()), withSID(srvAddr))))
+					clk.Advance(seconds * time.Second / flood)
+				}
 			}
-			hw[0] = hw[0]&^1 | 2 // unicast, locally administered
-			off, _ := exchange(t, s, bcast(msg(dhcpv4.MessageTypeDiscover, hw)))
-			req := addrFrom32(u32(ip("192.168.1.100")) + uint32(rng.IntN(150)))
-			if off != nil {
-				req = ip4(off.YourIPAddr)
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			run()
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			growth := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+			st := s.Stats()
+			limited := st.Drops[DropNewLeaseLimited].Load()
+			t.Logf("after %d random MACs in %d s: heap %+d KiB, bindings %d, offers %d, acks %d, naks %d, pool_exhausted %d, new_lease_limited %d, pool used %d/%d",
+				flood, seconds, growth/1024, len(s.byAddr), st.Offer.Load(), st.Ack.Load(), st.Nak.Load(), st.PoolExhausted.Load(), limited, s.Status().PoolUsed, size)
+			if growth > 1<<20 {
+				t.Errorf("heap grew by %d bytes, want < 1 MiB", growth)
 			}
-			exchange(t, s, bcast(msg(dhcpv4.MessageTypeRequest, hw, withReq(req.String()), withSID(srvAddr))))
-			clk.Advance(time.Millisecond)
+			if n := len(s.byAddr); n > size+1 {
+				t.Errorf("%d bindings, want at most the range (%d) and the static lease", n, size)
+			}
+			if tt.limited {
+				// The first offer of the burst went to the existing client.
+				maxNew := uint64(DefaultNewLeaseBurst + seconds*DefaultNewLeaseRate)
+				if st.Offer.Load() > maxNew || st.Ack.Load() > maxNew || limited < flood {
+					t.Errorf("Offer, Ack, new_lease_limited = %d, %d, %d; want at most %d, %d and at least %d (a DISCOVER and a REQUEST each)",
+						st.Offer.Load(), st.Ack.Load(), limited, maxNew, maxNew, flood)
+				}
+				if used := s.Status().PoolUsed; used > int(maxNew) || st.PoolExhausted.Load() != 0 {
+					t.Errorf("pool used %d/%d, pool_exhausted %d; want at most %d used, never exhausted", used, size, st.PoolExhausted.Load(), maxNew)
+				}
+			} else if st.PoolExhausted.Load() < 9000 || st.Ack.Load() != size || st.Nak.Load() < 9000 || st.Offer.Load() != size || limited != 0 {
+				t.Errorf("PoolExhausted, Offer, Ack, Nak, new_lease_limited = %d, %d, %d, %d, %d; want most of the flood, %d, %d (the range less the existing client's, plus its own), most, 0",
+					st.PoolExhausted.Load(), st.Offer.Load(), st.Ack.Load(), st.Nak.Load(), limited, size, size)
+			}
+			m, p := exchange(t, s, unicast(msg(dhcpv4.MessageTypeRequest, mac(1), withCI(existing.String()))))
+			if typeOf(m) != "ACK" || ip4(m.YourIPAddr) != existing || p.Dst.Addr() != existing {
+				t.Errorf("existing client's renewal during the flood = %s %v, want ACK %v", typeOf(m), m, existing)
+			}
+			if a := dora(t, s, staticMAC); a != staticIP {
+				t.Errorf("static client during the flood got %v, want %v", a, staticIP)
+			}
+			if tt.limited {
+				// A second after the flood a new client finds a token and
+				// a free address.
+				clk.Advance(time.Second)
+				if a := dora(t, s, mac(2)); !s.inPool(a) {
+					t.Errorf("new client after the flood got %v", a)
+				}
+			}
+			run()
+			if n := len(s.byAddr) + len(s.byClient); n > 2*size+1 {
+				t.Errorf("after a second flood the table holds %d entries: not bounded", n)
+			}
+			checkInvariants(t, s)
+		})
+	}
+}
+
+// TestNewLeaseBudget checks what spends the interface's new-lease
+// budget (Config.NewLeaseBurst, NewLeaseRate): an address given to a
+// client holding none, by OFFER or by an ACK at once; not a
+// retransmitted DISCOVER for a live offer, the REQUEST taking it, a
+// renewal (RFC 2131 §4.3.2 RENEWING) or INIT-REBOOT of a bound lease, a
+// static lease. A refused client is silent and counted, and gets its
+// address once the budget refills.
+func TestNewLeaseBudget(t *testing.T) {
+	cfg := testConfig(50)
+	cfg.NewLeaseBurst, cfg.NewLeaseRate = 2, 0.5
+	s, clk := newTestServer(t, cfg)
+	limited := func() uint64 { return s.Stats().Drops[DropNewLeaseLimited].Load() }
+	a1 := dora(t, s, mac(1))
+	// A retransmitted DISCOVER and the REQUEST for a live offer are free.
+	off, _ := exchange(t, s, bcast(msg(dhcpv4.MessageTypeDiscover, mac(2))))
+	off2, _ := exchange(t, s, bcast(msg(dhcpv4.MessageTypeDiscover, mac(2))))
+	if typeOf(off) != "OFFER" || typeOf(off2) != "OFFER" || !off.YourIPAddr.Equal(off2.YourIPAddr) {
+		t.Fatalf("mac 2's DISCOVER twice: %s, %s", typeOf(off), typeOf(off2))
+	}
+	a2 := ip4(off.YourIPAddr)
+	if ack, _ := exchange(t, s, bcast(msg(dhcpv4.MessageTypeRequest, mac(2), withReq(a2.String()), withSID(srvAddr)))); typeOf(ack) != "ACK" {
+		t.Fatalf("mac 2's REQUEST for its offer: %s", typeOf(ack))
+	}
+	// The burst of 2 is spent.
+	tests := []struct {
+		name string
+		p    rawudp.Packet
+		want string
+	}{
+		{"DISCOVER from a new client (RFC 2131 §4.3.1)", bcast(msg(dhcpv4.MessageTypeDiscover, mac(3))), "none"},
+		{"REQUEST in SELECTING from a new client (§4.3.2)", bcast(msg(dhcpv4.MessageTypeRequest, mac(4), withReq("192.168.1.140"), withSID(srvAddr))), "none"},
+		{"REQUEST in REBINDING for an address the server lost (§4.3.2)", bcast(msg(dhcpv4.MessageTypeRequest, mac(5), withCI("192.168.1.141"))), "none"},
+		{"RENEWING of a bound lease (§4.3.2)", unicast(msg(dhcpv4.MessageTypeRequest, mac(1), withCI(a1.String()))), "ACK"},
+		{"INIT-REBOOT of a bound lease (§4.3.2)", bcast(msg(dhcpv4.MessageTypeRequest, mac(2), withReq(a2.String()))), "ACK"},
+		{"DISCOVER of a bound client", bcast(msg(dhcpv4.MessageTypeDiscover, mac(1))), "OFFER"},
+		{"DISCOVER from the static lease's MAC", bcast(msg(dhcpv4.MessageTypeDiscover, staticMAC)), "OFFER"},
+		{"INIT-REBOOT for another's address: NAK, not silence", bcast(msg(dhcpv4.MessageTypeRequest, mac(6), withReq(a1.String()))), "NAK"},
+	}
+	for _, tt := range tests {
+		before := limited()
+		m, _ := exchange(t, s, tt.p)
+		if typeOf(m) != tt.want {
+			t.Errorf("%s: reply %s, want %s", tt.name, typeOf(m), tt.want)
+		}
+		if refused := limited() - before; (refused == 1) != (tt.want == "none") {
+			t.Errorf("%s: new_lease_limited rose by %d", tt.name, refused)
 		}
 	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	flood()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	growth := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	st := s.Stats()
-	t.Logf("after 10,000 random MACs: heap %+d KiB, bindings %d, offers %d, acks %d, naks %d, pool_exhausted %d",
-		growth/1024, len(s.byAddr), st.Offer.Load(), st.Ack.Load(), st.Nak.Load(), st.PoolExhausted.Load())
-	if growth > 1<<20 {
-		t.Errorf("heap grew by %d bytes, want < 1 MiB", growth)
+	// Two seconds earn one token back: mac 3's retransmission gets it.
+	clk.Advance(2 * time.Second)
+	if a := dora(t, s, mac(3)); !s.inPool(a) {
+		t.Errorf("mac 3 after the refill got %v", a)
 	}
-	if n := len(s.byAddr); n > 150+1 {
-		t.Errorf("%d bindings, want at most the range (150) and the static lease", n)
-	}
-	if st.PoolExhausted.Load() < 9000 || st.Ack.Load() != 150 || st.Nak.Load() < 9000 || st.Offer.Load() != 150 {
-		t.Errorf("PoolExhausted, Offer, Ack, Nak = %d, %d, %d, %d; want most of the flood, 150, 150 (the range less the existing client's, plus its own), most",
-			st.PoolExhausted.Load(), st.Offer.Load(), st.Ack.Load(), st.Nak.Load())
-	}
-	m, p := exchange(t, s, unicast(msg(dhcpv4.MessageTypeRequest, mac(1), withCI(existing.String()))))
-	if typeOf(m) != "ACK" || ip4(m.YourIPAddr) != existing || p.Dst.Addr() != existing {
-		t.Errorf("existing client's renewal during the flood = %s %v, want ACK %v", typeOf(m), m, existing)
-	}
-	if a := dora(t, s, staticMAC); a != staticIP {
-		t.Errorf("static client during the flood got %v, want %v", a, staticIP)
-	}
-	flood()
-	if n := len(s.byAddr) + len(s.byClient); n > 2*150+1 {
-		t.Errorf("after a second flood the table holds %d entries: not bounded", n)
+	if m, _ := exchange(t, s, bcast(msg(dhcpv4.MessageTypeDiscover, mac(7)))); m != nil {
+		t.Errorf("mac 7 right after: %s, want silence", typeOf(m))
 	}
 	checkInvariants(t, s)
+}
+
+// TestClientRate: one MAC's messages, however it varies chaddr, get
+// clientBurst answers at once and clientRate a second after, each
+// refusal counted (rate_limited); another client is served meanwhile,
+// and a relayed message is kept by chaddr, not by the relay's MAC.
+func TestClientRate(t *testing.T) {
+	s, clk := newTestServer(t, testConfig(50))
+	a := dora(t, s, mac(1))
+	renew := func(hw net.HardwareAddr, from net.HardwareAddr) bool {
+		p := unicast(msg(dhcpv4.MessageTypeRequest, hw, withCI(a.String())))
+		p.SrcMAC = from
+		m, _ := exchange(t, s, p)
+		return m != nil
+	}
+	n := 0
+	for range 100 {
+		if renew(mac(1), mac(1)) {
+			n++
+		}
+	}
+	if want := clientBurst - 2; n != want { // the DORA spent 2
+		t.Errorf("100 renewals at once: %d answered, want clientBurst less the DORA (%d)", n, want)
+	}
+	if got := s.Stats().Drops[DropRateLimited].Load(); got != uint64(100-n) {
+		t.Errorf("rate_limited = %d, want %d", got, 100-n)
+	}
+	// The same MAC with ever-new chaddrs is the same sender.
+	p := bcast(msg(dhcpv4.MessageTypeDiscover, mac(10)))
+	p.SrcMAC = mac(1)
+	if m, _ := exchange(t, s, p); m != nil {
+		t.Error("a DISCOVER with chaddr 10 from the flooding MAC was answered")
+	}
+	if b := dora(t, s, mac(2)); !s.inPool(b) {
+		t.Errorf("another client during the flood got %v", b)
+	}
+	// Relayed: the frame's source is the relay's, the budget chaddr's.
+	relay := net.HardwareAddr{0x02, 0xee, 0, 0, 0, 1}
+	for i := range 3 {
+		p := bcast(msg(dhcpv4.MessageTypeDiscover, mac(20+i), dhcpv4.WithGatewayIP(net.ParseIP("192.168.1.2"))))
+		p.SrcMAC = relay
+		for range clientBurst {
+			s.handle(p)
+		}
+		if m, _ := exchange(t, s, p); m != nil {
+			t.Errorf("relayed client %d beyond its burst answered", i)
+		}
+	}
+	clk.Advance(time.Second)
+	if !renew(mac(1), mac(1)) || renew(mac(1), mac(1)) {
+		t.Error("a second later the MAC did not get exactly clientRate (1) answer")
+	}
+}
+
+// TestClientTableFull: a flood of ever-new MACs fills the table of
+// per-MAC budgets; a client whose idle entry was forgotten still renews
+// (RFC 2131 §4.3.2 RENEWING), and the table stays within maxClients.
+func TestClientTableFull(t *testing.T) {
+	s, clk := newTestServer(t, noLimit(testConfig(50)))
+	a := dora(t, s, mac(1))
+	clk.Advance(time.Minute) // mac 1's entry is full again: idle
+	for _, hw := range randomMACs(rand.New(rand.NewPCG(1, 1)), maxClients+100) {
+		s.handle(bcast(msg(dhcpv4.MessageTypeInform, hw, withCI("192.168.1.9"))))
+	}
+	if n := s.clients.Len(); n > maxClients {
+		t.Errorf("the table holds %d MACs, more than maxClients (%d)", n, maxClients)
+	}
+	m, _ := exchange(t, s, unicast(msg(dhcpv4.MessageTypeRequest, mac(1), withCI(a.String()))))
+	if typeOf(m) != "ACK" {
+		t.Errorf("renewal with the table full of a flood's MACs: %s, want ACK", typeOf(m))
+	}
 }
 
 // FuzzHandle feeds arbitrary datagrams to a server holding a lease, an

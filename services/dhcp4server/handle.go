@@ -3,6 +3,7 @@ package dhcp4server
 import (
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -98,31 +99,55 @@ func (s *Server) handle(p rawudp.Packet) result {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch mt[0] {
-	case msgDiscover:
-		s.stats.Discover.Add(1)
-		return s.discover(m, c, p, now)
-	case msgRequest:
-		s.stats.Request.Add(1)
-		return s.request(m, c, p, now)
-	case msgDecline:
-		s.stats.Decline.Add(1)
-		return s.decline(m, c, now)
-	case msgRelease:
-		s.stats.Release.Add(1)
-		return s.release(m, c, now)
-	case msgInform:
-		s.stats.Inform.Add(1)
-		return s.inform(m, p)
-	default:
+	counter := s.typeCounter(mt[0])
+	if counter == nil {
 		s.stats.drop(DropWrongType)
 		return result{}
 	}
+	counter.Add(1)
+	if !s.clientAllowLocked(sender(p, m), now) {
+		s.stats.drop(DropRateLimited)
+		return result{}
+	}
+	switch mt[0] {
+	case msgDiscover:
+		return s.discover(m, c, p, now)
+	case msgRequest:
+		return s.request(m, c, p, now)
+	case msgDecline:
+		return s.decline(m, c, now)
+	case msgRelease:
+		return s.release(m, c, now)
+	default: // msgInform
+		return s.inform(m, p)
+	}
+}
+
+// typeCounter is the Stats counter of a message type a server receives,
+// or nil for the others.
+func (s *Server) typeCounter(t byte) *atomic.Uint64 {
+	switch t {
+	case msgDiscover:
+		return &s.stats.Discover
+	case msgRequest:
+		return &s.stats.Request
+	case msgDecline:
+		return &s.stats.Decline
+	case msgRelease:
+		return &s.stats.Release
+	case msgInform:
+		return &s.stats.Inform
+	}
+	return nil
 }
 
 // discover answers a DHCPDISCOVER with an OFFER of the address choose
 // picks (RFC 2131 §4.3.1), held for OfferHold.
 func (s *Server) discover(m *dhcpv4.DHCPv4, c *client, p rawudp.Packet, now time.Time) result {
+	if !s.admitLocked(c, now) {
+		return result{}
+	}
+	fresh := s.holdsNone(c, now)
 	b := s.choose(c, optAddr(m, optRequested), now)
 	if b == nil {
 		s.stats.PoolExhausted.Add(1)
@@ -135,6 +160,9 @@ func (s *Server) discover(m *dhcpv4.DHCPv4, c *client, p rawudp.Packet, now time
 	if b.static == nil {
 		b.offerUntil = now.Add(s.cfg.OfferHold)
 		s.touch(b)
+	}
+	if fresh {
+		s.newLeases.Take()
 	}
 	return s.reply(m, p, msgOffer, b.addr, netip.Addr{})
 }
@@ -158,6 +186,9 @@ func (s *Server) request(m *dhcpv4.DHCPv4, c *client, p rawudp.Packet, now time.
 		}
 		if !req.IsValid() || hasCI {
 			s.stats.drop(DropBadRequest)
+			return result{}
+		}
+		if !s.admitLocked(c, now) {
 			return result{}
 		}
 		if b := s.own(c); b != nil && b.addr == req {
@@ -187,6 +218,9 @@ func (s *Server) request(m *dhcpv4.DHCPv4, c *client, p rawudp.Packet, now time.
 		if b.addr != req {
 			return s.nak(m, p, "requested address is not this client's")
 		}
+		if !s.admitLocked(c, now) {
+			return result{}
+		}
 		return s.ack(m, c, p, b, now)
 	case hasCI:
 		// RENEWING (unicast) or REBINDING (broadcast): "the DHCP server
@@ -197,6 +231,9 @@ func (s *Server) request(m *dhcpv4.DHCPv4, c *client, p rawudp.Packet, now time.
 		}
 		if s.heldByOther(ciaddr, c, now) {
 			return s.nak(m, p, "address is in use")
+		}
+		if !s.admitLocked(c, now) {
+			return result{}
 		}
 		if b := s.own(c); b != nil && b.addr == ciaddr {
 			return s.ack(m, c, p, b, now)
@@ -233,6 +270,11 @@ func (s *Server) releaseOffer(c *client, now time.Time) {
 // holds it.
 func (s *Server) ack(m *dhcpv4.DHCPv4, c *client, p rawudp.Packet, b *binding, now time.Time) result {
 	wasBound := b.bound(now)
+	if !b.busy(now) && s.newLeases.Ready() {
+		// A new lease: admitLocked found the token, unless the client
+		// moves from an offer it holds to another address.
+		s.newLeases.Take()
+	}
 	b.expiry = now.Add(s.cfg.LeaseTime)
 	b.released = false
 	b.offerUntil = time.Time{}

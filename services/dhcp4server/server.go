@@ -13,6 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/insomniacslk/dhcp/dhcpv4"
+
+	"github.com/gvrouter/gvrouter/services/internal/tokenbucket"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 )
 
@@ -72,6 +75,10 @@ type Server struct {
 	fileErr  string
 	problem  string
 	lastFull time.Time // last pool-exhausted log line
+
+	newLeases tokenbucket.Bucket          // the interface's new leases (Config.NewLeaseBurst, NewLeaseRate)
+	leaseRate tokenbucket.Rate            // newLeases' rate
+	clients   *tokenbucket.Table[[6]byte] // messages by sender MAC (clientBurst, clientRate)
 
 	cmu     sync.Mutex
 	pending []result // replies waiting for the lease file
@@ -157,6 +164,9 @@ func New(cfg Config, t Transport) (*Server, error) {
 		statics:  map[string]*binding{},
 		kick:     make(chan struct{}, 1),
 	}
+	s.leaseRate = tokenbucket.Rate{Burst: float64(cfg.NewLeaseBurst), PerSecond: cfg.NewLeaseRate}
+	s.newLeases = tokenbucket.Full(s.leaseRate, cfg.Clock.Now())
+	s.clients = tokenbucket.NewTable[[6]byte](tokenbucket.Rate{Burst: clientBurst, PerSecond: clientRate}, maxClients)
 	s.size = int(s.last-s.first) + 1
 	s.cursor = uint32(cfg.Rand.IntN(s.size))
 	s.opts = encodeOptions(&s.cfg)
@@ -334,6 +344,59 @@ func (s *Server) own(c *client) *binding {
 		return s.statics[string(c.mac)]
 	}
 	return s.byClient[c.key]
+}
+
+// holdsNone reports whether c holds no address now: not static, and no
+// live offer or lease. Giving it one is a new lease.
+func (s *Server) holdsNone(c *client, now time.Time) bool {
+	if c.static != nil {
+		return false
+	}
+	b := s.own(c)
+	return b == nil || !b.busy(now)
+}
+
+// admitLocked reports whether c may be given an address now: it holds
+// one already, or the interface's new-lease budget has a token (which the
+// caller takes once it gives the address). A refusal is counted
+// (DropNewLeaseLimited).
+func (s *Server) admitLocked(c *client, now time.Time) bool {
+	if !s.holdsNone(c, now) {
+		return true
+	}
+	if s.newLeases.Fill(now, s.leaseRate); s.newLeases.Ready() {
+		return true
+	}
+	s.stats.drop(DropNewLeaseLimited)
+	return false
+}
+
+// clientAllowLocked spends one of mac's message tokens, or reports that
+// it has none left. A MAC that finds the table full (a flood of ever-new
+// MACs, each sending a few messages) passes: the budget is for one MAC
+// sending many, which keeps its entry, and a client whose idle entry was
+// forgotten must still renew; the new-lease budget rations the flood.
+func (s *Server) clientAllowLocked(mac [6]byte, now time.Time) bool {
+	b := s.clients.Get(mac, now)
+	switch {
+	case b == nil:
+		return true
+	case !b.Ready():
+		return false
+	}
+	b.Take()
+	return true
+}
+
+// sender is the MAC a message's budget is kept by: the frame's Ethernet
+// source, which a client cannot vary without varying its identity on the
+// switch too; chaddr when the message was relayed (the frame's source is
+// the relay agent's) or the transport gave no MAC.
+func sender(p rawudp.Packet, m *dhcpv4.DHCPv4) [6]byte {
+	if gi := ip4(m.GatewayIPAddr); len(p.SrcMAC) == 6 && (!gi.IsValid() || gi.IsUnspecified()) {
+		return [6]byte(p.SrcMAC)
+	}
+	return [6]byte(m.ClientHWAddr)
 }
 
 // heldByOther reports whether a is a static lease's, offered or leased to

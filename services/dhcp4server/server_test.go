@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -50,6 +51,11 @@ func TestValidate(t *testing.T) {
 			c.Routes = []Route{{To: netip.MustParsePrefix("10.0.0.0/8"), Via: ip("172.16.0.1")}}
 		}, []string{"Routes[0].Via"}},
 		{"negative hold", func(c *Config) { c.OfferHold = -1 }, []string{"OfferHold"}},
+		{"negative new-lease burst", func(c *Config) { c.NewLeaseBurst = -1 }, []string{"NewLeaseBurst"}},
+		{"new-lease burst beyond any range", func(c *Config) { c.NewLeaseBurst = MaxNewLeaseBurst + 1 }, []string{"NewLeaseBurst"}},
+		{"negative new-lease rate", func(c *Config) { c.NewLeaseRate = -1 }, []string{"NewLeaseRate"}},
+		{"new-lease rate too small", func(c *Config) { c.NewLeaseRate = 0.0001 }, []string{"NewLeaseRate"}},
+		{"new-lease rate NaN", func(c *Config) { c.NewLeaseRate = math.NaN() }, []string{"NewLeaseRate"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testConfig(10)

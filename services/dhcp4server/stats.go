@@ -44,6 +44,15 @@ const (
 	// DropStoreError: an ACK was not sent because its lease could not be
 	// written.
 	DropStoreError
+	// DropRateLimited: the sender's MAC (the frame's Ethernet source, or
+	// chaddr when relayed) sent more than clientBurst messages at once
+	// and clientRate a second after (see the package doc, "Floods").
+	DropRateLimited
+	// DropNewLeaseLimited: a DISCOVER or REQUEST from a client holding no
+	// address, unanswered because the interface's new leases
+	// (Config.NewLeaseBurst, NewLeaseRate) were used up; the client's
+	// retransmission gets one once the budget refills.
+	DropNewLeaseLimited
 	// NumDropReasons is the number of drop reasons.
 	NumDropReasons
 )
@@ -51,6 +60,7 @@ const (
 var dropNames = [NumDropReasons]string{
 	"malformed", "wrong_magic_cookie", "wrong_op", "bad_hardware", "bad_client_id",
 	"not_ours", "wrong_type", "bad_request", "backlog", "store_error",
+	"rate_limited", "new_lease_limited",
 }
 
 // String returns the reason's metric label, e.g. "wrong_magic_cookie".

@@ -207,6 +207,7 @@ func TestLeaseFileWriteError(t *testing.T) {
 func TestRunGroupCommit(t *testing.T) {
 	const n = 150
 	cfg, _ := fileConfig(t, n)
+	cfg = noLimit(cfg) // n new clients at once
 	var changes atomic.Int64
 	cfg.OnChange = func() { changes.Add(1) }
 	s, _ := newTestServer(t, cfg)

@@ -83,11 +83,14 @@
 // a parse); what costs more, building and sending a Reply, is rationed by
 // token buckets, taken only once a message has passed every check, so the
 // drop counters still say what a flooding host sent: each source address gets sourceBurst Replies and then
-// sourceRate per second, so one looping or hostile host cannot crowd out
-// the rest, and the server as a whole gets globalBurst and globalRate, so
-// that a flood from ever-new spoofed sources costs at most that much. The
-// table of sources is bounded (maxSources); idle entries are forgotten
-// when it fills. Withheld Replies are counted (rate_limited); the client's
+// sourceRate per second, so one looping client cannot crowd out the rest;
+// each sending host, by the frame's Ethernet source, gets hostBurst and
+// hostRate over all the source addresses it uses, so one host spoofing
+// ever-new link-local sources spends its own budget, not the server's;
+// and the server as a whole gets globalBurst and globalRate, so that a
+// flood from ever-new spoofed MACs too costs at most that much. The
+// tables of sources and hosts are bounded (maxSources); idle entries are
+// forgotten when one fills. Withheld Replies are counted (rate_limited); the client's
 // retransmission gets its answer once its bucket refills.
 //
 // # Wiring

@@ -134,7 +134,7 @@ func (s *Server) handle(p rawudp.Packet) (rawudp.Packet, bool) {
 		return rawudp.Packet{}, false
 	}
 	src := p.Src.Addr().WithZone("")
-	if !s.limit.allow(src, s.cfg.Clock.Now()) {
+	if !s.limit.allow(src, p.SrcMAC, s.cfg.Clock.Now()) {
 		s.stats.drop(DropRateLimited)
 		s.logDrop(DropRateLimited, p)
 		return rawudp.Packet{}, false

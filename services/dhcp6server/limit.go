@@ -1,9 +1,12 @@
 package dhcp6server
 
 import (
+	"net"
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/gvrouter/gvrouter/services/internal/tokenbucket"
 )
 
 // Rate limits on Replies (see the package doc, "Floods").
@@ -16,90 +19,81 @@ const (
 	// sourceRate is how many Replies per second one source earns back:
 	// one a second is the fastest a well-behaved client asks.
 	sourceRate = 1.0
+	// hostBurst and hostRate are one sending host's budget, by its
+	// Ethernet source address, whatever source addresses it uses: five
+	// sources' worth, for a host whose containers or VMs share its MAC
+	// (ipvlan) and each ask. A host that spoofs ever-new link-local
+	// sources spends this, not the whole server's budget (issue 35: a
+	// client got 10 of 25 answers while one host sent 2,000 a second
+	// from new sources).
+	hostBurst = 5 * sourceBurst
+	hostRate  = 5 * sourceRate
 	// globalBurst and globalRate bound the Replies of the whole server, so
-	// that a flood from ever-new (spoofed) sources costs at most this many
-	// Replies a second. A LAN of a few hundred hosts that all come up
-	// together is served within seconds, their retransmissions filling
-	// in.
+	// that a flood from ever-new (spoofed) sources and MACs costs at most
+	// this many Replies a second. A LAN of a few hundred hosts that all
+	// come up together is served within seconds, their retransmissions
+	// filling in.
 	globalBurst = 200
 	globalRate  = 200.0
-	// maxSources bounds the table of per-source buckets, far above the
-	// hosts of a home or office LAN. When it is full, idle buckets
-	// (refilled to sourceBurst) are forgotten, at most every pruneEvery;
-	// a new source that still finds no room is refused until then.
+	// maxSources bounds the tables of per-source and per-host buckets,
+	// far above the hosts of a home or office LAN. When one is full, idle
+	// buckets (refilled to their burst) are forgotten, at most every
+	// 100 ms; a new source that still finds no room is refused until then.
 	maxSources = 1024
-	pruneEvery = 100 * time.Millisecond
 )
 
-// bucket is a token bucket.
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
-// fill adds what was earned since last, up to burst.
-func (b *bucket) fill(now time.Time, rate, burst float64) {
-	if d := now.Sub(b.last); d > 0 {
-		b.tokens = min(burst, b.tokens+d.Seconds()*rate)
-		b.last = now
-	}
-}
+var (
+	sourceLimit = tokenbucket.Rate{Burst: sourceBurst, PerSecond: sourceRate}
+	hostLimit   = tokenbucket.Rate{Burst: hostBurst, PerSecond: hostRate}
+	globalLimit = tokenbucket.Rate{Burst: globalBurst, PerSecond: globalRate}
+)
 
 // limiter decides which sources get a Reply. mu protects every field.
 type limiter struct {
-	mu        sync.Mutex
-	sources   map[netip.Addr]*bucket
-	all       bucket
-	lastPrune time.Time
+	mu      sync.Mutex
+	sources *tokenbucket.Table[netip.Addr]
+	hosts   *tokenbucket.Table[[6]byte]
+	all     tokenbucket.Bucket
 }
 
 func newLimiter(now time.Time) *limiter {
-	return &limiter{sources: map[netip.Addr]*bucket{}, all: bucket{tokens: globalBurst, last: now}}
+	return &limiter{
+		sources: tokenbucket.NewTable[netip.Addr](sourceLimit, maxSources),
+		hosts:   tokenbucket.NewTable[[6]byte](hostLimit, maxSources),
+		all:     tokenbucket.Full(globalLimit, now),
+	}
 }
 
-// allow takes one token from src's bucket and one from the server's, or
-// reports that either is empty (and takes none).
-func (l *limiter) allow(src netip.Addr, now time.Time) bool {
+// allow takes one token from src's bucket, one from its host's (by mac;
+// none when the transport cannot tell the MAC, mac nil) and one from the
+// server's, or reports that one is empty (and takes none).
+func (l *limiter) allow(src netip.Addr, mac net.HardwareAddr, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.sources[src]
-	if b == nil {
-		if len(l.sources) >= maxSources {
-			l.pruneLocked(now)
-			if len(l.sources) >= maxSources {
-				return false
-			}
-		}
-		b = &bucket{tokens: sourceBurst, last: now}
-		l.sources[src] = b
-	}
-	b.fill(now, sourceRate, sourceBurst)
-	l.all.fill(now, globalRate, globalBurst)
-	if b.tokens < 1 || l.all.tokens < 1 {
+	b := l.sources.Get(src, now)
+	if b == nil || !b.Ready() {
 		return false
 	}
-	b.tokens--
-	l.all.tokens--
-	return true
-}
-
-// pruneLocked forgets the buckets that are full again, at most every
-// pruneEvery.
-func (l *limiter) pruneLocked(now time.Time) {
-	if now.Sub(l.lastPrune) < pruneEvery {
-		return
-	}
-	l.lastPrune = now
-	for a, b := range l.sources {
-		if b.fill(now, sourceRate, sourceBurst); b.tokens >= sourceBurst {
-			delete(l.sources, a)
+	var h *tokenbucket.Bucket
+	if len(mac) == 6 {
+		if h = l.hosts.Get([6]byte(mac), now); h == nil || !h.Ready() {
+			return false
 		}
 	}
+	if l.all.Fill(now, globalLimit); !l.all.Ready() {
+		return false
+	}
+	b.Take()
+	if h != nil {
+		h.Take()
+	}
+	l.all.Take()
+	return true
 }
 
 // size is the number of tracked sources.
 func (l *limiter) size() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.sources)
+	return l.sources.Len()
 }

@@ -1,6 +1,7 @@
 package dhcp6server
 
 import (
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -68,24 +69,65 @@ func TestRateLimitChecksFirst(t *testing.T) {
 	}
 }
 
-// TestRateLimitGlobal: a flood from ever-new sources gets globalBurst
-// Replies, then globalRate per second.
+// fromHost is an Information-request from link-local source i of the
+// host with Ethernet address 02:00:00:00:hh:hh.
+func fromHost(i, host int) rawudp.Packet {
+	p := from(i)
+	p.SrcMAC = net.HardwareAddr{0x02, 0, 0, 0, byte(host >> 8), byte(host)}
+	return p
+}
+
+// TestRateLimitGlobal: a flood from ever-new sources, each with its own
+// MAC, gets globalBurst Replies, then globalRate per second.
 func TestRateLimitGlobal(t *testing.T) {
 	s, clk := newTestServer(t, testConfig())
-	n := 0
-	for i := range 3 * globalBurst {
-		n += answered(s, 1000+i, 1)
+	ask := func(first int) int {
+		n := 0
+		for i := range 3 * globalBurst {
+			if _, ok := s.handle(fromHost(first+i, first+i)); ok {
+				n++
+			}
+		}
+		return n
 	}
-	if n != globalBurst {
-		t.Errorf("%d new sources at once: %d answered, want globalBurst (%d)", 3*globalBurst, n, globalBurst)
+	if n := ask(1000); n != globalBurst {
+		t.Errorf("%d new hosts at once: %d answered, want globalBurst (%d)", 3*globalBurst, n, globalBurst)
 	}
 	clk.Advance(time.Second)
-	n = 0
-	for i := range 3 * globalBurst {
-		n += answered(s, 5000+i, 1)
-	}
-	if n != int(globalRate) {
+	if n := ask(5000); n != int(globalRate) {
 		t.Errorf("a second later: %d answered, want globalRate (%v)", n, globalRate)
+	}
+}
+
+// TestRateLimitPerHost: one host's budget covers every source address it
+// sends from, so a host that floods from ever-new spoofed link-local
+// sources spends hostBurst and hostRate, not the server's globalRate,
+// and a client on another host asking once a second (INF_TIMEOUT, RFC
+// 8415 §18.2.6) keeps getting its Replies (issue 35: 10 of 25 before).
+func TestRateLimitPerHost(t *testing.T) {
+	s, clk := newTestServer(t, testConfig())
+	const perSecond, seconds = 2000, 25
+	client, flood, src := 0, 0, 0
+	for range seconds {
+		for i := range perSecond {
+			src++
+			if _, ok := s.handle(fromHost(1000+src, 0xbad)); ok {
+				flood++
+			}
+			if i == perSecond/2 {
+				if _, ok := s.handle(fromHost(7, 0x900d)); ok {
+					client++
+				}
+			}
+			clk.Advance(time.Second / perSecond)
+		}
+	}
+	t.Logf("client %d/%d answered; flood %d of %d answered; rate_limited %d", client, seconds, flood, seconds*perSecond, s.stats.Drops[DropRateLimited].Load())
+	if client != seconds {
+		t.Errorf("the client on another host got %d of %d Replies during the flood, want all", client, seconds)
+	}
+	if max := hostBurst + seconds*int(hostRate) + 1; flood > max {
+		t.Errorf("the flood of %d got %d Replies, want at most hostBurst + %d s × hostRate (%d)", seconds*perSecond, flood, seconds, max)
 	}
 }
 

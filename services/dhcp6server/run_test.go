@@ -71,7 +71,7 @@ func TestRun(t *testing.T) {
 	// Options change while Run serves (the race detector watches).
 	for i := range 50 {
 		s.SetOptions([]netip.Addr{netip.AddrFrom16([16]byte{0x20, 0x01, 15: byte(i)})}, []string{"lan"})
-		tr.in <- from(100 + i) // a source each: within its rate
+		tr.in <- fromHost(100+i, 100+i) // a source and host each: within their rates
 		<-tr.out
 	}
 	good += 50
