@@ -21,7 +21,7 @@ require (
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
 	gopkg.in/yaml.v3 v3.0.1
-	gvisor.dev/gvisor v0.0.0-20260701204157-69c2d17aea96
+	gvisor.dev/gvisor v0.0.0-20260905035102-160fafc42237
 )
 
 require (

@@ -113,7 +113,7 @@ func New(cfg Config, log *slog.Logger) (*Router, error) {
 			return nil, fmt.Errorf("stack: SetForwardingDefaultAndAllNICs(%d): %s", p, err)
 		}
 	}
-	// Before any NIC exists: SetNFTables is not synchronised.
+	// Before any NIC exists, so that no packet passes without the pins.
 	pins := newForwardPins()
 	s.SetNFTables(pins)
 	s.SetNFTablesConfigured(true)
