@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bufio"
 	"fmt"
 	"log/slog"
 	"os/exec"
@@ -14,11 +15,15 @@ import (
 	"github.com/gvrouter/gvrouter/router/status"
 )
 
-// udpEchoServer runs a UDP echo server on port 7 in ns until t ends.
+// udpEchoServer is a UDP echo server on port 7; it prints "ready" once
+// bound, so that no datagram meets a closed port (an ICMP port
+// unreachable the client reports as "refused": seen when the machine was
+// loaded enough that python had not bound before the first echo).
 const udpEchoServer = `
 import socket
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("0.0.0.0", 7))
+print("ready", flush=True)
 while True:
     d, a = s.recvfrom(2048)
     s.sendto(d, a)
@@ -79,6 +84,10 @@ func TestZeroCopyRouter(t *testing.T) {
 		h.ns.Run(t, "ethtool", "-K", "eth0", "tx", "off")
 	}
 	srv := exec.Command("ip", "netns", "exec", wan.Name(), "python3", "-c", udpEchoServer)
+	srvOut, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +95,9 @@ func TestZeroCopyRouter(t *testing.T) {
 		srv.Process.Kill()
 		srv.Wait()
 	})
+	if line, err := bufio.NewReader(srvOut).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("UDP echo server: %q, %v; want ready", line, err)
+	}
 	state := t.TempDir()
 	both := fmt.Sprintf(`ports:
   - {name: lan0, driver: af_xdp}
@@ -110,7 +122,6 @@ state_dir: %s
 		return cfg
 	}
 	var r *Router
-	var err error
 	rtr.Do(t, func() { r, err = New(parse("both.yaml", both), Build{}, slog.New(slog.DiscardHandler)) })
 	if err != nil {
 		t.Fatalf("New: %v", err)
