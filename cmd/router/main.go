@@ -31,9 +31,9 @@ import (
 	"time"
 
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/lab"
 	"github.com/gvrouter/gvrouter/router"
 	"github.com/gvrouter/gvrouter/router/config"
-	"github.com/gvrouter/gvrouter/router/lab"
 	"github.com/gvrouter/gvrouter/statedir"
 )
 

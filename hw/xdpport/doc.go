@@ -89,7 +89,7 @@
 // a corrupt one, so the stack drops it when it is for the router and
 // forwards it unrepaired otherwise. On such links the peer's TX
 // checksumming must be off (ethtool -K PEER tx off), as the lab has it
-// on every veth end (router/lab hostOffloads).
+// on every veth end (lab hostOffloads).
 //
 // # Kernel settings
 //

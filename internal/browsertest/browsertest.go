@@ -1,6 +1,6 @@
 // Package browsertest starts Debian's chromium headless for the tests
 // that load the status page in a real browser (router/status's
-// TestBrowser against a fake router, router/lab's TestLabBrowser against
+// TestBrowser against a fake router, lab's TestLabBrowser against
 // the lab's), and collects what the page logs as an error.
 package browsertest
 

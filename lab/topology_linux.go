@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/gvrouter/gvrouter/hw"
-	"github.com/gvrouter/gvrouter/hw/vswitch"
+	"github.com/gvrouter/gvrouter/lab/vswitch"
 )
 
 // hostOffloads are the offloads of every veth end in the lab (all off, as
@@ -150,7 +150,7 @@ func (l *lab) build(ctx context.Context) error {
 	return nil
 }
 
-// startSwitch runs the emulated BCM53012 (hw/vswitch) on the switch
+// startSwitch runs the emulated BCM53012 (lab/vswitch) on the switch
 // namespace's ports, in this process: LAN port untagged in VLAN 1, WAN
 // port untagged in VLAN 2, CPU port tagged in both, as the swconfig
 // default of BCM47094 boards. teardown stops it.

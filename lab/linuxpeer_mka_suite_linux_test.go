@@ -1,4 +1,4 @@
-package linuxpeer_test
+package lab_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gvrouter/gvrouter/internal/linuxpeer"
 	"github.com/gvrouter/gvrouter/internal/netnstest"
 	"github.com/gvrouter/gvrouter/router"
 	"github.com/gvrouter/gvrouter/router/config"
@@ -38,7 +39,7 @@ func TestRouterMKASuiteSwitch(t *testing.T) {
 		cknHex    = "6c70722073756974" // "lpr suit"
 		routerSCI = "0200007700010001" // linuxpeer.HostMAC + port 1
 	)
-	p, ns := startPeer(t, ctx, "mka", map[string]string{
+	p, ns := linuxpeer.StartT(t, ctx, "mka", map[string]string{
 		"MKA_CAK": cakHex, "MKA_CKN": cknHex, "MKA_PRIORITY": "16", "ADDR": "10.77.0.2/24",
 		"GUEST_CMD": "iperf3 -s -D",
 	})
@@ -106,7 +107,7 @@ state_dir: %s
 	if _, err := p.WaitConsole(ctx, regexp.MustCompile(`(?m)^LPEER MACSEC-IF (\S+)`), 30*time.Second); err != nil {
 		t.Fatalf("guest made no SecY: %v", err)
 	}
-	guest(t, ctx, p, "ip route add 10.78.0.0/24 via 10.77.0.1", 10*time.Second)
+	p.MustRun(t, ctx, "ip route add 10.78.0.0/24 via 10.77.0.1", 10*time.Second)
 	waitPing := func(what string) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
@@ -116,14 +117,14 @@ state_dir: %s
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: guest cannot ping the router's SecY address:\n%s\n%s", what, out, guest(t, ctx, p, "ip macsec show", 10*time.Second))
+				t.Fatalf("%s: guest cannot ping the router's SecY address:\n%s\n%s", what, out, p.MustRun(t, ctx, "ip macsec show", 10*time.Second))
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
 		pingFromGuest(t, ctx, p, "10.77.0.1")
 	}
 	waitPing("after the suite switch")
-	if out := guest(t, ctx, p, "ip macsec show", 10*time.Second); !strings.Contains(out, "GCM-AES-128") {
+	if out := p.MustRun(t, ctx, "ip macsec show", 10*time.Second); !strings.Contains(out, "GCM-AES-128") {
 		t.Errorf("guest's SecY is not GCM-AES-128:\n%s", out)
 	}
 
@@ -169,7 +170,7 @@ state_dir: %s
 			}
 		}
 	}
-	t.Logf("router log:\n%s\nguest:\n%s", logs.String(), guest(t, ctx, p, "ip -s macsec show", 10*time.Second))
+	t.Logf("router log:\n%s\nguest:\n%s", logs.String(), p.MustRun(t, ctx, "ip -s macsec show", 10*time.Second))
 }
 
 // suiteSecY returns the router's one SecY's status.

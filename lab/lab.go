@@ -127,7 +127,7 @@ const (
 	// lan, wan) — WAN host, two veth pairs: the bench's topology.
 	TopologyVeth = "veth"
 	// TopologyBCM47094 is the appliance: LAN host — emulated BCM53012
-	// switch (hw/vswitch in its own namespace: LAN port untagged in VLAN
+	// switch (lab/vswitch in its own namespace: LAN port untagged in VLAN
 	// 1, WAN port untagged in VLAN 2, CPU port tagged in both) — router
 	// port eth0 with interfaces eth0.1 (VLAN 1) and eth0.2 (VLAN 2) — WAN
 	// host. The switch runs in the lab's own process.

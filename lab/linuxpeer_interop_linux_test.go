@@ -1,4 +1,4 @@
-package linuxpeer_test
+package lab_test
 
 import (
 	"bytes"
@@ -19,33 +19,6 @@ import (
 	"github.com/gvrouter/gvrouter/router"
 	"github.com/gvrouter/gvrouter/router/config"
 )
-
-// startPeer boots a guest for job in a namespace of its own (deleted when
-// t ends, failed or not) and stops it when t ends, logging its console.
-func startPeer(t *testing.T, ctx context.Context, job string, env map[string]string) (*linuxpeer.Peer, *netnstest.Netns) {
-	t.Helper()
-	netnstest.Privileged(t, "ip", "cpio")
-	ns := netnstest.New(t, "lpr", netnstest.WithoutIPv6())
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		// Prepare installs it (as root, from Debian); outside CI a
-		// machine without apt-get cannot.
-		if _, err := exec.LookPath("apt-get"); err != nil {
-			netnstest.Unavailable(t, "needs qemu-system-x86_64 or apt-get to install it")
-		}
-	}
-	p, err := linuxpeer.Start(ctx, linuxpeer.Options{Job: job, Env: env, Netns: ns.Name()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c := p.Stop()
-		if t.Failed() || testing.Verbose() {
-			t.Logf("guest console:\n%s", c)
-		}
-	})
-	t.Logf("%s guest ready after %v", job, p.Boot.Round(100*time.Millisecond))
-	return p, ns
-}
 
 // startRouter runs the router with yamlText in namespace ns (the peer's,
 // so that it can open the tap) until t ends.
@@ -95,16 +68,6 @@ const hostPort = "  - name: lph0\n"
 // hostInterface is the router's interface on hostBehind's port.
 const hostInterface = "  - {name: hostlan, port: lph0, role: lan, addresses: [10.78.0.1/24]}\n"
 
-// guest runs line in the guest and fails t if it fails.
-func guest(t *testing.T, ctx context.Context, p *linuxpeer.Peer, line string, d time.Duration) string {
-	t.Helper()
-	out, err := p.Run(ctx, line, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // iperfRE reads the received rate from iperf3 -J's end summary.
 var iperfRE = regexp.MustCompile(`"sum_received":\s*{[^}]*"bits_per_second":\s*([0-9.e+]+)`)
 
@@ -152,7 +115,7 @@ func TestStaticMACsecAgainstLinux(t *testing.T) {
 				salt      = "e630e81a48de86a21c66fa6d"
 				routerSCI = "0200007700010001" // linuxpeer.HostMAC + port 1
 			)
-			p, ns := startPeer(t, ctx, "macsec", map[string]string{
+			p, ns := linuxpeer.StartT(t, ctx, "macsec", map[string]string{
 				"CIPHER": tc.cipher, "ENCRYPT": tc.encrypt, "SALT": salt, "ADDR": "10.77.0.2/24",
 				"MACSEC_OPTS": "replay on window 0",
 				"GUEST_CMD":   "iperf3 -s -D && ip route add 10.78.0.0/24 via 10.77.0.1",
@@ -187,7 +150,7 @@ func TestStaticMACsecAgainstLinux(t *testing.T) {
 			pingFromGuest(t, ctx, p, "10.77.0.1")
 			pingFromGuest(t, ctx, p, "10.77.0.1", "-s", "1400")
 			const n = 2 << 20
-			guest(t, ctx, p, fmt.Sprintf("head -c %d /dev/zero | nc -w 5 10.77.0.1 9", n), 40*time.Second)
+			p.MustRun(t, ctx, fmt.Sprintf("head -c %d /dev/zero | nc -w 5 10.77.0.1 9", n), 40*time.Second)
 			t.Logf("ping and %d bytes by TCP crossed in %v", n, time.Since(t0).Round(100*time.Millisecond))
 			// iperf3 from the host behind the router to the guest's
 			// iperf3 -s, forwarded through the SecY, each direction.
@@ -214,7 +177,7 @@ func TestStaticMACsecAgainstLinux(t *testing.T) {
 				}
 				t.Logf("iperf3 %v host→router→MACsec→guest: %s bit/s received, %s retransmits", dir, bps[1], retr[1])
 			}
-			ms := guest(t, ctx, p, "ip -s macsec show macsec0", 10*time.Second)
+			ms := p.MustRun(t, ctx, "ip -s macsec show macsec0", 10*time.Second)
 			snap := r.Snapshot()
 			if len(snap.MACsec) != 1 {
 				t.Fatalf("status has %d SecYs, want 1", len(snap.MACsec))
@@ -261,7 +224,7 @@ func TestVLANAgainstLinux(t *testing.T) {
 	netnstest.Privileged(t, "ping")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	p, ns := startPeer(t, ctx, "vlan", map[string]string{"VLANS": "10:10.77.10.2/24 20:10.77.20.2/24"})
+	p, ns := linuxpeer.StartT(t, ctx, "vlan", map[string]string{"VLANS": "10:10.77.10.2/24 20:10.77.20.2/24"})
 	host := hostBehind(t, ns)
 	r := startRouter(t, ns, fmt.Sprintf(`ports:
   - name: %s
@@ -275,16 +238,16 @@ func TestVLANAgainstLinux(t *testing.T) {
 		if err := r.ServeDiscard(netip.MustParseAddrPort(a + ":9")); err != nil {
 			t.Fatal(err)
 		}
-		guest(t, ctx, p, "head -c 65536 /dev/zero | nc -w 5 "+a+" 9", 20*time.Second)
+		p.MustRun(t, ctx, "head -c 65536 /dev/zero | nc -w 5 "+a+" 9", 20*time.Second)
 		// The guest answers host address 10.78.0.<vid> on VLAN vid only.
-		guest(t, ctx, p, fmt.Sprintf("ip route add 10.78.0.%d/32 via %s", vid, a), 10*time.Second)
+		p.MustRun(t, ctx, fmt.Sprintf("ip route add 10.78.0.%d/32 via %s", vid, a), 10*time.Second)
 		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", host.Name(),
 			"ping", "-c", "3", "-W", "2", "-I", fmt.Sprintf("10.78.0.%d", vid), fmt.Sprintf("10.77.%d.2", vid)).CombinedOutput()
 		if m := linuxPingRE.FindSubmatch(out); err != nil || m == nil || string(m[1]) != string(m[2]) {
 			t.Errorf("host ping of the guest on VLAN %d through the router: %v\n%s", vid, err, out)
 		}
 	}
-	st := guest(t, ctx, p, "cat /proc/net/vlan/eth0.10 /proc/net/vlan/eth0.20", 10*time.Second)
+	st := p.MustRun(t, ctx, "cat /proc/net/vlan/eth0.10 /proc/net/vlan/eth0.20", 10*time.Second)
 	t.Logf("guest VLAN statistics:\n%s", st)
 }
 

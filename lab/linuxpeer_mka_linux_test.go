@@ -1,4 +1,4 @@
-package linuxpeer_test
+package lab_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gvrouter/gvrouter/internal/linuxpeer"
 	"github.com/gvrouter/gvrouter/internal/netnstest"
 	"github.com/gvrouter/gvrouter/macsec"
 	"github.com/gvrouter/gvrouter/mka"
@@ -55,7 +56,7 @@ func TestRouterMKAAgainstWPASupplicant(t *testing.T) {
 				cknHex    = "6c707220726f75746572" // "lpr router"
 				routerSCI = "0200007700010001"     // linuxpeer.HostMAC + port 1
 			)
-			p, ns := startPeer(t, ctx, "mka", map[string]string{
+			p, ns := linuxpeer.StartT(t, ctx, "mka", map[string]string{
 				"MKA_CAK": cakHex, "MKA_CKN": cknHex, "MKA_PRIORITY": fmt.Sprint(tc.guestPrio), "ADDR": "10.77.0.2/24",
 				"GUEST_CMD": "iperf3 -s -D",
 			})
@@ -108,7 +109,7 @@ func TestRouterMKAAgainstWPASupplicant(t *testing.T) {
 			}
 			// The host behind the router, reached over the SecY that
 			// wpa_supplicant made only now.
-			guest(t, ctx, p, "ip route add 10.78.0.0/24 via 10.77.0.1", 10*time.Second)
+			p.MustRun(t, ctx, "ip route add 10.78.0.0/24 via 10.77.0.1", 10*time.Second)
 			// The guest's kernel may get its SAs a moment after the
 			// router: ping until it answers, then require 3 of 3.
 			deadline = time.Now().Add(30 * time.Second)
@@ -119,7 +120,7 @@ func TestRouterMKAAgainstWPASupplicant(t *testing.T) {
 				}
 				if time.Now().After(deadline) {
 					t.Fatalf("guest cannot ping the router's SecY address over the MKA link:\n%s\n%s",
-						out, guest(t, ctx, p, "ip macsec show", 10*time.Second))
+						out, p.MustRun(t, ctx, "ip macsec show", 10*time.Second))
 				}
 				time.Sleep(500 * time.Millisecond)
 			}
@@ -165,7 +166,7 @@ func TestRouterMKAAgainstWPASupplicant(t *testing.T) {
 			for _, sc := range snap.MACsec[0].RXSC {
 				t.Logf("router RX SC %s: %v", sc.SCI, sc.Counters)
 			}
-			t.Logf("router MKA counters: %v\nguest:\n%s", after.Counters, guest(t, ctx, p, "ip -s macsec show", 10*time.Second))
+			t.Logf("router MKA counters: %v\nguest:\n%s", after.Counters, p.MustRun(t, ctx, "ip -s macsec show", 10*time.Second))
 		})
 	}
 }
