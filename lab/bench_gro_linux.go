@@ -19,7 +19,7 @@ import (
 //   - forwarded: iperf3 LAN host → WAN host, -P 1, the same -t/-O as the
 //     other modes;
 //   - local: a TCP upload from the LAN host to the discard sink that
-//     `router run -bench-sink` serves in the router's netstack. iperf3
+//     `gvrouter run -bench-sink` serves in the router's netstack. iperf3
 //     cannot talk to a plain sink, so the lab sends itself, from a socket
 //     in the LAN namespace, for -O + -t seconds, and counts the bytes the
 //     router acknowledged during the -t seconds (TCP_INFO bytes_acked on

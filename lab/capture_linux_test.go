@@ -27,10 +27,10 @@ func protocolsOf(ctx context.Context, file string) ([]string, error) {
 	return strings.Fields(string(out)), nil
 }
 
-// summaryRe is `router capture`'s closing line on stderr.
+// summaryRe is `gvrouter capture`'s closing line on stderr.
 var summaryRe = regexp.MustCompile(`(\d+) frames captured \((\d+) received, (\d+) sent\), (\d+) dropped by the capture; \S+ counted (\d+) received, (\d+) sent meanwhile`)
 
-// checkCounted fails unless `router capture`'s summary says the capture
+// checkCounted fails unless `gvrouter capture`'s summary says the capture
 // holds, each way, exactly the frames the port or interface counted over
 // its window and dropped none: the window's edges fall in quiet moments
 // of the lab, so a difference is a frame the capture missed.
@@ -56,11 +56,11 @@ func countWith(protos []string, sub string) int {
 	return n
 }
 
-// TestRunMACsecCapture runs `router capture` against the MACsec lab's
+// TestRunMACsecCapture runs `gvrouter capture` against the MACsec lab's
 // router 1 during TCP (HTTP to its LAN address from host B, through the
 // SecY), IPv4 and IPv6 traffic: the SecY's capture holds plaintext
 // IPv4/IPv6 and TCP, the interface below it only SecTAG frames, the port
-// the same as the wire; `router capture -w - | tshark -r -` works, and
+// the same as the wire; `gvrouter capture -w - | tshark -r -` works, and
 // /api/capture answers on the host listener and refuses a LAN one
 // without the token.
 func TestRunMACsecCapture(t *testing.T) {

@@ -208,7 +208,7 @@ func routerConfig(prefix string, statusPort int, topology, gro string, conntrack
 	if err != nil {
 		return nil, fmt.Errorf("lab: config: %w", err)
 	}
-	head := fmt.Sprintf("# gvrouter lab config, written by router lab run %s.\n", prefix)
+	head := fmt.Sprintf("# gvrouter lab config, written by gvlab run %s.\n", prefix)
 	return append([]byte(head), b...), nil
 }
 

@@ -51,7 +51,7 @@
 //
 //	(a) the router forwarding LAN↔WAN;
 //	(b) the kernel forwarding on the same veths in the same namespace;
-//	(c) `router bridge -a lan0 -b wan0`: the hw port code bridging at layer 2;
+//	(c) `gvrouter bridge -a lan0 -b wan0`: the hw port code bridging at layer 2;
 //	(d) the kernel bridge on the same veths (no STP, no br_netfilter hooks);
 //
 // and prints (a)/(b) and (c)/(d) for each case.

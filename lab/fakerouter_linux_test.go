@@ -17,7 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// fakeRouter is the helper role "fakerouter": a stand-in for `router run`
+// fakeRouter is the helper role "fakerouter": a stand-in for `gvrouter run`
 // that lets the kernel do the forwarding. It reads the lab config, puts the
 // interface addresses on the ports, sets ip_forward=1 and serves a status
 // page with the ports' kernel counters, on SIGTERM it undoes all that. Run

@@ -18,7 +18,7 @@ import (
 // drops are counted, the router's RSS grows by at most 16 MB, and the
 // established flow keeps running through every 1-s interval. The flow's
 // throughput during the flood against its pre-flood median is printed;
-// it is a performance figure on a shared machine, so `router lab -bench
+// it is a performance figure on a shared machine, so `gvlab -bench
 // -bench-modes f` (scripts/bench.sh) measures it, not this test.
 func TestNATSYNFlood(t *testing.T) {
 	requirePrivileged(t, "iperf3", "nft")

@@ -59,7 +59,7 @@ func (l *lab) ispConfig(o ispOptions) string {
 	}
 	gw := wanHost4.Addr().String()
 	lines := []string{
-		"# the lab ISP, written by router lab run " + l.prefix,
+		"# the lab ISP, written by gvlab run " + l.prefix,
 		"interface=" + hostIf,
 		"bind-interfaces",
 		"listen-address=" + gw,

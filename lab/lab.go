@@ -50,7 +50,7 @@ type Options struct {
 	// hardware profile's default. With DriverAFXDP the lab fails when a
 	// port fell back to af_packet (the status page names each port's
 	// driver). It applies to both routers of the macsec topology and
-	// to bench mode c's `router bridge`; the -bench-baseline build of
+	// to bench mode c's `gvrouter bridge`; the -bench-baseline build of
 	// modes A and C keeps its own default. Example: "af_xdp".
 	Driver string
 	// HostOffloads turns TSO, GSO and TX checksum offload on at every
@@ -83,7 +83,7 @@ type Options struct {
 	macsecCipher string
 	// conntrackMax, if not 0, is the router's conntrack table limit.
 	conntrackMax int
-	// routerArgs are extra arguments of `router run` (tests: "-debug").
+	// routerArgs are extra arguments of `gvrouter run` (tests: "-debug").
 	routerArgs []string
 	// hostTap, if set, adds the host: section (hostSection) to the
 	// router's config: a TAP into the router namespace's kernel.

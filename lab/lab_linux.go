@@ -36,11 +36,11 @@ type lab struct {
 	msOpt   macsecOptions
 
 	namespaces []string // created so far, removed by teardown
-	router     *child   // `router run`, nil when not running
+	router     *child   // `gvrouter run`, nil when not running
 	routerMode rune     // the bench mode whose router variant runs ('a' outside the bench; routerVariants)
 	proxy      *proxy   // status page at 127.0.0.1:PORT, nil when not running
 	benchSrv   *child   // the NAT bench modes' iperf3 server (startBenchServer)
-	// benchBridge is the `router bridge` of bench modes (c) and (C)
+	// benchBridge is the `gvrouter bridge` of bench modes (c) and (C)
 	// while one runs; benchCost is the forwarder's CPU ms per Gbit of
 	// each run: mode → benchCase → runs (bench_cpu_linux.go).
 	benchBridge *child
@@ -247,7 +247,7 @@ func (l *lab) preflight() error {
 	return errors.Join(errs...)
 }
 
-// startRouter writes the lab config and starts `router run` in the router
+// startRouter writes the lab config and starts `gvrouter run` in the router
 // namespace, then waits until its status listener answers.
 func (l *lab) startRouter(ctx context.Context) error {
 	return l.startRouterWith(ctx, "", l.opt.routerArgs...)
@@ -362,13 +362,13 @@ func (l *lab) ownStateDir(cfg []byte, name string) []byte {
 	return fmt.Appendf(cfg, "state_dir: %s\n", filepath.Join(l.dir, "state-"+name))
 }
 
-// runCommand is `router run` for the lab router name, with a run
+// runCommand is `gvrouter run` for the lab router name, with a run
 // directory (pidfile, port locks) of its own in the lab's directory.
 func (l *lab) runCommand(bin, cfgPath, name string, args []string) []string {
 	return append([]string{bin, "run", "-config", cfgPath, "-run-dir", filepath.Join(l.dir, "run-"+name)}, args...)
 }
 
-// stopRouter stops `router run` if it runs.
+// stopRouter stops `gvrouter run` if it runs.
 func (l *lab) stopRouter() error {
 	if l.router == nil {
 		return nil

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// buildRouter builds cmd/router into the test's temporary directory.
+// buildRouter builds cmd/gvrouter into the test's temporary directory.
 func buildRouter(t *testing.T) string {
 	t.Helper()
 	return buildRouterTags(t, "")
@@ -33,14 +33,14 @@ func buildRouterTags(t *testing.T, tags string) string {
 		skipOrFail("go env GOMOD: %v", err)
 	}
 	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	if m, _ := filepath.Glob(filepath.Join(root, "cmd", "router", "*.go")); len(m) == 0 {
-		skipOrFail("no cmd/router in %s", root)
+	if m, _ := filepath.Glob(filepath.Join(root, "cmd", "gvrouter", "*.go")); len(m) == 0 {
+		skipOrFail("no cmd/gvrouter in %s", root)
 	}
 	bin := filepath.Join(t.TempDir(), "router")
-	cmd := exec.Command("go", "build", "-tags", tags, "-o", bin, "./cmd/router")
+	cmd := exec.Command("go", "build", "-tags", tags, "-o", bin, "./cmd/gvrouter")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/router: %v\n%s", err, out)
+		t.Fatalf("go build ./cmd/gvrouter: %v\n%s", err, out)
 	}
 	return bin
 }

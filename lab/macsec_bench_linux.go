@@ -13,7 +13,7 @@ type macsecBenchVariant struct {
 	opt  macsecOptions
 }
 
-// macsecBenchVariants are what `router lab -topology macsec -bench`
+// macsecBenchVariants are what `gvlab -topology macsec -bench`
 // compares: the same two routers without MACsec, with integrity-only
 // MACsec and with encrypted MACsec (GCM-AES-128, Linux's default suite).
 var macsecBenchVariants = []macsecBenchVariant{

@@ -220,6 +220,6 @@ func macsecRouterConfig(prefix string, n, statusPort int, o macsecOptions) ([]by
 	if err != nil {
 		return nil, fmt.Errorf("lab: config: %w", err)
 	}
-	head := fmt.Sprintf("# gvrouter MACsec lab config of router %d, written by router lab run %s.\n", n, prefix)
+	head := fmt.Sprintf("# gvrouter MACsec lab config of router %d, written by gvlab run %s.\n", n, prefix)
 	return append([]byte(head), b...), nil
 }

@@ -220,7 +220,7 @@ func labKeys(l *lab) ([]string, error) {
 // and TCP cross the MACsec link both ways in both families, only MACsec
 // crosses the link, both SecYs count verified frames, and no output of
 // either router (logs at debug level, status page, JSON, metrics) nor any
-// `router check` error ever shows a key.
+// `gvrouter check` error ever shows a key.
 func TestRunMACsec(t *testing.T) {
 	requirePrivileged(t)
 	bin := buildRouter(t)

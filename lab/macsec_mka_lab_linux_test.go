@@ -365,7 +365,7 @@ func waitLog(ctx context.Context, path, line string, d time.Duration) error {
 func TestMACsecMKA(t *testing.T) {
 	requirePrivileged(t, "iperf3")
 	// The labmka build draws MIs and SAKs from a stream the test knows
-	// (cmd/router/labmka.go), so the SAKs can be grepped for.
+	// (cmd/gvrouter/labmka.go), so the SAKs can be grepped for.
 	bin := buildRouterTags(t, "labmka")
 	seed := make([]byte, 32)
 	crand.Read(seed)
@@ -591,12 +591,12 @@ func TestMACsecMKA(t *testing.T) {
 	}
 }
 
-// labMKASeedEnv is cmd/router's LabMKASeedEnv.
+// labMKASeedEnv is cmd/gvrouter's LabMKASeedEnv.
 const labMKASeedEnv = "GVROUTER_LAB_MKA_SEED"
 
 // labMKAStream returns the first n octets a labmka router process pid
 // draws its MIs and SAKs from: ChaCha8 keyed by SHA-256(seed || pid), as
-// cmd/router/labmka.go does.
+// cmd/gvrouter/labmka.go does.
 func labMKAStream(seed []byte, pid, n int) []byte {
 	r := rand.NewChaCha8(sha256.Sum256(append(append([]byte(nil), seed...), strconv.Itoa(pid)...)))
 	b := make([]byte, n)

@@ -123,7 +123,7 @@
 // Each change goes through hw.TakeOver: the value from before is
 // written to the port's takeover record in Config.StateDir before it
 // changes, Close puts it back, and after a crash the next Open adopts
-// the record and hw.Restore (`router restore`) undoes it
+// the record and hw.Restore (`gvrouter restore`) undoes it
 // (TestTakeoverCrash). The XDP program needs no record: it hangs on a
 // BPF link that dies with the process.
 //

@@ -20,7 +20,7 @@ import (
 )
 
 // asRouterEnv makes the test binary act as the router binary (main) instead
-// of running tests, so that the crash tests can SIGKILL a real `router run`.
+// of running tests, so that the crash tests can SIGKILL a real `gvrouter run`.
 const asRouterEnv = "GVROUTER_TEST_AS_ROUTER"
 
 func TestMain(m *testing.M) {
@@ -110,7 +110,7 @@ func (l *crashLab) state(t *testing.T) string {
 	return b.String()
 }
 
-// routerProc is one `router run` (the test binary as main).
+// routerProc is one `gvrouter run` (the test binary as main).
 type routerProc struct {
 	cmd     *exec.Cmd
 	out     *syncBuffer
@@ -137,7 +137,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// start starts `router run` in the router namespace with args after the
+// start starts `gvrouter run` in the router namespace with args after the
 // config and run directory. wait: until its pidfile names it.
 func (l *crashLab) start(t *testing.T, pidfile string, args ...string) *routerProc {
 	t.Helper()
@@ -336,7 +336,7 @@ func TestCrashRestore(t *testing.T) {
 	}
 }
 
-// TestRestoreCommand kills a router and runs `router restore`: the ports
+// TestRestoreCommand kills a router and runs `gvrouter restore`: the ports
 // come back as they were before the router started, without a router.
 // While a router runs, restore refuses and changes nothing.
 func TestRestoreCommand(t *testing.T) {

@@ -1,13 +1,12 @@
-// Command router is the gvrouter appliance daemon and its tools:
+// Command gvrouter is the appliance daemon and its tools:
 //
-//	router run     -config /etc/gvrouter/config.yaml  run until SIGINT/SIGTERM; SIGHUP reloads
-//	router check   -config /etc/gvrouter/config.yaml  validate, touch nothing
-//	router reload  [-pidfile /run/gvrouter/gvrouter.pid]  ask the running daemon to reload
-//	router restore -config /etc/gvrouter/config.yaml  give the ports back as a crashed router found them
-//	router capture -i eth0.2 -w - [host 192.0.2.1 and tcp] | tshark -r -
-//	router lab    [-bench [-bench-modes abncdgmfksACxytu] [-bench-baseline BIN]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec] [-driver af_xdp|af_packet]  the virtual lab in network namespaces
-//	router bridge -a IF -b IF [-driver af_packet|af_xdp]  our ports alone as an L2 bridge (bench)
-//	router version
+//	gvrouter run     -config /etc/gvrouter/config.yaml  run until SIGINT/SIGTERM; SIGHUP reloads
+//	gvrouter check   -config /etc/gvrouter/config.yaml  validate, touch nothing
+//	gvrouter reload  [-pidfile /run/gvrouter/gvrouter.pid]  ask the running daemon to reload
+//	gvrouter restore -config /etc/gvrouter/config.yaml  give the ports back as a crashed router found them
+//	gvrouter capture -i eth0.2 -w - [host 192.0.2.1 and tcp] | tshark -r -
+//	gvrouter bridge -a IF -b IF [-driver af_packet|af_xdp]  our ports alone as an L2 bridge (bench)
+//	gvrouter version
 package main
 
 import (
@@ -31,7 +30,6 @@ import (
 	"time"
 
 	"github.com/gvrouter/gvrouter/hw"
-	"github.com/gvrouter/gvrouter/lab"
 	"github.com/gvrouter/gvrouter/router"
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/statedir"
@@ -40,7 +38,7 @@ import (
 // version is set at link time: -ldflags "-X main.version=v0.1.0".
 var version = ""
 
-const usage = `usage: router <command> [flags]
+const usage = `usage: gvrouter <command> [flags]
 
 commands:
   run     -config FILE [-pidfile FILE] [-run-dir DIR]
@@ -53,8 +51,6 @@ commands:
   capture -i IFACE [-c N] [-s SNAPLEN] [-t SECONDS] -w FILE|- [FILTER]
                                          live capture of a port or interface as pcapng from the
                                          running router (root or its group)
-  lab     [-bench [-bench-modes abncdgmfksACxytu] [-bench-baseline BIN]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec] [-driver af_xdp|af_packet]
-                                         build the virtual lab in network namespaces and test it
   bridge  -a IF -b IF [-driver af_packet|af_xdp]
                                          bridge two ports at layer 2 with the port code alone
   version                                print the version
@@ -82,8 +78,6 @@ func main() {
 		err = cmdRestore(args, os.Stdout)
 	case "capture":
 		err = cmdCapture(args, os.Stdout, os.Stderr)
-	case "lab":
-		err = cmdLab(args)
 	case "bridge":
 		err = cmdBridge(args)
 	case "version", "-version", "--version":
@@ -91,12 +85,12 @@ func main() {
 	case "help", "-h", "-help", "--help":
 		fmt.Print(usage)
 	default:
-		fmt.Fprintf(os.Stderr, "router: unknown command %q\n%s", cmd, usage)
+		fmt.Fprintf(os.Stderr, "gvrouter: unknown command %q\n%s", cmd, usage)
 		os.Exit(2)
 	}
 	if err != nil {
 		log.SetFlags(0)
-		log.Fatalf("router %s: %v", cmd, err)
+		log.Fatalf("gvrouter %s: %v", cmd, err)
 	}
 }
 
@@ -160,11 +154,11 @@ func cmdRun(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	path := fs.String("config", "/etc/gvrouter/config.yaml", "config file")
 	runDir := fs.String("run-dir", defaultRunDir(), "directory of the pidfile and the port locks (env "+runDirEnv+")")
-	pidfile := fs.String("pidfile", "", "write the process ID here (for router reload); default RUN-DIR/"+statedir.PidfileName+`, "-" for none`)
+	pidfile := fs.String("pidfile", "", "write the process ID here (for gvrouter reload); default RUN-DIR/"+statedir.PidfileName+`, "-" for none`)
 	ingressDrop := fs.String("ingress-drop", "", "how the kernel's stack is kept off the ports: nft (nftables netdev table) or tc (clsact + cls_bpf); default nft (through netlink, no nft binary needed), tc only where the kernel refuses the nftables table")
 	dbg := fs.Bool("debug", false, "debug logging")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	sink := fs.String("bench-sink", "", "bench only (router lab -bench-modes g): accept TCP at ADDR:PORT in the netstack and discard it")
+	sink := fs.String("bench-sink", "", "bench only (gvlab -bench-modes g): accept TCP at ADDR:PORT in the netstack and discard it")
 	fs.Parse(args)
 	logger := newLogger(*dbg)
 	setGCPercent()
@@ -347,41 +341,4 @@ func cmdRestore(args []string, out io.Writer) error {
 
 func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-}
-
-func cmdLab(args []string) error {
-	fs := flag.NewFlagSet("lab", flag.ExitOnError)
-	bench := fs.Bool("bench", false, "measure throughput: router, kernel forwarding, port bridge, kernel bridge")
-	keep := fs.Bool("keep", false, "keep the lab up until SIGINT")
-	port := fs.Int("status-port", 8080, "expose the router's status page at 127.0.0.1:PORT")
-	secs := fs.Int("bench-seconds", 10, "iperf3 -t per run")
-	runs := fs.Int("bench-runs", 5, "runs per figure (the median is printed)")
-	dbg := fs.Bool("debug", false, "debug logging")
-	modes := fs.String("bench-modes", "", "bench modes, any of abncdgmfksACxytu: (a) router NAT, (b) kernel forwarding, (n) kernel nftables masquerade, (c) port bridge, (d) kernel bridge, (g) router per GRO mode, forwarded and local, (m) router RSS with 65,536 tracked flows, (f) SYN flood against a 10,000-flow table during an iperf3 flow, (k) the same flood against kernel nftables masquerade, (s) router RSS with 1,000 DHCP leases and a full DNS cache, (A) and (C) (a) and (c) with the -bench-baseline build, (x) and (y) (a) and (c) on af_xdp ports, (t) and (u) (a) with the af_packet TX ring, without and with PACKET_QDISC_BYPASS; default abncd")
-	baseline := fs.String("bench-baseline", "", "an earlier router build for bench modes A and C: (a) and (c) with it, taking turns with this build run by run, ratios (a)/(A) and (c)/(C)")
-	driver := fs.String("driver", "", "port driver of the lab routers and of the port bridge of bench mode c: af_xdp (fail if a port falls back) | af_packet; default the hardware profile's (the -bench-baseline build of modes A and C keeps its own)")
-	hostOffloads := fs.Bool("host-offloads", false, "turn TSO, GSO and TX checksum offload on at every lab veth (GRO off): the hosts send TSO superframes, as a container or VM beside the router does; the bench then fails a router run with an oversize drop (topology veth, af_packet)")
-	topo := fs.String("topology", lab.TopologyVeth, "lab layout: veth (two veth pairs; the bench's) | bcm47094 (emulated BCM53012 switch, router eth0 with VLANs 1 and 2) | macsec (two routers joined by a MACsec link, a host behind each)")
-	fs.Parse(args)
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := signalContext()
-	defer cancel()
-	return lab.Run(ctx, lab.Options{
-		RouterBinary:   self,
-		StatusPort:     *port,
-		Keep:           *keep,
-		Topology:       *topo,
-		Driver:         *driver,
-		HostOffloads:   *hostOffloads,
-		Bench:          *bench,
-		BenchSeconds:   *secs,
-		BenchRuns:      *runs,
-		BenchModes:     *modes,
-		BaselineBinary: *baseline,
-		Log:            newLogger(*dbg),
-		Stdout:         os.Stdout,
-	})
 }

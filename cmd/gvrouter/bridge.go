@@ -11,7 +11,7 @@ import (
 	"github.com/gvrouter/gvrouter/router/config"
 )
 
-// bridgePort is an open port of `router bridge`.
+// bridgePort is an open port of `gvrouter bridge`.
 type bridgePort interface {
 	hw.BridgePort
 	Close() error
@@ -19,7 +19,7 @@ type bridgePort interface {
 
 // cmdBridge bridges two ports with the port code alone, on either
 // backend: the ceiling the router's forwarding is measured against
-// (router lab -bench, mode c).
+// (gvlab -bench, mode c).
 func cmdBridge(args []string) error {
 	fs := flag.NewFlagSet("bridge", flag.ExitOnError)
 	a := fs.String("a", "", "first port")

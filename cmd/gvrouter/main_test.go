@@ -8,7 +8,7 @@ import (
 )
 
 // TestCheckRootConfig keeps the shipped appliance config valid under
-// `router check`, which must not touch any interface.
+// `gvrouter check`, which must not touch any interface.
 func TestCheckRootConfig(t *testing.T) {
 	var out strings.Builder
 	if err := cmdCheck([]string{"-config", "../../config.yaml"}, &out); err != nil {
