@@ -17,7 +17,6 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -55,10 +54,6 @@ commands:
                                          bridge two ports at layer 2 with the port code alone
   version                                print the version
 `
-
-// labOptions, set only in a build with -tags labmka (labmka.go), adds
-// the lab's test options to router.New.
-var labOptions func() []router.Option
 
 func main() {
 	if len(os.Args) < 2 {
@@ -194,14 +189,8 @@ func cmdRun(args []string) error {
 		return err
 	}
 	defer r.Close()
-	if *sink != "" {
-		ap, err := netip.ParseAddrPort(*sink)
-		if err != nil {
-			return fmt.Errorf("-bench-sink: %w", err)
-		}
-		if err := r.ServeDiscard(ap); err != nil {
-			return err
-		}
+	if err := serveBenchSink(r, *sink); err != nil {
+		return err
 	}
 	if *pidfile == "" {
 		*pidfile = filepath.Join(*runDir, statedir.PidfileName)
