@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gvrouter/gvrouter/internal/netnstest"
 )
 
 // TestNATSYNFlood floods the router with new TCP SYNs from random source
@@ -67,7 +69,7 @@ func TestNATSYNFlood(t *testing.T) {
 // the mode the router namespace forwards nothing and tracks nothing, and
 // the WAN host no longer drops the flood's port.
 func TestBenchKernelFlood(t *testing.T) {
-	if testing.Short() && os.Getenv("CI") != "true" {
+	if testing.Short() && !netnstest.CI() {
 		t.Skip("the flood takes a while")
 	}
 	requirePrivileged(t, "iperf3", "nft")

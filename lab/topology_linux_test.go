@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gvrouter/gvrouter/internal/netnstest"
 )
 
 // startTestLab builds the lab's topology without a router, as Run would,
@@ -168,7 +170,7 @@ func TestTopology(t *testing.T) {
 // TestBenchKernel runs bench modes (b) and (d), which need no router, with
 // short iperf3 runs; GVL_BENCH=1 uses the full settings.
 func TestBenchKernel(t *testing.T) {
-	if testing.Short() && os.Getenv("CI") != "true" {
+	if testing.Short() && !netnstest.CI() {
 		t.Skip("iperf3 runs take a while")
 	}
 	requirePrivileged(t, "iperf3")
@@ -217,7 +219,7 @@ func labNamespaces(t *testing.T, pid int) []string {
 // ratios need the full settings (GVL_BENCH=1) and are printed, not
 // asserted: 1-second runs on a shared VM are too noisy to gate CI on.
 func TestBenchGRO(t *testing.T) {
-	if testing.Short() && os.Getenv("CI") != "true" {
+	if testing.Short() && !netnstest.CI() {
 		t.Skip("iperf3 runs take a while")
 	}
 	requirePrivileged(t, "iperf3")

@@ -21,7 +21,7 @@ func StartT(t *testing.T, ctx context.Context, job string, env map[string]string
 		// Prepare installs it (as root, from Debian); outside CI a
 		// machine without apt-get cannot.
 		if _, err := exec.LookPath("apt-get"); err != nil {
-			netnstest.Unavailable(t, "needs qemu-system-x86_64 or apt-get to install it")
+			netnstest.SkipOrFail(t, "needs qemu-system-x86_64 or apt-get to install it")
 		}
 	}
 	p, err := Start(ctx, Options{Job: job, Env: env, Netns: ns.Name()})
