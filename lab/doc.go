@@ -1,5 +1,6 @@
 // Package lab builds a virtual test network in Linux network namespaces and
-// runs the router in it.
+// runs the router in it: cmd/gvlab is its binary, and the router it runs
+// is a cmd/gvrouter process, as on a board.
 //
 // # Topology
 //

@@ -11,7 +11,7 @@ import (
 type Options struct {
 	// RouterBinary is the router executable, run as
 	// "RouterBinary run -config FILE" and, for bench (c),
-	// "RouterBinary bridge -a lan0 -b wan0". Example: "/usr/local/bin/router".
+	// "RouterBinary bridge -a lan0 -b wan0". Example: "/usr/sbin/gvrouter".
 	RouterBinary string
 	// StatusPort is the port on 127.0.0.1 in the machine's own namespace
 	// where the lab exposes the router's status page; 0 picks a free port.
