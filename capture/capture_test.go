@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/internal/netnstest"
 )
 
 // tshark returns tshark's fields (one line per frame, fields split by
@@ -22,10 +23,7 @@ func tshark(t *testing.T, file string, in []byte, fields ...string) [][]string {
 	t.Helper()
 	path, err := exec.LookPath("tshark")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("tshark: %v", err)
-		}
-		t.Skipf("tshark: %v", err)
+		netnstest.SkipOrFail(t, "tshark: %v", err)
 	}
 	args := []string{"-r", file, "-T", "fields", "-E", "separator=/t", "-E", "occurrence=f"}
 	for _, f := range fields {

@@ -23,6 +23,6 @@
 //
 // Server serves captures on a Unix socket (mode 0660) to root and the
 // daemon's group only, checked per connection with SO_PEERCRED; Dial is
-// its client, used by `router capture`. HTTPHandler serves the same on
+// its client, used by `gvrouter capture`. HTTPHandler serves the same on
 // the status page where the caller allows it.
 package capture

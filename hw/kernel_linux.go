@@ -91,7 +91,7 @@ func newKernelState(ifname string, ifindex int, mac net.HardwareAddr, stateDir s
 		// Another namespace's router (sharing this state_dir) crashed
 		// on a port of the same name: its record is the only copy of
 		// that port's settings, so it is not overwritten.
-		return nil, fmt.Errorf("hw: open %s: %s holds the settings of a port %s in network namespace %d (this is %d) that a router did not give back: run `router restore` there, or give this router a state_dir of its own",
+		return nil, fmt.Errorf("hw: open %s: %s holds the settings of a port %s in network namespace %d (this is %d) that a router did not give back: run `gvrouter restore` there, or give this router a state_dir of its own",
 			ifname, k.store.Path(ifname), ifname, rec.Netns, ns)
 	case rec.BootID != boot || rec.Netns != ns || rec.Ifindex != ifindex:
 		log.Warn("state record is about another boot or interface: the kernel reset what it lists; discarded",

@@ -71,7 +71,7 @@ type TakeoverConfig struct {
 // AF_XDP one, hw/xdpport) changed on its interface, kept in the same
 // takeover record as Port's: each change is recorded before it is made,
 // Restore puts them back, and after a crash the next TakeOver (or Open)
-// adopts the record and the package's Restore (`router restore`) undoes
+// adopts the record and the package's Restore (`gvrouter restore`) undoes
 // it. It is not safe for concurrent use.
 type Takeover struct {
 	k   *kernelState

@@ -2,7 +2,6 @@ package router
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 
 	"github.com/gvrouter/gvrouter/macsec"
@@ -80,24 +79,11 @@ func (rs *runningSecY) stopMKA() {
 	}
 }
 
-// WithMKARand makes the MKA participants draw MIs and SAKs from rand
-// instead of crypto/rand: a test that must know the SAKs (the lab's
-// key-leak check) injects it. Never use it outside tests.
-func WithMKARand(rand io.Reader) Option { return func(r *Router) { r.mkaRand = rand } }
-
 // MKASecY is what an MKA participant keys: the SecY, whose cipher suite
 // it can switch (WithMKASecY).
 type MKASecY interface {
 	mka.SecY
 	mka.SuiteSwitcher
-}
-
-// WithMKASecY puts wrap's SecY between each MKA participant and its
-// SecY: a test that must steer what the participant installs (a transmit
-// SA that starts near PN exhaustion, so that the peer's key server
-// rekeys) wraps it. Never use it outside tests.
-func WithMKASecY(wrap func(MKASecY) MKASecY) Option {
-	return func(r *Router) { r.mkaSecY = wrap }
 }
 
 // mkaSuites are the cipher suites a participant accepts from a key

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # ab-lab.sh: compare router builds on one kept lab, run by run, with router
-# CPU per Gbit beside the throughput. Where `router lab -bench` sets up a
-# lab per run, this keeps one (`router lab -keep`) and swaps only the
+# CPU per Gbit beside the throughput. Where `gvlab -bench` sets up a
+# lab per run, this keeps one (`gvlab -keep`) and swaps only the
 # router binary, so the hosts, their sockets and the namespaces stay the
 # same between the builds compared; it is how the vnet-header question of
 # docs/performance.md ("Issue 21's last point") was measured.
 #
-#   router lab -keep &           # note its id, e.g. gvl20677
+#   gvlab -keep &           # note its id, e.g. gvl20677
 #   scripts/ab-lab.sh gvl20677 7 /tmp/router-head /tmp/router-parent [/tmp/router-x ...]
 #
 # Per round and build: start the build in the lab's router namespace on

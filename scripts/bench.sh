@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench.sh builds the router and runs `router lab -bench` with the fixed
+# bench.sh builds the router and the lab and runs `gvlab -bench` with the fixed
 # settings (iperf3 -t 10 -O 2, one stream and -P 4, both directions, median
 # of 5 runs) for (a) the router (NAT: masquerade), (b) kernel forwarding,
 # (n) kernel nftables masquerade, (c) the hw port bridge and (d) the kernel
@@ -14,7 +14,7 @@
 # -host-offloads -bench-modes an`), and fails a router run with an
 # oversize drop. The output is
 # teed to bench-<UTC time>.txt in the module root (or to $BENCH_OUT).
-# Extra arguments go to `router lab` (e.g. -debug). Needs root and iperf3.
+# Extra arguments go to `gvlab` (e.g. -debug). Needs root and iperf3.
 #
 # --smoke (first argument): a quick run for CI (-t 2, one run each); the
 # figures are printed, never gated.
@@ -54,13 +54,17 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-# The version string the status page and `router version` show (the
+# The version string the status page and `gvrouter version` show (the
 # machines build with -buildvcs=false, so there is no VCS stamp).
-go build -ldflags "-X main.version=$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)" -o "$tmp/router" ./cmd/router
+go build -ldflags "-X main.version=$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)" -o "$tmp/gvrouter" ./cmd/gvrouter
+go build -o "$tmp/gvlab" ./cmd/gvlab
 extra=()
 if [ -n "$baseline" ]; then
 	git -C "$root" worktree add -q --detach "$tmp/baseline-src" "$baseline"
-	(cd "$tmp/baseline-src" && go build -ldflags "-X main.version=$(git describe --always 2>/dev/null || echo unknown)" -o "$tmp/router-baseline" ./cmd/router)
+	# Builds before issue 36 named the appliance's package cmd/router.
+	pkg=./cmd/gvrouter
+	[ -d "$tmp/baseline-src/cmd/gvrouter" ] || pkg=./cmd/router
+	(cd "$tmp/baseline-src" && go build -ldflags "-X main.version=$(git describe --always 2>/dev/null || echo unknown)" -o "$tmp/router-baseline" "$pkg")
 	extra=(-bench-baseline "$tmp/router-baseline")
 fi
 
@@ -71,6 +75,6 @@ out=${BENCH_OUT:-$root/bench-$(date -u +%Y%m%dT%H%M%SZ).txt}
 		echo "# baseline (A, C): $(git -C "$root" rev-parse --short "$baseline")"
 	fi
 	echo "# $(uname -srm), $(nproc) CPUs, $(go version | cut -d' ' -f3), load $(cut -d' ' -f1-3 /proc/loadavg)"
-	"$tmp/router" lab -bench -bench-seconds "$secs" -bench-runs "$runs" -status-port 0 "${extra[@]}" "$@" 2>&1
+	"$tmp/gvlab" -router "$tmp/gvrouter" -bench -bench-seconds "$secs" -bench-runs "$runs" -status-port 0 "${extra[@]}" "$@" 2>&1
 } | tee "$out"
 echo "bench.sh: output in $out" >&2

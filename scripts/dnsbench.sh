@@ -17,7 +17,7 @@
 # never gated. BENCH_OUT=FILE also writes the output there.
 #
 # --router (after --smoke, if both): (a) is the whole router instead,
-# `router run` in the server namespace owning both veths (AF_PACKET, the
+# `gvrouter run` in the server namespace owning both veths (AF_PACKET, the
 # forwarder in netstack on 10.54.0.1, upstream 10.53.0.1 by dns.upstreams),
 # against dnsmasq in its place: the kernel holds the two addresses only
 # during dnsmasq's turns. Needs ethtool too (wire-like offloads: the router
@@ -59,7 +59,7 @@ trap cleanup EXIT
 go build -o "$tmp/dnsforwardbench" ./services/dnsforward/internal/dnsforwardbench
 if [ "$mine" = router ]; then
 	command -v ethtool >/dev/null || { echo "dnsbench.sh: --router needs ethtool" >&2; exit 1; }
-	go build -ldflags "-X main.version=$(git describe --always --dirty 2>/dev/null || echo unknown)" -o "$tmp/router" ./cmd/router
+	go build -ldflags "-X main.version=$(git describe --always --dirty 2>/dev/null || echo unknown)" -o "$tmp/router" ./cmd/gvrouter
 	cat >"$tmp/router.yaml" <<EOF
 hardware: generic
 ports: [{name: s1}, {name: s0}]

@@ -2,7 +2,7 @@
 // kernel's settings when it took a port over, so that the settings from
 // before the first takeover come back even after the router crashed: a
 // router started after a crash adopts the record (and its own leftovers,
-// such as its ingress drop), and its clean stop or `router restore` puts
+// such as its ingress drop), and its clean stop or `gvrouter restore` puts
 // back what the record says.
 //
 // # What is recorded, and when

@@ -28,7 +28,7 @@ type VersionError struct {
 
 // Error implements error.
 func (e *VersionError) Error() string {
-	return fmt.Sprintf("takeover: %s is a version %d record, this router reads version %d: restore with the router that wrote it (router restore), or remove the file once the port is as it should be",
+	return fmt.Sprintf("takeover: %s is a version %d record, this router reads version %d: restore with the router that wrote it (gvrouter restore), or remove the file once the port is as it should be",
 		e.Path, e.Version, Version)
 }
 

@@ -89,7 +89,7 @@
 // a corrupt one, so the stack drops it when it is for the router and
 // forwards it unrepaired otherwise. On such links the peer's TX
 // checksumming must be off (ethtool -K PEER tx off), as the lab has it
-// on every veth end (router/lab hostOffloads).
+// on every veth end (lab hostOffloads).
 //
 // # Kernel settings
 //
@@ -123,7 +123,7 @@
 // Each change goes through hw.TakeOver: the value from before is
 // written to the port's takeover record in Config.StateDir before it
 // changes, Close puts it back, and after a crash the next Open adopts
-// the record and hw.Restore (`router restore`) undoes it
+// the record and hw.Restore (`gvrouter restore`) undoes it
 // (TestTakeoverCrash). The XDP program needs no record: it hangs on a
 // BPF link that dies with the process.
 //

@@ -65,7 +65,7 @@ func testMKA(t *testing.T, suite macsec.CipherSuite, klen int) {
 		cakHex = "135bd758b0ee5c11c55ff6ab19fdb199"
 		cknHex = "96437a93ccf10d9dfe347846cce52c7d"
 	)
-	p, ns := startPeer(t, ctx, "mka", map[string]string{
+	p, ns := linuxpeer.StartT(t, ctx, "mka", map[string]string{
 		"MKA_CAK": cakHex, "MKA_CKN": cknHex, "MKA_PRIORITY": "255", "ADDR": "10.77.0.2/24",
 	})
 	part, secy, stop := startParticipant(t, ctx, p, ns, cakHex, cknHex, 16, suite)
@@ -115,7 +115,7 @@ func testMKA(t *testing.T, suite macsec.CipherSuite, klen int) {
 	// That takes about 10 s.
 	deadline = time.Now().Add(30 * time.Second)
 	for {
-		show = guest(t, ctx, p, "ip macsec show", 10*time.Second)
+		show = p.MustRun(t, ctx, "ip macsec show", 10*time.Second)
 		if len(saRE.FindAllString(show, -1)) >= 2 {
 			break
 		}
@@ -225,7 +225,7 @@ func TestMKAWPASupplicantKeyServer(t *testing.T) {
 		cakHex = "0b9a9c5d6e52e4e0f6f8e1bb3c1d2a77"
 		cknHex = "d1c4f0a3"
 	)
-	p, ns := startPeer(t, ctx, "mka", map[string]string{
+	p, ns := linuxpeer.StartT(t, ctx, "mka", map[string]string{
 		"MKA_CAK": cakHex, "MKA_CKN": cknHex, "MKA_PRIORITY": "16", "ADDR": "10.77.0.2/24",
 	})
 	part, secy, stop := startParticipant(t, ctx, p, ns, cakHex, cknHex, 200, macsec.GCMAES128)

@@ -9,7 +9,7 @@ set -euo pipefail
 CACHE=${LINUXPEER_CACHE:-/var/tmp/gvrouter-linuxpeer/v1}
 log() { echo "linuxpeer: $*" >&2; }
 
-# The Debian packages prepare needs on the host; .ci/run installs the same.
+# The Debian packages prepare needs on the host; scripts/setup.sh installs the same.
 # busybox-static is downloaded, not installed: it conflicts with busybox,
 # which udhcpc (a DHCP peer of the services' tests) depends on.
 PKGS="qemu-system-x86 iproute2 cpio kmod iperf3 wpasupplicant python3"

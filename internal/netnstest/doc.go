@@ -1,5 +1,5 @@
 // Package netnstest holds the helpers that the Linux lab tests of package
-// hw and package hw/vswitch, and the services' interop tests, share: a
+// hw and package lab/vswitch, and the services' interop tests, share: a
 // network namespace per test, raw AF_PACKET sockets inside one, the
 // privileged check and the Ethernet frame builders those tests inject and
 // look for.

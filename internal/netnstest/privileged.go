@@ -14,9 +14,11 @@ import (
 // lab tests ran.
 func CI() bool { return os.Getenv("CI") == "true" }
 
-// Unavailable ends tb because something the test needs is missing: it
-// skips, or under CI fails.
-func Unavailable(tb testing.TB, format string, args ...any) {
+// SkipOrFail ends tb because something the test needs is missing (a
+// privilege, a tool, a peer): it skips, or under CI fails. It is the one
+// place that decides; every test in the module that can miss something
+// calls it.
+func SkipOrFail(tb testing.TB, format string, args ...any) {
 	tb.Helper()
 	if CI() {
 		tb.Fatalf(format, args...)
@@ -34,13 +36,13 @@ func SkipIfNotPermitted(tb testing.TB, err error, format string, args ...any) {
 	}
 }
 
-// Privileged ends tb through Unavailable unless it runs as root (for
+// Privileged ends tb through SkipOrFail unless it runs as root (for
 // CAP_NET_ADMIN, CAP_NET_RAW and CAP_SYS_ADMIN) and finds every one of
 // tools on PATH. A tool given as "a|b" needs either of a and b.
 func Privileged(tb testing.TB, tools ...string) {
 	tb.Helper()
 	if os.Geteuid() != 0 {
-		Unavailable(tb, "needs root (CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN)")
+		SkipOrFail(tb, "needs root (CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN)")
 	}
 	for _, tool := range tools {
 		var err error
@@ -50,7 +52,7 @@ func Privileged(tb testing.TB, tools ...string) {
 			}
 		}
 		if err != nil {
-			Unavailable(tb, "needs %s: %v", strings.ReplaceAll(tool, "|", " or "), err)
+			SkipOrFail(tb, "needs %s: %v", strings.ReplaceAll(tool, "|", " or "), err)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/gvrouter/gvrouter/internal/netnstest"
 )
 
 // aliasBomb returns a config whose SA list, RX SC list and SecY list are
@@ -378,7 +380,7 @@ func TestConntrackMemory(t *testing.T) {
 		if want := uint64(16777216) * ConntrackFlowBytes; (want > total/2) != (err != nil) {
 			t.Errorf("Parse(max 16777216) with MemTotal %d = %v", total, err)
 		}
-	} else if os.Getenv("CI") == "true" {
-		t.Errorf("no MemTotal in /proc/meminfo")
+	} else {
+		netnstest.SkipOrFail(t, "no MemTotal in /proc/meminfo")
 	}
 }

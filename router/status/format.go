@@ -114,7 +114,7 @@ func dropList(m map[string]uint64) []drop {
 }
 
 // The page's number formats, for tests outside this package that check
-// what a browser shows (router/lab's TestLabBrowser).
+// what a browser shows (lab's TestLabBrowser).
 
 // FormatBytes is the page's byte count: "512 B", "1.50 KiB".
 func FormatBytes(n uint64) string { return formatBytes(n) }

@@ -40,7 +40,7 @@ func TestInteropScapy(t *testing.T) {
 	t.Parallel()
 	netnstest.Privileged(t, "ip", "sysctl", "/usr/bin/python3")
 	if out, err := exec.Command("/usr/bin/python3", "-c", "import scapy.layers.inet6").CombinedOutput(); err != nil {
-		netnstest.Unavailable(t, "scapy: %v: %s", err, out)
+		netnstest.SkipOrFail(t, "scapy: %v: %s", err, out)
 	}
 	n := newTwoNS(t, "raa", "disable_ipv6=1")
 	l, err := NewLearner(LearnerConfig{Link: n.link})

@@ -1,0 +1,258 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gvrouter/gvrouter/internal/netnstest"
+)
+
+// buildRouter builds cmd/gvrouter into the test's temporary directory.
+func buildRouter(t *testing.T) string {
+	t.Helper()
+	return buildRouterTags(t, "")
+}
+
+// buildRouterTags is buildRouter with build tags, e.g. "labmka".
+func buildRouterTags(t *testing.T, tags string) string {
+	t.Helper()
+	skipOrFail := func(format string, args ...any) { t.Helper(); netnstest.SkipOrFail(t, format, args...) }
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		skipOrFail("go env GOMOD: %v", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	if m, _ := filepath.Glob(filepath.Join(root, "cmd", "gvrouter", "*.go")); len(m) == 0 {
+		skipOrFail("no cmd/gvrouter in %s", root)
+	}
+	bin := filepath.Join(t.TempDir(), "router")
+	cmd := exec.Command("go", "build", "-tags", tags, "-o", bin, "./cmd/gvrouter")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/gvrouter: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestRun runs the whole lab against the real router binary: ping and TCP
+// cross it both ways in both families (IPv4 inbound through the port
+// forward), masquerade, hairpin, fragments, traceroute and the fast path
+// work, the status page answers in the LAN
+// and at 127.0.0.1:PORT here, the router's counters rise while the kernel
+// of the router namespace forwards nothing, and everything is gone after.
+func TestRun(t *testing.T) {
+	requirePrivileged(t)
+	bin := buildRouter(t)
+	port := freePort(t)
+	var out bytes.Buffer
+	var routerPID int
+	hookRan := false
+	opt := Options{
+		RouterBinary: bin,
+		StatusPort:   port,
+		Log:          testLogger(t),
+		Stdout:       &out,
+		testHook: func(l *lab) error {
+			hookRan = true
+			routerPID = l.router.cmd.Process.Pid
+			// Checked from outside the lab's own proofs.
+			if got := labNamespaces(t, os.Getpid()); len(got) != 3 {
+				return fmt.Errorf("lab namespaces = %v, want 3", got)
+			}
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/status", port))
+			if err != nil {
+				return fmt.Errorf("status page at 127.0.0.1:%d: %w", port, err)
+			}
+			var body bytes.Buffer
+			body.ReadFrom(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("status page at 127.0.0.1:%d: %s", port, resp.Status)
+			}
+			c1, err := parseStatus(body.Bytes())
+			if err != nil {
+				return err
+			}
+			kBefore, err := readKernelState(l.rtrNS)
+			if err != nil {
+				return err
+			}
+			if _, err := tcpEcho(context.Background(), l.lanNS, l.wanNS, wanHost4.Addr()); err != nil {
+				return fmt.Errorf("TCP LAN→WAN: %w", err)
+			}
+			if _, err := ping(context.Background(), l.wanNS, lanHost6.Addr()); err != nil {
+				return err
+			}
+			kAfter, err := readKernelState(l.rtrNS)
+			if err != nil {
+				return err
+			}
+			if err := kernelSilent(kBefore, kAfter); err != nil {
+				return err
+			}
+			c2, err := l.freshCounters(context.Background(), time.Now())
+			if err != nil {
+				return err
+			}
+			for _, name := range []string{"lan", "wan"} {
+				if c2[name].RxPackets <= c1[name].RxPackets {
+					return fmt.Errorf("router %s rx_packets %d → %d, want a rise", name, c1[name].RxPackets, c2[name].RxPackets)
+				}
+			}
+			for _, dev := range []string{lanPort, wanPort} {
+				if a, err := ifAddrs(context.Background(), l.rtrNS, dev); err != nil || len(a) != 0 {
+					return fmt.Errorf("kernel addresses on %s: %v (%v)", dev, a, err)
+				}
+			}
+			// The port's kernel IPv6 is off: only the router's own
+			// memberships put all-routers and the solicited-node group
+			// of fd77:1::1 on the LAN port's filter.
+			maddr, err := output(context.Background(), l.rtrNS, "ip", "maddr", "show", "dev", lanPort)
+			if err != nil {
+				return err
+			}
+			for _, g := range []string{"33:33:00:00:00:02", "33:33:ff:00:00:01", "33:33:00:01:00:02"} {
+				if !strings.Contains(string(maddr), g) {
+					return fmt.Errorf("ip maddr show dev %s lacks %s:\n%s", lanPort, g, maddr)
+				}
+			}
+			return nil
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := Run(ctx, opt)
+	t.Logf("output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("Run() error: %v", err)
+	}
+	if !hookRan {
+		t.Fatalf("test hook did not run")
+	}
+	for _, want := range []string{
+		"ok   ping LAN→WAN IPv4", "ok   ping WAN→router WAN address IPv4", "ok   ping LAN→WAN IPv6", "ok   ping WAN→LAN IPv6",
+		"ok   TCP LAN→WAN IPv6", "ok   TCP WAN→LAN IPv6",
+		"ok   masquerade: TCP LAN→WAN", "ok   port forward: TCP WAN→LAN", "ok   hairpin", "ok   UDP 3000-byte datagram",
+		"ok   traceroute", "ok   fast path",
+		"ok   LAN host DNS by stateless DHCPv6 from the router (ISC dhclient -6 -S) DNS fd77:1::1",
+		"ok   IPv6 prefix delegated by the ISP (kea-dhcp6) numbers the LAN fd77:80",
+		"ok   IPv6 default route learned from the ISP's RAs (radvd)    ::/0 via fe80:",
+		"ok   LAN host's lease name resolves to its IPv6 address (AAAA, over IPv6) lab-v6host.lan AAAA [fd77:1::2",
+		"ok   LAN host autoconfigures by SLAAC from the router's RAs (its kernel) fd77:1::",
+		"ok   status page from LAN host http://10.77.1.1/api/status",
+		fmt.Sprintf("ok   status page from this machine http://127.0.0.1:%d/api/status", port),
+		"ok   router counters rose",
+		"ok   kernel in router namespace forwarded nothing",
+		"ok   no kernel addresses on lan0, wan0",
+		"proofs passed",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if ns := labNamespaces(t, os.Getpid()); len(ns) != 0 {
+		t.Errorf("namespaces left after Run: %v", ns)
+	}
+	if _, err := os.Stat(filepath.Join(runDir, runPrefix(os.Getpid()))); !os.IsNotExist(err) {
+		t.Errorf("run directory left after Run (stat error %v)", err)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", routerPID)); !os.IsNotExist(err) {
+		t.Errorf("router process %d still exists after Run", routerPID)
+	}
+	if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
+		c.Close()
+		t.Errorf("127.0.0.1:%d still accepts after Run", port)
+	}
+}
+
+// TestRunBCM47094 runs the lab's appliance topology against the real
+// router binary: LAN host — emulated BCM53012 (LAN untagged VLAN 1, WAN
+// untagged VLAN 2, CPU port tagged) — router eth0 with eth0.1 and eth0.2
+// — WAN host. Ping and TCP cross it both ways and the status page answers
+// in the LAN; the router received the LAN's and WAN's frames tagged, and
+// everything is gone after.
+func TestRunBCM47094(t *testing.T) {
+	requirePrivileged(t)
+	bin := buildRouter(t)
+	port := freePort(t)
+	var out bytes.Buffer
+	opt := Options{
+		RouterBinary: bin,
+		StatusPort:   port,
+		Topology:     TopologyBCM47094,
+		Log:          testLogger(t),
+		Stdout:       &out,
+		testHook: func(l *lab) error {
+			if got := labNamespaces(t, os.Getpid()); len(got) != 4 {
+				return fmt.Errorf("lab namespaces = %v, want 4", got)
+			}
+			body, err := httpGet(context.Background(), l.lanNS, "http://10.77.1.1/api/status")
+			if err != nil {
+				return err
+			}
+			var st struct {
+				Interfaces []struct {
+					Name string `json:"name"`
+					Port string `json:"port"`
+					VLAN []int  `json:"vlan"`
+				} `json:"interfaces"`
+			}
+			if err := json.Unmarshal(body, &st); err != nil {
+				return fmt.Errorf("status page: %w", err)
+			}
+			got := map[string]string{}
+			for _, i := range st.Interfaces {
+				got[i.Name] = fmt.Sprint(i.Port, i.VLAN)
+			}
+			if got["eth0.1"] != "eth0[1]" || got["eth0.2"] != "eth0[2]" {
+				return fmt.Errorf("status page interfaces %v, want eth0.1 on eth0 VLAN 1, eth0.2 on eth0 VLAN 2", got)
+			}
+			return nil
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := Run(ctx, opt)
+	t.Logf("output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("Run() error: %v", err)
+	}
+	for _, want := range []string{
+		"BCM53012 switch",
+		"ok   ping LAN→WAN IPv4", "ok   ping WAN→router WAN address IPv4", "ok   ping LAN→WAN IPv6", "ok   ping WAN→LAN IPv6",
+		"ok   TCP LAN→WAN IPv6", "ok   TCP WAN→LAN IPv6",
+		"ok   masquerade: TCP LAN→WAN", "ok   port forward: TCP WAN→LAN", "ok   hairpin", "ok   UDP 3000-byte datagram",
+		"ok   traceroute", "ok   fast path",
+		"ok   status page from LAN host http://10.77.1.1/api/status",
+		"ok   router counters rose",
+		"ok   no kernel addresses on eth0",
+		"proofs passed",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if ns := labNamespaces(t, os.Getpid()); len(ns) != 0 {
+		t.Errorf("namespaces left after Run: %v", ns)
+	}
+}

@@ -1,0 +1,86 @@
+package router
+
+// The lab's hooks: what package router offers only so that the lab (lab/,
+// cmd/gvlab) and the whole-router tests can measure or steer a router.
+// None is reachable from the config; the appliance reaches ServeDiscard
+// only through "gvrouter run -bench-sink" and WithMKARand only in a build
+// with -tags labmka (cmd/gvrouter/labhooks.go says why each exists there).
+//
+//   - ServeDiscard: a TCP sink in the router's netstack, so that the
+//     lab's GRO bench (gvlab -bench-modes g) and the MACsec interop test
+//     can measure TCP the router terminates, with nothing else in the way.
+//   - WithMKARand: a known stream of MIs and SAKs, so that the lab's
+//     key-leak test can grep every log, page and capture for the SAKs.
+//   - WithMKASecY: a wrapper around the SecY an MKA participant keys, so
+//     that a test can start a transmit SA near PN exhaustion and make the
+//     peer's key server rekey.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+)
+
+// ServeDiscard accepts TCP connections at addr in the router's netstack
+// and reads and drops whatever they send (RFC 863), so that a sender
+// measures how fast the router terminates TCP. It is for the lab's GRO
+// bench (gvrouter run -bench-sink), not part of the config: a production
+// router has no business sinking traffic. The listener closes with the
+// router; a reload that restarts the status listeners (their interface's
+// addresses changed, say by a delegation) opens it again.
+func (r *Router) ServeDiscard(addr netip.AddrPort) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.net == nil {
+		return errors.New("router: closed")
+	}
+	return r.serveDiscardLocked(addr)
+}
+
+func (r *Router) serveDiscardLocked(addr netip.AddrPort) error {
+	ln, err := r.net.ListenTCP(addr)
+	if err != nil {
+		return fmt.Errorf("router: discard listener %s: %w", addr, err)
+	}
+	sl := &statusListener{Listener: ln}
+	r.listeners = append(r.listeners, sl)
+	r.sinks = append(r.sinks, addr)
+	if err := r.applyNATLocked(); err != nil {
+		r.log.Warn("nat: reserving the discard port", "addr", addr, "err", err)
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				if !sl.closing.Load() {
+					r.log.Warn("discard listener stopped", "addr", addr, "err", err)
+				}
+				return
+			}
+			// Not in r.wg: Close must not wait for a sender to stop;
+			// closing the netstack ends the read.
+			go func() {
+				defer c.Close()
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	r.log.Info("discard sink listening", "on", addr)
+	return nil
+}
+
+// WithMKARand makes the MKA participants draw MIs and SAKs from rand
+// instead of crypto/rand: a test that must know the SAKs (the lab's
+// key-leak check) injects it. Never use it outside tests.
+func WithMKARand(rand io.Reader) Option { return func(r *Router) { r.mkaRand = rand } }
+
+// WithMKASecY puts wrap's SecY between each MKA participant and its
+// SecY: a test that must steer what the participant installs (a transmit
+// SA that starts near PN exhaustion, so that the peer's key server
+// rekeys) wraps it. Never use it outside tests.
+func WithMKASecY(wrap func(MKASecY) MKASecY) Option {
+	return func(r *Router) { r.mkaSecY = wrap }
+}
