@@ -73,7 +73,7 @@ type Router struct {
 	services  map[string]*runningService
 	dnsHosts  dnsHostBook // the DHCP leases' names for the forwarder (dnsforwarder.go)
 	ports     map[string]*runningPort
-	net       *stack.Router
+	net       *stack.Netstack
 	listeners []*statusListener
 	sinks     []netip.AddrPort // ServeDiscard listeners, reserved from SNAT
 	closed    bool

@@ -110,7 +110,7 @@
 //
 // # Reload
 //
-// [Router.Apply] moves the running stack to a new [Config]: it adds and
+// [Netstack.Apply] moves the running stack to a new [Config]: it adds and
 // removes NICs, addresses and routes and leaves everything unchanged alone,
 // so connections through unchanged interfaces survive.
 package stack

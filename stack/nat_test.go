@@ -22,7 +22,7 @@ import (
 	"github.com/gvrouter/gvrouter/stack/stacktest"
 )
 
-// newNATLab is the lab of router_test.go with a NAT engine: lan is inside,
+// newNATLab is the lab of netstack_test.go with a NAT engine: lan is inside,
 // wan is the outside interface, masqueraded, with the given forwards.
 func newNATLab(t *testing.T, forwards []natengine.Forward) (*lab, *natengine.Engine) {
 	return newNATLabWith(t, forwards, nil)
