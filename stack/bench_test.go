@@ -65,9 +65,10 @@ func BenchmarkDispatch(b *testing.B) {
 			e := testEndpoint(&nopDispatcher{})
 			local := e.local.Load()
 			b.Run(fmt.Sprintf("ours/%s/%dB", dst.name, size), func(b *testing.B) {
+				r := &rxRun{mac: e.mac, mtu: 1500, local: local}
 				runBatches(b, frames, func(fs []hw.Frame) {
 					for i := range fs {
-						v := classify(&fs[i], e.mac, 1500, local, nil, nil, 0, false, nil)
+						v := classify(&fs[i], r)
 						if v.dropped {
 							b.Fatalf("dropped: %s", v.drop)
 						}
@@ -81,9 +82,10 @@ func BenchmarkDispatch(b *testing.B) {
 				netip.MustParsePrefix("fd00:1::/64"), netip.MustParsePrefix("10.9.0.0/16"), netip.MustParsePrefix("10.1.0.0/24"),
 			}, []netip.Prefix{netip.MustParsePrefix("10.1.0.1/24"), netip.MustParsePrefix("fd00:1::1/64")})
 			b.Run(fmt.Sprintf("ours+ingress/%s/%dB", dst.name, size), func(b *testing.B) {
+				r := &rxRun{mac: e.mac, mtu: 1500, local: local, ingress: src}
 				runBatches(b, frames, func(fs []hw.Frame) {
 					for i := range fs {
-						v := classify(&fs[i], e.mac, 1500, local, src, nil, 0, false, nil)
+						v := classify(&fs[i], r)
 						if v.dropped {
 							b.Fatalf("dropped: %s", v.drop)
 						}

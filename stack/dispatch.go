@@ -189,7 +189,7 @@ func (e *Endpoint) handleFrame(f *hw.Frame, r *rxRun) {
 			return
 		}
 	}
-	v := classify(f, r.mac, r.mtu, r.local, r.ingress, r.nat, r.in, r.inputDrop, r.frags)
+	v := classify(f, r)
 	if v.stolen {
 		return
 	}
@@ -273,21 +273,22 @@ func deliver(d stack.NetworkDispatcher, frame []byte, v *verdict, pins *forwardP
 
 func dropped(r dropReason) verdict { return verdict{drop: r, dropped: true} }
 
-// classify validates one frame. mac is the interface's MAC, mtu its L3
-// MTU, local the router's local addresses; src, if not nil, is the
-// interface's ingress source filter (srcfilter.go), applied after the IP
-// header checks and before everything else; nat, if not nil, runs its
-// Prerouting hook on IP packets received on in. It does not allocate.
+// classify validates one frame with the state of its receive run r:
+// r.mac is the interface's MAC, r.mtu its L3 MTU, r.local the router's
+// local addresses; r.ingress, if not nil, is the interface's ingress
+// source filter (srcfilter.go), applied after the IP header checks and
+// before everything else; r.nat, if not nil, runs its Prerouting hook on
+// IP packets received on r.in. It does not allocate.
 //
-// inputDrop is the WAN input policy: packets to the router's own
+// r.inputDrop is the WAN input policy: packets to the router's own
 // addresses that open a flow (natengine.CTNew: a TCP SYN, UDP that answers
 // none of the router's own flows and is not for its DHCP client ports,
 // any protocol but TCP, UDP, ICMP and IGMP) are dropped (fw4's wan zone
 // "input REJECT"), after NAT, so port forwards still pass (inputNew).
-// frags, if not nil, refuses fragments that could evade NAT and
+// r.frags, if not nil, refuses fragments that could evade NAT and
 // firewall, before NAT (fragguard.go).
-func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, src *sourceFilter, nat *natengine.Engine, in natengine.Iface, inputDrop bool, frags *fragFilter) verdict {
-	data := f.Data
+func classify(f *hw.Frame, r *rxRun) verdict {
+	data, mac, mtu := f.Data, r.mac, r.mtu
 	switch {
 	case f.WireLen > len(data), len(data) < header.EthernetMinimumSize:
 		return dropped(dropTruncated)
@@ -333,9 +334,9 @@ func classify(f *hw.Frame, mac tcpip.LinkAddress, mtu int, local *localSet, src 
 		return dropped(dropOversize)
 	}
 	if v.proto == header.IPv4ProtocolNumber {
-		classify4(f, l3, local, src, &v, nat, in, inputDrop, frags)
+		classify4(f, l3, r, &v)
 	} else {
-		classify6(f, l3, local, src, &v, nat, in, inputDrop, frags)
+		classify6(f, l3, r, &v)
 	}
 	return v
 }
@@ -372,7 +373,8 @@ func inputNew(tracked bool, st natengine.CTState, proto uint8, l4 []byte, fragme
 // classify4 validates an IPv4 packet (RFC 791, RFC 1812 section 5.2.2).
 // Netstack does not check the header checksum because we claim RX offload,
 // so it is checked here for every packet.
-func classify4(f *hw.Frame, ip []byte, local *localSet, src *sourceFilter, v *verdict, nat *natengine.Engine, in natengine.Iface, inputDrop bool, frags *fragFilter) {
+func classify4(f *hw.Frame, ip []byte, r *rxRun, v *verdict) {
+	local, src, nat, frags := r.local, r.ingress, r.nat, r.frags
 	if len(ip) < header.IPv4MinimumSize || ip[0]>>4 != 4 {
 		*v = dropped(dropMalformed)
 		return
@@ -406,7 +408,7 @@ func classify4(f *hw.Frame, ip []byte, local *localSet, src *sourceFilter, v *ve
 	var st natengine.CTState
 	if nat != nil {
 		var ok bool
-		if ok, st = prerouting(nat, f, ip, in, v); !ok {
+		if ok, st = prerouting(nat, f, ip, r.in, v); !ok {
 			return
 		}
 	}
@@ -423,7 +425,7 @@ func classify4(f *hw.Frame, ip []byte, local *localSet, src *sourceFilter, v *ve
 		return
 	}
 	fragment := h.More() || h.FragmentOffset() != 0
-	if forUs && inputDrop && inputNew(nat != nil, st, h.Protocol(), l4, fragment) {
+	if forUs && r.inputDrop && inputNew(nat != nil, st, h.Protocol(), l4, fragment) {
 		// Before the fragment check: a first fragment opens a flow too.
 		*v = dropped(dropFirewallInput)
 		return
@@ -474,7 +476,8 @@ func validTCP(l4 []byte) bool {
 
 // classify6 validates an IPv6 packet (RFC 8200). The hop limit is left to
 // netstack, which handles it correctly.
-func classify6(f *hw.Frame, ip []byte, local *localSet, src *sourceFilter, v *verdict, nat *natengine.Engine, in natengine.Iface, inputDrop bool, frags *fragFilter) {
+func classify6(f *hw.Frame, ip []byte, r *rxRun, v *verdict) {
+	local, src, nat, frags := r.local, r.ingress, r.nat, r.frags
 	if len(ip) < header.IPv6MinimumSize || ip[0]>>4 != 6 {
 		*v = dropped(dropMalformed)
 		return
@@ -500,12 +503,12 @@ func classify6(f *hw.Frame, ip []byte, local *localSet, src *sourceFilter, v *ve
 	var st natengine.CTState
 	if nat != nil {
 		var ok bool
-		if ok, st = prerouting(nat, f, ip, in, v); !ok {
+		if ok, st = prerouting(nat, f, ip, r.in, v); !ok {
 			return
 		}
 	}
 	forUs := local.has6(ip[24:40])
-	if forUs && inputDrop && inputNew(nat != nil, st, ip[6], ip[header.IPv6MinimumSize:end], false) {
+	if forUs && r.inputDrop && inputNew(nat != nil, st, ip[6], ip[header.IPv6MinimumSize:end], false) {
 		*v = dropped(dropFirewallInput)
 		return
 	}

@@ -341,7 +341,7 @@ func TestNATSelectiveGROAfterDNAT(t *testing.T) {
 		header.TCP(tcp).Encode(&header.TCPFields{SrcPort: 40000, DstPort: tt.port, SeqNum: 1, DataOffset: 20, Flags: header.TCPFlagSyn, WindowSize: 500})
 		frame := ethFrame(wanMAC, bMAC, header.IPv4ProtocolNumber, ipv4Packet(bIP4, wanIP4, 64, header.TCPProtocolNumber, tcp))
 		f := hw.Frame{Data: frame, WireLen: len(frame), CsumValid: true}
-		v := classify(&f, wan.mac, 1500, wan.local.Load(), nil, wan.nat, natIface(wan.nicID), false, nil)
+		v := classify(&f, &rxRun{mac: wan.mac, mtu: 1500, local: wan.local.Load(), nat: wan.nat, in: natIface(wan.nicID)})
 		if v.dropped {
 			t.Fatalf("%s: dropped (%s)", tt.scenario, v.drop)
 		}
