@@ -10,6 +10,65 @@ import (
 	"github.com/gvrouter/gvrouter/natengine"
 )
 
+// The receive data path, in the order a frame meets it, each stage with
+// its function and file. dispatch.go, fastpath.go and classify.go put
+// their functions in this order.
+//
+//  1. Port receive loop (hw/rx_linux.go rxQueue.routineReceive; an
+//     AF_XDP or TAP port's Run alike): one batch per ring block, frames
+//     pointing into the ring until the handler returns.
+//  2. Port entry (port.go PortInput.HandleBatch): the port's capture, if
+//     one runs, then the port's Trunk; with none the batch is a counted
+//     drop.
+//  3. VLAN demux (vlan.go Trunk.HandleBatch): txBatcher.begin
+//     (txbatch.go), the tags taken off (untag), each run of frames of one
+//     interface to its endpoint.
+//  4. Interface entry (macsec.go Endpoint.receive): the interface's
+//     capture (capture.go Endpoint.captureRx), MACsec frames to the SecY
+//     (MACsecLink.divert), whose plaintext comes back to its own
+//     interface (macsec.go MACsecLink.Receive: that interface's capture,
+//     then Endpoint.handleFrames, stage 5 on).
+//  5. Receive run (dispatch.go Endpoint.handleFramesInto): counters, the
+//     raw-frame taps (frametap.go Endpoint.tapFrames), the run's state
+//     read once (rxRun), each frame to handleFrame; a superframe to
+//     superframe.go Endpoint.handleSuperframe, which forwards it whole
+//     (fastForwardSuper) or cuts it and takes each segment through
+//     handleFrame (stages 6 to 9).
+//  6. Fast path (fastpath.go fastCandidate, completePartialInPlace,
+//     Endpoint.fastForward; the engine half is natengine's
+//     Engine.FastPathAt): a frame of an offloaded flow is rewritten in
+//     place and added to the run (fastRun.add). Under GROOn, TCP skips
+//     it.
+//  7. Classification (classify.go classify, classify4, classify6): frame
+//     and IP header checks, the ingress source filter (srcfilter.go
+//     sourceFilter.allows4/6), the fragment guard (fragguard.go
+//     fragFilter.refused), NAT Prerouting (classify.go prerouting), the
+//     TTL rule, the WAN input policy, checksums of packets for the router.
+//  8. Next-hop cache (nexthop.go Endpoint.forwardNew): an IPv4 packet of a
+//     new flow forwarded without netstack, added to the run like the fast
+//     path's.
+//  9. Slow path (dispatch.go Endpoint.handleFrame): fastRun.beforeSlow
+//     (fastpath.go) puts the run's frames into their egress batches
+//     first; groDecide (gro.go); a drop is counted, with ICMP where due
+//     (ttl.go Endpoint.sendTimeExceeded, fragguard.go
+//     Endpoint.sendIncompleteChain); GRO (gro.go groState.enqueue) or
+//     deliver copies the frame once into a PacketBuffer for netstack.
+// 10. Netstack forwards or terminates it; what it sends comes back in
+//     endpoint.go Endpoint.WritePackets: NAT Postrouting and Offload
+//     (nat.go Endpoint.natTransmit), then the egress's pending batch,
+//     deferred while a receive batch runs.
+// 11. Run end (dispatch.go Endpoint.handleFramesInto): fastRun.flush
+//     (fastpath.go, Endpoint.appendFastLocked: the egress's tags pushed in
+//     place, inplace.go, or the frame copied), the egress batches handed
+//     to the trunk's sendSet, GRO flushed, counters added once, held
+//     fragments delivered (nat.go deliverHeld).
+// 12. Transmit (fastpath.go sendSet.send at the port batch's end;
+//     endpoint.go Endpoint.flushTx, sendPendingLocked): the egress
+//     interface's capture (capture.go Endpoint.captureTx), one
+//     WriteFrames per egress interface (its port's writer, or macsec.go
+//     MACsecLink); then txBatcher.end (txbatch.go) sends what netstack
+//     deferred, before the ring block goes back to the kernel.
+
 // HandleBatch is the endpoint's hw.BatchHandler. It validates each frame,
 // copies the accepted ones once into pooled gVisor buffers and delivers
 // them to the NIC. Bad frames are dropped and counted by reason; nothing

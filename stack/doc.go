@@ -2,6 +2,14 @@
 // interface, static IPv4/IPv6 addresses and routes, IPv4/IPv6 forwarding,
 // ARP/NDP and ICMP errors.
 //
+// # Data path
+//
+// A port's receive loop calls its [PortInput], which hands each batch to
+// the port's [Trunk] and so to the interfaces' endpoints. The stages, in
+// the order a frame meets them, each with its function and file, are
+// listed at the top of dispatch.go; the fast path's stack half is in
+// fastpath.go, the checks before netstack in classify.go.
+//
 // # Link endpoint
 //
 // Each interface has an [Endpoint], our own gVisor link endpoint. Its
