@@ -7,8 +7,9 @@
 // the wire, 802.1Q tags in-band, SecTAG frames as sent and received) or
 // an interface (a VLAN interface's frames untagged, a SecY's plaintext).
 // The data path calls CaptureRx and CaptureTx once per batch; with no
-// capture running each call costs one atomic load, and interfaces do not
-// even hold a Point then (stack.Interface.SetCapture(nil)).
+// capture running each call costs one atomic load, and interfaces and a
+// port's receive entry do not even hold a Point then
+// (stack.Interface.SetCapture, stack.PortInput.SetCapture).
 //
 // # Sessions
 //

@@ -29,7 +29,8 @@ type Point struct {
 	mu       sync.Mutex
 	// attach, if set, is called under mu with true when the first
 	// session starts and false when the last one ends, so an interface
-	// holds the point only while a capture runs.
+	// or a port's receive entry holds the point only while a capture
+	// runs.
 	attach func(p *Point, on bool)
 	// counters, if set, reads the port's or interface's own frame
 	// counters, for a capture's Result.
@@ -44,7 +45,8 @@ type Point struct {
 func (p *Point) SetCounters(f func() (rx, tx uint64)) { p.counters = f }
 
 // NewPoint returns a point named name (the port or interface name).
-// attach may be nil (a port, whose wrappers always hold the point).
+// attach may be nil when the point's holders keep it for good (a
+// Writer).
 func NewPoint(name string, attach func(p *Point, on bool)) *Point {
 	return &Point{name: name, attach: attach}
 }
@@ -132,17 +134,6 @@ func (p *Point) CaptureTx(frames [][]byte, strip int) {
 			}
 			s.add(Out, f, nil, st, len(f)-st)
 		}
-	}
-}
-
-// WrapHandler returns h preceded by p's receive capture: a port's
-// receive loop calls it before the trunk strips tags.
-func (p *Point) WrapHandler(h hw.BatchHandler) hw.BatchHandler {
-	return func(queue int, frames []hw.Frame) {
-		if p.sessions.Load() != nil {
-			p.CaptureRx(frames)
-		}
-		h(queue, frames)
 	}
 }
 

@@ -16,15 +16,21 @@ import (
 )
 
 // Live capture wiring (package capture does the work). A port's point
-// wraps its receive handler and its writer for good: with no capture
-// running that costs one atomic load per batch each way. An interface
-// holds its point only while a capture runs on it (stack's
-// Interface.SetCapture).
+// wraps its writer for good: with no capture running that costs one
+// atomic load per batch. The port's receive entry (stack.PortInput) and
+// an interface (stack.Interface.SetCapture) hold their point only while
+// a capture runs on it.
 
 // capturePoint returns rp's point, made on first use.
 func (rp *runningPort) capturePoint() *capture.Point {
 	if rp.capture == nil {
-		rp.capture = capture.NewPoint(rp.port.Name(), nil)
+		rp.capture = capture.NewPoint(rp.port.Name(), func(p *capture.Point, on bool) {
+			if on {
+				rp.input.SetCapture(p)
+			} else {
+				rp.input.SetCapture(nil)
+			}
+		})
 		port := rp.port
 		rp.capture.SetCounters(func() (rx, tx uint64) {
 			st := port.Stats()

@@ -126,7 +126,7 @@ func withIPv6(cfg *config.Config, ras map[string]*learnedRA, pd *delegation, ids
 }
 
 // unassignedSets returns what the unassigned-prefix guard
-// (stack.Router.SetUnassigned6) needs: the delegation, and the /64s of it
+// (stack.Netstack.SetUnassigned6) needs: the delegation, and the /64s of it
 // that lan interfaces use. nil, nil without a delegation.
 func unassignedSets(pd *delegation, ids map[string]int) (delegated, assigned []netip.Prefix) {
 	if pd == nil || !pd.Prefix.IsValid() {

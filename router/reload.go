@@ -61,9 +61,9 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 		pc := cfg.Port(name)
 		switch {
 		case pc == nil:
-			rp.handler.Store(nil)
+			rp.input.SetTrunk(nil)
 		case !samePort(rp.cfg, *pc) || old.Hardware != cfg.Hardware || rp.extraTags != extraTags(cfg, name) || rp.host != hostKey(cfg, name):
-			rp.handler.Store(nil)
+			rp.input.SetTrunk(nil)
 			changed = append(changed, *pc)
 		}
 	}

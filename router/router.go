@@ -73,7 +73,7 @@ type Router struct {
 	services  map[string]*runningService
 	dnsHosts  dnsHostBook // the DHCP leases' names for the forwarder (dnsforwarder.go)
 	ports     map[string]*runningPort
-	net       *stack.Router
+	net       *stack.Netstack
 	listeners []*statusListener
 	sinks     []netip.AddrPort // ServeDiscard listeners, reserved from SNAT
 	closed    bool
@@ -148,9 +148,9 @@ type runningPort struct {
 	host   string
 	cancel context.CancelFunc
 	done   chan struct{}
-	// handler is the port's batch handler (its trunk's), swapped on
+	// input is the port's receive entry (its trunk's), re-pointed on
 	// reload.
-	handler atomicHandler
+	input stack.PortInput
 	// trunk demultiplexes the port's frames to its interfaces by VLAN;
 	// nil until the netstack exists.
 	trunk *stack.Trunk
@@ -388,7 +388,7 @@ func (r *Router) bindPortsLocked() {
 			}
 		})
 		if len(ifcs) == 0 {
-			rp.handler.Store(nil)
+			rp.input.SetTrunk(nil)
 			continue
 		}
 		if rp.trunk == nil {
@@ -398,7 +398,7 @@ func (r *Router) bindPortsLocked() {
 			// config.Validate rejects two interfaces with one VLAN.
 			r.log.Error("port interfaces", "port", name, "err", err)
 		}
-		rp.handler.Store(rp.capturePoint().WrapHandler(rp.trunk.HandleBatch))
+		rp.input.SetTrunk(rp.trunk)
 	}
 	r.reattachCapturesLocked()
 	r.syncMulticastLocked()
@@ -414,7 +414,7 @@ func (r *Router) startPortLocked(rp *runningPort) {
 	rp.done = make(chan struct{})
 	go func() {
 		defer close(rp.done)
-		err := rp.port.Run(ctx, rp.handler.Handle)
+		err := rp.port.Run(ctx, rp.input.HandleBatch)
 		if err != nil && ctx.Err() == nil {
 			r.log.Error("port receive loop stopped", "port", rp.port.Name(), "err", err)
 		}

@@ -130,7 +130,7 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 			drops = map[string]uint64{}
 		}
 		maps.DeleteFunc(drops, func(_ string, n uint64) bool { return n == 0 })
-		if n := rp.handler.dropped.Load(); n > 0 {
+		if n := rp.input.Dropped(); n > 0 {
 			drops["no_interface"] = n
 		}
 		if rp.trunk != nil {

@@ -65,9 +65,10 @@ func BenchmarkDispatch(b *testing.B) {
 			e := testEndpoint(&nopDispatcher{})
 			local := e.local.Load()
 			b.Run(fmt.Sprintf("ours/%s/%dB", dst.name, size), func(b *testing.B) {
+				r := &rxRun{mac: e.mac, mtu: 1500, local: local}
 				runBatches(b, frames, func(fs []hw.Frame) {
 					for i := range fs {
-						v := classify(&fs[i], e.mac, 1500, local, nil, nil, 0, false, nil)
+						v := classify(&fs[i], r)
 						if v.dropped {
 							b.Fatalf("dropped: %s", v.drop)
 						}
@@ -81,9 +82,10 @@ func BenchmarkDispatch(b *testing.B) {
 				netip.MustParsePrefix("fd00:1::/64"), netip.MustParsePrefix("10.9.0.0/16"), netip.MustParsePrefix("10.1.0.0/24"),
 			}, []netip.Prefix{netip.MustParsePrefix("10.1.0.1/24"), netip.MustParsePrefix("fd00:1::1/64")})
 			b.Run(fmt.Sprintf("ours+ingress/%s/%dB", dst.name, size), func(b *testing.B) {
+				r := &rxRun{mac: e.mac, mtu: 1500, local: local, ingress: src}
 				runBatches(b, frames, func(fs []hw.Frame) {
 					for i := range fs {
-						v := classify(&fs[i], e.mac, 1500, local, src, nil, 0, false, nil)
+						v := classify(&fs[i], r)
 						if v.dropped {
 							b.Fatalf("dropped: %s", v.drop)
 						}
@@ -127,7 +129,7 @@ func (discard) WriteFrames(frames [][]byte) (int, error) { return len(frames), n
 
 // benchRouter is a router with lan 10.1.0.1/24 and wan 10.2.0.1/24 and a
 // static neighbour for farIP4, so every frame is forwarded.
-func benchRouter(b *testing.B) *Router {
+func benchRouter(b *testing.B) *Netstack {
 	r, err := New(Config{Interfaces: []InterfaceConfig{
 		{Name: "lan", MAC: routerMAC, Addresses: []netip.Prefix{netip.MustParsePrefix("10.1.0.1/24")}, Writer: discard{}},
 		{Name: "wan", MAC: mustMAC("02:00:00:00:00:02"), Addresses: []netip.Prefix{netip.MustParsePrefix("10.2.0.1/24")}, Writer: discard{}},
@@ -172,7 +174,7 @@ type plainWriter struct{ hw.FrameWriter }
 
 // benchMACsecRouter returns a router with lan and ms1, whose SecY sits on
 // link (a discarding writer), and a route to farIP4 out of ms1.
-func benchMACsecRouter(b *testing.B, encrypt, inPlace bool) (*Router, *macsec.SecY) {
+func benchMACsecRouter(b *testing.B, encrypt, inPlace bool) (*Netstack, *macsec.SecY) {
 	link := NewMACsecLink()
 	cfg := macsec.DefaultConfig(macsec.MakeSCI([6]byte(routerMAC), 1))
 	cfg.Encrypt, cfg.Workers = encrypt, 1

@@ -68,7 +68,7 @@ type Config struct {
 	Routes     []RouteConfig
 	// NAT is the conntrack/NAT engine with its fast path; nil runs the
 	// router without conntrack. Only New reads it: the engine is the same
-	// for the Router's life (reload keeps every tracked flow).
+	// for the Netstack's life (reload keeps every tracked flow).
 	NAT *natengine.Engine
 }
 

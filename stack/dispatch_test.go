@@ -233,8 +233,9 @@ func TestDispatchAllocs(t *testing.T) {
 	frame := hw.Frame{Data: ethFrame(routerMAC, hostMAC, header.IPv4ProtocolNumber,
 		ipv4Packet(hostIP4, routerIP4, 64, header.UDPProtocolNumber, udpDatagram(1, 2, make([]byte, 1400))))}
 	local := e.local.Load()
+	r := &rxRun{mac: e.mac, mtu: 1500, local: local}
 	got := testing.AllocsPerRun(1000, func() {
-		v := classify(&frame, e.mac, 1500, local, nil, nil, 0, false, nil)
+		v := classify(&frame, r)
 		if v.dropped {
 			t.Fatalf("classify dropped the frame: %s", v.drop)
 		}

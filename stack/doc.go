@@ -2,6 +2,14 @@
 // interface, static IPv4/IPv6 addresses and routes, IPv4/IPv6 forwarding,
 // ARP/NDP and ICMP errors.
 //
+// # Data path
+//
+// A port's receive loop calls its [PortInput], which hands each batch to
+// the port's [Trunk] and so to the interfaces' endpoints. The stages, in
+// the order a frame meets them, each with its function and file, are
+// listed at the top of dispatch.go; the fast path's stack half is in
+// fastpath.go, the checks before netstack in classify.go.
+//
 // # Link endpoint
 //
 // Each interface has an [Endpoint], our own gVisor link endpoint. Its
@@ -110,7 +118,7 @@
 //
 // # Reload
 //
-// [Router.Apply] moves the running stack to a new [Config]: it adds and
+// [Netstack.Apply] moves the running stack to a new [Config]: it adds and
 // removes NICs, addresses and routes and leaves everything unchanged alone,
 // so connections through unchanged interfaces survive.
 package stack

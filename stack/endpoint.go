@@ -31,7 +31,7 @@ type Endpoint struct {
 	// vlan is the interface's VLAN tags and PCP; never nil.
 	vlan atomic.Pointer[egressVLAN]
 	// local is the router-wide set of local addresses, shared by all
-	// endpoints of one Router.
+	// endpoints of one Netstack.
 	local *atomic.Pointer[localSet]
 
 	// stack and nicID are set once before the NIC is created; they are

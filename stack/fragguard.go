@@ -134,6 +134,6 @@ type FragmentStats struct {
 }
 
 // FragmentStats returns the fragment guard's state.
-func (r *Router) FragmentStats() FragmentStats {
+func (r *Netstack) FragmentStats() FragmentStats {
 	return FragmentStats{Tracked: r.frags.g.Len(), Evicted: r.frags.g.Stats.Evicted.Load()}
 }

@@ -204,9 +204,9 @@ func TestFragmentGuardAllocs(t *testing.T) {
 		{"ipv4 later fragment", header.IPv4ProtocolNumber, fgFrag4(hostIP4, farIP4, protoUDP, 7, 100, true, make([]byte, 64))},
 	} {
 		frame := hw.Frame{Data: ethFrame(routerMAC, hostMAC, tc.et, tc.ip)}
-		classify(&frame, e.mac, 1500, local, nil, nil, 0, false, ff) // a fragment's datagram entry, once
+		classify(&frame, &rxRun{mac: e.mac, mtu: 1500, local: local, frags: ff}) // a fragment's datagram entry, once
 		got := testing.AllocsPerRun(1000, func() {
-			if v := classify(&frame, e.mac, 1500, local, nil, nil, 0, false, ff); v.dropped && tc.name != "ipv4 later fragment" {
+			if v := classify(&frame, &rxRun{mac: e.mac, mtu: 1500, local: local, frags: ff}); v.dropped && tc.name != "ipv4 later fragment" {
 				t.Fatalf("%s: dropped: %s", tc.name, v.drop)
 			}
 		})

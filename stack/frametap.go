@@ -316,7 +316,7 @@ func (e *Endpoint) writeFrame(frame []byte) error {
 // batch that starts later calls t; one already running may still do so.
 //
 // Taps belong to this *Interface: an interface Apply recreates (its MAC
-// changed; fetch it again with Router.Interface) starts without any.
+// changed; fetch it again with Netstack.Interface) starts without any.
 // ErrInvalidTapMatch is returned for a match that cannot be met.
 func (i *Interface) AddTap(m TapMatch, t Tap) (remove func(), err error) {
 	remove, err = i.ep.addTap(m, t)

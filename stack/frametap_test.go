@@ -698,7 +698,7 @@ func FuzzTap(f *testing.F) {
 
 		// Through a trunk (untagged, VLAN 2, QinQ 100/10), every tap sees
 		// the frame untagged, and each frame is counted once.
-		var r Router
+		var r Netstack
 		tr := r.NewTrunk()
 		var ds [3]recordingDispatcher
 		var eps [3]*Endpoint

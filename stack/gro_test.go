@@ -524,8 +524,9 @@ func BenchmarkGRODecision(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%s", mode, dst.name), func(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(len(frames[0].Data)))
+				r := &rxRun{mac: e.mac, mtu: 1500, local: local}
 				for b.Loop() {
-					v := classify(&frames[0], e.mac, 1500, local, nil, nil, 0, false, nil)
+					v := classify(&frames[0], r)
 					groDecide(mode, &frames[0], &v)
 					if v.dropped {
 						b.Fatal(v.drop)
@@ -541,9 +542,10 @@ func TestGRODecisionAllocs(t *testing.T) {
 	e := testEndpoint(&nopDispatcher{})
 	local := e.local.Load()
 	frames := flowFrames(tcpFlow(hostIP4, farIP4, 1, 1, 1448))
+	r := &rxRun{mac: e.mac, mtu: 1500, local: local}
 	for _, mode := range []GROMode{GROOff, GROSelective, GROOn} {
 		got := testing.AllocsPerRun(1000, func() {
-			v := classify(&frames[0], e.mac, 1500, local, nil, nil, 0, false, nil)
+			v := classify(&frames[0], r)
 			groDecide(mode, &frames[0], &v)
 		})
 		if got != 0 {

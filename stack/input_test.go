@@ -85,7 +85,7 @@ func TestInputPolicyEveryProtocol(t *testing.T) {
 	wan6 := netip.MustParseAddr("fd00:2::1")
 	classifyWAN := func(frame []byte) verdict {
 		f := hw.Frame{Data: frame, WireLen: len(frame), CsumValid: true}
-		return classify(&f, wan.mac, 1500, wan.local.Load(), nil, wan.nat, natIface(wan.nicID), true, nil)
+		return classify(&f, &rxRun{mac: wan.mac, mtu: 1500, local: wan.local.Load(), nat: wan.nat, in: natIface(wan.nicID), inputDrop: true})
 	}
 	payload := []byte("gvrouter generic payload")
 	for _, proto := range []tcpip.TransportProtocolNumber{41, 47, 50, 132, 253, 59} {

@@ -62,7 +62,7 @@ type SecY interface {
 // interface. Build it with NewMACsecLink, give its Transmit and Receive to
 // the SecY as handlers, set the SecY with SetSecY, use the link as the
 // upper interface's InterfaceConfig.Writer and join it to both
-// interfaces with Router.BindMACsec. MACsecLink is safe for concurrent
+// interfaces with Netstack.BindMACsec. MACsecLink is safe for concurrent
 // use.
 type MACsecLink struct {
 	secy  atomic.Pointer[secyBox]
@@ -325,7 +325,7 @@ func (e *Endpoint) receive(frames []hw.Frame, ss *sendSet) {
 // BindMACsec joins l to the interfaces lower (where the SecY sits) and
 // upper (the SecY's own interface, whose Writer is l). Call it again
 // after Apply: an interface Apply recreated is a new endpoint.
-func (r *Router) BindMACsec(l *MACsecLink, lower, upper string) error {
+func (r *Netstack) BindMACsec(l *MACsecLink, lower, upper string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	lo, up := r.ifaces[lower], r.ifaces[upper]
@@ -340,7 +340,7 @@ func (r *Router) BindMACsec(l *MACsecLink, lower, upper string) error {
 
 // UnbindMACsec removes the SecY from interface lower, if any: MACsec
 // frames then reach lower, which drops them as an unknown EtherType.
-func (r *Router) UnbindMACsec(lower string) {
+func (r *Netstack) UnbindMACsec(lower string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if lo := r.ifaces[lower]; lo != nil {

@@ -74,7 +74,7 @@ func (w *wire) count(et uint16) int {
 
 // macsecPeer is one router of TestMACsecLink: host — router — link.
 type macsecPeer struct {
-	r    *Router
+	r    *Netstack
 	secy *macsec.SecY
 	link *MACsecLink
 }

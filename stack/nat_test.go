@@ -22,7 +22,7 @@ import (
 	"github.com/gvrouter/gvrouter/stack/stacktest"
 )
 
-// newNATLab is the lab of router_test.go with a NAT engine: lan is inside,
+// newNATLab is the lab of netstack_test.go with a NAT engine: lan is inside,
 // wan is the outside interface, masqueraded, with the given forwards.
 func newNATLab(t *testing.T, forwards []natengine.Forward) (*lab, *natengine.Engine) {
 	return newNATLabWith(t, forwards, nil)
@@ -341,7 +341,7 @@ func TestNATSelectiveGROAfterDNAT(t *testing.T) {
 		header.TCP(tcp).Encode(&header.TCPFields{SrcPort: 40000, DstPort: tt.port, SeqNum: 1, DataOffset: 20, Flags: header.TCPFlagSyn, WindowSize: 500})
 		frame := ethFrame(wanMAC, bMAC, header.IPv4ProtocolNumber, ipv4Packet(bIP4, wanIP4, 64, header.TCPProtocolNumber, tcp))
 		f := hw.Frame{Data: frame, WireLen: len(frame), CsumValid: true}
-		v := classify(&f, wan.mac, 1500, wan.local.Load(), nil, wan.nat, natIface(wan.nicID), false, nil)
+		v := classify(&f, &rxRun{mac: wan.mac, mtu: 1500, local: wan.local.Load(), nat: wan.nat, in: natIface(wan.nicID)})
 		if v.dropped {
 			t.Fatalf("%s: dropped (%s)", tt.scenario, v.drop)
 		}

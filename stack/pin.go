@@ -91,7 +91,7 @@ func (p *forwardPins) release(pkt *stack.PacketBuffer) {
 	}
 }
 
-// releaseAll drops every pin; Router.Close calls it after netstack has
+// releaseAll drops every pin; Netstack.Close calls it after netstack has
 // stopped, as a safety net.
 func (p *forwardPins) releaseAll() {
 	p.mu.Lock()

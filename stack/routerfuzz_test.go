@@ -89,7 +89,7 @@ func (p *fuzzPort) take() [][]byte {
 
 // fuzzNet is the router under fuzzing with its two ports.
 type fuzzNet struct {
-	r      *Router
+	r      *Netstack
 	nat    *natengine.Engine
 	ports  [2]*fuzzPort
 	trunks [2]*Trunk

@@ -32,7 +32,7 @@ func fullAddr(ap netip.AddrPort) *tcpip.FullAddress {
 
 // ListenUDP returns a UDP socket in the router's netstack bound to addr,
 // e.g. 192.168.1.1:53.
-func (r *Router) ListenUDP(addr netip.AddrPort) (net.PacketConn, error) {
+func (r *Netstack) ListenUDP(addr netip.AddrPort) (net.PacketConn, error) {
 	c, err := gonet.DialUDP(r.s, fullAddr(addr), nil, protoOf(addr.Addr()))
 	if err != nil {
 		return nil, fmt.Errorf("stack: listen udp %s: %w", addr, err)
@@ -43,7 +43,7 @@ func (r *Router) ListenUDP(addr netip.AddrPort) (net.PacketConn, error) {
 // DialUDP returns a UDP socket in the router's netstack connected to
 // raddr from local port lport (0: netstack picks one), from the address
 // routing chooses.
-func (r *Router) DialUDP(lport uint16, raddr netip.AddrPort) (net.Conn, error) {
+func (r *Netstack) DialUDP(lport uint16, raddr netip.AddrPort) (net.Conn, error) {
 	var laddr *tcpip.FullAddress
 	if lport != 0 {
 		laddr = &tcpip.FullAddress{Port: lport}
@@ -56,7 +56,7 @@ func (r *Router) DialUDP(lport uint16, raddr netip.AddrPort) (net.Conn, error) {
 }
 
 // DialTCP opens a TCP connection in the router's netstack to raddr.
-func (r *Router) DialTCP(ctx context.Context, raddr netip.AddrPort) (net.Conn, error) {
+func (r *Netstack) DialTCP(ctx context.Context, raddr netip.AddrPort) (net.Conn, error) {
 	c, err := gonet.DialContextTCP(ctx, r.s, *fullAddr(raddr), protoOf(raddr.Addr()))
 	if err != nil {
 		return nil, fmt.Errorf("stack: dial tcp %s: %w", raddr, err)

@@ -13,7 +13,7 @@ import (
 // list, built from the interface's feasible paths as in section 2.3): an
 // interface with InterfaceConfig.IngressFilter (the lan ones) accepts an
 // IP packet only from a source its link can have: inside one of its
-// subnets or of a route through it (Router.Routes with Dev the interface:
+// subnets or of a route through it (Netstack.Routes with Dev the interface:
 // the connected routes of its addresses, the delegated /64 among them, and
 // static routes into a site behind it). A packet from anywhere else is
 // spoofed: the router neither forwards it nor lets its own services answer
@@ -25,7 +25,7 @@ import (
 // a fast-path hit: the engine takes a frame only for a flow direction
 // offloaded on this interface, whose source (part of the flow's key) an
 // earlier packet brought through classify; reloads that change the sets
-// invalidate the fast path (Router.Apply), so every flow is checked
+// invalidate the fast path (Netstack.Apply), so every flow is checked
 // again. A packet validated under the old sets just before a reload may
 // still offload its flow: that flow keeps its fast path until it ends.
 //
@@ -227,7 +227,7 @@ func isLinkLocalPrefix(p netip.Prefix) bool {
 // refreshSourceFiltersLocked rebuilds every interface's ingress and
 // egress filter from r.routes and the interfaces' flags and addresses.
 // r.mu must be held; the caller invalidates the fast path afterwards.
-func (r *Router) refreshSourceFiltersLocked() {
+func (r *Netstack) refreshSourceFiltersLocked() {
 	byDev := make(map[string][]netip.Prefix)
 	for _, rc := range r.routes {
 		byDev[rc.Dev] = append(byDev[rc.Dev], rc.To)

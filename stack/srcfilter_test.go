@@ -95,12 +95,12 @@ func TestIngressFilterSources(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			frame := udpFrame(tc.src, tc.dst, "x")
 			f := hw.Frame{Data: frame, WireLen: len(frame), CsumValid: true}
-			v := classify(&f, lan.mac, 1500, lan.local.Load(), lan.ingress.Load(), nil, 0, false, nil)
+			v := classify(&f, &rxRun{mac: lan.mac, mtu: 1500, local: lan.local.Load(), ingress: lan.ingress.Load()})
 			if got := v.dropped && v.drop == dropSpoofedSource; got != tc.spoofed {
 				t.Errorf("classify(%s -> %s) spoofed = %v (dropped=%v, %s), want %v", tc.src, tc.dst, got, v.dropped, v.drop, tc.spoofed)
 			}
 			f = hw.Frame{Data: frame, WireLen: len(frame), CsumValid: true}
-			if v := classify(&f, wan.mac, 1500, wan.local.Load(), wan.ingress.Load(), nil, 0, false, nil); v.drop == dropSpoofedSource {
+			if v := classify(&f, &rxRun{mac: wan.mac, mtu: 1500, local: wan.local.Load(), ingress: wan.ingress.Load()}); v.drop == dropSpoofedSource {
 				t.Errorf("wan: classify(%s -> %s) = spoofed_source, want no ingress filter", tc.src, tc.dst)
 			}
 		})
@@ -202,10 +202,11 @@ func TestIngressFilterNoAllocs(t *testing.T) {
 	e := lan.ep
 	good, spoofed6 := udpFrame(aIP4, lanIP4, "x"), udpFrame(bIP6, lanIP6, "x")
 	local, src := e.local.Load(), e.ingress.Load()
+	r := &rxRun{mac: e.mac, mtu: 1500, local: local, ingress: src}
 	got := testing.AllocsPerRun(1000, func() {
 		for _, fr := range [][]byte{good, spoofed6} {
 			f := hw.Frame{Data: fr, WireLen: len(fr), CsumValid: true}
-			classify(&f, e.mac, 1500, local, src, nil, 0, false, nil)
+			classify(&f, r)
 		}
 	})
 	if got != 0 {

@@ -51,7 +51,7 @@ var udpOps = sync.Pool{New: func() any {
 const listenUDPReceiveBuffer = 1 << 20
 
 // ListenUDPConn is ListenUDP with the concrete type.
-func (r *Router) ListenUDPConn(addr netip.AddrPort) (*UDPConn, error) {
+func (r *Netstack) ListenUDPConn(addr netip.AddrPort) (*UDPConn, error) {
 	var wq waiter.Queue
 	ep, terr := r.s.NewEndpoint(udp.ProtocolNumber, protoOf(addr.Addr()), &wq)
 	if terr != nil {

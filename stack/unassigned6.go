@@ -30,7 +30,7 @@ type unassigned6 struct {
 // prefixes outside assigned (typically the /64s of lan interfaces carved
 // from a DHCPv6-PD delegation). nil delegated turns the guard off. Safe
 // to call at any time; packets in flight see the old or the new set.
-func (r *Router) SetUnassigned6(delegated, assigned []netip.Prefix) {
+func (r *Netstack) SetUnassigned6(delegated, assigned []netip.Prefix) {
 	if len(delegated) == 0 {
 		r.pins.unassigned.Store(nil)
 		return

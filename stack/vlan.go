@@ -194,7 +194,7 @@ type Trunk struct {
 }
 
 // NewTrunk returns a trunk with no interfaces, for one port.
-func (r *Router) NewTrunk() *Trunk {
+func (r *Netstack) NewTrunk() *Trunk {
 	t := &Trunk{tx: &r.tx}
 	t.table.Store(&trunkTable{})
 	return t

@@ -70,10 +70,10 @@ func TestUntag(t *testing.T) {
 	}
 }
 
-// trunkLab is a Router with an untagged, two 802.1Q and one QinQ
+// trunkLab is a Netstack with an untagged, two 802.1Q and one QinQ
 // interface on one port, whose frames are captured.
 type trunkLab struct {
-	r     *Router
+	r     *Netstack
 	t     *Trunk
 	w     *captureWriter
 	lan   *Interface
@@ -325,7 +325,7 @@ func resetFrames(frames, tmpl []hw.Frame) {
 // detachedTrunk is a trunk over two endpoints that are not attached to a
 // NIC, so HandleBatch measures the demux and the hand-off alone.
 func detachedTrunk() (*Trunk, [2]*Endpoint) {
-	var r Router
+	var r Netstack
 	t := r.NewTrunk()
 	a := newEndpoint(routerMAC, 1500, nil, nil)
 	a.vlan.Store(newEgressVLAN(&InterfaceConfig{VLAN: []uint16{1}}))
@@ -413,7 +413,7 @@ func FuzzTrunk(f *testing.F) {
 	f.Add(tagged(arp, 0x8100, 1, 0x8100, 2), true, uint16(3), uint16(0x8100))
 	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0x81, 0}, true, uint16(1), uint16(0))
 	f.Fuzz(func(t *testing.T, data []byte, valid bool, tci, tpid uint16) {
-		var r Router
+		var r Netstack
 		tr := r.NewTrunk()
 		var ds [3]recordingDispatcher
 		var eps [3]*Endpoint

@@ -78,7 +78,7 @@
 // profile's bgmac). The stack's endpoint therefore checks the L4
 // checksum in software of every packet the router terminates and drops a
 // bad one as l4_checksum; forwarded packets keep theirs, and GRO checks
-// before it merges (stack/dispatch.go classify, stack/gro.go). Nothing
+// before it merges (stack/classify.go classify, stack/gro.go). Nothing
 // here duplicates that: the port only leaves both flags false
 // (TestStackChecksum).
 //

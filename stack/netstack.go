@@ -27,13 +27,13 @@ import (
 	"github.com/gvrouter/gvrouter/natengine"
 )
 
-// ErrClosed is returned by Router methods called after Close.
+// ErrClosed is returned by Netstack methods called after Close.
 var ErrClosed = errors.New("stack: router closed")
 
-// Router is the router's netstack: one NIC per interface, forwarding on for
-// IPv4 and IPv6. Router is safe for concurrent use; the receive path
-// (Interface.HandleBatch) takes no Router lock.
-type Router struct {
+// Netstack is the router's gVisor netstack: one NIC per interface,
+// forwarding on for IPv4 and IPv6. Netstack is safe for concurrent use;
+// the receive path (Interface.HandleBatch) takes no Netstack lock.
+type Netstack struct {
 	s   *stack.Stack
 	log *slog.Logger
 	// local is shared with every Endpoint; see localSet.
@@ -62,12 +62,12 @@ type Router struct {
 	closed bool
 }
 
-// Interface is one interface of a Router. Its methods are safe for
+// Interface is one interface of a Netstack. Its methods are safe for
 // concurrent use. An Interface removed by Apply keeps answering
 // HandleBatch (its frames are counted drops) and Stats.
 type Interface struct {
 	name string
-	r    *Router
+	r    *Netstack
 	id   tcpip.NICID
 	ep   *Endpoint
 	mac  net.HardwareAddr
@@ -81,7 +81,7 @@ type Interface struct {
 
 // New builds a netstack from cfg. log receives control-path messages at
 // debug level; the data path never logs.
-func New(cfg Config, log *slog.Logger) (*Router, error) {
+func New(cfg Config, log *slog.Logger) (*Netstack, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -117,7 +117,7 @@ func New(cfg Config, log *slog.Logger) (*Router, error) {
 	pins := newForwardPins()
 	s.SetNFTables(pins)
 	s.SetNFTablesConfigured(true)
-	r := &Router{s: s, log: log, pins: pins, ifaces: make(map[string]*Interface), nat: cfg.NAT, neighbors: nw}
+	r := &Netstack{s: s, log: log, pins: pins, ifaces: make(map[string]*Interface), nat: cfg.NAT, neighbors: nw}
 	pins.egress = &r.egress
 	if err := r.Apply(cfg); err != nil {
 		r.Close()
@@ -128,15 +128,15 @@ func New(cfg Config, log *slog.Logger) (*Router, error) {
 
 // Stack returns the underlying gVisor stack, for hooks and tests. Callers
 // must not add or remove NICs, addresses or routes on it.
-func (r *Router) Stack() *stack.Stack { return r.s }
+func (r *Netstack) Stack() *stack.Stack { return r.s }
 
 // Apply moves the router to cfg: it removes the NICs, addresses and routes
 // cfg no longer has, adds the new ones and leaves unchanged ones alone, so
 // connections through unchanged interfaces survive. An interface whose MAC
 // changed is recreated, as a new *Interface (fetch it again with
-// Router.Interface). Apply reports every failure; on error the stack
+// Netstack.Interface). Apply reports every failure; on error the stack
 // may be partly updated (each step that succeeded stays).
-func (r *Router) Apply(cfg Config) error {
+func (r *Netstack) Apply(cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
@@ -199,7 +199,7 @@ func (r *Router) Apply(cfg Config) error {
 
 // refreshEgressLocked rebuilds the fast path's NIC ID → endpoint table.
 // r.mu must be held.
-func (r *Router) refreshEgressLocked() {
+func (r *Netstack) refreshEgressLocked() {
 	tab := make(egressTable, r.nextID+1)
 	for _, ifc := range r.ifaces {
 		tab[ifc.id] = ifc.ep
@@ -209,7 +209,7 @@ func (r *Router) refreshEgressLocked() {
 
 // NATIface returns the NAT engine's number for the interface named name
 // (its NIC ID), for natengine.Rules.
-func (r *Router) NATIface(name string) (natengine.Iface, bool) {
+func (r *Netstack) NATIface(name string) (natengine.Iface, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ifc, ok := r.ifaces[name]
@@ -220,9 +220,9 @@ func (r *Router) NATIface(name string) (natengine.Iface, bool) {
 }
 
 // NAT returns the router's NAT engine, or nil.
-func (r *Router) NAT() *natengine.Engine { return r.nat }
+func (r *Netstack) NAT() *natengine.Engine { return r.nat }
 
-func (r *Router) addLocked(c *InterfaceConfig, mtu uint32) (*Interface, error) {
+func (r *Netstack) addLocked(c *InterfaceConfig, mtu uint32) (*Interface, error) {
 	r.nextID++
 	ep := newEndpoint(c.MAC, mtu, c.Writer, &r.local)
 	ep.vlan.Store(newEgressVLAN(c))
@@ -246,7 +246,7 @@ func (r *Router) addLocked(c *InterfaceConfig, mtu uint32) (*Interface, error) {
 	return ifc, nil
 }
 
-func (r *Router) removeLocked(ifc *Interface) error {
+func (r *Netstack) removeLocked(ifc *Interface) error {
 	delete(r.ifaces, ifc.name)
 	ifc.removed = true
 	ifc.addrs = nil
@@ -264,7 +264,7 @@ func (r *Router) removeLocked(ifc *Interface) error {
 
 // syncAddrsLocked makes ifc's addresses equal want, in want's order for
 // the ones it adds.
-func (r *Router) syncAddrsLocked(ifc *Interface, want []netip.Prefix) []error {
+func (r *Netstack) syncAddrsLocked(ifc *Interface, want []netip.Prefix) []error {
 	var errs []error
 	keep := ifc.addrs[:0:0]
 	for _, p := range ifc.addrs {
@@ -305,7 +305,7 @@ func (r *Router) syncAddrsLocked(ifc *Interface, want []netip.Prefix) []error {
 
 // syncRoutesLocked installs the connected routes of every address plus the
 // static routes, replacing the table only if it changed.
-func (r *Router) syncRoutesLocked(cfg *Config) {
+func (r *Netstack) syncRoutesLocked(cfg *Config) {
 	var routes []RouteConfig
 	var table []tcpip.Route
 	seen := make(map[RouteConfig]bool)
@@ -344,7 +344,7 @@ func (r *Router) syncRoutesLocked(cfg *Config) {
 
 // refreshLocalLocked rebuilds the local-address snapshot from netstack
 // (which also knows the IPv6 link-local addresses it generated).
-func (r *Router) refreshLocalLocked() {
+func (r *Netstack) refreshLocalLocked() {
 	var addrs []netip.Addr
 	var prefixes []netip.Prefix
 	for _, info := range r.s.NICInfo() {
@@ -359,7 +359,7 @@ func (r *Router) refreshLocalLocked() {
 }
 
 // Interface returns the interface called name, or nil.
-func (r *Router) Interface(name string) *Interface {
+func (r *Netstack) Interface(name string) *Interface {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.ifaces[name]
@@ -367,7 +367,7 @@ func (r *Router) Interface(name string) *Interface {
 
 // Routes returns the routes in effect: one connected route per interface
 // subnet (Via zero) and the static routes, each with Dev filled in.
-func (r *Router) Routes() []RouteConfig {
+func (r *Netstack) Routes() []RouteConfig {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]RouteConfig(nil), r.routes...)
@@ -376,7 +376,7 @@ func (r *Router) Routes() []RouteConfig {
 // ListenTCP returns a TCP listener in the router's netstack, bound to addr
 // (an unspecified address listens on all of the router's addresses of that
 // family).
-func (r *Router) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
+func (r *Netstack) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 	a := addr.Addr().Unmap()
 	proto := ipv4.ProtocolNumber
 	if a.Is6() {
@@ -395,7 +395,7 @@ func (r *Router) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 
 // Close removes every NIC and stops netstack. Interfaces keep counting
 // frames handed to them afterwards as drops.
-func (r *Router) Close() {
+func (r *Netstack) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -410,7 +410,7 @@ func (r *Router) Close() {
 }
 
 // Interfaces returns the router's interfaces sorted by name.
-func (r *Router) Interfaces() []*Interface {
+func (r *Netstack) Interfaces() []*Interface {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ifcs := make([]*Interface, 0, len(r.ifaces))

@@ -43,7 +43,7 @@ var (
 // lab is host A — router (lan, wan) — host B. tapA and tapB see every
 // frame the router sends to A and B.
 type lab struct {
-	r          *Router
+	r          *Netstack
 	a, b       *stacktest.Host
 	tapA, tapB *stacktest.Tap
 }
