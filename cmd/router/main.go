@@ -5,7 +5,7 @@
 //	router reload  [-pidfile /run/gvrouter/gvrouter.pid]  ask the running daemon to reload
 //	router restore -config /etc/gvrouter/config.yaml  give the ports back as a crashed router found them
 //	router capture -i eth0.2 -w - [host 192.0.2.1 and tcp] | tshark -r -
-//	router lab    [-bench [-bench-modes abncdgmfksACxytu] [-bench-baseline BIN]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec] [-driver af_xdp|af_packet]  the virtual lab in network namespaces
+//	router lab    [-bench [-bench-modes abncdgmfksACxytul] [-bench-baseline BIN]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec] [-driver af_xdp|af_packet]  the virtual lab in network namespaces
 //	router bridge -a IF -b IF [-driver af_packet|af_xdp]  our ports alone as an L2 bridge (bench)
 //	router version
 package main
@@ -53,7 +53,7 @@ commands:
   capture -i IFACE [-c N] [-s SNAPLEN] [-t SECONDS] -w FILE|- [FILTER]
                                          live capture of a port or interface as pcapng from the
                                          running router (root or its group)
-  lab     [-bench [-bench-modes abncdgmfksACxytu] [-bench-baseline BIN]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec] [-driver af_xdp|af_packet]
+  lab     [-bench [-bench-modes abncdgmfksACxytul] [-bench-baseline BIN]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec] [-driver af_xdp|af_packet]
                                          build the virtual lab in network namespaces and test it
   bridge  -a IF -b IF [-driver af_packet|af_xdp]
                                          bridge two ports at layer 2 with the port code alone
@@ -357,7 +357,7 @@ func cmdLab(args []string) error {
 	secs := fs.Int("bench-seconds", 10, "iperf3 -t per run")
 	runs := fs.Int("bench-runs", 5, "runs per figure (the median is printed)")
 	dbg := fs.Bool("debug", false, "debug logging")
-	modes := fs.String("bench-modes", "", "bench modes, any of abncdgmfksACxytu: (a) router NAT, (b) kernel forwarding, (n) kernel nftables masquerade, (c) port bridge, (d) kernel bridge, (g) router per GRO mode, forwarded and local, (m) router RSS with 65,536 tracked flows, (f) SYN flood against a 10,000-flow table during an iperf3 flow, (k) the same flood against kernel nftables masquerade, (s) router RSS with 1,000 DHCP leases and a full DNS cache, (A) and (C) (a) and (c) with the -bench-baseline build, (x) and (y) (a) and (c) on af_xdp ports, (t) and (u) (a) with the af_packet TX ring, without and with PACKET_QDISC_BYPASS; default abncd")
+	modes := fs.String("bench-modes", "", "bench modes, any of abncdgmfksACxytul: (a) router NAT, (b) kernel forwarding, (n) kernel nftables masquerade, (c) port bridge, (d) kernel bridge, (g) router per GRO mode, forwarded and local, (m) router RSS with 65,536 tracked flows, (f) SYN flood against a 10,000-flow table during an iperf3 flow, (k) the same flood against kernel nftables masquerade, (s) router RSS with 1,000 DHCP leases and a full DNS cache, (A) and (C) (a) and (c) with the -bench-baseline build, (x) and (y) (a) and (c) on af_xdp ports, (t) and (u) (a) with the af_packet TX ring, without and with PACKET_QDISC_BYPASS, (l) latency: a 20 pps ping's RTT idle and beside 4 TCP streams each way, its loss and the throughput, for n, a and x; default abncd")
 	baseline := fs.String("bench-baseline", "", "an earlier router build for bench modes A and C: (a) and (c) with it, taking turns with this build run by run, ratios (a)/(A) and (c)/(C)")
 	driver := fs.String("driver", "", "port driver of the lab routers and of the port bridge of bench mode c: af_xdp (fail if a port falls back) | af_packet; default the hardware profile's (the -bench-baseline build of modes A and C keeps its own)")
 	hostOffloads := fs.Bool("host-offloads", false, "turn TSO, GSO and TX checksum offload on at every lab veth (GRO off): the hosts send TSO superframes, as a container or VM beside the router does; the bench then fails a router run with an oversize drop (topology veth, af_packet)")
