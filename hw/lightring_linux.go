@@ -48,13 +48,13 @@ import (
 // looks at it again before each V3 block, so frames stay in order across
 // a move.
 //
-// The group has PACKET_FANOUT_FLAG_ROLLOVER: a ring that is full passes
-// frames to the other instead of dropping them. The light ring's slots
-// hold the first frames of a burst that lands on an idle port; the rest
-// roll over to the V3 ring, and the receiver, seeing the burst, steers
-// there before it hands a slot back, so those frames stay behind the
-// light ring's. A V3 ring overrun rolls over to the light ring: late
-// rather than lost.
+// The group has no PACKET_FANOUT_FLAG_ROLLOVER: a full ring that passed
+// frames to the other would reorder a flow (the kernel rolls over a
+// "huge" flow's frames at 75 % fill, picked by a sampled hash history,
+// so a flow's frames alternate between the rings), and a reordered TCP
+// segment costs a stream more than a lost one. A burst on an idle port
+// that outruns the light ring's slots (LightRingSlots) before the
+// receiver moves the port is a counted "ring" drop.
 
 // Fanout member indexes, in join order.
 const (
@@ -130,7 +130,7 @@ func openLightRing(q *rxQueue, filter []bpf.RawInstruction) (*lightRing, error) 
 		l.close()
 		return nil, fmt.Errorf("fanout selector program: %w", err)
 	}
-	arg := (unix.PACKET_FANOUT_EBPF | unix.PACKET_FANOUT_FLAG_ROLLOVER | unix.PACKET_FANOUT_FLAG_UNIQUEID) << 16
+	arg := (unix.PACKET_FANOUT_EBPF | unix.PACKET_FANOUT_FLAG_UNIQUEID) << 16
 	if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, arg); err != nil {
 		l.close()
 		return nil, fmt.Errorf("PACKET_FANOUT_EBPF: %w", err)
@@ -214,7 +214,7 @@ func (l *lightRing) setup(p *Port, fanoutID uint16) error {
 	if l.mapping, err = unix.Mmap(l.fd, 0, l.blockSize*blocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
 		return fmt.Errorf("mmap light ring: %w", err)
 	}
-	if err := unix.SetsockoptInt(l.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, (unix.PACKET_FANOUT_EBPF|unix.PACKET_FANOUT_FLAG_ROLLOVER)<<16|int(fanoutID)); err != nil {
+	if err := unix.SetsockoptInt(l.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, unix.PACKET_FANOUT_EBPF<<16|int(fanoutID)); err != nil {
 		return fmt.Errorf("PACKET_FANOUT join %d: %w", fanoutID, err)
 	}
 	return nil

@@ -100,9 +100,10 @@ func TestIdleHandover(t *testing.T) {
 }
 
 // TestLightRingSwitchInOrder sends frames slowly (the light ring), in
-// unpaced bursts (the port moves to its V3 ring), and slowly again after
-// a quiet spell (back to the light ring), twice over: every frame must
-// arrive intact, once and in order across the moves, which must happen.
+// bursts of TxBatchSize, the next as soon as the last arrived (the port
+// moves to its V3 ring), and slowly again after a quiet spell (back to
+// the light ring), twice over: every frame must arrive intact, once and
+// in order across the moves, which must happen.
 func TestLightRingSwitchInOrder(t *testing.T) {
 	privileged(t)
 	_, out, in, r := txPair(t, TxSendmmsg)
@@ -130,8 +131,11 @@ func TestLightRingSwitchInOrder(t *testing.T) {
 	}
 	for range 2 {
 		slow()
-		for range 16 { // 2048 frames, about 1.6 MB: within the V3 ring
+		for range 16 { // 2048 frames, a batch at a time, as fast as they are taken
 			send(TxBatchSize)
+			if !waitFor(2*time.Second, func() bool { return r.n.Load() == seq }) {
+				t.Fatalf("received %d of %d frames (light ring drops %d, stats %+v)", r.n.Load(), seq, in.queues[0].lightDrops.Load(), in.Stats())
+			}
 		}
 		slow()
 		if !waitFor(2*time.Second, func() bool { return r.n.Load() == seq }) {

@@ -349,9 +349,8 @@ func (q *rxQueue) stepBulk(ctx context.Context, stop *atomic.Bool, h BatchHandle
 		return nil
 	}
 	if q.light != nil && !q.lightOn {
-		// Frames in the light ring on the V3 ring: ones the selector
-		// sent there just before the move (they came first), or ones
-		// a full V3 ring rolled over (late, but not lost).
+		// Frames the selector sent to the light ring just before the
+		// move came first.
 		q.drainLight(h, drops)
 	}
 	frames := parseBlock(b, q.frames, p.maxLen, p.vnet, drops)
@@ -455,7 +454,8 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 	frames, n := q.light.collect(q.frames, p.maxLen, p.vnet, drops)
 	if n == 0 {
 		if q.blockReady() {
-			// Frames a full light ring rolled over to the V3 ring.
+			// A block of frames steered to the V3 ring before the
+			// move that retired after LightDrainTimeout.
 			return q.stepBulk(ctx, stop, h, drops)
 		}
 		if stop.Load() || ctx.Err() != nil {
@@ -463,8 +463,8 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 		}
 		timeout := PollTimeout
 		if q.blockHasFrames() {
-			// The V3 ring's current block holds rolled-over frames:
-			// its retire wakes the V3 socket, not this one.
+			// The V3 ring's current block still holds frames (see
+			// above): its retire wakes the V3 socket, not this one.
 			timeout = time.Millisecond
 		}
 		err := q.light.wait(stop, timeout)
@@ -485,9 +485,8 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 		q.light.release(n)
 		return nil
 	}
-	// Towards the V3 ring, before these slots go back: until the
-	// selector changes, a full light ring rolls frames over to the V3
-	// ring, behind these.
+	// Towards the V3 ring: from the map update on, frames go there,
+	// behind every frame in the light ring.
 	if err := q.light.steer(false); err != nil {
 		// Stay on the light ring: it still takes every frame.
 		p.log.Warn("light ring: steering failed; the queue stays on its light ring", "queue", q.id, "err", err)
