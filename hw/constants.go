@@ -49,19 +49,21 @@ const (
 // single-queue port reads while traffic is light, so that a frame is
 // handed over as it lands instead of when its V3 block retires.
 const (
-	// LightRingBlockSize is the light ring's block: a slot never spans
-	// blocks, and 64 KiB holds 40 MTU-size slots (a superframe slot,
-	// ~64 KiB, gets a block of its own).
+	// LightRingBlockSize is the light ring's least block: a slot never
+	// spans blocks, and 64 KiB holds 40 MTU-size slots (superframe
+	// slots, ~64 KiB, go three to a 256 KiB block).
 	LightRingBlockSize = 64 << 10
 	// LightRingSlots is the light ring's slot count without vnet headers:
-	// 256 x ~1.6 KiB (~420 KiB) holds a burst of 256 frames, four times
-	// LightLeaveFrames, while the receiver moves the port to its V3 ring.
+	// 256 x ~1.6 KiB (7 blocks, 448 KiB) holds a burst of 256 frames,
+	// four times LightLeaveFrames, while the receiver moves the port to
+	// its V3 ring.
 	LightRingSlots = 256
 	// LightRingGSOSlots is the slot count with vnet headers, whose slots
-	// must hold a ~64 KiB superframe: 128 x 64 KiB = 8 MiB, the budget of
-	// the "generic" profile's hosts, not of the small boards (which have
-	// no vnet headers). Fewer lost frames of a burst that starts on an
-	// idle port: hw's TestTxRingInOrder sends 128 at once.
+	// must hold a ~64 KiB superframe: 128 slots, 43 blocks of 256 KiB
+	// (~11 MiB), the budget of the "generic" profile's hosts, not of the
+	// small boards (which have no vnet headers). With fewer, a burst that
+	// starts on an idle port loses frames: hw's TestTxRingInOrder sends
+	// 128 at once.
 	LightRingGSOSlots = 128
 	// LightEnterFrames and LightEnterWindow: a port on its V3 ring moves
 	// to the light ring when fewer than LightEnterFrames frames arrived

@@ -94,13 +94,18 @@ type lightRing struct {
 // lightGeometry returns the light ring's slot size and count for frames
 // of up to frameLen bytes: the slot holds the tpacket2_hdr, sockaddr_ll
 // and the kernel's alignment before the frame (macoff: 66 bytes, 76 with
-// a virtio-net header), rounded to TPACKET_ALIGNMENT.
+// a virtio-net header), rounded to TPACKET_ALIGNMENT. A block is a power
+// of two (the kernel allocates each as 2^order pages, so any other size
+// wastes the rest) of at least LightRingBlockSize and two slots: a 64 KiB
+// superframe slot alone in a 128 KiB block would waste half of it.
 func lightGeometry(frameLen int) (slotSize, slotsPerBlock, blockSize, blocks int) {
 	const hdrRoom = 96 // macoff (76) with slack
 	slotSize = (hdrRoom + frameLen + 15) &^ 15
-	page := os.Getpagesize()
-	slotsPerBlock = max(1, LightRingBlockSize/slotSize)
-	blockSize = (slotsPerBlock*slotSize + page - 1) / page * page
+	blockSize = os.Getpagesize()
+	for blockSize < LightRingBlockSize || blockSize < 2*slotSize {
+		blockSize *= 2
+	}
+	slotsPerBlock = blockSize / slotSize
 	slots := LightRingSlots
 	if frameLen > RingFrameSize {
 		slots = LightRingGSOSlots

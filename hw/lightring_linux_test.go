@@ -154,3 +154,19 @@ func TestLightRingSwitchInOrder(t *testing.T) {
 		t.Errorf("moves to the V3 ring %d, to the light ring %d; want at least 2 each", q.toBulk.Load(), q.toLight.Load())
 	}
 }
+
+// TestLightGeometry: blocks are powers of two that hold whole slots,
+// and the rings get at least their slot counts.
+func TestLightGeometry(t *testing.T) {
+	for _, frameLen := range []int{1522, MaxGSOFrameLen} {
+		slot, per, block, blocks := lightGeometry(frameLen)
+		want := LightRingSlots
+		if frameLen > RingFrameSize {
+			want = LightRingGSOSlots
+		}
+		t.Logf("frames of %d bytes: %d slots of %d bytes, %d per %d-byte block, %d blocks (%d KiB)", frameLen, per*blocks, slot, per, block, blocks, block*blocks>>10)
+		if block&(block-1) != 0 || per*slot > block || slot < frameLen+76 || slot%16 != 0 || per*blocks < want {
+			t.Errorf("lightGeometry(%d) = slot %d, %d per block of %d, %d blocks", frameLen, slot, per, block, blocks)
+		}
+	}
+}
