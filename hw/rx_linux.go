@@ -345,7 +345,7 @@ func (q *rxQueue) stepBulk(ctx context.Context, stop *atomic.Bool, h BatchHandle
 		} else if err != nil {
 			return fmt.Errorf("wait: %w", err)
 		}
-		q.countBulk(0, h, drops)
+		q.countBulk(0)
 		return nil
 	}
 	if q.light != nil && !q.lightOn {
@@ -363,7 +363,7 @@ func (q *rxQueue) stepBulk(ctx context.Context, stop *atomic.Bool, h BatchHandle
 	// Hand the block back (TP_STATUS_KERNEL).
 	atomic.StoreUint32(status, 0)
 	q.blk = (q.blk + 1) % RingBlocks
-	q.countBulk(len(frames), h, drops)
+	q.countBulk(len(frames))
 	return nil
 }
 
@@ -422,7 +422,7 @@ func (q *rxQueue) drainLight(h BatchHandler, drops *dropCounts) {
 // countBulk adds n frames of the V3 ring to the rate window and moves
 // the queue to its light ring when the window closes under
 // LightEnterFrames. Once per block or wait, never per frame.
-func (q *rxQueue) countBulk(n int, h BatchHandler, drops *dropCounts) {
+func (q *rxQueue) countBulk(n int) {
 	if q.light == nil || q.lightBroken || q.lightOn {
 		return
 	}
