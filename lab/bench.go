@@ -42,6 +42,7 @@ var benchModeNames = map[rune]string{
 	's': "(s) services memory: 1,000 DHCP leases and a full DNS cache",
 	'f': "(f) SYN flood",
 	'k': "(k) SYN flood against kernel nftables masquerade",
+	'l': "(l) latency under load: n, a and x",
 }
 
 // benchOrder is the order the modes a–d and n run and print in; A and C
@@ -60,7 +61,7 @@ var benchRatios = [][2]rune{{'a', 'b'}, {'c', 'd'}, {'a', 'n'}, {'a', 'c'},
 	{'x', 'n'}, {'y', 'd'}, {'x', 'y'}, {'x', 'a'}, {'y', 'c'}, {'t', 'a'}, {'u', 'a'}}
 
 // benchModeLetters are the bench modes -bench-modes takes.
-const benchModeLetters = "abncdgmfksACxytu"
+const benchModeLetters = "abncdgmfksACxytul"
 
 // benchPairOnly are the modes whose ratios print only when both figures
 // of the pair were measured: the baseline's and the variants'.

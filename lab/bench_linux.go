@@ -107,6 +107,11 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 			errs = append(errs, fmt.Errorf("lab: bench %s: %w", benchModeNames['s'], err))
 		}
 	}
+	if strings.ContainsRune(modes, 'l') && ctx.Err() == nil {
+		if err := l.benchLatency(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("lab: bench %s: %w", benchModeNames['l'], err))
+		}
+	}
 	if strings.ContainsRune(modes, 'g') && ctx.Err() == nil {
 		if err := l.benchGRO(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("lab: bench %s: %w", benchModeNames['g'], err))
