@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/learned"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/services/dhcp6client"
 	"github.com/gvrouter/gvrouter/services/rawudp"
@@ -73,7 +74,7 @@ func (r *Router) startDHCP6ClientLocked(name, iface string, set dhcp6ClientSetti
 		Transport: conn, HWAddr: ifc.MAC(), SrcAddr: ll, PDLength: set.PDLength, WantAddress: set.WantAddress,
 		DUIDFile: set.DUIDFile, LeaseFile: set.LeaseFile, ReleaseOnStop: set.Release, Logger: log,
 		OnChange: func(l *dhcp6client.Lease) {
-			r.leaseQ.post(name, leaseChange{owner: s, iface: iface, pd: delegationOf(l)})
+			r.leaseQ.Post(name, learned.Change{Owner: s, Iface: iface, PD: delegationOf(l)})
 		},
 	})
 	if err != nil {
@@ -87,13 +88,13 @@ func (r *Router) startDHCP6ClientLocked(name, iface string, set dhcp6ClientSetti
 // delegationOf turns the client's lease into what the router applies: its
 // first delegated prefix short enough to carve /64s from (an ISP hands
 // out one; a second is ignored), nil for none.
-func delegationOf(l *dhcp6client.Lease) *delegation {
+func delegationOf(l *dhcp6client.Lease) *learned.Delegation {
 	if l == nil {
 		return nil
 	}
 	for _, p := range l.Prefixes {
 		if p.Prefix.Addr().Is6() && p.Prefix.Bits() <= config.LANPrefixLength {
-			return &delegation{
+			return &learned.Delegation{
 				Prefix: p.Prefix.Masked(), PreferredUntil: p.PreferredUntil, ValidUntil: p.ValidUntil,
 				DNS: append([]netip.Addr(nil), l.DNS...), Domains: append([]string(nil), l.Domains...),
 			}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/learned"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/services/dhcp4client"
 	"github.com/gvrouter/gvrouter/services/rawudp"
@@ -101,7 +101,7 @@ func (r *Router) startDHCPClientLocked(name, iface string, set dhcpClientSetting
 				log.Info("DHCP lease", "interface", iface, "address", new.Addr, "server", new.Server,
 					"routes", len(new.Routes), "dns", new.DNS, "mtu", new.MTU, "expiry", new.Expiry)
 			}
-			r.leaseQ.post(name, leaseChange{owner: s, iface: iface, lease: appliedOf(new)})
+			r.leaseQ.Post(name, learned.Change{Owner: s, Iface: iface, Lease: appliedOf(new)})
 		},
 	})
 	if err != nil {
@@ -113,11 +113,11 @@ func (r *Router) startDHCPClientLocked(name, iface string, set dhcpClientSetting
 }
 
 // appliedOf turns a client's lease into the config it adds.
-func appliedOf(l *dhcp4client.Lease) *appliedLease {
+func appliedOf(l *dhcp4client.Lease) *learned.Lease {
 	if l == nil {
 		return nil
 	}
-	a := &appliedLease{Addr: l.Addr, MTU: l.MTU, DNS: append([]netip.Addr(nil), l.DNS...)}
+	a := &learned.Lease{Addr: l.Addr, MTU: l.MTU, DNS: append([]netip.Addr(nil), l.DNS...)}
 	for _, rt := range l.Routes {
 		cr := config.Route{To: rt.Dst}
 		if rt.Via.IsValid() && !rt.Via.IsUnspecified() {
@@ -135,9 +135,9 @@ func (r *Router) leaseLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.leaseQ.kick:
+		case <-r.leaseQ.Kick:
 		}
-		changes := r.leaseQ.take()
+		changes := r.leaseQ.Take()
 		r.mu.Lock()
 		if r.closed {
 			r.mu.Unlock()
@@ -145,16 +145,16 @@ func (r *Router) leaseLoop(ctx context.Context) {
 		}
 		changed := false
 		for name, c := range changes {
-			if s := r.services[name]; s == nil || s != c.owner {
+			if s := r.services[name]; s == nil || s != c.Owner {
 				continue // from a client a reload replaced
 			}
 			switch {
 			case strings.HasPrefix(name, dhcp4ClientPrefix):
-				changed = r.takeLeaseLocked(c.iface, c.lease) || changed
+				changed = r.learned.TakeLease(c.Iface, c.Lease) || changed
 			case strings.HasPrefix(name, raLearnerPrefix):
-				changed = r.takeRALocked(c.iface, c.ra) || changed
+				changed = r.learned.TakeRA(c.Iface, c.RA) || changed
 			case strings.HasPrefix(name, dhcp6ClientPrefix):
-				changed = r.takeDelegationLocked(c.iface, c.pd) || changed
+				changed = r.learned.TakeDelegation(c.Iface, c.PD, r.userCfg) || changed
 			}
 		}
 		if changed {
@@ -164,22 +164,6 @@ func (r *Router) leaseLoop(ctx context.Context) {
 		}
 		r.mu.Unlock()
 	}
-}
-
-// takeLeaseLocked records iface's DHCPv4 lease (nil: lost) and reports
-// whether it changed. r.mu must be held.
-func (r *Router) takeLeaseLocked(iface string, l *appliedLease) bool {
-	if r.leases[iface].equal(l) {
-		return false
-	}
-	if l == nil {
-		delete(r.leases, iface)
-		r.leaseLost[iface] = "lease lost at " + time.Now().UTC().Format(time.TimeOnly) + " UTC; address and routes removed"
-	} else {
-		r.leases[iface] = l
-		delete(r.leaseLost, iface)
-	}
-	return true
 }
 
 // dhcpClientsStatusLocked fills the status page's WAN lease sections.
@@ -197,7 +181,7 @@ func (r *Router) dhcpClientsStatusLocked() []status.DHCPClient {
 		c := status.DHCPClient{
 			Interface: iface,
 			State:     strings.ToLower(st.State),
-			LastError: joinNonEmpty(r.leaseLost[iface], joinNonEmpty(st.LastError, st.LeaseFileError)),
+			LastError: joinNonEmpty(r.learned.LeaseLost(iface), joinNonEmpty(st.LastError, st.LeaseFileError)),
 			Counters: map[string]uint64{
 				"discover": ss.Discovers.Load(), "offer": ss.Offers.Load(), "request": ss.Requests.Load(),
 				"ack": ss.Acks.Load(), "nak": ss.Naks.Load(), "decline": ss.Declines.Load(),

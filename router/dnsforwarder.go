@@ -116,7 +116,7 @@ func (r *Router) dnsUpstreamsLocked(live dnsLive) []netip.AddrPort {
 		return live.Upstreams
 	}
 	var out []netip.AddrPort
-	for _, a := range r.leaseDNSLocked() {
+	for _, a := range r.learned.DNS() {
 		out = append(out, netip.AddrPortFrom(a, dnsPort))
 	}
 	return out

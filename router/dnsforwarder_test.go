@@ -16,6 +16,7 @@ import (
 	"github.com/gvrouter/gvrouter/hw/hwtest"
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/learned"
 	"github.com/gvrouter/gvrouter/services/dnsforward"
 	"github.com/gvrouter/gvrouter/stack"
 )
@@ -95,8 +96,6 @@ func dnsTestRouter(t *testing.T, cfg *config.Config) *Router {
 	r := &Router{
 		log: log, ctx: ctx, cancel: cancel, cfg: cfg,
 		services: make(map[string]*runningService),
-		leases:   make(map[string]*appliedLease),
-		ra6:      make(map[string]*learnedRA),
 		nat:      natengine.New(engineConfig(cfg)),
 	}
 	n, err := stack.New(dnsTestStack(cfg), log)
@@ -166,8 +165,8 @@ interfaces:
 	f := s.impl.(*dnsforward.Forwarder)
 	eq := func(a, b []netip.AddrPort) bool { return slices.Equal(a, b) }
 
-	pd := &delegation{Prefix: netip.MustParsePrefix("2001:db8:aa00::/56"), ValidUntil: time.Now().Add(time.Hour)}
-	apply(withIPv6(cfg, nil, pd, map[string]int{"lan": 1}))
+	pd := &learned.Delegation{Prefix: netip.MustParsePrefix("2001:db8:aa00::/56"), ValidUntil: time.Now().Add(time.Hour)}
+	apply(learned.WithIPv6(cfg, nil, pd, map[string]int{"lan": 1}))
 	newAddr := netip.MustParseAddrPort("[2001:db8:aa00:1::1]:53")
 	if got := r.services[dnsServiceName]; got != s || got.impl != f {
 		t.Fatalf("a new lan /64 restarted the forwarder (service %p -> %p)", s, got)
@@ -203,7 +202,7 @@ interfaces:
 	}
 
 	cfg2 := parse("dns: {upstreams: [192.0.2.54]}\n")
-	apply(withIPv6(cfg2, nil, pd, map[string]int{"lan": 1}))
+	apply(learned.WithIPv6(cfg2, nil, pd, map[string]int{"lan": 1}))
 	if got := r.services[dnsServiceName]; got != s {
 		t.Fatal("a dns.upstreams change restarted the forwarder")
 	}

@@ -110,11 +110,12 @@ func (r *Router) syncRALocked() {
 		if ic == nil {
 			continue
 		}
-		delegated, hasPD := lanSubnets(r.pd6, r.lanIDs)[ic.Name]
+		pd := r.learned.Delegation()
+		delegated, hasPD := r.learned.LANSubnets()[ic.Name]
 		var ps []ra.Prefix
 		for _, p := range lanPrefixes64(*ic) {
 			if hasPD && p == delegated {
-				ps = append(ps, ra.Prefix{Prefix: p, ValidUntil: r.pd6.ValidUntil, PreferredUntil: r.pd6.PreferredUntil})
+				ps = append(ps, ra.Prefix{Prefix: p, ValidUntil: pd.ValidUntil, PreferredUntil: pd.PreferredUntil})
 			} else {
 				ps = append(ps, ra.Prefix{Prefix: p})
 			}

@@ -2,10 +2,10 @@ package router
 
 import (
 	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/learned"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/services/ra"
 	"github.com/gvrouter/gvrouter/stack"
@@ -27,53 +27,6 @@ import (
 // when it turns what was learnt into routes; the learner prefers routers
 // that answer its neighbor solicitations, so an address nobody answers
 // for does not become the default route while the ISP's router answers.
-
-// ownedPrefixes6 is what the router holds, by interface, that an RA on
-// another interface must not route there.
-type ownedPrefixes6 struct {
-	byIface   map[string][]netip.Prefix // each interface's IPv6 prefixes, e.g. lan: fd77:1::/64
-	delegated netip.Prefix              // the delegation, holding the LAN subnets; zero without
-}
-
-// newOwnedPrefixes6 returns what cfg's interfaces and delegation pd hold.
-func newOwnedPrefixes6(cfg *config.Config, pd *delegation) *ownedPrefixes6 {
-	o := &ownedPrefixes6{byIface: map[string][]netip.Prefix{}}
-	for _, ic := range cfg.Interfaces {
-		for _, a := range ic.Addresses {
-			if a.Addr().Is6() && !a.Addr().Is4In6() && !a.Addr().IsLinkLocalUnicast() {
-				o.byIface[ic.Name] = append(o.byIface[ic.Name], a.Masked())
-			}
-		}
-	}
-	if pd != nil && pd.Prefix.IsValid() {
-		o.delegated = pd.Prefix.Masked()
-	}
-	return o
-}
-
-// except returns the prefixes the router holds other than on iface.
-func (o *ownedPrefixes6) except(iface string) []netip.Prefix {
-	if o == nil {
-		return nil
-	}
-	var out []netip.Prefix
-	for name, ps := range o.byIface {
-		if name != iface {
-			out = append(out, ps...)
-		}
-	}
-	if o.delegated.IsValid() {
-		out = append(out, o.delegated)
-	}
-	return out
-}
-
-// takesOnLink reports whether an RA's on-link prefix p may become a route
-// on iface: long enough, and overlapping nothing the router holds
-// elsewhere.
-func (o *ownedPrefixes6) takesOnLink(iface string, p netip.Prefix) bool {
-	return p.Bits() >= ra.MinOnLinkBits && !slices.ContainsFunc(o.except(iface), p.Overlaps)
-}
 
 // raLearnerSettings is what a reload compares.
 type raLearnerSettings struct {
@@ -105,14 +58,14 @@ func (r *Router) startRALearnerLocked(name, iface string, set raLearnerSettings)
 	s := &runningService{name: name, spec: set, ifc: ifc}
 	log := r.log.With("service", name)
 	l, err := ra.NewLearner(ra.LearnerConfig{Link: ifc, SrcAddr: netip.AddrFrom16(eui64LinkLocal(ifc.MAC())), Solicit: true,
-		Owned:  func() []netip.Prefix { return r.owned6.Load().except(iface) },
+		Owned:  func() []netip.Prefix { return r.owned6.Load().Except(iface) },
 		Logger: log, OnChange: func(st ra.State) {
-			lr := &learnedRA{OnLink: st.OnLinkPrefixes(), DNS: st.DNSServers()}
+			lr := &learned.RA{OnLink: st.OnLinkPrefixes(), DNS: st.DNSServers()}
 			for _, rt := range st.Routers {
 				lr.Routers = append(lr.Routers, rt.Addr)
 			}
 			log.Info("IPv6 router advertisements", "interface", iface, "routers", lr.Routers, "on_link", lr.OnLink, "rdnss", lr.DNS)
-			r.leaseQ.post(name, leaseChange{owner: s, iface: iface, ra: lr})
+			r.leaseQ.Post(name, learned.Change{Owner: s, Iface: iface, RA: lr})
 		}})
 	if err != nil {
 		return nil, err

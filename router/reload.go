@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/learned"
 )
 
 // Reload applies cfg, which has already been parsed and validated: ports
@@ -25,13 +26,11 @@ func (r *Router) Reload(cfg *config.Config) error {
 }
 
 // reloadLocked moves the router to cfg (the file's config) with the DHCP
-// leases in force added (withLeases): a reload and a lease change take
+// leases in force added (learned.State.Effective): a reload and a lease change take
 // the same path. r.mu must be held.
 func (r *Router) reloadLocked(cfg *config.Config) error {
-	r.dropStaleLeasesLocked(cfg)
-	r.dropStaleIPv6Locked(cfg)
-	cfg = withLeases(cfg, r.leases, r.portMTULocked)
-	cfg = withIPv6(cfg, r.ra6, r.pd6, r.lanIDs)
+	r.learned.DropStale(cfg)
+	cfg = r.learned.Effective(cfg, r.portMTULocked)
 	old := r.cfg
 
 	// Open new ports first: the only step that can fail on the machine.
@@ -106,8 +105,8 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 	}
 	r.cfg = cfg
 	r.setListenPolicyLocked(cfg)
-	r.net.SetUnassigned6(unassignedSets(r.pd6, r.lanIDs))
-	r.owned6.Store(newOwnedPrefixes6(cfg, r.pd6))
+	r.net.SetUnassigned6(r.learned.Unassigned())
+	r.owned6.Store(learned.NewOwned(cfg, r.learned.Delegation()))
 	// The engine outlives the reload with every flow; only its rules
 	// change. New interfaces got new IDs above, so the rules follow Apply.
 	if err := r.applyNATLocked(); err != nil {

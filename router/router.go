@@ -22,6 +22,7 @@ import (
 	"github.com/gvrouter/gvrouter/hw/xdpport"
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/learned"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/stack"
 	"github.com/gvrouter/gvrouter/statedir"
@@ -40,35 +41,25 @@ type Router struct {
 	build   Build
 	started time.Time
 
-	// mu protects cfg, userCfg, leases, ports, net, listeners, sinks
+	// mu protects cfg, userCfg, learned, ports, net, listeners, sinks
 	// and cancel.
 	mu sync.Mutex
-	// cfg is the config in force: userCfg (the file's) with the DHCP
-	// leases added (withLeases).
+	// cfg is the config in force: userCfg (the file's) with what the
+	// router learned added (learned.State.Effective).
 	cfg     *config.Config
 	userCfg *config.Config
-	// leases are the DHCP leases applied, by interface; leaseQ brings
-	// the clients' changes (leases.go).
-	leases map[string]*appliedLease
-	leaseQ *leaseQueue
-	// leaseLost says, by interface, when its lease was lost, for the
-	// status page, until a new one is bound.
-	leaseLost map[string]string
+	// learned is what the DHCP clients and RA learners taught, applied
+	// by the reload path; leaseQ brings their changes (leaseLoop).
+	learned learned.State
+	leaseQ  *learned.Queue
 	// leaseFileProblems keeps, by interface, what a DHCP server found
 	// wrong with its lease file when it started, for the status page
 	// until the router restarts: a reload restarting the server reads
 	// the replaced, healthy file and would forget it.
 	leaseFileProblems map[string]string
-	// ra6 is what each wan's RA learner knows, pd6 the delegating wan's
-	// prefix, lanIDs the lan interfaces' subnet ids in it and subnets
-	// their store (ipv6.go, subnets.go).
-	ra6     map[string]*learnedRA
-	pd6     *delegation
-	lanIDs  map[string]int
-	subnets *subnetIDs
 	// owned6 is what the RA learners must not take from their links,
 	// set by each reload and read on their goroutines (ralearn.go).
-	owned6 atomic.Pointer[ownedPrefixes6]
+	owned6 atomic.Pointer[learned.Owned]
 	// services are the running services by name (services.go).
 	services  map[string]*runningService
 	dnsHosts  dnsHostBook // the DHCP leases' names for the forwarder (dnsforwarder.go)
@@ -183,10 +174,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 		build:             build,
 		started:           time.Now(),
 		ports:             make(map[string]*runningPort),
-		leases:            make(map[string]*appliedLease),
-		ra6:               make(map[string]*learnedRA),
-		leaseQ:            newLeaseQueue(),
-		leaseLost:         make(map[string]string),
+		leaseQ:            learned.NewQueue(),
 		leaseFileProblems: make(map[string]string),
 		services:          make(map[string]*runningService),
 		userCfg:           cfg,
@@ -195,6 +183,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 		ctx:               ctx,
 		cancel:            cancel,
 	}
+	r.learned = learned.State{Log: log, Dir: func() (string, error) { return r.serviceDir("ipv6") }, Fallback: r.stateDir}
 	for _, o := range opts {
 		o(r)
 	}

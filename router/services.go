@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/stack"
@@ -208,40 +206,4 @@ func (r *Router) serviceDir(sub string) (string, error) {
 
 func errNoInterface(name string) error {
 	return fmt.Errorf("interface %s is not in the netstack", name)
-}
-
-// leaseDNSLocked returns the DNS servers the WAN side was given: the DHCP
-// leases' in interface order, then the IPv6 delegation's and RAs', without
-// repeats. r.mu must be held.
-func (r *Router) leaseDNSLocked() []netip.Addr {
-	var out []netip.Addr
-	names := make([]string, 0, len(r.leases))
-	for name := range r.leases {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	add := func(as []netip.Addr) {
-		for _, a := range as {
-			if !slices.Contains(out, a) {
-				out = append(out, a)
-			}
-		}
-	}
-	for _, name := range names {
-		add(r.leases[name].DNS)
-	}
-	// Then IPv6's: the delegation's DHCPv6 DNS servers (option 23), then
-	// the RAs' RDNSS, wan by wan.
-	if r.pd6 != nil {
-		add(r.pd6.DNS)
-	}
-	names = names[:0]
-	for name := range r.ra6 {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		add(r.ra6[name].DNS)
-	}
-	return out
 }
