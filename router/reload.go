@@ -143,7 +143,7 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 			}
 		}
 	}
-	if err := r.syncServicesLocked(cfg); err != nil {
+	if err := r.svc.Sync(cfg, &r.learned); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -24,6 +24,7 @@ import (
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/learned"
 	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/router/svc"
 	"github.com/gvrouter/gvrouter/stack"
 	"github.com/gvrouter/gvrouter/statedir"
 )
@@ -52,17 +53,12 @@ type Router struct {
 	// by the reload path; leaseQ brings their changes (leaseLoop).
 	learned learned.State
 	leaseQ  *learned.Queue
-	// leaseFileProblems keeps, by interface, what a DHCP server found
-	// wrong with its lease file when it started, for the status page
-	// until the router restarts: a reload restarting the server reads
-	// the replaced, healthy file and would forget it.
-	leaseFileProblems map[string]string
 	// owned6 is what the RA learners must not take from their links,
 	// set by each reload and read on their goroutines (ralearn.go).
 	owned6 atomic.Pointer[learned.Owned]
-	// services are the running services by name (services.go).
-	services  map[string]*runningService
-	dnsHosts  dnsHostBook // the DHCP leases' names for the forwarder (dnsforwarder.go)
+	// svc runs the services (package svc); nil until the netstack
+	// exists.
+	svc       *svc.Manager
 	ports     map[string]*runningPort
 	net       *stack.Router
 	listeners []*statusListener
@@ -170,18 +166,16 @@ func WithRunDir(dir string) Option { return func(r *Router) { r.runDir = dir } }
 func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *Router, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Router{
-		log:               log,
-		build:             build,
-		started:           time.Now(),
-		ports:             make(map[string]*runningPort),
-		leaseQ:            learned.NewQueue(),
-		leaseFileProblems: make(map[string]string),
-		services:          make(map[string]*runningService),
-		userCfg:           cfg,
-		portLocks:         make(map[string]*statedir.Lock),
-		stateDir:          cfg.StateDirectory(),
-		ctx:               ctx,
-		cancel:            cancel,
+		log:       log,
+		build:     build,
+		started:   time.Now(),
+		ports:     make(map[string]*runningPort),
+		leaseQ:    learned.NewQueue(),
+		userCfg:   cfg,
+		portLocks: make(map[string]*statedir.Lock),
+		stateDir:  cfg.StateDirectory(),
+		ctx:       ctx,
+		cancel:    cancel,
 	}
 	r.learned = learned.State{Log: log, Dir: func() (string, error) { return r.serviceDir("ipv6") }, Fallback: r.stateDir}
 	for _, o := range opts {
@@ -231,7 +225,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	if err := r.applyNATLocked(); err != nil {
 		return nil, fmt.Errorf("nat: %w", err)
 	}
-	r.dnsHosts.iface = n.Interface
+	r.svc = r.newServicesLocked()
 	r.wg.Add(3)
 	go func() {
 		defer r.wg.Done()
@@ -243,7 +237,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	}()
 	go func() {
 		defer r.wg.Done()
-		r.dnsHosts.watchNeighbors(ctx)
+		r.svc.Run(ctx)
 	}()
 	r.bindMACsecLocked()
 	r.bindPortsLocked()
@@ -253,7 +247,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	for _, rp := range r.ports {
 		r.startPortLocked(rp)
 	}
-	if err := r.syncServicesLocked(cfg); err != nil {
+	if err := r.svc.Sync(cfg, &r.learned); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -486,7 +480,9 @@ func (r *Router) Close() error {
 		return nil
 	}
 	r.closed = true
-	r.stopServicesLocked()
+	if r.svc != nil {
+		r.svc.Stop()
+	}
 	r.closeListenersLocked()
 	r.closeCaptureLocked()
 	r.statusSrv.Close()

@@ -43,9 +43,9 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 		IPPacketsDelivered: ip.PacketsDelivered.Value(),
 		IPPacketsSent:      ip.PacketsSent.Value(),
 	}
-	s.DHCPServers = r.dhcpServersStatusLocked()
-	s.DHCPClients = r.dhcpClientsStatusLocked()
-	s.DNS = r.dnsStatusLocked()
+	s.DHCPServers = r.svc.DHCP4ServersStatus()
+	s.DHCPClients = r.svc.DHCP4ClientsStatus(r.learned.LeaseLost)
+	s.DNS = r.svc.DNSStatus()
 	s.IPv6 = r.ipv6StatusLocked()
 	s.Neighbors = r.neighborsStatusLocked()
 	fs := r.net.FragmentStats()

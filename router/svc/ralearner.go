@@ -1,4 +1,4 @@
-package router
+package svc
 
 import (
 	"net/netip"
@@ -28,44 +28,47 @@ import (
 // that answer its neighbor solicitations, so an address nobody answers
 // for does not become the default route while the ISP's router answers.
 
+// RALearnerPrefix names the RA learners among the running services.
+const RALearnerPrefix = "ra6learner "
+
 // raLearnerSettings is what a reload compares.
 type raLearnerSettings struct {
 	MAC string
 }
 
 // raLearnerSpec is the learner of wan interface ic, if it gets one.
-func (r *Router) raLearnerSpec(cfg *config.Config, ic config.Interface) (serviceSpec, bool) {
+func raLearnerSpec(e *env, cfg *config.Config, ic config.Interface) (spec, bool) {
 	if ic.Role != config.RoleWAN || !cfg.IPv6Settings(&ic).AcceptRA {
-		return serviceSpec{}, false
+		return spec{}, false
 	}
-	ifc := r.net.Interface(ic.Name)
+	ifc := e.Interface(ic.Name)
 	if ifc == nil {
-		return serviceSpec{}, false
+		return spec{}, false
 	}
 	set := raLearnerSettings{MAC: ifc.MAC().String()}
-	return serviceSpec{spec: set, iface: ic.Name, start: func(r *Router, name string) (*runningService, error) {
-		return r.startRALearnerLocked(name, ic.Name, set)
+	return spec{spec: set, iface: ic.Name, start: func(e *env, name string) (*Service, error) {
+		return startRALearner(e, name, ic.Name, set)
 	}}, true
 }
 
-// startRALearnerLocked runs the learner on the interface's ICMPv6 frames
-// (it watches them, consuming none). r.mu must be held.
-func (r *Router) startRALearnerLocked(name, iface string, set raLearnerSettings) (*runningService, error) {
-	ifc := r.net.Interface(iface)
+// startRALearner runs the learner on the interface's ICMPv6 frames
+// (it watches them, consuming none).
+func startRALearner(e *env, name, iface string, set raLearnerSettings) (*Service, error) {
+	ifc := e.Interface(iface)
 	if ifc == nil {
 		return nil, errNoInterface(iface)
 	}
-	s := &runningService{name: name, spec: set, ifc: ifc}
-	log := r.log.With("service", name)
-	l, err := ra.NewLearner(ra.LearnerConfig{Link: ifc, SrcAddr: netip.AddrFrom16(eui64LinkLocal(ifc.MAC())), Solicit: true,
-		Owned:  func() []netip.Prefix { return r.owned6.Load().Except(iface) },
+	s := &Service{name: name, spec: set, ifc: ifc}
+	log := e.Log.With("service", name)
+	l, err := ra.NewLearner(ra.LearnerConfig{Link: ifc, SrcAddr: linkLocal(ifc.MAC()), Solicit: true,
+		Owned:  func() []netip.Prefix { return e.Owned(iface) },
 		Logger: log, OnChange: func(st ra.State) {
 			lr := &learned.RA{OnLink: st.OnLinkPrefixes(), DNS: st.DNSServers()}
 			for _, rt := range st.Routers {
 				lr.Routers = append(lr.Routers, rt.Addr)
 			}
 			log.Info("IPv6 router advertisements", "interface", iface, "routers", lr.Routers, "on_link", lr.OnLink, "rdnss", lr.DNS)
-			r.leaseQ.Post(name, learned.Change{Owner: s, Iface: iface, RA: lr})
+			e.Post(name, learned.Change{Owner: s, Iface: iface, RA: lr})
 		}})
 	if err != nil {
 		return nil, err
@@ -75,15 +78,14 @@ func (r *Router) startRALearnerLocked(name, iface string, set raLearnerSettings)
 		return nil, err
 	}
 	s.impl, s.undo = l, []func(){remove}
-	r.startService(s, l.Run)
+	e.start(s, l.Run)
 	return s, nil
 }
 
-// raLearnersStatusLocked fills the status page's WAN RA sections. r.mu
-// must be held.
-func (r *Router) raLearnersStatusLocked() []status.RALearner {
+// RALearnersStatus fills the status page's WAN RA sections.
+func (m *Manager) RALearnersStatus() []status.RALearner {
 	var out []status.RALearner
-	for _, s := range r.sortedServicesLocked() {
+	for _, s := range m.sorted() {
 		l, ok := s.impl.(*ra.Learner)
 		if !ok {
 			continue
