@@ -7,6 +7,7 @@ import (
 
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/learned"
+	"github.com/gvrouter/gvrouter/router/natrules"
 )
 
 // Reload applies cfg, which has already been parsed and validated: ports
@@ -112,13 +113,13 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 	if err := r.applyNATLocked(); err != nil {
 		errs = append(errs, fmt.Errorf("nat: %w", err))
 	}
-	if routingChanged(old, cfg) {
+	if natrules.RoutingChanged(old, cfg) {
 		// SetRules and Apply already bump the fast-path generation; this
 		// states the contract: offloaded flows re-take the slow path once
 		// when routes or interfaces change.
 		r.nat.InvalidateFastPath()
 	}
-	if what := natRestartNeeded(old, cfg); what != "" {
+	if what := natrules.RestartNeeded(old, cfg); what != "" {
 		r.log.Warn("config change needs a restart to take effect; the running values stay", "key", what)
 	}
 	if old.StateDirectory() != cfg.StateDirectory() {

@@ -23,6 +23,8 @@ import (
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/learned"
+	"github.com/gvrouter/gvrouter/router/natrules"
+	"github.com/gvrouter/gvrouter/router/natstatus"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/svc"
 	"github.com/gvrouter/gvrouter/stack"
@@ -78,7 +80,7 @@ type Router struct {
 	nat    *natengine.Engine
 	natMax int // its table limit
 	// census is the status page's last walk of the table.
-	census censusCache
+	census natstatus.Cache
 
 	// stateDir is the state directory in force (config state_dir at
 	// start: a change needs a restart), stateLock its lock, runDir where
@@ -201,7 +203,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	if err := r.startCaptureLocked(); err != nil {
 		return nil, err
 	}
-	ec := engineConfig(cfg)
+	ec := natrules.EngineConfig(cfg)
 	r.nat, r.natMax = natengine.New(ec), ec.MaxConns
 	for _, pc := range cfg.Ports {
 		if err := r.openPortLocked(cfg, pc); err != nil {
@@ -329,7 +331,7 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 			PCP:          uint8(ic.PCP),
 			GRO:          gro,
 			// fw4's wan zone input policy, after NAT (forwards pass).
-			DropNewInput: dropNewInput(cfg, ic),
+			DropNewInput: natrules.DropNewInput(cfg, ic),
 			// RFC 3704 ingress filtering on the inside; nothing of the
 			// router's own leaves the outside from an inside address.
 			IngressFilter: ic.Role == config.RoleLAN,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/natstatus"
 
 	"github.com/gvrouter/gvrouter/router/status"
 )
@@ -18,8 +19,8 @@ func (r *Router) Snapshot() status.Snapshot {
 	s, e, maxConns := r.snapshot()
 	if e != nil {
 		// Outside r.mu: the census walks the whole table.
-		s.Conntrack = conntrackCounters(e, maxConns)
-		r.census.get(e, time.Now()).apply(s.Conntrack)
+		s.Conntrack = natstatus.Counters(e, maxConns)
+		r.census.Get(e, time.Now()).Apply(s.Conntrack)
 	}
 	return s
 }

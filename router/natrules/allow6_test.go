@@ -1,4 +1,4 @@
-package router
+package natrules
 
 import (
 	"net/netip"
