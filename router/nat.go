@@ -17,7 +17,7 @@ const sweepInterval = 5 * time.Second
 // applyNATLocked gives the engine the rules of r.cfg and the interfaces
 // the stack has now. r.mu must be held.
 func (r *Router) applyNATLocked() error {
-	if r.nat == nil || r.net == nil || r.cfg == nil {
+	if r.nat.engine == nil || r.net == nil || r.cfg == nil {
 		return nil
 	}
 	portMTU := func(port string) int {
@@ -26,7 +26,7 @@ func (r *Router) applyNATLocked() error {
 		}
 		return 0
 	}
-	return r.nat.SetRules(natrules.Compile(r.cfg, r.net.NATIface, portMTU, natrules.ReservedPorts(r.cfg, r.sinks)))
+	return r.nat.engine.SetRules(natrules.Compile(r.cfg, r.net.NATIface, portMTU, natrules.ReservedPorts(r.cfg, r.sinks)))
 }
 
 // sweepNAT removes expired flows every sweepInterval until ctx is done.
@@ -47,7 +47,7 @@ func (r *Router) sweepNAT(ctx context.Context, e *natengine.Engine) {
 // conntrack table.
 func (r *Router) Flows() []status.Flow {
 	r.mu.Lock()
-	e := r.nat
+	e := r.nat.engine
 	r.mu.Unlock()
 	if e == nil {
 		return nil

@@ -30,8 +30,8 @@ func (r *Router) Reload(cfg *config.Config) error {
 // leases in force added (learned.State.Effective): a reload and a lease change take
 // the same path. r.mu must be held.
 func (r *Router) reloadLocked(cfg *config.Config) error {
-	r.learned.DropStale(cfg)
-	cfg = r.learned.Effective(cfg, r.portMTULocked)
+	r.learned.state.DropStale(cfg)
+	cfg = r.learned.state.Effective(cfg, r.portMTULocked)
 	old := r.cfg
 
 	// Open new ports first: the only step that can fail on the machine.
@@ -106,8 +106,8 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 	}
 	r.cfg = cfg
 	r.setListenPolicyLocked(cfg)
-	r.net.SetUnassigned6(r.learned.Unassigned())
-	r.owned6.Store(learned.NewOwned(cfg, r.learned.Delegation()))
+	r.net.SetUnassigned6(r.learned.state.Unassigned())
+	r.learned.owned6.Store(learned.NewOwned(cfg, r.learned.state.Delegation()))
 	// The engine outlives the reload with every flow; only its rules
 	// change. New interfaces got new IDs above, so the rules follow Apply.
 	if err := r.applyNATLocked(); err != nil {
@@ -117,13 +117,13 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 		// SetRules and Apply already bump the fast-path generation; this
 		// states the contract: offloaded flows re-take the slow path once
 		// when routes or interfaces change.
-		r.nat.InvalidateFastPath()
+		r.nat.engine.InvalidateFastPath()
 	}
 	if what := natrules.RestartNeeded(old, cfg); what != "" {
 		r.log.Warn("config change needs a restart to take effect; the running values stay", "key", what)
 	}
 	if old.StateDirectory() != cfg.StateDirectory() {
-		r.log.Warn("config change needs a restart to take effect; the running values stay", "key", "state_dir", "running", r.stateDir)
+		r.log.Warn("config change needs a restart to take effect; the running values stay", "key", "state_dir", "running", r.state.dir)
 	}
 	r.releasePortLocksLocked()
 	r.bindMACsecLocked()
@@ -144,7 +144,7 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 			}
 		}
 	}
-	if err := r.svc.Sync(cfg, &r.learned); err != nil {
+	if err := r.svc.Sync(cfg, &r.learned.state); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

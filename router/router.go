@@ -37,36 +37,54 @@ type Build struct {
 	Build   string // e.g. "go1.26.8 linux/arm"
 }
 
-// Router is one running appliance. Its methods are safe for concurrent use;
-// Reload and Close are serialised by mu.
+// Router is one running appliance. Its methods are safe for concurrent
+// use. Its state is grouped by what it serves, each group saying what
+// guards it; mu is the one lock of the reload path: New's setup, Reload,
+// leaseLoop's application of what was learned and Close hold it, and so
+// every group that a config change rewrites is under it. Lock order: mu
+// before any group's own lock (learned.queue's, nat.census's,
+// capture's), which are never held while taking mu.
 type Router struct {
-	log     *slog.Logger
-	build   Build
-	started time.Time
+	log     *slog.Logger // never changes
+	build   Build        // never changes
+	started time.Time    // never changes
 
-	// mu protects cfg, userCfg, learned, ports, net, listeners, sinks
-	// and cancel.
+	// mu protects cfg, userCfg, closed and each group below marked
+	// "under mu".
 	mu sync.Mutex
 	// cfg is the config in force: userCfg (the file's) with what the
 	// router learned added (learned.State.Effective).
 	cfg     *config.Config
 	userCfg *config.Config
-	// learned is what the DHCP clients and RA learners taught, applied
-	// by the reload path; leaseQ brings their changes (leaseLoop).
-	learned learned.State
-	leaseQ  *learned.Queue
-	// owned6 is what the RA learners must not take from their links,
-	// set by each reload and read on their goroutines (ralearn.go).
-	owned6 atomic.Pointer[learned.Owned]
+	closed  bool
+
+	// learned is what the WAN side taught the router (package learned).
+	learned struct {
+		// state is merged into the file's config by every reload;
+		// under mu.
+		state learned.State
+		// queue brings the clients' news to leaseLoop; it has a lock
+		// of its own, so a client never waits for a reload.
+		queue *learned.Queue
+		// owned6 is what the RA learners must not take from their
+		// links, stored by each reload and read on their goroutines.
+		owned6 atomic.Pointer[learned.Owned]
+	}
+
 	// svc runs the services (package svc); nil until the netstack
-	// exists.
-	svc       *svc.Manager
-	ports     map[string]*runningPort
-	net       *stack.Router
-	listeners []*statusListener
-	sinks     []netip.AddrPort // ServeDiscard listeners, reserved from SNAT
-	closed    bool
-	// macsec holds the SecYs by name (macsec.go); protected by mu.
+	// exists. Under mu.
+	svc *svc.Manager
+
+	// ports and net are the data path: the open ports by name and the
+	// netstack on them. Under mu; the ports' receive goroutines read
+	// their handler atomically (runningPort.handler).
+	ports map[string]*runningPort
+	net   *stack.Router
+	// xdpPool is the UMEMs the af_xdp ports share (xdppool.go); nil
+	// until the first af_xdp port opens. Under mu.
+	xdpPool *xdpport.Pool
+
+	// macsec holds the SecYs by name (macsec.go); under mu.
 	macsec map[string]*runningSecY
 	// mkaRand is the MKA participants' source of MIs and SAKs; nil means
 	// crypto/rand (WithMKARand).
@@ -75,25 +93,38 @@ type Router struct {
 	// (WithMKASecY).
 	mkaSecY func(MKASecY) MKASecY
 
-	// nat is the conntrack/NAT engine, built once in New: reloads change
-	// its rules and keep every tracked flow.
-	nat    *natengine.Engine
-	natMax int // its table limit
-	// census is the status page's last walk of the table.
-	census natstatus.Cache
+	// nat is the conntrack/NAT engine and its status.
+	nat struct {
+		// engine is built once in New (under mu) and never replaced:
+		// reloads change its rules and keep every tracked flow. It
+		// locks itself.
+		engine *natengine.Engine
+		max    int // its table limit, fixed at New
+		// census is the status page's last walk of the table; it has
+		// a lock of its own, taken outside mu (Snapshot).
+		census natstatus.Cache
+	}
 
-	// stateDir is the state directory in force (config state_dir at
-	// start: a change needs a restart), stateLock its lock, runDir where
-	// port locks are taken ("" = none) and portLocks the locks held, by
-	// port; protected by mu.
-	stateDir  string
-	stateLock *statedir.Lock
-	runDir    string
-	portLocks map[string]*statedir.Lock
+	// state is the state directory and the locks that keep a second
+	// router off this one's state and ports; under mu.
+	state struct {
+		// dir is the state directory in force (config state_dir at
+		// start: a change needs a restart) and lock its lock.
+		dir  string
+		lock *statedir.Lock
+		// runDir is where port locks are taken ("" = none) and
+		// portLocks the locks held, by port.
+		runDir    string
+		portLocks map[string]*statedir.Lock
+	}
 
+	// statusSrv serves the status page on listeners; sinks are the
+	// ServeDiscard listeners' addresses, reserved from SNAT. Under mu.
 	statusSrv *status.Server
+	listeners []*statusListener
+	sinks     []netip.AddrPort
 	// captures runs live captures (capture.go); captureLn is its socket
-	// and capIfaces the interfaces' points by name, protected by mu.
+	// and capIfaces the interfaces' points by name, under mu.
 	captures  *capture.Manager
 	captureLn *net.UnixListener
 	capIfaces map[string]*capture.Point
@@ -101,13 +132,12 @@ type Router struct {
 	// kernel_addresses), read by the status listeners' capture checks
 	// without mu (setListenPolicyLocked).
 	hostKernel atomic.Pointer[[]netip.Addr]
-	ctx        context.Context
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
 
-	// xdpPool is the UMEMs the af_xdp ports share (xdppool.go); nil
-	// until the first af_xdp port opens. Protected by mu.
-	xdpPool *xdpport.Pool
+	// ctx ends with Close and cancel ends it; wg counts the goroutines
+	// New and the listeners start, which Close waits for.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // portIO is what the router needs of a port: a *hw.Port (AF_PACKET on a
@@ -156,7 +186,7 @@ type Option func(*Router)
 // "/run/gvrouter", see hw.LockPort) before it touches any port, so that a
 // second router on the same ports refuses instead of taking them over.
 // Without it no port lock is taken.
-func WithRunDir(dir string) Option { return func(r *Router) { r.runDir = dir } }
+func WithRunDir(dir string) Option { return func(r *Router) { r.state.runDir = dir } }
 
 // New opens every port of cfg, builds the netstack and starts serving. On
 // error everything opened so far is closed again, so a failed start leaves
@@ -168,18 +198,18 @@ func WithRunDir(dir string) Option { return func(r *Router) { r.runDir = dir } }
 func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *Router, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Router{
-		log:       log,
-		build:     build,
-		started:   time.Now(),
-		ports:     make(map[string]*runningPort),
-		leaseQ:    learned.NewQueue(),
-		userCfg:   cfg,
-		portLocks: make(map[string]*statedir.Lock),
-		stateDir:  cfg.StateDirectory(),
-		ctx:       ctx,
-		cancel:    cancel,
+		log:     log,
+		build:   build,
+		started: time.Now(),
+		ports:   make(map[string]*runningPort),
+		userCfg: cfg,
+		ctx:     ctx,
+		cancel:  cancel,
 	}
-	r.learned = learned.State{Log: log, Dir: func() (string, error) { return r.serviceDir("ipv6") }, Fallback: r.stateDir}
+	r.learned.queue = learned.NewQueue()
+	r.state.portLocks = make(map[string]*statedir.Lock)
+	r.state.dir = cfg.StateDirectory()
+	r.learned.state = learned.State{Log: log, Dir: func() (string, error) { return r.serviceDir("ipv6") }, Fallback: r.state.dir}
 	for _, o := range opts {
 		o(r)
 	}
@@ -204,7 +234,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 		return nil, err
 	}
 	ec := natrules.EngineConfig(cfg)
-	r.nat, r.natMax = natengine.New(ec), ec.MaxConns
+	r.nat.engine, r.nat.max = natengine.New(ec), ec.MaxConns
 	for _, pc := range cfg.Ports {
 		if err := r.openPortLocked(cfg, pc); err != nil {
 			return nil, err
@@ -231,7 +261,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	r.wg.Add(3)
 	go func() {
 		defer r.wg.Done()
-		r.sweepNAT(ctx, r.nat)
+		r.sweepNAT(ctx, r.nat.engine)
 	}()
 	go func() {
 		defer r.wg.Done()
@@ -249,7 +279,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	for _, rp := range r.ports {
 		r.startPortLocked(rp)
 	}
-	if err := r.svc.Sync(cfg, &r.learned); err != nil {
+	if err := r.svc.Sync(cfg, &r.learned.state); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -295,7 +325,7 @@ func extraTags(cfg *config.Config, port string) int {
 // stackConfigLocked translates the config into the netstack's terms, using
 // each port's MAC and MTU.
 func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
-	sc := stack.Config{NAT: r.nat}
+	sc := stack.Config{NAT: r.nat.engine}
 	for _, ic := range cfg.Interfaces {
 		rp, ok := r.ports[ic.Port]
 		if !ok {
@@ -503,7 +533,7 @@ func (r *Router) Close() error {
 	}
 	r.mu.Unlock()
 	r.wg.Wait()
-	r.stateLock.Unlock()
+	r.state.lock.Unlock()
 	return errors.Join(errs...)
 }
 

@@ -27,18 +27,18 @@ func (r *Router) newServicesLocked() *svc.Manager {
 		Log:       r.log,
 		Interface: n.Interface,
 		Sockets:   n,
-		NAT:       r.nat,
+		NAT:       r.nat.engine,
 		Dir:       r.serviceDir,
 		PortMTU:   r.portMTULocked,
-		Post:      r.leaseQ.Post,
-		Owned:     func(iface string) []netip.Prefix { return r.owned6.Load().Except(iface) },
+		Post:      r.learned.queue.Post,
+		Owned:     func(iface string) []netip.Prefix { return r.learned.owned6.Load().Except(iface) },
 	})
 }
 
 // serviceDir returns (and creates, mode 0700) the state directory's
 // subdirectory for a service's files, e.g. state_dir/dhcp4.
 func (r *Router) serviceDir(sub string) (string, error) {
-	dir := filepath.Join(r.stateDir, sub)
+	dir := filepath.Join(r.state.dir, sub)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("state directory: %w", err)
 	}
@@ -62,9 +62,9 @@ func (r *Router) leaseLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.leaseQ.Kick:
+		case <-r.learned.queue.Kick:
 		}
-		changes := r.leaseQ.Take()
+		changes := r.learned.queue.Take()
 		r.mu.Lock()
 		if r.closed {
 			r.mu.Unlock()
@@ -77,11 +77,11 @@ func (r *Router) leaseLoop(ctx context.Context) {
 			}
 			switch {
 			case strings.HasPrefix(name, svc.DHCP4ClientPrefix):
-				changed = r.learned.TakeLease(c.Iface, c.Lease) || changed
+				changed = r.learned.state.TakeLease(c.Iface, c.Lease) || changed
 			case strings.HasPrefix(name, svc.RALearnerPrefix):
-				changed = r.learned.TakeRA(c.Iface, c.RA) || changed
+				changed = r.learned.state.TakeRA(c.Iface, c.RA) || changed
 			case strings.HasPrefix(name, svc.DHCP6ClientPrefix):
-				changed = r.learned.TakeDelegation(c.Iface, c.PD, r.userCfg) || changed
+				changed = r.learned.state.TakeDelegation(c.Iface, c.PD, r.userCfg) || changed
 			}
 		}
 		if changed {
@@ -98,7 +98,7 @@ func (r *Router) leaseLoop(ctx context.Context) {
 func (r *Router) ipv6StatusLocked() *status.IPv6 {
 	v := &status.IPv6{DHCPv6Servers: r.svc.DHCP6ServersStatus(), Delegation: r.svc.DHCP6ClientStatus(),
 		LANRA: r.svc.RAAdvertisersStatus(), WANRA: r.svc.RALearnersStatus()}
-	if subnets := r.learned.LANSubnets(); len(subnets) > 0 {
+	if subnets := r.learned.state.LANSubnets(); len(subnets) > 0 {
 		v.LANPrefixes = subnets
 	}
 	if v.DHCPv6Servers == nil && v.LANPrefixes == nil && v.Delegation == nil && v.WANRA == nil && v.LANRA == nil {

@@ -20,7 +20,7 @@ func (r *Router) Snapshot() status.Snapshot {
 	if e != nil {
 		// Outside r.mu: the census walks the whole table.
 		s.Conntrack = natstatus.Counters(e, maxConns)
-		r.census.Get(e, time.Now()).Apply(s.Conntrack)
+		r.nat.census.Get(e, time.Now()).Apply(s.Conntrack)
 	}
 	return s
 }
@@ -45,7 +45,7 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 		IPPacketsSent:      ip.PacketsSent.Value(),
 	}
 	s.DHCPServers = r.svc.DHCP4ServersStatus()
-	s.DHCPClients = r.svc.DHCP4ClientsStatus(r.learned.LeaseLost)
+	s.DHCPClients = r.svc.DHCP4ClientsStatus(r.learned.state.LeaseLost)
 	s.DNS = r.svc.DNSStatus()
 	s.IPv6 = r.ipv6StatusLocked()
 	s.Neighbors = r.neighborsStatusLocked()
@@ -165,5 +165,5 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 		s.Routes = append(s.Routes, status.Route{To: rt.To.String(), Via: via, Dev: rt.Dev})
 	}
 	r.macsecSnapshotLocked(&s)
-	return s, r.nat, r.natMax
+	return s, r.nat.engine, r.nat.max
 }
