@@ -107,10 +107,10 @@ func (r *Router) Captures() *capture.Manager { return r.captures }
 // the daemon's group.
 func (r *Router) startCaptureLocked() error {
 	r.captures = capture.NewManager(r.lookupCapture)
-	if r.runDir == "" {
+	if r.state.runDir == "" {
 		return nil
 	}
-	ln, err := capture.Listen(filepath.Join(r.runDir, capture.SocketName), os.Getegid())
+	ln, err := capture.Listen(filepath.Join(r.state.runDir, capture.SocketName), os.Getegid())
 	if err != nil {
 		return err
 	}
@@ -164,10 +164,10 @@ func (r *Router) captureAllowSocketLocked() func(*http.Request) error {
 
 // captureTokenLocked asks for the token of runDir/capture.token.
 func (r *Router) captureTokenLocked() func(*http.Request) error {
-	if r.runDir == "" {
+	if r.state.runDir == "" {
 		return capture.Refuse(errors.New("capture: refused: no run directory for " + capture.TokenFile))
 	}
-	return capture.TokenAllow(filepath.Join(r.runDir, capture.TokenFile))
+	return capture.TokenAllow(filepath.Join(r.state.runDir, capture.TokenFile))
 }
 
 // fromHostKernel reports whether a is one of the host kernel's addresses

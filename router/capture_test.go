@@ -20,7 +20,8 @@ import (
 // content.
 func TestCaptureAllow(t *testing.T) {
 	dir := t.TempDir()
-	r := &Router{runDir: dir}
+	r := &Router{}
+	r.state.runDir = dir
 	kernel := []netip.Addr{netip.MustParseAddr("10.255.0.2"), netip.MustParseAddr("fd00:ff::2")}
 	r.hostKernel.Store(&kernel)
 	const token = "0123456789abcdef0123"
@@ -95,7 +96,7 @@ func TestCaptureAllow(t *testing.T) {
 	if err := try(lan, lanHost, good); !errors.Is(err, capture.ErrNoToken) {
 		t.Errorf("token file readable by others: %v, want refused", err)
 	}
-	r.runDir = ""
+	r.state.runDir = ""
 	if err := try(host, lanHost, good); err == nil {
 		t.Error("no run directory: allowed, want refused")
 	}

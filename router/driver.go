@@ -41,7 +41,7 @@ func (r *Router) openDriverLocked(cfg *config.Config, pc config.Port, extra int)
 			// auto: AF_XDP only where it beats the ring, i.e. zero-copy.
 			bind = xsk.BindZeroCopy
 		}
-		p, err := xdpport.Open(xdpport.Config{Name: pc.Name, MTU: pc.MTU, ExtraTags: extra, Bind: bind, StateDir: r.stateDir, Pool: r.xdpPoolLocked(cfg)}, r.log)
+		p, err := xdpport.Open(xdpport.Config{Name: pc.Name, MTU: pc.MTU, ExtraTags: extra, Bind: bind, StateDir: r.state.dir, Pool: r.xdpPoolLocked(cfg)}, r.log)
 		if err == nil {
 			r.log.Info("port driver", "port", pc.Name, "config", driver, "driver", p.Driver(), "mode", p.Mode(), "queues", p.Queues())
 			return p, nil
@@ -54,7 +54,7 @@ func (r *Router) openDriverLocked(cfg *config.Config, pc config.Port, extra int)
 		MTU:       pc.MTU,
 		Profile:   cfg.Hardware,
 		ExtraTags: extra,
-		StateDir:  r.stateDir,
+		StateDir:  r.state.dir,
 		Tx:        hw.TxMode(pc.Tx),
 	}, r.log)
 	if err != nil {

@@ -27,12 +27,12 @@ func LockStateDir(dir string) (*statedir.Lock, error) {
 // lock takes the state directory's lock and every port's, before the
 // router touches anything: a second router refuses with nothing changed.
 func (r *Router) lock(cfg *config.Config) error {
-	if r.stateDir != "" {
-		l, err := LockStateDir(r.stateDir)
+	if r.state.dir != "" {
+		l, err := LockStateDir(r.state.dir)
 		if err != nil {
 			return err
 		}
-		r.stateLock = l
+		r.state.lock = l
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -47,31 +47,31 @@ func (r *Router) lock(cfg *config.Config) error {
 // lockPortLocked takes port's lock unless the router holds it or takes no
 // port locks.
 func (r *Router) lockPortLocked(port string) error {
-	if r.runDir == "" || r.portLocks[port] != nil {
+	if r.state.runDir == "" || r.state.portLocks[port] != nil {
 		return nil
 	}
-	l, err := hw.LockPort(r.runDir, port)
+	l, err := hw.LockPort(r.state.runDir, port)
 	if err != nil {
 		return err
 	}
-	r.portLocks[port] = l
+	r.state.portLocks[port] = l
 	return nil
 }
 
 // releasePortLocksLocked releases the locks of ports the router no longer
 // has open.
 func (r *Router) releasePortLocksLocked() {
-	for name, l := range r.portLocks {
+	for name, l := range r.state.portLocks {
 		if _, ok := r.ports[name]; !ok {
 			l.Unlock()
-			delete(r.portLocks, name)
+			delete(r.state.portLocks, name)
 		}
 	}
 }
 
 func (r *Router) unlockPortsLocked() {
-	for name, l := range r.portLocks {
+	for name, l := range r.state.portLocks {
 		l.Unlock()
-		delete(r.portLocks, name)
+		delete(r.state.portLocks, name)
 	}
 }

@@ -76,7 +76,7 @@ func (r *Router) newSecY(ms *config.MACsec, mac net.HardwareAddr, lowerMTU int) 
 	}
 	dir := ms.PNStore
 	if dir == "" {
-		dir = filepath.Join(cmp.Or(r.stateDir, config.DefaultStateDir), "macsec")
+		dir = filepath.Join(cmp.Or(r.state.dir, config.DefaultStateDir), "macsec")
 	}
 	store, err := macsec.NewFileStore(dir)
 	if err != nil {

@@ -46,7 +46,8 @@ func TestSecYParallelWorkers(t *testing.T) {
 // high-water marks in the state directory's macsec/.
 func TestPNStoreDefault(t *testing.T) {
 	dir := t.TempDir()
-	r := &Router{log: slog.New(slog.NewTextHandler(io.Discard, nil)), stateDir: dir}
+	r := &Router{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	r.state.dir = dir
 	cfg, err := config.Parse("test.yaml", []byte(natBase+"macsec:\n  - {name: ms1, on: wan}\n"))
 	if err != nil {
 		t.Fatal(err)

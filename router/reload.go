@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/learned"
+	"github.com/gvrouter/gvrouter/router/natrules"
 )
 
 // Reload applies cfg, which has already been parsed and validated: ports
@@ -25,13 +27,11 @@ func (r *Router) Reload(cfg *config.Config) error {
 }
 
 // reloadLocked moves the router to cfg (the file's config) with the DHCP
-// leases in force added (withLeases): a reload and a lease change take
+// leases in force added (learned.State.Effective): a reload and a lease change take
 // the same path. r.mu must be held.
 func (r *Router) reloadLocked(cfg *config.Config) error {
-	r.dropStaleLeasesLocked(cfg)
-	r.dropStaleIPv6Locked(cfg)
-	cfg = withLeases(cfg, r.leases, r.portMTULocked)
-	cfg = withIPv6(cfg, r.ra6, r.pd6, r.lanIDs)
+	r.learned.state.DropStale(cfg)
+	cfg = r.learned.state.Effective(cfg, r.portMTULocked)
 	old := r.cfg
 
 	// Open new ports first: the only step that can fail on the machine.
@@ -106,24 +106,24 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 	}
 	r.cfg = cfg
 	r.setListenPolicyLocked(cfg)
-	r.net.SetUnassigned6(unassignedSets(r.pd6, r.lanIDs))
-	r.owned6.Store(newOwnedPrefixes6(cfg, r.pd6))
+	r.net.SetUnassigned6(r.learned.state.Unassigned())
+	r.learned.owned6.Store(learned.NewOwned(cfg, r.learned.state.Delegation()))
 	// The engine outlives the reload with every flow; only its rules
 	// change. New interfaces got new IDs above, so the rules follow Apply.
 	if err := r.applyNATLocked(); err != nil {
 		errs = append(errs, fmt.Errorf("nat: %w", err))
 	}
-	if routingChanged(old, cfg) {
+	if natrules.RoutingChanged(old, cfg) {
 		// SetRules and Apply already bump the fast-path generation; this
 		// states the contract: offloaded flows re-take the slow path once
 		// when routes or interfaces change.
-		r.nat.InvalidateFastPath()
+		r.nat.engine.InvalidateFastPath()
 	}
-	if what := natRestartNeeded(old, cfg); what != "" {
+	if what := natrules.RestartNeeded(old, cfg); what != "" {
 		r.log.Warn("config change needs a restart to take effect; the running values stay", "key", what)
 	}
 	if old.StateDirectory() != cfg.StateDirectory() {
-		r.log.Warn("config change needs a restart to take effect; the running values stay", "key", "state_dir", "running", r.stateDir)
+		r.log.Warn("config change needs a restart to take effect; the running values stay", "key", "state_dir", "running", r.state.dir)
 	}
 	r.releasePortLocksLocked()
 	r.bindMACsecLocked()
@@ -144,7 +144,7 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 			}
 		}
 	}
-	if err := r.syncServicesLocked(cfg); err != nil {
+	if err := r.svc.Sync(cfg, &r.learned.state); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

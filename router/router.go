@@ -22,7 +22,11 @@ import (
 	"github.com/gvrouter/gvrouter/hw/xdpport"
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/learned"
+	"github.com/gvrouter/gvrouter/router/natrules"
+	"github.com/gvrouter/gvrouter/router/natstatus"
 	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/router/svc"
 	"github.com/gvrouter/gvrouter/stack"
 	"github.com/gvrouter/gvrouter/statedir"
 )
@@ -33,51 +37,54 @@ type Build struct {
 	Build   string // e.g. "go1.26.8 linux/arm"
 }
 
-// Router is one running appliance. Its methods are safe for concurrent use;
-// Reload and Close are serialised by mu.
+// Router is one running appliance. Its methods are safe for concurrent
+// use. Its state is grouped by what it serves, each group saying what
+// guards it; mu is the one lock of the reload path: New's setup, Reload,
+// leaseLoop's application of what was learned and Close hold it, and so
+// every group that a config change rewrites is under it. Lock order: mu
+// before any group's own lock (learned.queue's, nat.census's,
+// capture's), which are never held while taking mu.
 type Router struct {
-	log     *slog.Logger
-	build   Build
-	started time.Time
+	log     *slog.Logger // never changes
+	build   Build        // never changes
+	started time.Time    // never changes
 
-	// mu protects cfg, userCfg, leases, ports, net, listeners, sinks
-	// and cancel.
+	// mu protects cfg, userCfg, closed and each group below marked
+	// "under mu".
 	mu sync.Mutex
-	// cfg is the config in force: userCfg (the file's) with the DHCP
-	// leases added (withLeases).
+	// cfg is the config in force: userCfg (the file's) with what the
+	// router learned added (learned.State.Effective).
 	cfg     *config.Config
 	userCfg *config.Config
-	// leases are the DHCP leases applied, by interface; leaseQ brings
-	// the clients' changes (leases.go).
-	leases map[string]*appliedLease
-	leaseQ *leaseQueue
-	// leaseLost says, by interface, when its lease was lost, for the
-	// status page, until a new one is bound.
-	leaseLost map[string]string
-	// leaseFileProblems keeps, by interface, what a DHCP server found
-	// wrong with its lease file when it started, for the status page
-	// until the router restarts: a reload restarting the server reads
-	// the replaced, healthy file and would forget it.
-	leaseFileProblems map[string]string
-	// ra6 is what each wan's RA learner knows, pd6 the delegating wan's
-	// prefix, lanIDs the lan interfaces' subnet ids in it and subnets
-	// their store (ipv6.go, subnets.go).
-	ra6     map[string]*learnedRA
-	pd6     *delegation
-	lanIDs  map[string]int
-	subnets *subnetIDs
-	// owned6 is what the RA learners must not take from their links,
-	// set by each reload and read on their goroutines (ralearn.go).
-	owned6 atomic.Pointer[ownedPrefixes6]
-	// services are the running services by name (services.go).
-	services  map[string]*runningService
-	dnsHosts  dnsHostBook // the DHCP leases' names for the forwarder (dnsforwarder.go)
-	ports     map[string]*runningPort
-	net       *stack.Netstack
-	listeners []*statusListener
-	sinks     []netip.AddrPort // ServeDiscard listeners, reserved from SNAT
-	closed    bool
-	// macsec holds the SecYs by name (macsec.go); protected by mu.
+	closed  bool
+
+	// learned is what the WAN side taught the router (package learned).
+	learned struct {
+		// state is merged into the file's config by every reload;
+		// under mu.
+		state learned.State
+		// queue brings the clients' news to leaseLoop; it has a lock
+		// of its own, so a client never waits for a reload.
+		queue *learned.Queue
+		// owned6 is what the RA learners must not take from their
+		// links, stored by each reload and read on their goroutines.
+		owned6 atomic.Pointer[learned.Owned]
+	}
+
+	// svc runs the services (package svc); nil until the netstack
+	// exists. Under mu.
+	svc *svc.Manager
+
+	// ports and net are the data path: the open ports by name and the
+	// netstack on them. Under mu; the ports' receive goroutines read
+	// their entry (runningPort.input, a stack.PortInput) atomically.
+	ports map[string]*runningPort
+	net   *stack.Netstack
+	// xdpPool is the UMEMs the af_xdp ports share (xdppool.go); nil
+	// until the first af_xdp port opens. Under mu.
+	xdpPool *xdpport.Pool
+
+	// macsec holds the SecYs by name (macsec.go); under mu.
 	macsec map[string]*runningSecY
 	// mkaRand is the MKA participants' source of MIs and SAKs; nil means
 	// crypto/rand (WithMKARand).
@@ -86,25 +93,38 @@ type Router struct {
 	// (WithMKASecY).
 	mkaSecY func(MKASecY) MKASecY
 
-	// nat is the conntrack/NAT engine, built once in New: reloads change
-	// its rules and keep every tracked flow.
-	nat    *natengine.Engine
-	natMax int // its table limit
-	// census is the status page's last walk of the table.
-	census censusCache
+	// nat is the conntrack/NAT engine and its status.
+	nat struct {
+		// engine is built once in New (under mu) and never replaced:
+		// reloads change its rules and keep every tracked flow. It
+		// locks itself.
+		engine *natengine.Engine
+		max    int // its table limit, fixed at New
+		// census is the status page's last walk of the table; it has
+		// a lock of its own, taken outside mu (Snapshot).
+		census natstatus.Cache
+	}
 
-	// stateDir is the state directory in force (config state_dir at
-	// start: a change needs a restart), stateLock its lock, runDir where
-	// port locks are taken ("" = none) and portLocks the locks held, by
-	// port; protected by mu.
-	stateDir  string
-	stateLock *statedir.Lock
-	runDir    string
-	portLocks map[string]*statedir.Lock
+	// state is the state directory and the locks that keep a second
+	// router off this one's state and ports; under mu.
+	state struct {
+		// dir is the state directory in force (config state_dir at
+		// start: a change needs a restart) and lock its lock.
+		dir  string
+		lock *statedir.Lock
+		// runDir is where port locks are taken ("" = none) and
+		// portLocks the locks held, by port.
+		runDir    string
+		portLocks map[string]*statedir.Lock
+	}
 
+	// statusSrv serves the status page on listeners; sinks are the
+	// ServeDiscard listeners' addresses, reserved from SNAT. Under mu.
 	statusSrv *status.Server
+	listeners []*statusListener
+	sinks     []netip.AddrPort
 	// captures runs live captures (capture.go); captureLn is its socket
-	// and capIfaces the interfaces' points by name, protected by mu.
+	// and capIfaces the interfaces' points by name, under mu.
 	captures  *capture.Manager
 	captureLn *net.UnixListener
 	capIfaces map[string]*capture.Point
@@ -112,13 +132,12 @@ type Router struct {
 	// kernel_addresses), read by the status listeners' capture checks
 	// without mu (setListenPolicyLocked).
 	hostKernel atomic.Pointer[[]netip.Addr]
-	ctx        context.Context
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
 
-	// xdpPool is the UMEMs the af_xdp ports share (xdppool.go); nil
-	// until the first af_xdp port opens. Protected by mu.
-	xdpPool *xdpport.Pool
+	// ctx ends with Close and cancel ends it; wg counts the goroutines
+	// New and the listeners start, which Close waits for.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // portIO is what the router needs of a port: a *hw.Port (AF_PACKET on a
@@ -167,7 +186,7 @@ type Option func(*Router)
 // "/run/gvrouter", see hw.LockPort) before it touches any port, so that a
 // second router on the same ports refuses instead of taking them over.
 // Without it no port lock is taken.
-func WithRunDir(dir string) Option { return func(r *Router) { r.runDir = dir } }
+func WithRunDir(dir string) Option { return func(r *Router) { r.state.runDir = dir } }
 
 // New opens every port of cfg, builds the netstack and starts serving. On
 // error everything opened so far is closed again, so a failed start leaves
@@ -179,22 +198,18 @@ func WithRunDir(dir string) Option { return func(r *Router) { r.runDir = dir } }
 func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *Router, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Router{
-		log:               log,
-		build:             build,
-		started:           time.Now(),
-		ports:             make(map[string]*runningPort),
-		leases:            make(map[string]*appliedLease),
-		ra6:               make(map[string]*learnedRA),
-		leaseQ:            newLeaseQueue(),
-		leaseLost:         make(map[string]string),
-		leaseFileProblems: make(map[string]string),
-		services:          make(map[string]*runningService),
-		userCfg:           cfg,
-		portLocks:         make(map[string]*statedir.Lock),
-		stateDir:          cfg.StateDirectory(),
-		ctx:               ctx,
-		cancel:            cancel,
+		log:     log,
+		build:   build,
+		started: time.Now(),
+		ports:   make(map[string]*runningPort),
+		userCfg: cfg,
+		ctx:     ctx,
+		cancel:  cancel,
 	}
+	r.learned.queue = learned.NewQueue()
+	r.state.portLocks = make(map[string]*statedir.Lock)
+	r.state.dir = cfg.StateDirectory()
+	r.learned.state = learned.State{Log: log, Dir: func() (string, error) { return r.serviceDir("ipv6") }, Fallback: r.state.dir}
 	for _, o := range opts {
 		o(r)
 	}
@@ -218,8 +233,8 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	if err := r.startCaptureLocked(); err != nil {
 		return nil, err
 	}
-	ec := engineConfig(cfg)
-	r.nat, r.natMax = natengine.New(ec), ec.MaxConns
+	ec := natrules.EngineConfig(cfg)
+	r.nat.engine, r.nat.max = natengine.New(ec), ec.MaxConns
 	for _, pc := range cfg.Ports {
 		if err := r.openPortLocked(cfg, pc); err != nil {
 			return nil, err
@@ -242,11 +257,11 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	if err := r.applyNATLocked(); err != nil {
 		return nil, fmt.Errorf("nat: %w", err)
 	}
-	r.dnsHosts.iface = n.Interface
+	r.svc = r.newServicesLocked()
 	r.wg.Add(3)
 	go func() {
 		defer r.wg.Done()
-		r.sweepNAT(ctx, r.nat)
+		r.sweepNAT(ctx, r.nat.engine)
 	}()
 	go func() {
 		defer r.wg.Done()
@@ -254,7 +269,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	}()
 	go func() {
 		defer r.wg.Done()
-		r.dnsHosts.watchNeighbors(ctx)
+		r.svc.Run(ctx)
 	}()
 	r.bindMACsecLocked()
 	r.bindPortsLocked()
@@ -264,7 +279,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	for _, rp := range r.ports {
 		r.startPortLocked(rp)
 	}
-	if err := r.syncServicesLocked(cfg); err != nil {
+	if err := r.svc.Sync(cfg, &r.learned.state); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -310,7 +325,7 @@ func extraTags(cfg *config.Config, port string) int {
 // stackConfigLocked translates the config into the netstack's terms, using
 // each port's MAC and MTU.
 func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
-	sc := stack.Config{NAT: r.nat}
+	sc := stack.Config{NAT: r.nat.engine}
 	for _, ic := range cfg.Interfaces {
 		rp, ok := r.ports[ic.Port]
 		if !ok {
@@ -346,7 +361,7 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 			PCP:          uint8(ic.PCP),
 			GRO:          gro,
 			// fw4's wan zone input policy, after NAT (forwards pass).
-			DropNewInput: dropNewInput(cfg, ic),
+			DropNewInput: natrules.DropNewInput(cfg, ic),
 			// RFC 3704 ingress filtering on the inside; nothing of the
 			// router's own leaves the outside from an inside address.
 			IngressFilter: ic.Role == config.RoleLAN,
@@ -497,7 +512,9 @@ func (r *Router) Close() error {
 		return nil
 	}
 	r.closed = true
-	r.stopServicesLocked()
+	if r.svc != nil {
+		r.svc.Stop()
+	}
 	r.closeListenersLocked()
 	r.closeCaptureLocked()
 	r.statusSrv.Close()
@@ -516,7 +533,7 @@ func (r *Router) Close() error {
 	}
 	r.mu.Unlock()
 	r.wg.Wait()
-	r.stateLock.Unlock()
+	r.state.lock.Unlock()
 	return errors.Join(errs...)
 }
 

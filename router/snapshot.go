@@ -8,6 +8,7 @@ import (
 
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/natstatus"
 
 	"github.com/gvrouter/gvrouter/router/status"
 )
@@ -18,8 +19,8 @@ func (r *Router) Snapshot() status.Snapshot {
 	s, e, maxConns := r.snapshot()
 	if e != nil {
 		// Outside r.mu: the census walks the whole table.
-		s.Conntrack = conntrackCounters(e, maxConns)
-		r.census.get(e, time.Now()).apply(s.Conntrack)
+		s.Conntrack = natstatus.Counters(e, maxConns)
+		r.nat.census.Get(e, time.Now()).Apply(s.Conntrack)
 	}
 	return s
 }
@@ -43,9 +44,9 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 		IPPacketsDelivered: ip.PacketsDelivered.Value(),
 		IPPacketsSent:      ip.PacketsSent.Value(),
 	}
-	s.DHCPServers = r.dhcpServersStatusLocked()
-	s.DHCPClients = r.dhcpClientsStatusLocked()
-	s.DNS = r.dnsStatusLocked()
+	s.DHCPServers = r.svc.DHCP4ServersStatus()
+	s.DHCPClients = r.svc.DHCP4ClientsStatus(r.learned.state.LeaseLost)
+	s.DNS = r.svc.DNSStatus()
 	s.IPv6 = r.ipv6StatusLocked()
 	s.Neighbors = r.neighborsStatusLocked()
 	fs := r.net.FragmentStats()
@@ -164,5 +165,5 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 		s.Routes = append(s.Routes, status.Route{To: rt.To.String(), Via: via, Dev: rt.Dev})
 	}
 	r.macsecSnapshotLocked(&s)
-	return s, r.nat, r.natMax
+	return s, r.nat.engine, r.nat.max
 }

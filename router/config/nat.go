@@ -680,7 +680,7 @@ func (c *Config) validateNAT(l *errorList) {
 		return ifc
 	}
 	// An interface with "dhcp" has an IPv4 address while it holds a
-	// lease; the NAT rules follow the lease (router/leases.go).
+	// lease; the NAT rules follow the lease (router/learned/lease.go).
 	has4 := func(ifc *Interface) bool {
 		if ifc.DHCP != nil {
 			return true

@@ -1,4 +1,4 @@
-package router
+package learned
 
 import (
 	"encoding/json"
@@ -12,13 +12,13 @@ import (
 	"github.com/gvrouter/gvrouter/statedir"
 )
 
-// subnetIDs gives each lan interface a /64 of the delegated prefix that
+// SubnetIDs gives each lan interface a /64 of the delegated prefix that
 // stays its own across restarts, renewals and reloads (issue 19): an id
 // pinned by ipv6: {subnet: N} is used as written; any other lan
 // interface keeps the id it had (state_dir/ipv6/subnets.json), or gets
 // the lowest id free. A LAN host's SLAAC address and every allow6 rule
 // naming it survive a reboot of the router only if the subnet does.
-type subnetIDs struct {
+type SubnetIDs struct {
 	path string
 	ids  map[string]int // interface → id
 }
@@ -28,11 +28,11 @@ type subnetsFile struct {
 	Subnets map[string]int `json:"subnets"`
 }
 
-// loadSubnetIDs reads path; a missing file is an empty set, a corrupt
+// LoadSubnetIDs reads path; a missing file is an empty set, a corrupt
 // one is an error (the caller reports it and starts empty: ids are
 // assigned again, which only renumbers).
-func loadSubnetIDs(path string) (*subnetIDs, error) {
-	s := &subnetIDs{path: path, ids: map[string]int{}}
+func LoadSubnetIDs(path string) (*SubnetIDs, error) {
+	s := &SubnetIDs{path: path, ids: map[string]int{}}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return s, nil
@@ -52,12 +52,12 @@ func loadSubnetIDs(path string) (*subnetIDs, error) {
 	return s, nil
 }
 
-// assign returns the subnet id of every lan interface of cfg that takes a
+// Assign returns the subnet id of every lan interface of cfg that takes a
 // delegated /64 (ipv6.ra or dhcpv6 need not be on: the address is the
 // point), for a delegation of pdBits, and saves the set if it changed.
 // Interfaces that do not fit (more lan interfaces than /64s) are left
 // out and named in the error.
-func (s *subnetIDs) assign(cfg *config.Config, pdBits int) (map[string]int, error) {
+func (s *SubnetIDs) Assign(cfg *config.Config, pdBits int) (map[string]int, error) {
 	n := 1 << (config.LANPrefixLength - pdBits)
 	out := map[string]int{}
 	used := map[int]bool{}

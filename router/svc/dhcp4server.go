@@ -1,10 +1,7 @@
-package router
+package svc
 
 import (
-	"encoding/binary"
 	"net/netip"
-	"slices"
-	"strings"
 
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/status"
@@ -13,13 +10,16 @@ import (
 	"github.com/gvrouter/gvrouter/stack"
 )
 
+// dhcp4ServerPrefix names the DHCPv4 servers among the running services.
+const dhcp4ServerPrefix = "dhcp4server "
+
 // dhcpServerQueue bounds the datagrams waiting for a DHCP server: a flood
 // beyond it is counted (rawudp QueueFull) and dropped in the receive path.
 const dhcpServerQueue = 256
 
-// dhcpServerSpec is the DHCP server a lan interface's dhcp_server: asks
+// dhcp4ServerSpec is the DHCP server a lan interface's dhcp_server: asks
 // for. cfg is the config in force.
-func (r *Router) dhcpServerSpec(cfg *config.Config, ic config.Interface) (serviceSpec, error) {
+func dhcp4ServerSpec(e *env, cfg *config.Config, ic config.Interface) (spec, error) {
 	s := ic.DHCPServer
 	var own netip.Prefix
 	for _, p := range ic.Addresses {
@@ -28,9 +28,9 @@ func (r *Router) dhcpServerSpec(cfg *config.Config, ic config.Interface) (servic
 			break
 		}
 	}
-	dir, err := r.serviceDir("dhcp4")
+	dir, err := e.Dir("dhcp4")
 	if err != nil {
-		return serviceSpec{}, err
+		return spec{}, err
 	}
 	dc := dhcp4server.Config{
 		ServerAddr: own.Addr(),
@@ -59,18 +59,18 @@ func (r *Router) dhcpServerSpec(cfg *config.Config, ic config.Interface) (servic
 		dc.Static = append(dc.Static, dhcp4server.StaticLease{MAC: st.MAC, Addr: st.Address, Hostname: st.Hostname})
 	}
 	if err := dc.Validate(); err != nil {
-		return serviceSpec{}, err
+		return spec{}, err
 	}
-	return serviceSpec{spec: dc, iface: ic.Name, start: func(r *Router, name string) (*runningService, error) {
-		return r.startDHCPServerLocked(name, ic.Name, dc)
+	return spec{spec: dc, iface: ic.Name, start: func(e *env, name string) (*Service, error) {
+		return startDHCP4Server(e, name, ic.Name, dc)
 	}}, nil
 }
 
-// startDHCPServerLocked runs a DHCP server on the interface's raw frames:
+// startDHCP4Server runs a DHCP server on the interface's raw frames:
 // it must answer clients that have no address yet (RFC 2131 §4.1), which
-// netstack sockets cannot. r.mu must be held.
-func (r *Router) startDHCPServerLocked(name, iface string, dc dhcp4server.Config) (*runningService, error) {
-	ifc := r.net.Interface(iface)
+// netstack sockets cannot.
+func startDHCP4Server(e *env, name, iface string, dc dhcp4server.Config) (*Service, error) {
+	ifc := e.Interface(iface)
 	if ifc == nil {
 		return nil, errNoInterface(iface)
 	}
@@ -83,64 +83,28 @@ func (r *Router) startDHCPServerLocked(name, iface string, dc dhcp4server.Config
 	if err != nil {
 		return nil, err
 	}
-	spec := dc
-	dc.Log = r.log.With("service", name)
+	set := dc
+	dc.Log = e.Log.With("service", name)
 	var srv *dhcp4server.Server
-	// On the server's goroutine: the forwarder's host names, never r.mu.
-	dc.OnChange = func() { r.dnsHosts.refresh() }
+	// On the server's goroutine: the forwarder's host names, never the
+	// runtime's lock.
+	dc.OnChange = func() { e.hosts.refresh() }
 	srv, err = dhcp4server.New(dc, conn)
 	if err != nil {
 		remove()
 		return nil, err
 	}
-	if p := srv.Status().LeaseFileProblem; p != "" {
-		r.leaseFileProblems[ifc.Name()] = p
-	}
-	r.dnsHosts.setServer(iface, srv)
-	s := &runningService{name: name, spec: spec, ifc: ifc, impl: srv, undo: []func(){
-		remove, func() { conn.Close() }, func() { r.dnsHosts.setServer(iface, nil) }}}
-	r.startService(s, srv.Run)
+	e.hosts.setServer(iface, srv)
+	s := &Service{name: name, spec: set, ifc: ifc, impl: srv, note: srv.Status().LeaseFileProblem, undo: []func(){
+		remove, func() { conn.Close() }, func() { e.hosts.setServer(iface, nil) }}}
+	e.start(s, srv.Run)
 	return s, nil
 }
 
-// dstTap is a rawudp.Conn, IPv4 or IPv6, that takes only datagrams to
-// the addresses accept allows: a DHCP server must not steal a LAN host's
-// forwarded traffic to some other server's port, and the DHCPv6 client
-// takes only what is sent to its link-local address. The tap's match
-// fixes the frames' EtherType, so each Deliver sees one family.
-type dstTap struct {
-	conn   *rawudp.Conn
-	accept func(dst netip.Addr) bool
-}
-
-// Deliver implements stack.Tap.
-func (t dstTap) Deliver(frame []byte) bool {
-	var dst netip.Addr
-	switch {
-	case len(frame) < 14:
-		return false
-	case binary.BigEndian.Uint16(frame[12:]) == 0x86dd:
-		if len(frame) < 14+40 {
-			return false
-		}
-		dst = netip.AddrFrom16([16]byte(frame[14+24 : 14+40]))
-	default:
-		if len(frame) < 14+20 {
-			return false
-		}
-		dst = netip.AddrFrom4([4]byte(frame[14+16 : 14+20]))
-	}
-	if !t.accept(dst) {
-		return false
-	}
-	return t.conn.Deliver(frame)
-}
-
-// dhcpServersStatusLocked fills the status page's DHCP server sections.
-// r.mu must be held.
-func (r *Router) dhcpServersStatusLocked() []status.DHCPServer {
+// DHCP4ServersStatus fills the status page's DHCP server sections.
+func (m *Manager) DHCP4ServersStatus() []status.DHCPServer {
 	var out []status.DHCPServer
-	for _, s := range r.sortedServicesLocked() {
+	for _, s := range m.sorted() {
 		srv, ok := s.impl.(*dhcp4server.Server)
 		if !ok {
 			continue
@@ -152,7 +116,7 @@ func (r *Router) dhcpServersStatusLocked() []status.DHCPServer {
 			PoolStart: st.RangeStart, PoolEnd: st.RangeEnd,
 			PoolSize: st.PoolSize, PoolUsed: st.PoolUsed,
 			Offered: st.Offered, Declined: st.Declined,
-			LeaseFileError: joinNonEmpty(r.leaseFileProblems[s.ifc.Name()], st.LeaseFileError),
+			LeaseFileError: joinNonEmpty(m.leaseFileProblems[s.ifc.Name()], st.LeaseFileError),
 			Counters: map[string]uint64{
 				"received": ss.Received.Load(), "discover": ss.Discover.Load(), "request": ss.Request.Load(),
 				"decline": ss.Decline.Load(), "release": ss.Release.Load(), "inform": ss.Inform.Load(),
@@ -175,25 +139,5 @@ func (r *Router) dhcpServersStatusLocked() []status.DHCPServer {
 		}
 		out = append(out, d)
 	}
-	return out
-}
-
-func joinNonEmpty(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	}
-	return a + "; " + b
-}
-
-// sortedServicesLocked returns the running services by name.
-func (r *Router) sortedServicesLocked() []*runningService {
-	out := make([]*runningService, 0, len(r.services))
-	for _, s := range r.services {
-		out = append(out, s)
-	}
-	slices.SortFunc(out, func(a, b *runningService) int { return strings.Compare(a.name, b.name) })
 	return out
 }

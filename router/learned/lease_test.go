@@ -1,4 +1,4 @@
-package router
+package learned
 
 import (
 	"net/netip"
@@ -21,10 +21,10 @@ routes:
 	// addresses: [dhcp], which the parser refuses until the client runs.
 	wanIfc := cfg.Interface("wan")
 	wanIfc.Addresses, wanIfc.DHCP = nil, &config.DHCPClient{}
-	if got := withLeases(cfg, nil, nil); got != cfg {
-		t.Errorf("withLeases(no leases) made a copy")
+	if got := WithLeases(cfg, nil, nil); got != cfg {
+		t.Errorf("WithLeases(no leases) made a copy")
 	}
-	l := &appliedLease{
+	l := &Lease{
 		Addr: netip.MustParsePrefix("198.51.100.23/24"),
 		MTU:  9000,
 		Routes: []config.Route{
@@ -32,7 +32,7 @@ routes:
 			{To: netip.MustParsePrefix("10.0.0.0/8"), Via: netip.MustParseAddr("198.51.100.2")},
 		},
 	}
-	eff := withLeases(cfg, map[string]*appliedLease{"wan": l, "lan": l}, func(string) int { return 1500 })
+	eff := WithLeases(cfg, map[string]*Lease{"wan": l, "lan": l}, func(string) int { return 1500 })
 	wan := eff.Interface("wan")
 	if len(wan.Addresses) != 1 || wan.Addresses[0] != l.Addr {
 		t.Errorf("wan addresses = %v, want [%v]", wan.Addresses, l.Addr)
@@ -48,22 +48,22 @@ routes:
 		t.Errorf("routes = %+v, want %+v (the file's 10/8 wins)", eff.Routes, want)
 	}
 	if len(cfg.Interface("wan").Addresses) != 0 || len(cfg.Routes) != 1 {
-		t.Errorf("withLeases changed its input")
+		t.Errorf("WithLeases changed its input")
 	}
 }
 
-func TestLeaseQueueKeepsNewest(t *testing.T) {
-	q := newLeaseQueue()
-	a, b := &appliedLease{MTU: 1}, &appliedLease{MTU: 2}
-	q.post("wan", leaseChange{lease: a})
-	q.post("wan", leaseChange{lease: b})
-	q.post("wan2", leaseChange{})
-	<-q.kick
-	got := q.take()
-	if len(got) != 2 || got["wan"].lease != b || got["wan2"].lease != nil {
-		t.Errorf("take() = %+v", got)
+func TestQueueKeepsNewest(t *testing.T) {
+	q := NewQueue()
+	a, b := &Lease{MTU: 1}, &Lease{MTU: 2}
+	q.Post("wan", Change{Lease: a})
+	q.Post("wan", Change{Lease: b})
+	q.Post("wan2", Change{})
+	<-q.Kick
+	got := q.Take()
+	if len(got) != 2 || got["wan"].Lease != b || got["wan2"].Lease != nil {
+		t.Errorf("Take() = %+v", got)
 	}
-	if len(q.take()) != 0 {
-		t.Errorf("take() twice returned changes")
+	if len(q.Take()) != 0 {
+		t.Errorf("Take() twice returned changes")
 	}
 }

@@ -1,11 +1,11 @@
-package router
+package svc
 
 import (
 	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/learned"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/services/ra"
 	"github.com/gvrouter/gvrouter/stack"
@@ -16,64 +16,20 @@ import (
 // does on a forwarding interface: the most preferred default router
 // becomes the wan's IPv6 default route, on-link prefixes routes on the
 // wan, RDNSS servers upstreams, each for as long as its lifetime lasts,
-// through the reload path (withIPv6). Netstack, a forwarding stack,
+// through the reload path (learned.WithIPv6). Netstack, a forwarding stack,
 // ignores RAs itself; turning its own handling on would install routes
 // behind the router's back and take a LAN host's RAs too.
 //
 // A neighbour on the wan may send RAs too (issue 35). The learner takes
 // no prefix that overlaps one the router holds elsewhere (Owned: the
 // other interfaces' prefixes, the delegation and so its LAN subnets) and
-// none shorter than ra.MinOnLinkBits, and withIPv6 checks the same again
+// none shorter than ra.MinOnLinkBits, and learned.WithIPv6 checks the same again
 // when it turns what was learnt into routes; the learner prefers routers
 // that answer its neighbor solicitations, so an address nobody answers
 // for does not become the default route while the ISP's router answers.
 
-// ownedPrefixes6 is what the router holds, by interface, that an RA on
-// another interface must not route there.
-type ownedPrefixes6 struct {
-	byIface   map[string][]netip.Prefix // each interface's IPv6 prefixes, e.g. lan: fd77:1::/64
-	delegated netip.Prefix              // the delegation, holding the LAN subnets; zero without
-}
-
-// newOwnedPrefixes6 returns what cfg's interfaces and delegation pd hold.
-func newOwnedPrefixes6(cfg *config.Config, pd *delegation) *ownedPrefixes6 {
-	o := &ownedPrefixes6{byIface: map[string][]netip.Prefix{}}
-	for _, ic := range cfg.Interfaces {
-		for _, a := range ic.Addresses {
-			if a.Addr().Is6() && !a.Addr().Is4In6() && !a.Addr().IsLinkLocalUnicast() {
-				o.byIface[ic.Name] = append(o.byIface[ic.Name], a.Masked())
-			}
-		}
-	}
-	if pd != nil && pd.Prefix.IsValid() {
-		o.delegated = pd.Prefix.Masked()
-	}
-	return o
-}
-
-// except returns the prefixes the router holds other than on iface.
-func (o *ownedPrefixes6) except(iface string) []netip.Prefix {
-	if o == nil {
-		return nil
-	}
-	var out []netip.Prefix
-	for name, ps := range o.byIface {
-		if name != iface {
-			out = append(out, ps...)
-		}
-	}
-	if o.delegated.IsValid() {
-		out = append(out, o.delegated)
-	}
-	return out
-}
-
-// takesOnLink reports whether an RA's on-link prefix p may become a route
-// on iface: long enough, and overlapping nothing the router holds
-// elsewhere.
-func (o *ownedPrefixes6) takesOnLink(iface string, p netip.Prefix) bool {
-	return p.Bits() >= ra.MinOnLinkBits && !slices.ContainsFunc(o.except(iface), p.Overlaps)
-}
+// RALearnerPrefix names the RA learners among the running services.
+const RALearnerPrefix = "ra6learner "
 
 // raLearnerSettings is what a reload compares.
 type raLearnerSettings struct {
@@ -81,38 +37,38 @@ type raLearnerSettings struct {
 }
 
 // raLearnerSpec is the learner of wan interface ic, if it gets one.
-func (r *Router) raLearnerSpec(cfg *config.Config, ic config.Interface) (serviceSpec, bool) {
+func raLearnerSpec(e *env, cfg *config.Config, ic config.Interface) (spec, bool) {
 	if ic.Role != config.RoleWAN || !cfg.IPv6Settings(&ic).AcceptRA {
-		return serviceSpec{}, false
+		return spec{}, false
 	}
-	ifc := r.net.Interface(ic.Name)
+	ifc := e.Interface(ic.Name)
 	if ifc == nil {
-		return serviceSpec{}, false
+		return spec{}, false
 	}
 	set := raLearnerSettings{MAC: ifc.MAC().String()}
-	return serviceSpec{spec: set, iface: ic.Name, start: func(r *Router, name string) (*runningService, error) {
-		return r.startRALearnerLocked(name, ic.Name, set)
+	return spec{spec: set, iface: ic.Name, start: func(e *env, name string) (*Service, error) {
+		return startRALearner(e, name, ic.Name, set)
 	}}, true
 }
 
-// startRALearnerLocked runs the learner on the interface's ICMPv6 frames
-// (it watches them, consuming none). r.mu must be held.
-func (r *Router) startRALearnerLocked(name, iface string, set raLearnerSettings) (*runningService, error) {
-	ifc := r.net.Interface(iface)
+// startRALearner runs the learner on the interface's ICMPv6 frames
+// (it watches them, consuming none).
+func startRALearner(e *env, name, iface string, set raLearnerSettings) (*Service, error) {
+	ifc := e.Interface(iface)
 	if ifc == nil {
 		return nil, errNoInterface(iface)
 	}
-	s := &runningService{name: name, spec: set, ifc: ifc}
-	log := r.log.With("service", name)
-	l, err := ra.NewLearner(ra.LearnerConfig{Link: ifc, SrcAddr: netip.AddrFrom16(eui64LinkLocal(ifc.MAC())), Solicit: true,
-		Owned:  func() []netip.Prefix { return r.owned6.Load().except(iface) },
+	s := &Service{name: name, spec: set, ifc: ifc}
+	log := e.Log.With("service", name)
+	l, err := ra.NewLearner(ra.LearnerConfig{Link: ifc, SrcAddr: linkLocal(ifc.MAC()), Solicit: true,
+		Owned:  func() []netip.Prefix { return e.Owned(iface) },
 		Logger: log, OnChange: func(st ra.State) {
-			lr := &learnedRA{OnLink: st.OnLinkPrefixes(), DNS: st.DNSServers()}
+			lr := &learned.RA{OnLink: st.OnLinkPrefixes(), DNS: st.DNSServers()}
 			for _, rt := range st.Routers {
 				lr.Routers = append(lr.Routers, rt.Addr)
 			}
 			log.Info("IPv6 router advertisements", "interface", iface, "routers", lr.Routers, "on_link", lr.OnLink, "rdnss", lr.DNS)
-			r.leaseQ.post(name, leaseChange{owner: s, iface: iface, ra: lr})
+			e.Post(name, learned.Change{Owner: s, Iface: iface, RA: lr})
 		}})
 	if err != nil {
 		return nil, err
@@ -122,15 +78,14 @@ func (r *Router) startRALearnerLocked(name, iface string, set raLearnerSettings)
 		return nil, err
 	}
 	s.impl, s.undo = l, []func(){remove}
-	r.startService(s, l.Run)
+	e.start(s, l.Run)
 	return s, nil
 }
 
-// raLearnersStatusLocked fills the status page's WAN RA sections. r.mu
-// must be held.
-func (r *Router) raLearnersStatusLocked() []status.RALearner {
+// RALearnersStatus fills the status page's WAN RA sections.
+func (m *Manager) RALearnersStatus() []status.RALearner {
 	var out []status.RALearner
-	for _, s := range r.sortedServicesLocked() {
+	for _, s := range m.sorted() {
 		l, ok := s.impl.(*ra.Learner)
 		if !ok {
 			continue

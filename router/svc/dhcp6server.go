@@ -1,4 +1,4 @@
-package router
+package svc
 
 import (
 	"net/netip"
@@ -30,31 +30,31 @@ const dhcp6ServerPrefix = "dhcp6server "
 
 // dhcp6ServerSpec is the stateless DHCPv6 server of lan interface ic, if
 // it gets one. cfg is the config in force (delegated addresses included).
-func (r *Router) dhcp6ServerSpec(cfg *config.Config, ic config.Interface) (serviceSpec, bool) {
+func dhcp6ServerSpec(e *env, cfg *config.Config, ic config.Interface) (spec, bool) {
 	if ic.Role != config.RoleLAN || !cfg.IPv6Settings(&ic).DHCPv6 || !dnsWanted(cfg) {
-		return serviceSpec{}, false
+		return spec{}, false
 	}
-	ifc := r.net.Interface(ic.Name)
+	ifc := e.Interface(ic.Name)
 	if ifc == nil {
-		return serviceSpec{}, false
+		return spec{}, false
 	}
 	dns := lanDNS6(ic)
 	if len(dns) == 0 {
-		return serviceSpec{}, false
+		return spec{}, false
 	}
 	dc := dhcp6server.Config{
 		HWAddr:      ifc.MAC(),
-		Addr:        netip.AddrFrom16(eui64LinkLocal(ifc.MAC())),
+		Addr:        linkLocal(ifc.MAC()),
 		DNS:         dns,
 		Domains:     []string{cfg.DomainName()},
 		RefreshTime: dhcp6RefreshTime,
 	}
 	if err := dc.Validate(); err != nil {
-		r.log.Error("stateless DHCPv6 server not started", "interface", ic.Name, "err", err)
-		return serviceSpec{}, false
+		e.Log.Error("stateless DHCPv6 server not started", "interface", ic.Name, "err", err)
+		return spec{}, false
 	}
-	return serviceSpec{spec: dc, iface: ic.Name, start: func(r *Router, name string) (*runningService, error) {
-		return r.startDHCP6ServerLocked(name, ic.Name, dc)
+	return spec{spec: dc, iface: ic.Name, start: func(e *env, name string) (*Service, error) {
+		return startDHCP6Server(e, name, ic.Name, dc)
 	}}, true
 }
 
@@ -72,10 +72,10 @@ func lanDNS6(ic config.Interface) []netip.Addr {
 	return out
 }
 
-// startDHCP6ServerLocked runs the server on the interface's frames to UDP
-// 547 at ff02::1:2 or its link-local address. r.mu must be held.
-func (r *Router) startDHCP6ServerLocked(name, iface string, dc dhcp6server.Config) (*runningService, error) {
-	ifc := r.net.Interface(iface)
+// startDHCP6Server runs the server on the interface's frames to UDP
+// 547 at ff02::1:2 or its link-local address.
+func startDHCP6Server(e *env, name, iface string, dc dhcp6server.Config) (*Service, error) {
+	ifc := e.Interface(iface)
 	if ifc == nil {
 		return nil, errNoInterface(iface)
 	}
@@ -88,24 +88,24 @@ func (r *Router) startDHCP6ServerLocked(name, iface string, dc dhcp6server.Confi
 	if err != nil {
 		return nil, err
 	}
-	spec := dc
-	dc.Log = r.log.With("service", name)
+	set := dc
+	dc.Log = e.Log.With("service", name)
 	srv, err := dhcp6server.New(dc, conn)
 	if err != nil {
 		remove()
 		conn.Close()
 		return nil, err
 	}
-	s := &runningService{name: name, spec: spec, ifc: ifc, impl: srv, undo: []func(){remove, func() { conn.Close() }}}
-	r.startService(s, srv.Run)
+	s := &Service{name: name, spec: set, ifc: ifc, impl: srv, undo: []func(){remove, func() { conn.Close() }}}
+	e.start(s, srv.Run)
 	return s, nil
 }
 
-// dhcp6ServersStatusLocked fills the status page's stateless DHCPv6
-// sections. r.mu must be held.
-func (r *Router) dhcp6ServersStatusLocked() []status.DHCPv6Server {
+// DHCP6ServersStatus fills the status page's stateless DHCPv6
+// sections.
+func (m *Manager) DHCP6ServersStatus() []status.DHCPv6Server {
 	var out []status.DHCPv6Server
-	for _, s := range r.sortedServicesLocked() {
+	for _, s := range m.sorted() {
 		srv, ok := s.impl.(*dhcp6server.Server)
 		if !ok {
 			continue

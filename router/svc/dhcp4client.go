@@ -1,18 +1,21 @@
-package router
+package svc
 
 import (
-	"context"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/learned"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/services/dhcp4client"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 	"github.com/gvrouter/gvrouter/stack"
 )
+
+// DHCP4ClientPrefix names the DHCPv4 clients among the running services
+// (the name is the prefix and the interface).
+const DHCP4ClientPrefix = "dhcp4client "
 
 // dhcpClientQueue bounds the DHCP replies waiting for a client.
 const dhcpClientQueue = 64
@@ -28,12 +31,12 @@ type dhcpClientSettings struct {
 	LeaseFile string
 }
 
-// dhcpClientSpec is the DHCP client of an interface with "dhcp" among its
+// dhcp4ClientSpec is the DHCP client of an interface with "dhcp" among its
 // addresses.
-func (r *Router) dhcpClientSpec(ic config.Interface) (serviceSpec, error) {
-	dir, err := r.serviceDir("dhcp4")
+func dhcp4ClientSpec(e *env, ic config.Interface) (spec, error) {
+	dir, err := e.Dir("dhcp4")
 	if err != nil {
-		return serviceSpec{}, err
+		return spec{}, err
 	}
 	minMTU := config.MinMTUConntrack
 	for _, p := range ic.Addresses {
@@ -41,30 +44,29 @@ func (r *Router) dhcpClientSpec(ic config.Interface) (serviceSpec, error) {
 			minMTU = config.MinMTUIPv6 // netstack cannot forward IPv6 below 1280
 		}
 	}
-	ifc := r.net.Interface(ic.Name)
+	ifc := e.Interface(ic.Name)
 	if ifc == nil {
-		return serviceSpec{}, errNoInterface(ic.Name)
+		return spec{}, errNoInterface(ic.Name)
 	}
 	set := dhcpClientSettings{
 		MAC: ifc.MAC().String(), ClientID: string(ic.DHCP.ClientID), Hostname: ic.DHCP.Hostname,
 		Release: ic.DHCP.Release, MinMTU: minMTU, LeaseFile: dir + "/" + ic.Name + ".client.json",
 	}
-	return serviceSpec{spec: set, iface: ic.Name, start: func(r *Router, name string) (*runningService, error) {
-		return r.startDHCPClientLocked(name, ic.Name, set)
+	return spec{spec: set, iface: ic.Name, start: func(e *env, name string) (*Service, error) {
+		return startDHCP4Client(e, name, ic.Name, set)
 	}}, nil
 }
 
-// startDHCPClientLocked runs a DHCP client on the interface's raw frames
+// startDHCP4Client runs a DHCP client on the interface's raw frames
 // (it has no address to send from until BOUND), with port 68 reserved in
-// the NAT engine so that no LAN flow is translated onto it. r.mu must be
-// held.
-func (r *Router) startDHCPClientLocked(name, iface string, set dhcpClientSettings) (*runningService, error) {
-	s, err := r.newServiceLocked(name, iface, set)
+// the NAT engine so that no LAN flow is translated onto it.
+func startDHCP4Client(e *env, name, iface string, set dhcpClientSettings) (*Service, error) {
+	s, err := e.newService(name, iface, set)
 	if err != nil {
 		return nil, err
 	}
 	ifc := s.ifc
-	release, err := r.nat.ReservePortAny(natengine.ProtoUDP, 68)
+	release, err := e.NAT.ReservePortAny(natengine.ProtoUDP, 68)
 	if err != nil {
 		return s.abort(err)
 	}
@@ -89,7 +91,7 @@ func (r *Router) startDHCPClientLocked(name, iface string, set dhcpClientSetting
 	if set.ClientID != "" {
 		clientID = []byte(set.ClientID)
 	}
-	log := r.log.With("service", name)
+	log := e.Log.With("service", name)
 	cl, err := dhcp4client.New(dhcp4client.Config{
 		Transport: conn, HWAddr: ifc.MAC(), ClientID: clientID, Hostname: set.Hostname,
 		LeaseFile: set.LeaseFile, Release: set.Release, MinMTU: set.MinMTU, Prober: prober,
@@ -101,23 +103,23 @@ func (r *Router) startDHCPClientLocked(name, iface string, set dhcpClientSetting
 				log.Info("DHCP lease", "interface", iface, "address", new.Addr, "server", new.Server,
 					"routes", len(new.Routes), "dns", new.DNS, "mtu", new.MTU, "expiry", new.Expiry)
 			}
-			r.leaseQ.post(name, leaseChange{owner: s, iface: iface, lease: appliedOf(new)})
+			e.Post(name, learned.Change{Owner: s, Iface: iface, Lease: leaseOf(new)})
 		},
 	})
 	if err != nil {
 		return s.abort(err)
 	}
 	s.impl = cl
-	r.startService(s, cl.Run)
+	e.start(s, cl.Run)
 	return s, nil
 }
 
-// appliedOf turns a client's lease into the config it adds.
-func appliedOf(l *dhcp4client.Lease) *appliedLease {
+// leaseOf turns a client's lease into the config it adds.
+func leaseOf(l *dhcp4client.Lease) *learned.Lease {
 	if l == nil {
 		return nil
 	}
-	a := &appliedLease{Addr: l.Addr, MTU: l.MTU, DNS: append([]netip.Addr(nil), l.DNS...)}
+	a := &learned.Lease{Addr: l.Addr, MTU: l.MTU, DNS: append([]netip.Addr(nil), l.DNS...)}
 	for _, rt := range l.Routes {
 		cr := config.Route{To: rt.Dst}
 		if rt.Via.IsValid() && !rt.Via.IsUnspecified() {
@@ -128,65 +130,11 @@ func appliedOf(l *dhcp4client.Lease) *appliedLease {
 	return a
 }
 
-// leaseLoop applies the DHCP clients' lease changes, a batch at a time,
-// by the reload path, until ctx ends.
-func (r *Router) leaseLoop(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.leaseQ.kick:
-		}
-		changes := r.leaseQ.take()
-		r.mu.Lock()
-		if r.closed {
-			r.mu.Unlock()
-			return
-		}
-		changed := false
-		for name, c := range changes {
-			if s := r.services[name]; s == nil || s != c.owner {
-				continue // from a client a reload replaced
-			}
-			switch {
-			case strings.HasPrefix(name, dhcp4ClientPrefix):
-				changed = r.takeLeaseLocked(c.iface, c.lease) || changed
-			case strings.HasPrefix(name, raLearnerPrefix):
-				changed = r.takeRALocked(c.iface, c.ra) || changed
-			case strings.HasPrefix(name, dhcp6ClientPrefix):
-				changed = r.takeDelegationLocked(c.iface, c.pd) || changed
-			}
-		}
-		if changed {
-			if err := r.reloadLocked(r.userCfg); err != nil {
-				r.log.Error("applying DHCP lease", "err", err)
-			}
-		}
-		r.mu.Unlock()
-	}
-}
-
-// takeLeaseLocked records iface's DHCPv4 lease (nil: lost) and reports
-// whether it changed. r.mu must be held.
-func (r *Router) takeLeaseLocked(iface string, l *appliedLease) bool {
-	if r.leases[iface].equal(l) {
-		return false
-	}
-	if l == nil {
-		delete(r.leases, iface)
-		r.leaseLost[iface] = "lease lost at " + time.Now().UTC().Format(time.TimeOnly) + " UTC; address and routes removed"
-	} else {
-		r.leases[iface] = l
-		delete(r.leaseLost, iface)
-	}
-	return true
-}
-
-// dhcpClientsStatusLocked fills the status page's WAN lease sections.
-// r.mu must be held.
-func (r *Router) dhcpClientsStatusLocked() []status.DHCPClient {
+// DHCP4ClientsStatus fills the status page's WAN lease sections; lost
+// is the note on an interface's lost lease (learned.State.LeaseLost).
+func (m *Manager) DHCP4ClientsStatus(lost func(iface string) string) []status.DHCPClient {
 	var out []status.DHCPClient
-	for _, s := range r.sortedServicesLocked() {
+	for _, s := range m.sorted() {
 		cl, ok := s.impl.(*dhcp4client.Client)
 		if !ok {
 			continue
@@ -197,7 +145,7 @@ func (r *Router) dhcpClientsStatusLocked() []status.DHCPClient {
 		c := status.DHCPClient{
 			Interface: iface,
 			State:     strings.ToLower(st.State),
-			LastError: joinNonEmpty(r.leaseLost[iface], joinNonEmpty(st.LastError, st.LeaseFileError)),
+			LastError: joinNonEmpty(lost(iface), joinNonEmpty(st.LastError, st.LeaseFileError)),
 			Counters: map[string]uint64{
 				"discover": ss.Discovers.Load(), "offer": ss.Offers.Load(), "request": ss.Requests.Load(),
 				"ack": ss.Acks.Load(), "nak": ss.Naks.Load(), "decline": ss.Declines.Load(),

@@ -1,11 +1,13 @@
-package router
+package svc
 
 import (
 	"encoding/hex"
+	"net"
 	"net/netip"
 	"strings"
 
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/learned"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/services/dhcp6client"
 	"github.com/gvrouter/gvrouter/services/rawudp"
@@ -14,10 +16,13 @@ import (
 
 // The DHCPv6 client (issue 19) of the delegating wan interface (ipv6:
 // {pd: N}) asks the ISP for a prefix (IA_PD); what it holds is applied by
-// the reload path (ipv6.go): each lan interface's ::1 in its /64 of it,
+// the reload path (learned.WithIPv6): each lan interface's ::1 in its /64 of it,
 // the unassigned rest refused, the ISP's DNS servers as upstreams. It
 // runs on the interface's raw frames to UDP 546 at its link-local
 // address (IPv6 is routed, not translated: no NAT port to reserve).
+
+// DHCP6ClientPrefix names the DHCPv6 client among the running services.
+const DHCP6ClientPrefix = "dhcp6client "
 
 // dhcp6ClientSettings is what a reload compares: a change restarts the
 // client (its lease file lets it confirm the same prefix by Rebind).
@@ -31,14 +36,14 @@ type dhcp6ClientSettings struct {
 }
 
 // dhcp6ClientSpec is the DHCPv6 client of the delegating wan interface.
-func (r *Router) dhcp6ClientSpec(ic config.Interface) (serviceSpec, error) {
-	dir, err := r.serviceDir("dhcp6")
+func dhcp6ClientSpec(e *env, ic config.Interface) (spec, error) {
+	dir, err := e.Dir("dhcp6")
 	if err != nil {
-		return serviceSpec{}, err
+		return spec{}, err
 	}
-	ifc := r.net.Interface(ic.Name)
+	ifc := e.Interface(ic.Name)
 	if ifc == nil {
-		return serviceSpec{}, errNoInterface(ic.Name)
+		return spec{}, errNoInterface(ic.Name)
 	}
 	v := ic.IPv6OrDefault()
 	set := dhcp6ClientSettings{
@@ -46,15 +51,14 @@ func (r *Router) dhcp6ClientSpec(ic config.Interface) (serviceSpec, error) {
 		DUIDFile:  dir + "/duid",
 		LeaseFile: dir + "/" + ic.Name + ".client.json",
 	}
-	return serviceSpec{spec: set, iface: ic.Name, start: func(r *Router, name string) (*runningService, error) {
-		return r.startDHCP6ClientLocked(name, ic.Name, set)
+	return spec{spec: set, iface: ic.Name, start: func(e *env, name string) (*Service, error) {
+		return startDHCP6Client(e, name, ic.Name, set)
 	}}, nil
 }
 
-// startDHCP6ClientLocked runs the client on the interface's frames. r.mu
-// must be held.
-func (r *Router) startDHCP6ClientLocked(name, iface string, set dhcp6ClientSettings) (*runningService, error) {
-	s, err := r.newServiceLocked(name, iface, set)
+// startDHCP6Client runs the client on the interface's frames.
+func startDHCP6Client(e *env, name, iface string, set dhcp6ClientSettings) (*Service, error) {
+	s, err := e.newService(name, iface, set)
 	if err != nil {
 		return nil, err
 	}
@@ -68,32 +72,32 @@ func (r *Router) startDHCP6ClientLocked(name, iface string, set dhcp6ClientSetti
 		return s.abort(err)
 	}
 	s.undo = append(s.undo, remove)
-	log := r.log.With("service", name)
+	log := e.Log.With("service", name)
 	cl, err := dhcp6client.New(dhcp6client.Config{
 		Transport: conn, HWAddr: ifc.MAC(), SrcAddr: ll, PDLength: set.PDLength, WantAddress: set.WantAddress,
 		DUIDFile: set.DUIDFile, LeaseFile: set.LeaseFile, ReleaseOnStop: set.Release, Logger: log,
 		OnChange: func(l *dhcp6client.Lease) {
-			r.leaseQ.post(name, leaseChange{owner: s, iface: iface, pd: delegationOf(l)})
+			e.Post(name, learned.Change{Owner: s, Iface: iface, PD: delegationOf(l)})
 		},
 	})
 	if err != nil {
 		return s.abort(err)
 	}
 	s.impl = cl
-	r.startService(s, cl.Run)
+	e.start(s, cl.Run)
 	return s, nil
 }
 
 // delegationOf turns the client's lease into what the router applies: its
 // first delegated prefix short enough to carve /64s from (an ISP hands
 // out one; a second is ignored), nil for none.
-func delegationOf(l *dhcp6client.Lease) *delegation {
+func delegationOf(l *dhcp6client.Lease) *learned.Delegation {
 	if l == nil {
 		return nil
 	}
 	for _, p := range l.Prefixes {
 		if p.Prefix.Addr().Is6() && p.Prefix.Bits() <= config.LANPrefixLength {
-			return &delegation{
+			return &learned.Delegation{
 				Prefix: p.Prefix.Masked(), PreferredUntil: p.PreferredUntil, ValidUntil: p.ValidUntil,
 				DNS: append([]netip.Addr(nil), l.DNS...), Domains: append([]string(nil), l.Domains...),
 			}
@@ -102,10 +106,10 @@ func delegationOf(l *dhcp6client.Lease) *delegation {
 	return nil
 }
 
-// dhcp6ClientStatusLocked fills the status page's delegation section; nil
-// when no client runs. r.mu must be held.
-func (r *Router) dhcp6ClientStatusLocked() *status.DHCPv6Client {
-	for _, s := range r.sortedServicesLocked() {
+// DHCP6ClientStatus fills the status page's delegation section; nil
+// when no client runs.
+func (m *Manager) DHCP6ClientStatus() *status.DHCPv6Client {
+	for _, s := range m.sorted() {
 		cl, ok := s.impl.(*dhcp6client.Client)
 		if !ok {
 			continue
@@ -154,3 +158,7 @@ func dhcp6ClientDrops(d *dhcp6client.Drops) map[string]uint64 {
 		"status": d.Status.Load(),
 	}
 }
+
+// linkLocal is the EUI-64 link-local address netstack generates for mac,
+// the one the services send from.
+func linkLocal(mac net.HardwareAddr) netip.Addr { return dhcp6client.LinkLocal(mac) }

@@ -1,4 +1,4 @@
-package router
+package svc
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/gvrouter/gvrouter/hw/hwtest"
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/learned"
 	"github.com/gvrouter/gvrouter/services/dnsforward"
 	"github.com/gvrouter/gvrouter/stack"
 )
@@ -62,8 +63,7 @@ func TestDNSWanted(t *testing.T) {
 // the lease's upstreams out, so that a lease change never restarts it;
 // addresses and upstreams are taken in place (live), the rest restarts.
 func TestDNSSpec(t *testing.T) {
-	r := &Router{}
-	sp, ok := r.dnsSpec(parseDNSTest(t, "", "dns: {upstreams: [9.9.9.9], domain: home, cache: {size: 500, min_ttl: 10s}}\n"))
+	sp, ok := dnsSpec(parseDNSTest(t, "", "dns: {upstreams: [9.9.9.9], domain: home, cache: {size: 500, min_ttl: 10s}}\n"))
 	if !ok {
 		t.Fatal("dnsSpec: no forwarder for a dns: section")
 	}
@@ -78,41 +78,36 @@ func TestDNSSpec(t *testing.T) {
 	if sp.update == nil {
 		t.Error("dnsSpec has no update hook: a new lan address would restart the forwarder")
 	}
-	sp, _ = r.dnsSpec(parseDNSTest(t, ", dhcp_server: {range: 192.168.1.100-192.168.1.150}", ""))
+	sp, _ = dnsSpec(parseDNSTest(t, ", dhcp_server: {range: 192.168.1.100-192.168.1.150}", ""))
 	set, live = sp.spec.(dnsSettings), sp.live.(dnsLive)
 	if live.Upstreams != nil || set.Domain != config.DefaultDomain || set.CacheSize != config.DefaultDNSCache {
 		t.Errorf("default settings = %+v, %+v, want no upstreams (the leases'), domain %s, cache %d", set, live, config.DefaultDomain, config.DefaultDNSCache)
 	}
 }
 
-// dnsTestRouter is a Router with only what the services need: a netstack
-// whose interfaces write to a fake port, and the NAT engine. Its
-// services stop when t ends.
-func dnsTestRouter(t *testing.T, cfg *config.Config) *Router {
+// testManager is a Manager with only what the services need: a netstack
+// whose interfaces write to a fake port, and a NAT engine. Its services
+// stop when t ends.
+func testManager(t *testing.T, cfg *config.Config) (*Manager, *stack.Netstack) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r := &Router{
-		log: log, ctx: ctx, cancel: cancel, cfg: cfg,
-		services: make(map[string]*runningService),
-		leases:   make(map[string]*appliedLease),
-		ra6:      make(map[string]*learnedRA),
-		nat:      natengine.New(engineConfig(cfg)),
-	}
 	n, err := stack.New(dnsTestStack(cfg), log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.net = n
-	r.dnsHosts.iface = n.Interface
+	dir := t.TempDir()
+	m := New(Env{
+		Log: log, Interface: n.Interface, Sockets: n, NAT: natengine.New(natengine.Config{}),
+		Dir:     func(string) (string, error) { return dir, nil },
+		PortMTU: func(string) int { return 1500 },
+		Post:    func(string, learned.Change) {},
+		Owned:   func(string) []netip.Prefix { return nil },
+	})
 	t.Cleanup(func() {
-		r.mu.Lock()
-		r.stopServicesLocked()
-		r.mu.Unlock()
-		cancel()
+		m.Stop()
 		n.Close()
 	})
-	return r
+	return m, n
 }
 
 // dnsTestStack is cfg's interfaces as netstack ones on a fake port.
@@ -145,38 +140,35 @@ interfaces:
 		return cfg
 	}
 	cfg := parse("dns: {upstreams: [192.0.2.53]}\n")
-	r := dnsTestRouter(t, cfg)
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	m, n := testManager(t, cfg)
 	apply := func(cfg *config.Config) {
 		t.Helper()
-		if err := r.net.Apply(dnsTestStack(cfg)); err != nil {
+		if err := n.Apply(dnsTestStack(cfg)); err != nil {
 			t.Fatalf("netstack Apply: %v", err)
 		}
-		r.cfg = cfg
-		if err := r.syncServicesLocked(cfg); err != nil {
-			t.Fatalf("syncServicesLocked: %v", err)
+		if err := m.Sync(cfg, &learned.State{}); err != nil {
+			t.Fatalf("Sync: %v", err)
 		}
 	}
 	apply(cfg)
-	s := r.services[dnsServiceName]
+	s := m.services[dnsServiceName]
 	if s == nil {
 		t.Fatal("no dns service")
 	}
 	f := s.impl.(*dnsforward.Forwarder)
 	eq := func(a, b []netip.AddrPort) bool { return slices.Equal(a, b) }
 
-	pd := &delegation{Prefix: netip.MustParsePrefix("2001:db8:aa00::/56"), ValidUntil: time.Now().Add(time.Hour)}
-	apply(withIPv6(cfg, nil, pd, map[string]int{"lan": 1}))
+	pd := &learned.Delegation{Prefix: netip.MustParsePrefix("2001:db8:aa00::/56"), ValidUntil: time.Now().Add(time.Hour)}
+	apply(learned.WithIPv6(cfg, nil, pd, map[string]int{"lan": 1}))
 	newAddr := netip.MustParseAddrPort("[2001:db8:aa00:1::1]:53")
-	if got := r.services[dnsServiceName]; got != s || got.impl != f {
+	if got := m.services[dnsServiceName]; got != s || got.impl != f {
 		t.Fatalf("a new lan /64 restarted the forwarder (service %p -> %p)", s, got)
 	}
 	if got, want := f.Listening(), []netip.AddrPort{netip.MustParseAddrPort("192.168.1.1:53"), newAddr}; !eq(got, want) {
 		t.Errorf("after the delegation, Listening() = %v, want %v", got, want)
 	}
 	// The forwarder holds the new address's port 53 in the netstack.
-	if pc, err := r.net.ListenUDPConn(newAddr); err == nil {
+	if pc, err := n.ListenUDPConn(newAddr); err == nil {
 		pc.Close()
 		t.Errorf("ListenUDPConn(%v) succeeded: the forwarder does not hold it", newAddr)
 	}
@@ -203,8 +195,8 @@ interfaces:
 	}
 
 	cfg2 := parse("dns: {upstreams: [192.0.2.54]}\n")
-	apply(withIPv6(cfg2, nil, pd, map[string]int{"lan": 1}))
-	if got := r.services[dnsServiceName]; got != s {
+	apply(learned.WithIPv6(cfg2, nil, pd, map[string]int{"lan": 1}))
+	if got := m.services[dnsServiceName]; got != s {
 		t.Fatal("a dns.upstreams change restarted the forwarder")
 	}
 	if got, want := f.Status().Upstreams, []netip.AddrPort{netip.MustParseAddrPort("192.0.2.54:53")}; !eq(got, want) {
@@ -213,7 +205,7 @@ interfaces:
 
 	// The delegation goes: its address is no longer served.
 	apply(cfg2)
-	if got := r.services[dnsServiceName]; got != s {
+	if got := m.services[dnsServiceName]; got != s {
 		t.Fatal("losing the delegation restarted the forwarder")
 	}
 	if got, want := f.Listening(), []netip.AddrPort{netip.MustParseAddrPort("192.168.1.1:53")}; !eq(got, want) {
@@ -221,7 +213,7 @@ interfaces:
 	}
 
 	apply(parse("dns: {upstreams: [192.0.2.54], domain: home}\n"))
-	if got := r.services[dnsServiceName]; got == s || got == nil {
+	if got := m.services[dnsServiceName]; got == s || got == nil {
 		t.Errorf("a domain change kept the forwarder (service %p -> %p), want a restart", s, got)
 	}
 }

@@ -1,4 +1,4 @@
-package router
+package svc
 
 import (
 	"net"

@@ -1,4 +1,4 @@
-package router
+package svc
 
 import (
 	"net/netip"
@@ -16,7 +16,7 @@ import (
 // RDNSS and the domain as DNSSL. The advertiser runs on the interface's
 // ICMPv6 frames (it takes the RSs, netstack sees the rest) and is not
 // restarted when the delegation changes: its prefixes and DNS are set in
-// place (syncRALocked), so a renumbering announces the old prefix
+// place (Manager.syncRA), so a renumbering announces the old prefix
 // deprecated instead of a final RA.
 
 // raAdvertiserPrefix names the advertisers among the running services.
@@ -32,29 +32,29 @@ type raSettings struct {
 
 // raAdvertiserSpec is the advertiser of lan interface ic, if it gets one:
 // RAs on, and a /64 to announce now or a delegation to come.
-func (r *Router) raAdvertiserSpec(cfg *config.Config, ic config.Interface) (serviceSpec, bool) {
+func raAdvertiserSpec(e *env, cfg *config.Config, ic config.Interface) (spec, bool) {
 	v := cfg.IPv6Settings(&ic)
 	if ic.Role != config.RoleLAN || !v.RA {
-		return serviceSpec{}, false
+		return spec{}, false
 	}
 	if len(lanPrefixes64(ic)) == 0 && cfg.DelegatingWAN() == "" {
-		return serviceSpec{}, false
+		return spec{}, false
 	}
-	ifc := r.net.Interface(ic.Name)
+	ifc := e.Interface(ic.Name)
 	if ifc == nil {
-		return serviceSpec{}, false
+		return spec{}, false
 	}
 	mtu := ic.MTU
 	if mtu == 0 {
-		mtu = r.portMTULocked(ic.Port)
+		mtu = e.PortMTU(ic.Port)
 	}
 	if mtu < 1280 {
 		mtu = 0 // not announced: the port's is unknown
 	}
-	set := raSettings{MAC: ifc.MAC().String(), SrcAddr: netip.AddrFrom16(eui64LinkLocal(ifc.MAC())), MTU: mtu,
+	set := raSettings{MAC: ifc.MAC().String(), SrcAddr: linkLocal(ifc.MAC()), MTU: mtu,
 		Managed: v.Managed, Other: v.Other}
-	return serviceSpec{spec: set, iface: ic.Name, start: func(r *Router, name string) (*runningService, error) {
-		return r.startRAAdvertiserLocked(name, ic.Name, set)
+	return spec{spec: set, iface: ic.Name, start: func(e *env, name string) (*Service, error) {
+		return startRAAdvertiser(e, name, ic.Name, set)
 	}}, true
 }
 
@@ -74,16 +74,16 @@ func lanPrefixes64(ic config.Interface) []netip.Prefix {
 	return out
 }
 
-// startRAAdvertiserLocked runs the advertiser on the interface's ICMPv6
-// frames. r.mu must be held.
-func (r *Router) startRAAdvertiserLocked(name, iface string, set raSettings) (*runningService, error) {
-	ifc := r.net.Interface(iface)
+// startRAAdvertiser runs the advertiser on the interface's ICMPv6
+// frames.
+func startRAAdvertiser(e *env, name, iface string, set raSettings) (*Service, error) {
+	ifc := e.Interface(iface)
 	if ifc == nil {
 		return nil, errNoInterface(iface)
 	}
 	adv, err := ra.New(ra.Config{
 		Link: ifc, SrcAddr: set.SrcAddr, MTU: set.MTU, Managed: set.Managed, Other: set.Other,
-		Logger: r.log.With("service", name),
+		Logger: e.Log.With("service", name),
 	})
 	if err != nil {
 		return nil, err
@@ -92,55 +92,56 @@ func (r *Router) startRAAdvertiserLocked(name, iface string, set raSettings) (*r
 	if err != nil {
 		return nil, err
 	}
-	s := &runningService{name: name, spec: set, ifc: ifc, impl: adv, undo: []func(){remove}}
-	r.startService(s, adv.Run)
+	s := &Service{name: name, spec: set, ifc: ifc, impl: adv, undo: []func(){remove}}
+	e.start(s, adv.Run)
 	return s, nil
 }
 
-// syncRALocked gives each running advertiser the prefixes and DNS of its
-// interface in the config in force: static /64s with radvd's default
-// lifetimes, the delegated /64 with the delegation's. r.mu must be held.
-func (r *Router) syncRALocked() {
-	for _, s := range r.services {
+// syncRA gives each running advertiser the prefixes and DNS of its
+// interface in cfg, the config in force: static /64s with radvd's default
+// lifetimes, the delegated /64 with the delegation's.
+func (m *Manager) syncRA(cfg *config.Config) {
+	l := m.env.learned
+	for _, s := range m.services {
 		adv, ok := s.impl.(*ra.Advertiser)
 		if !ok {
 			continue
 		}
-		ic := r.cfg.Interface(s.ifc.Name())
+		ic := cfg.Interface(s.ifc.Name())
 		if ic == nil {
 			continue
 		}
-		delegated, hasPD := lanSubnets(r.pd6, r.lanIDs)[ic.Name]
+		pd := l.Delegation()
+		delegated, hasPD := l.LANSubnets()[ic.Name]
 		var ps []ra.Prefix
 		for _, p := range lanPrefixes64(*ic) {
 			if hasPD && p == delegated {
-				ps = append(ps, ra.Prefix{Prefix: p, ValidUntil: r.pd6.ValidUntil, PreferredUntil: r.pd6.PreferredUntil})
+				ps = append(ps, ra.Prefix{Prefix: p, ValidUntil: pd.ValidUntil, PreferredUntil: pd.PreferredUntil})
 			} else {
 				ps = append(ps, ra.Prefix{Prefix: p})
 			}
 		}
 		if err := adv.SetPrefixes(ps); err != nil {
-			r.log.Error("router advertisements: prefixes", "interface", ic.Name, "err", err)
+			m.env.Log.Error("router advertisements: prefixes", "interface", ic.Name, "err", err)
 		}
 		var dnssl []string
-		if dnsWanted(r.cfg) {
-			dnssl = []string{r.cfg.DomainName()}
+		if dnsWanted(cfg) {
+			dnssl = []string{cfg.DomainName()}
 		}
 		var rdnss []netip.Addr
-		if dnsWanted(r.cfg) {
+		if dnsWanted(cfg) {
 			rdnss = lanDNS6(*ic)
 		}
 		if err := adv.SetDNS(rdnss, dnssl); err != nil {
-			r.log.Error("router advertisements: DNS", "interface", ic.Name, "err", err)
+			m.env.Log.Error("router advertisements: DNS", "interface", ic.Name, "err", err)
 		}
 	}
 }
 
-// raAdvertisersStatusLocked fills the status page's LAN RA sections.
-// r.mu must be held.
-func (r *Router) raAdvertisersStatusLocked() []status.RAAdvertiser {
+// RAAdvertisersStatus fills the status page's LAN RA sections.
+func (m *Manager) RAAdvertisersStatus() []status.RAAdvertiser {
 	var out []status.RAAdvertiser
-	for _, s := range r.sortedServicesLocked() {
+	for _, s := range m.sorted() {
 		adv, ok := s.impl.(*ra.Advertiser)
 		if !ok {
 			continue

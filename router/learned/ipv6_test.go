@@ -1,4 +1,4 @@
-package router
+package learned
 
 import (
 	"net/netip"
@@ -21,17 +21,17 @@ func TestWithIPv6(t *testing.T) {
 			{Name: "guest", Role: config.RoleLAN},
 		},
 	}
-	if got := withIPv6(cfg, nil, nil, nil); got != cfg {
-		t.Errorf("withIPv6(nothing learned) made a copy")
+	if got := WithIPv6(cfg, nil, nil, nil); got != cfg {
+		t.Errorf("WithIPv6(nothing learned) made a copy")
 	}
 	ll := netip.MustParseAddr("fe80::1")
-	ras := map[string]*learnedRA{"wan": {
+	ras := map[string]*RA{"wan": {
 		Routers: []netip.Addr{ll, netip.MustParseAddr("fe80::2")},
 		OnLink:  []netip.Prefix{netip.MustParsePrefix("2001:db8:ffff::/64"), netip.MustParsePrefix("2001:db8:eeee::/64")},
 	}}
-	pd := &delegation{Prefix: netip.MustParsePrefix("2001:db8:aa00::/56"), ValidUntil: time.Now().Add(time.Hour)}
+	pd := &Delegation{Prefix: netip.MustParsePrefix("2001:db8:aa00::/56"), ValidUntil: time.Now().Add(time.Hour)}
 	ids := map[string]int{"lan": 1, "guest": 0}
-	eff := withIPv6(cfg, ras, pd, ids)
+	eff := WithIPv6(cfg, ras, pd, ids)
 	wantRoutes := []config.Route{
 		{To: netip.MustParsePrefix("::/0"), Via: ll, Dev: "wan"},
 		{To: netip.MustParsePrefix("2001:db8:eeee::/64"), Dev: "wan"}, // the other is on the interface already
@@ -46,65 +46,21 @@ func TestWithIPv6(t *testing.T) {
 		t.Errorf("guest addresses = %v", got)
 	}
 	if len(cfg.Routes) != 0 || len(cfg.Interface("lan").Addresses) != 1 || len(cfg.Interface("guest").Addresses) != 0 {
-		t.Errorf("withIPv6 changed its input: %+v", cfg)
+		t.Errorf("WithIPv6 changed its input: %+v", cfg)
 	}
 	// The operator's default route wins.
 	cfg.Routes = []config.Route{{To: netip.MustParsePrefix("::/0"), Via: netip.MustParseAddr("2001:db8:ffff::9")}}
-	eff = withIPv6(cfg, ras, nil, nil)
+	eff = WithIPv6(cfg, ras, nil, nil)
 	if n := len(eff.Routes); n != 2 || eff.Routes[0].Via != netip.MustParseAddr("2001:db8:ffff::9") {
 		t.Errorf("with a file default route, routes = %v", eff.Routes)
 	}
-	del, asg := unassignedSets(pd, ids)
+	del, asg := UnassignedSets(pd, ids)
 	if !slices.Equal(del, []netip.Prefix{pd.Prefix}) ||
 		!slices.Equal(asg, []netip.Prefix{netip.MustParsePrefix("2001:db8:aa00::/64"), netip.MustParsePrefix("2001:db8:aa00:1::/64")}) {
-		t.Errorf("unassignedSets = %v, %v", del, asg)
+		t.Errorf("UnassignedSets = %v, %v", del, asg)
 	}
-	if d, a := unassignedSets(nil, ids); d != nil || a != nil {
-		t.Errorf("unassignedSets(no delegation) = %v, %v", d, a)
-	}
-}
-
-// TestAllow6Suffix: a suffix rule admits the host with that interface ID
-// in each lan /64 in force — the static one and the delegated one withIPv6
-// adds — and follows a new delegation; interface: narrows it to one lan.
-func TestAllow6Suffix(t *testing.T) {
-	cfg := &config.Config{
-		Interfaces: []config.Interface{
-			{Name: "wan", Role: config.RoleWAN},
-			{Name: "lan", Role: config.RoleLAN, Addresses: []netip.Prefix{netip.MustParsePrefix("fd00:1::1/64"), netip.MustParsePrefix("192.168.1.1/24")}},
-			{Name: "guest", Role: config.RoleLAN},
-		},
-	}
-	all := config.Allow6{Suffix: netip.MustParseAddr("::1234"), Proto: config.ProtoTCP, FirstPort: 22, LastPort: 22}
-	guest := all
-	guest.Interface = "guest"
-	ids := map[string]int{"lan": 1, "guest": 2}
-	host := netip.MustParsePrefix
-	for _, tc := range []struct {
-		pd          string
-		all, guestO []netip.Prefix
-	}{
-		{"", []netip.Prefix{host("fd00:1::1234/128")}, nil},
-		{"2001:db8:aa00::/56", []netip.Prefix{host("fd00:1::1234/128"), host("2001:db8:aa00:1::1234/128"), host("2001:db8:aa00:2::1234/128")},
-			[]netip.Prefix{host("2001:db8:aa00:2::1234/128")}},
-		{"2001:db8:bb00::/56", []netip.Prefix{host("fd00:1::1234/128"), host("2001:db8:bb00:1::1234/128"), host("2001:db8:bb00:2::1234/128")},
-			[]netip.Prefix{host("2001:db8:bb00:2::1234/128")}},
-	} {
-		var pd *delegation
-		if tc.pd != "" {
-			pd = &delegation{Prefix: netip.MustParsePrefix(tc.pd)}
-		}
-		eff := withIPv6(cfg, nil, pd, ids)
-		if got := allow6Dsts(eff, all); !slices.Equal(got, tc.all) {
-			t.Errorf("delegation %q: suffix rule admits %v, want %v", tc.pd, got, tc.all)
-		}
-		if got := allow6Dsts(eff, guest); !slices.Equal(got, tc.guestO) {
-			t.Errorf("delegation %q: guest suffix rule admits %v, want %v", tc.pd, got, tc.guestO)
-		}
-	}
-	to := config.Allow6{To: netip.MustParsePrefix("2001:db8::/64")}
-	if got := allow6Dsts(cfg, to); !slices.Equal(got, []netip.Prefix{to.To}) {
-		t.Errorf("to rule admits %v", got)
+	if d, a := UnassignedSets(nil, ids); d != nil || a != nil {
+		t.Errorf("UnassignedSets(no delegation) = %v, %v", d, a)
 	}
 }
 
@@ -120,7 +76,7 @@ func TestWithIPv6HostileOnLink(t *testing.T) {
 			{Name: "lan", Role: config.RoleLAN, Addresses: []netip.Prefix{netip.MustParsePrefix("fd77:1::1/64"), netip.MustParsePrefix("fe80::1/64")}},
 		},
 	}
-	pd := &delegation{Prefix: netip.MustParsePrefix("2001:db8:aa00::/56"), ValidUntil: time.Now().Add(time.Hour)}
+	pd := &Delegation{Prefix: netip.MustParsePrefix("2001:db8:aa00::/56"), ValidUntil: time.Now().Add(time.Hour)}
 	for _, tc := range []struct {
 		prefix string
 		routed bool
@@ -140,20 +96,20 @@ func TestWithIPv6HostileOnLink(t *testing.T) {
 		{"2001:db8:ee00::/47", false},
 	} {
 		p := netip.MustParsePrefix(tc.prefix)
-		ras := map[string]*learnedRA{"wan": {OnLink: []netip.Prefix{p}}}
-		eff := withIPv6(cfg, ras, pd, map[string]int{"lan": 1})
+		ras := map[string]*RA{"wan": {OnLink: []netip.Prefix{p}}}
+		eff := WithIPv6(cfg, ras, pd, map[string]int{"lan": 1})
 		routed := slices.ContainsFunc(eff.Routes, func(r config.Route) bool { return r.To == p && r.Dev == "wan" })
 		if routed != tc.routed {
-			t.Errorf("withIPv6(on-link %s): routed %v, want %v (routes %v)", p, routed, tc.routed, eff.Routes)
+			t.Errorf("WithIPv6(on-link %s): routed %v, want %v (routes %v)", p, routed, tc.routed, eff.Routes)
 		}
 	}
-	o := newOwnedPrefixes6(cfg, pd)
-	got := o.except("wan")
+	o := NewOwned(cfg, pd)
+	got := o.Except("wan")
 	slices.SortFunc(got, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
 	if want := []netip.Prefix{netip.MustParsePrefix("2001:db8:aa00::/56"), netip.MustParsePrefix("fd77:1::/64")}; !slices.Equal(got, want) {
 		t.Errorf("except(wan) = %v, want %v (no link-local, not the wan's own)", got, want)
 	}
-	if got := (*ownedPrefixes6)(nil).except("wan"); got != nil {
+	if got := (*Owned)(nil).Except("wan"); got != nil {
 		t.Errorf("nil except = %v", got)
 	}
 }

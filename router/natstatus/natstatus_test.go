@@ -1,4 +1,4 @@
-package router
+package natstatus
 
 import (
 	"encoding/binary"
@@ -8,8 +8,20 @@ import (
 
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/natrules"
 	"github.com/gvrouter/gvrouter/router/status"
 )
+
+// natBase is a config with a lan and two wans on one port.
+const natBase = `ports:
+  - {name: eth0, mtu: 1500}
+interfaces:
+  - {name: lan, port: eth0, vlan: 1, role: lan, addresses: [192.168.1.1/24, fd00:1::1/64]}
+  - {name: wan, port: eth0, vlan: 2, role: wan, mtu: 1492, addresses: [203.0.113.2/24, 2001:db8::2/64]}
+  - {name: wan2, port: eth0, vlan: 3, role: wan, addresses: [198.51.100.2/24]}
+status:
+  listen: [lan:80, "127.0.0.1:8080"]
+`
 
 // udp4 builds an IPv4 UDP packet (checksums are not checked by the engine).
 func udp4(src, dst netip.AddrPort) []byte {
@@ -30,8 +42,8 @@ func TestConntrackStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := natengine.New(engineConfig(cfg))
-	if err := e.SetRules(natRules(cfg, seqIDs(cfg), nil, nil)); err != nil {
+	e := natengine.New(natrules.EngineConfig(cfg))
+	if err := e.SetRules(natrules.Compile(cfg, seqIDs(cfg), nil, nil)); err != nil {
 		t.Fatal(err)
 	}
 	host := netip.MustParseAddrPort("192.168.1.10:5000")
@@ -48,9 +60,9 @@ func TestConntrackStatus(t *testing.T) {
 		t.Fatalf("unsolicited Prerouting = %v, want drop", v)
 	}
 
-	c := conntrackStatus(e, 65536)
+	c := Status(e, 65536)
 	if c.Max != 65536 || c.Flows != 1 || c.Drops["unsolicited"] != 1 || c.Events["created"] != 1 {
-		t.Errorf("conntrackStatus = %+v", c)
+		t.Errorf("Status = %+v", c)
 	}
 	states := map[string]int{}
 	for _, fc := range c.States {
@@ -66,9 +78,9 @@ func TestConntrackStatus(t *testing.T) {
 		t.Errorf("NATPorts = %+v, want udp 203.0.113.2: 1 port, 1 flow", c.NATPorts)
 	}
 
-	flows := flowsStatus(e.Flows())
+	flows := Flows(e.Flows())
 	if len(flows) != 1 {
-		t.Fatalf("flowsStatus = %+v, want 1 flow", flows)
+		t.Fatalf("Flows = %+v, want 1 flow", flows)
 	}
 	f := flows[0]
 	if f.Proto != "udp" || f.State != "UNREPLIED" || f.Src != host || f.Dst != remote || f.ReplySrc != remote ||
@@ -84,7 +96,7 @@ func fullEngine(b *testing.B, n int) *natengine.Engine {
 		b.Fatal(err)
 	}
 	e := natengine.New(natengine.Config{MaxConns: n})
-	if err := e.SetRules(natRules(cfg, seqIDs(cfg), nil, nil)); err != nil {
+	if err := e.SetRules(natrules.Compile(cfg, seqIDs(cfg), nil, nil)); err != nil {
 		b.Fatal(err)
 	}
 	// Two remotes per internal endpoint: n flows on n/2 mappings (one
@@ -104,13 +116,13 @@ func fullEngine(b *testing.B, n int) *natengine.Engine {
 }
 
 // BenchmarkConntrackStatus is the cost of a census with a full default
-// table (the sampler takes one every censusInterval).
+// table (the sampler takes one every CensusInterval).
 func BenchmarkConntrackStatus(b *testing.B) {
 	e := fullEngine(b, natengine.DefaultMaxConns)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		conntrackStatus(e, natengine.DefaultMaxConns)
+		Status(e, natengine.DefaultMaxConns)
 	}
 }
 
@@ -122,7 +134,7 @@ func BenchmarkConntrackTable(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		status.BuildPage(flowsStatus(e.Flows()), q)
+		status.BuildPage(Flows(e.Flows()), q)
 	}
 }
 
@@ -131,25 +143,37 @@ func TestCensusCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := natengine.New(engineConfig(cfg))
-	if err := e.SetRules(natRules(cfg, seqIDs(cfg), nil, nil)); err != nil {
+	e := natengine.New(natrules.EngineConfig(cfg))
+	if err := e.SetRules(natrules.Compile(cfg, seqIDs(cfg), nil, nil)); err != nil {
 		t.Fatal(err)
 	}
-	var cc censusCache
+	var cc Cache
 	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	if n := len(cc.get(e, t0).natPorts); n != 0 {
+	if n := len(cc.Get(e, t0).natPorts); n != 0 {
 		t.Fatalf("empty engine: %d NAT port entries", n)
 	}
 	pkt := udp4(netip.MustParseAddrPort("192.168.1.10:5000"), netip.MustParseAddrPort("198.51.100.7:53"))
 	e.Prerouting(pkt, 1)
 	e.Postrouting(pkt, 2)
-	if n := len(cc.get(e, t0.Add(censusInterval-time.Millisecond)).natPorts); n != 0 {
-		t.Errorf("census refreshed before censusInterval: %d entries", n)
+	if n := len(cc.Get(e, t0.Add(CensusInterval-time.Millisecond)).natPorts); n != 0 {
+		t.Errorf("census refreshed before CensusInterval: %d entries", n)
 	}
-	if n := len(cc.get(e, t0.Add(censusInterval)).natPorts); n != 1 {
-		t.Errorf("census not refreshed after censusInterval: %d entries, want 1", n)
+	if n := len(cc.Get(e, t0.Add(CensusInterval)).natPorts); n != 1 {
+		t.Errorf("census not refreshed after CensusInterval: %d entries, want 1", n)
 	}
-	if n := len(cc.get(e, t0).natPorts); n != 1 {
+	if n := len(cc.Get(e, t0).natPorts); n != 1 {
 		t.Errorf("clock stepped back: %d entries, want a fresh census (1)", n)
+	}
+}
+
+// seqIDs numbers the interfaces in config order from 1, like NIC IDs.
+func seqIDs(cfg *config.Config) natrules.IDs {
+	return func(name string) (natengine.Iface, bool) {
+		for i, ic := range cfg.Interfaces {
+			if ic.Name == name {
+				return natengine.Iface(i + 1), true
+			}
+		}
+		return 0, false
 	}
 }

@@ -1,4 +1,4 @@
-package router
+package natrules
 
 import (
 	"net/netip"
@@ -24,7 +24,7 @@ status:
 `
 
 // seqIDs numbers the interfaces in config order from 1, like NIC IDs.
-func seqIDs(cfg *config.Config, missing ...string) natIDs {
+func seqIDs(cfg *config.Config, missing ...string) IDs {
 	return func(name string) (natengine.Iface, bool) {
 		for _, m := range missing {
 			if m == name {
@@ -135,14 +135,14 @@ func TestNATRules(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := natRules(cfg, seqIDs(cfg, tt.missing...), func(string) int { return 1500 }, nil)
+			got := Compile(cfg, seqIDs(cfg, tt.missing...), func(string) int { return 1500 }, nil)
 			if got.Reserved != nil {
 				t.Errorf("Reserved set with no reserved ports")
 			}
 			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("natRules =\n%+v\nwant\n%+v", got, tt.want)
+				t.Errorf("Compile =\n%+v\nwant\n%+v", got, tt.want)
 			}
-			if err := natengine.New(engineConfig(cfg)).SetRules(got); err != nil {
+			if err := natengine.New(EngineConfig(cfg)).SetRules(got); err != nil {
 				t.Errorf("SetRules: %v", err)
 			}
 		})
@@ -153,15 +153,15 @@ func TestNATRules(t *testing.T) {
 // the engine accepts: config validation is at least as strict as the
 // engine's compile.
 func TestNATRulesTestdata(t *testing.T) {
-	files, _ := filepath.Glob("config/testdata/*.yaml")
-	files = append(files, "../config.yaml")
+	files, _ := filepath.Glob("../config/testdata/*.yaml")
+	files = append(files, "../../config.yaml")
 	for _, f := range files {
 		cfg, err := config.Load(f)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		r := natRules(cfg, seqIDs(cfg), func(string) int { return 1500 }, reservedPorts(cfg, nil))
-		if err := natengine.New(engineConfig(cfg)).SetRules(r); err != nil {
+		r := Compile(cfg, seqIDs(cfg), func(string) int { return 1500 }, ReservedPorts(cfg, nil))
+		if err := natengine.New(EngineConfig(cfg)).SetRules(r); err != nil {
 			t.Errorf("%s: SetRules: %v", f, err)
 		}
 	}
@@ -173,16 +173,16 @@ func TestReservedPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := netip.MustParseAddrPort("203.0.113.2:9")
-	res := reservedPorts(cfg, []netip.AddrPort{sink})
-	want := []reservedPort{
+	res := ReservedPorts(cfg, []netip.AddrPort{sink})
+	want := []Reserved{
 		{natengine.ProtoTCP, netip.MustParseAddr("192.168.1.1"), 80},
 		{natengine.ProtoTCP, netip.MustParseAddr("fd00:1::1"), 80},
 		{natengine.ProtoTCP, netip.MustParseAddr("203.0.113.2"), 9},
 	}
 	if !reflect.DeepEqual(res, want) {
-		t.Fatalf("reservedPorts = %v, want %v", res, want)
+		t.Fatalf("ReservedPorts = %v, want %v", res, want)
 	}
-	r := natRules(cfg, seqIDs(cfg), nil, res)
+	r := Compile(cfg, seqIDs(cfg), nil, res)
 	for _, tt := range []struct {
 		proto uint8
 		addr  string
@@ -207,24 +207,24 @@ func TestEngineConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := engineConfig(cfg)
+	got := EngineConfig(cfg)
 	want := natengine.Config{MaxConns: 1024, MaxConnsPerHost: 256, MaxPortsPerHost: config.DefaultPortsPerHost, RouterReserve: 64, Timeouts: natengine.Timeouts{TCPEstablished: 3 * time.Hour, ICMPQuery: 90 * time.Second}}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("engineConfig = %+v, want %+v", got, want)
+		t.Errorf("EngineConfig = %+v, want %+v", got, want)
 	}
 	def, _ := config.Parse("nat.yaml", []byte(natBase))
-	if got := engineConfig(def); got.MaxConns != natengine.DefaultMaxConns || got.Timeouts != (natengine.Timeouts{}) {
-		t.Errorf("engineConfig(defaults) = %+v, want the engine's defaults", got)
+	if got := EngineConfig(def); got.MaxConns != natengine.DefaultMaxConns || got.Timeouts != (natengine.Timeouts{}) {
+		t.Errorf("EngineConfig(defaults) = %+v, want the engine's defaults", got)
 	}
-	if w := natRestartNeeded(def, cfg); w != "nat: conntrack: max" {
-		t.Errorf("natRestartNeeded = %q", w)
+	if w := RestartNeeded(def, cfg); w != "nat: conntrack: max" {
+		t.Errorf("RestartNeeded = %q", w)
 	}
 	perHost, _ := config.Parse("nat.yaml", []byte(natBase+"nat: {conntrack: {per_host: 100}}\n"))
-	if w := natRestartNeeded(def, perHost); w != "nat: conntrack: per_host" {
-		t.Errorf("natRestartNeeded(per_host) = %q", w)
+	if w := RestartNeeded(def, perHost); w != "nat: conntrack: per_host" {
+		t.Errorf("RestartNeeded(per_host) = %q", w)
 	}
-	if w := natRestartNeeded(def, def); w != "" {
-		t.Errorf("natRestartNeeded(same) = %q", w)
+	if w := RestartNeeded(def, def); w != "" {
+		t.Errorf("RestartNeeded(same) = %q", w)
 	}
 }
 
@@ -237,10 +237,10 @@ func TestRoutingChanged(t *testing.T) {
 		return c
 	}
 	a := parse(natBase)
-	if routingChanged(a, parse(natBase+"nat: {masquerade: [wan]}\n")) {
+	if RoutingChanged(a, parse(natBase+"nat: {masquerade: [wan]}\n")) {
 		t.Error("a NAT-only change counts as a routing change")
 	}
-	if !routingChanged(a, parse(natBase+"routes: [{to: default, via: 203.0.113.1}]\n")) {
+	if !RoutingChanged(a, parse(natBase+"routes: [{to: default, via: 203.0.113.1}]\n")) {
 		t.Error("a new route is not a routing change")
 	}
 }
@@ -258,11 +258,11 @@ func TestDropNewInput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := dropNewInput(cfg, *cfg.Interface("lan")); got != tt.lan {
+		if got := DropNewInput(cfg, *cfg.Interface("lan")); got != tt.lan {
 			t.Errorf("%q: lan drops new input = %v, want %v", tt.in, got, tt.lan)
 		}
 		for _, w := range []string{"wan", "wan2"} {
-			if got := dropNewInput(cfg, *cfg.Interface(w)); got != tt.wans {
+			if got := DropNewInput(cfg, *cfg.Interface(w)); got != tt.wans {
 				t.Errorf("%q: %s drops new input = %v, want %v", tt.in, w, got, tt.wans)
 			}
 		}
@@ -272,8 +272,8 @@ func TestDropNewInput(t *testing.T) {
 // FuzzNATRules checks that every config router check accepts yields rules
 // the engine accepts, so a checked config never fails at start.
 func FuzzNATRules(f *testing.F) {
-	seeds, _ := filepath.Glob("config/testdata/*.yaml")
-	for _, name := range append(seeds, "../config.yaml") {
+	seeds, _ := filepath.Glob("../config/testdata/*.yaml")
+	for _, name := range append(seeds, "../../config.yaml") {
 		if data, err := os.ReadFile(name); err == nil {
 			f.Add(data)
 		}
@@ -284,8 +284,8 @@ func FuzzNATRules(f *testing.F) {
 		if err != nil {
 			return
 		}
-		r := natRules(cfg, seqIDs(cfg), func(string) int { return 1500 }, reservedPorts(cfg, nil))
-		if err := natengine.New(engineConfig(cfg)).SetRules(r); err != nil {
+		r := Compile(cfg, seqIDs(cfg), func(string) int { return 1500 }, ReservedPorts(cfg, nil))
+		if err := natengine.New(EngineConfig(cfg)).SetRules(r); err != nil {
 			t.Fatalf("config accepted, engine refused: %v\n%s", err, data)
 		}
 	})
@@ -310,7 +310,7 @@ func TestNATRulesSecY(t *testing.T) {
 		}
 		return seqIDs(cfg)(name)
 	}
-	r := natRules(cfg, ids, nil, nil)
+	r := Compile(cfg, ids, nil, nil)
 	want := natengine.IfaceConfig{ID: 9, Name: "ms1", Addrs: addrs("10.9.0.1"), Subnets: prefixes("10.9.0.0/30"), MTU: 1492 - 32}
 	for _, ic := range r.Ifaces {
 		if ic.Name == "ms1" {
@@ -335,7 +335,7 @@ func TestNATRulesInsideRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := natRules(cfg, seqIDs(cfg), func(string) int { return 1500 }, nil)
+	r := Compile(cfg, seqIDs(cfg), func(string) int { return 1500 }, nil)
 	want := prefixes("192.168.1.0/24", "fd00:1::/64", "10.50.0.0/16", "fd00:50::/48")
 	if got := r.Ifaces[0].Subnets; !slices.Equal(got, want) {
 		t.Errorf("lan subnets = %v, want %v", got, want)

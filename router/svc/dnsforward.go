@@ -1,21 +1,16 @@
-package router
+package svc
 
 import (
 	"context"
 	"errors"
-	"maps"
 	"net"
 	"net/netip"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/status"
-	"github.com/gvrouter/gvrouter/services/dhcp4server"
 	"github.com/gvrouter/gvrouter/services/dnsforward"
-	"github.com/gvrouter/gvrouter/stack"
 )
 
 // The DNS forwarder (issue 18) answers on UDP and TCP port 53 of every lan
@@ -41,7 +36,7 @@ type dnsSettings struct {
 	MaxTTL    time.Duration
 }
 
-// dnsLive is what the running forwarder takes in place (updateDNSLocked),
+// dnsLive is what the running forwarder takes in place (updateDNS),
 // cache and queries in flight kept: the lan addresses change when a
 // DHCPv6 delegation renumbers a lan, and dns.upstreams by a reload. The
 // upstreams learnt from a WAN lease are in neither: a new lease only
@@ -75,9 +70,9 @@ func dnsWanted(cfg *config.Config) bool {
 }
 
 // dnsSpec is the forwarder cfg asks for; ok false when it asks for none.
-func (r *Router) dnsSpec(cfg *config.Config) (sp serviceSpec, ok bool) {
+func dnsSpec(cfg *config.Config) (sp spec, ok bool) {
 	if !dnsWanted(cfg) {
-		return serviceSpec{}, false
+		return spec{}, false
 	}
 	set := dnsSettings{Domain: cfg.DomainName(), CacheSize: config.DefaultDNSCache}
 	var live dnsLive
@@ -97,51 +92,50 @@ func (r *Router) dnsSpec(cfg *config.Config) (sp serviceSpec, ok bool) {
 			live.LocalNets = append(live.LocalNets, p.Masked())
 		}
 	}
-	return serviceSpec{
+	return spec{
 		spec: set,
 		live: live,
-		start: func(r *Router, name string) (*runningService, error) {
-			return r.startDNSLocked(name, set, live)
+		start: func(e *env, name string) (*Service, error) {
+			return startDNS(e, name, set, live)
 		},
-		update: func(r *Router, s *runningService, live any) error {
-			return r.updateDNSLocked(s, live.(dnsLive))
+		update: func(e *env, s *Service, live any) error {
+			return updateDNS(e, s, live.(dnsLive))
 		},
 	}, true
 }
 
-// dnsUpstreamsLocked returns the upstreams in force for live, as the
-// forwarder wants them. r.mu must be held.
-func (r *Router) dnsUpstreamsLocked(live dnsLive) []netip.AddrPort {
+// dnsUpstreams returns the upstreams in force for live, as the
+// forwarder wants them: the file's, or the ones learned.
+func dnsUpstreams(l Learned, live dnsLive) []netip.AddrPort {
 	if live.Upstreams != nil {
 		return live.Upstreams
 	}
 	var out []netip.AddrPort
-	for _, a := range r.leaseDNSLocked() {
+	for _, a := range l.DNS() {
 		out = append(out, netip.AddrPortFrom(a, dnsPort))
 	}
 	return out
 }
 
-// syncDNSUpstreamsLocked gives the running forwarder the upstreams of the
+// syncDNSUpstreams gives the running forwarder the upstreams of the
 // leases in force, after a reload or a lease change, without restarting
-// it (its cache stays). r.mu must be held.
-func (r *Router) syncDNSUpstreamsLocked() {
-	s := r.services[dnsServiceName]
+// it (its cache stays).
+func (m *Manager) syncDNSUpstreams() {
+	s := m.services[dnsServiceName]
 	if s == nil {
 		return
 	}
-	ups := r.dnsUpstreamsLocked(s.live.(dnsLive))
+	ups := dnsUpstreams(m.env.learned, s.live.(dnsLive))
 	f := s.impl.(*dnsforward.Forwarder)
 	if cur := f.Status().Upstreams; !slices.Equal(cur, ups) {
-		r.log.Info("DNS upstreams", "upstreams", ups)
+		m.env.Log.Info("DNS upstreams", "upstreams", ups)
 		f.SetUpstreams(ups)
 	}
 }
 
-// updateDNSLocked gives the running forwarder s its new addresses and
-// lan subnets; the upstreams follow in syncDNSUpstreamsLocked. r.mu must
-// be held.
-func (r *Router) updateDNSLocked(s *runningService, live dnsLive) error {
+// updateDNS gives the running forwarder s its new addresses and lan
+// subnets; the upstreams follow in syncDNSUpstreams.
+func updateDNS(e *env, s *Service, live dnsLive) error {
 	if len(live.Listen) == 0 {
 		return errors.New("no lan interface has an address to listen on")
 	}
@@ -150,20 +144,19 @@ func (r *Router) updateDNSLocked(s *runningService, live dnsLive) error {
 	if err := f.SetListen(live.Listen); err != nil {
 		return err
 	}
-	r.log.Info("DNS forwarder updated in place", "service", s.name, "listen", live.Listen)
+	e.Log.Info("DNS forwarder updated in place", "service", s.name, "listen", live.Listen)
 	return nil
 }
 
-// startDNSLocked opens the forwarder's sockets and runs it. r.mu must be
-// held.
-func (r *Router) startDNSLocked(name string, set dnsSettings, live dnsLive) (*runningService, error) {
+// startDNS opens the forwarder's sockets and runs it.
+func startDNS(e *env, name string, set dnsSettings, live dnsLive) (*Service, error) {
 	if len(live.Listen) == 0 {
 		return nil, errors.New("no lan interface has an address to listen on")
 	}
-	netw, nat := r.net, r.nat
-	log := r.log.With("service", name)
+	netw, nat := e.Sockets, e.NAT
+	log := e.Log.With("service", name)
 	f, err := dnsforward.New(dnsforward.Config{
-		Upstreams:     r.dnsUpstreamsLocked(live),
+		Upstreams:     dnsUpstreams(e.learned, live),
 		Domain:        set.Domain,
 		LocalPrefixes: live.LocalNets,
 		MaxEntries:    set.CacheSize,
@@ -202,133 +195,23 @@ func (r *Router) startDNSLocked(name string, set dnsSettings, live dnsLive) (*ru
 		f.SetListen(nil) // close what did open
 		return nil, err
 	}
-	s := &runningService{name: name, spec: set, live: live, impl: f}
-	r.dnsHosts.setForwarder(f)
-	s.undo = append(s.undo, func() { r.dnsHosts.setForwarder(nil) })
+	s := &Service{name: name, spec: set, live: live, impl: f}
+	e.hosts.setForwarder(f)
+	s.undo = append(s.undo, func() { e.hosts.setForwarder(nil) })
 	log.Info("DNS forwarder", "listen", live.Listen, "domain", set.Domain, "upstreams", f.Status().Upstreams)
 	if len(f.Status().Upstreams) == 0 {
 		log.Warn("DNS forwarder has no upstream yet (none in dns.upstreams, no WAN lease with DNS servers): " +
 			"names other than the local ones get SERVFAIL until a lease brings one")
 	}
 	// Run serves SetListen's sockets until ctx ends, then closes them.
-	r.startService(s, f.Run)
+	e.start(s, f.Run)
 	return s, nil
 }
 
-// dnsHostBook feeds the forwarder the host names of the DHCP servers'
-// leases. Each server's OnChange calls refresh on its own goroutine; the
-// book has its own lock so that it never takes r.mu there.
-//
-// A lease's host is also named by IPv6 (AAAA): by the addresses the lan
-// interface's neighbour cache holds for the lease's MAC (a SLAAC host's
-// addresses, once it has spoken to or through the router), refreshed
-// every neighborRefresh. A host not yet seen in NDP has no AAAA.
-type dnsHostBook struct {
-	mu      sync.Mutex
-	fwd     *dnsforward.Forwarder
-	servers map[string]*dhcp4server.Server // by interface
-	// iface finds an interface's neighbour cache (set once in New).
-	iface func(name string) *stack.Interface
-	// last is what lastFwd was last given.
-	last    map[string][]netip.Addr
-	lastFwd *dnsforward.Forwarder
-}
-
-// neighborRefresh is how often the book reads the lan neighbour caches.
-const neighborRefresh = 5 * time.Second
-
-// watchNeighbors refreshes the book every neighborRefresh until ctx ends.
-func (b *dnsHostBook) watchNeighbors(ctx context.Context) {
-	t := time.NewTicker(neighborRefresh)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			b.refresh()
-		}
-	}
-}
-
-func (b *dnsHostBook) setForwarder(f *dnsforward.Forwarder) {
-	b.mu.Lock()
-	b.fwd = f
-	b.mu.Unlock()
-	b.refresh()
-}
-
-// setServer registers (srv) or forgets (nil) the DHCP server of iface.
-func (b *dnsHostBook) setServer(iface string, srv *dhcp4server.Server) {
-	b.mu.Lock()
-	if srv == nil {
-		delete(b.servers, iface)
-	} else {
-		if b.servers == nil {
-			b.servers = map[string]*dhcp4server.Server{}
-		}
-		b.servers[iface] = srv
-	}
-	b.mu.Unlock()
-	b.refresh()
-}
-
-// refresh gives the forwarder every server's hosts.
-func (b *dnsHostBook) refresh() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.fwd == nil {
-		return
-	}
-	hosts := map[string][]netip.Addr{}
-	add := func(name string, a netip.Addr) {
-		if !slices.Contains(hosts[name], a) {
-			hosts[name] = append(hosts[name], a)
-		}
-	}
-	for iface, srv := range b.servers {
-		for name, a := range srv.Hosts() {
-			add(name, a)
-		}
-		var ifc *stack.Interface
-		if b.iface != nil {
-			ifc = b.iface(iface)
-		}
-		if ifc == nil {
-			continue
-		}
-		byMAC := map[string][]netip.Addr{}
-		for _, n := range ifc.Neighbors6() {
-			if !n.Addr.IsLinkLocalUnicast() && n.Addr.IsGlobalUnicast() {
-				byMAC[n.MAC.String()] = append(byMAC[n.MAC.String()], n.Addr)
-			}
-		}
-		if len(byMAC) == 0 {
-			continue
-		}
-		for _, l := range srv.Status().Leases {
-			if l.Hostname == "" || !l.Static && l.State != dhcp4server.LeaseBound {
-				continue
-			}
-			for _, a := range byMAC[l.MAC.String()] {
-				add(strings.ToLower(l.Hostname), a)
-			}
-		}
-	}
-	for _, as := range hosts {
-		slices.SortFunc(as, func(x, y netip.Addr) int { return x.Compare(y) })
-	}
-	if b.fwd == b.lastFwd && maps.EqualFunc(hosts, b.last, slices.Equal[[]netip.Addr]) {
-		return // the periodic refresh found nothing new
-	}
-	b.last, b.lastFwd = hosts, b.fwd
-	b.fwd.SetHosts(hosts)
-}
-
-// dnsStatusLocked fills the status page's DNS section; nil when the
-// forwarder does not run. r.mu must be held.
-func (r *Router) dnsStatusLocked() *status.DNS {
-	s := r.services[dnsServiceName]
+// DNSStatus fills the status page's DNS section; nil when the forwarder
+// does not run.
+func (m *Manager) DNSStatus() *status.DNS {
+	s := m.services[dnsServiceName]
 	if s == nil {
 		return nil
 	}
