@@ -157,7 +157,7 @@ func macsecRouterConfig(prefix string, n, statusPort int, o macsecOptions) ([]by
 	if o.off {
 		// The same routers without MACsec: the link subnet sits on the
 		// lower interface itself, which then takes the SecY's place: not
-		// a WAN (a SecY never is, router/nat.go), so router 2 does not
+		// a WAN (a SecY never is, router/natrules/rules.go), so router 2 does not
 		// drop router 1's new connections as unsolicited inbound.
 		c.Interfaces[1].Addresses = prefixes(me4, me6)
 		c.Interfaces[1].Role = "lan"
