@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test.sh sets the machine up (scripts/setup.sh) and runs the README's
-# test command, go test -race -count=1 -timeout 30m ./..., or the packages
+# test command, go test -race -count=1 -timeout 60m ./..., or the packages
 # given as arguments. Its output is go test's (each package's ok or FAIL
 # line, the failed tests' output: scripts/testreport reads go test -json
 # as it comes), then the ten slowest tests. It exits with go test's
@@ -15,7 +15,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$gobin" build -o "$tmp/testreport" ./scripts/testreport
 set +e
-"$gobin" test -race -count=1 -timeout 30m -json "$@" | "$tmp/testreport"
+"$gobin" test -race -count=1 -timeout 60m -json "$@" | "$tmp/testreport"
 status=${PIPESTATUS[0]} report=${PIPESTATUS[1]}
 set -e
 # go test's status decides; the report's only if go test passed and the
