@@ -9,11 +9,12 @@
 # and the router's GOARCH=arm GOARM=7 binary. The guest's /init
 # (scripts/armguest/init) builds the board's topology and measures:
 #   lan ns --veth trunk (VLAN 1 and 2)-- router ns eth0: eth0.1, eth0.2 --> wan ns
-#   armguest.sh            # the full run (~15 min): kernel NAT GRO on/off, router
+#   armguest.sh            # the full run (~8 min): hosts alone, kernel NAT GRO on/off, router
 #   armguest.sh --smoke    # CI: one short kernel NAT case (~2 min)
 #   armguest.sh prepare    # only build the cached image
 # Environment: ARMGUEST_SECS (iperf3 seconds of guest time per case),
-# ARMGUEST_CASES (space-separated: gro-on gro-off router ...).
+# ARMGUEST_CASES (space-separated: direct gro-on gro-off gro-on-rxcsum
+# router router-af_packet router-af_xdp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # CACHE holds one image per layout version: bump the suffix when the
@@ -179,7 +180,7 @@ report() {
 }
 
 SECS=${ARMGUEST_SECS:-10}
-CASES=${ARMGUEST_CASES:-gro-on gro-off router}
+CASES=${ARMGUEST_CASES:-direct gro-on gro-off router router-af_xdp}
 case ${1:-} in
 prepare) prepare ;;
 --smoke) SECS=${ARMGUEST_SECS:-2}; CASES=${ARMGUEST_CASES:-gro-on}; prepare; run_guest ;;
