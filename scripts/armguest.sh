@@ -9,12 +9,12 @@
 # and the router's GOARCH=arm GOARM=7 binary. The guest's /init
 # (scripts/armguest/init) builds the board's topology and measures:
 #   lan ns --veth trunk (VLAN 1 and 2)-- router ns eth0: eth0.1, eth0.2 --> wan ns
-#   armguest.sh            # the full run (~8-12 min): hosts alone, kernel NAT GRO on/off, router
+#   armguest.sh            # the full run (~15 min): hosts alone, kernel NAT GRO on/off, router, MACsec
 #   armguest.sh --smoke    # CI: one short kernel NAT case (~2 min)
 #   armguest.sh prepare    # only build the cached image
 # Environment: ARMGUEST_SECS (iperf3 seconds of guest time per case),
 # ARMGUEST_CASES (space-separated: direct gro-on gro-off gro-on-rxcsum
-# router router-af_packet router-af_xdp).
+# router router-af_packet router-af_xdp macsec-kernel macsec-router[-DRIVER]).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # CACHE holds one image per layout version: bump the suffix when the
@@ -178,6 +178,8 @@ report() {
 		print "(Mbit/s/GIPS: iperf3 LAN->WAN in the icount guest, whole system; instr/frame: guest ns / LAN frames;"
 		print " board share: instr/frame minus the hosts-only case, the board'"'"'s own instructions per frame;"
 		print " idle: guest CPU idle, time the icount clock skipped with no instruction run)"
+		if (m["macsec-kernel"] > 0 && m["macsec-router"] > 0)
+			printf "\nMACsec (GCM-AES-128 on the WAN VLAN): router / kernel = %.2f\n", m["macsec-router"] / m["macsec-kernel"]
 		if (m["gro-on"] > 0 && m["gro-off"] > 0)
 			printf "\nkernel GRO on / off: %.2f (the seed on the board: 572/939 = 0.61)\n", m["gro-on"] / m["gro-off"]
 		if (m["gro-on"] > 0) {
@@ -197,7 +199,7 @@ report() {
 # run cannot change what the running script reads next.
 {
 	SECS=${ARMGUEST_SECS:-6}
-	CASES=${ARMGUEST_CASES:-direct gro-on gro-off router router-af_xdp}
+	CASES=${ARMGUEST_CASES:-direct gro-on gro-off router router-af_xdp macsec-kernel macsec-router}
 	case ${1:-} in
 	prepare) prepare ;;
 	--smoke) SECS=${ARMGUEST_SECS:-2}; CASES=${ARMGUEST_CASES:-gro-on}; prepare; run_guest ;;
