@@ -36,12 +36,16 @@ command -v apt-get >/dev/null || { log "needs apt-get (Debian 12)"; exit 1; }
 #     busybox-static itself, not installing them: busybox-static would
 #     replace udhcpc's busybox);
 #   qemu-user-static: the 32-bit ARM unit tests and scripts/armproj.sh;
+#   qemu-system-arm, binutils (readelf): the instruction-clocked ARM guest
+#     of scripts/armguest.sh (it downloads its armhf kernel and programs
+#     itself with apt-get download);
 #   git, ca-certificates, curl: versions, go mod download, Go itself.
 pkgs=(
 	iproute2 iputils-ping procps kmod ethtool nftables iperf3
 	dnsmasq kea-dhcp6-server radvd udhcpc isc-dhcp-client dhcpcd-base bind9-dnsutils dnsperf ndisc6
 	python3-scapy python3-cryptography tshark chromium curl
 	qemu-system-x86 cpio wpasupplicant qemu-user-static git ca-certificates
+	qemu-system-arm binutils
 )
 missing=()
 for p in "${pkgs[@]}"; do

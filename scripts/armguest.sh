@@ -1,0 +1,210 @@
+#!/bin/bash
+# The board in a box (docs/arm-projection.md): an instruction-clocked
+# 32-bit ARM guest, qemu-system-arm -M virt -cpu cortex-a15 with one vCPU
+# and -icount shift=0,sleep=off, so that the guest's clock advances 1 ns
+# per executed instruction and every Mbit/s it measures is Mbit/s per
+# GIPS of the whole system (kernel, both iperf3 ends, the router).
+# Inside it: Debian 12's armhf kernel (8021q, veth, nf_tables, macsec),
+# a busybox initramfs with Debian's armhf iperf3, ip, nft and ethtool,
+# and the router's GOARCH=arm GOARM=7 binary. The guest's /init
+# (scripts/armguest/init) builds the board's topology and measures:
+#   lan ns --veth trunk (VLAN 1 and 2)-- router ns eth0: eth0.1, eth0.2 --> wan ns
+#   armguest.sh            # the full run (~15 min): hosts alone, kernel NAT GRO on/off, router, MACsec
+#   armguest.sh --smoke    # CI: one short kernel NAT case (~2 min)
+#   armguest.sh prepare    # only build the cached image
+# Environment: ARMGUEST_SECS (iperf3 seconds of guest time per case),
+# ARMGUEST_CASES (space-separated: direct gro-on gro-off gro-on-rxcsum
+# router router-af_packet router-af_xdp macsec-kernel macsec-router[-DRIVER]).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# CACHE holds one image per layout version: bump the suffix when the
+# initramfs's contents change, so that no stale image is reused.
+CACHE=${ARMGUEST_CACHE:-/var/tmp/gvrouter-armguest/v1}
+log() { echo "armguest: $*" >&2; }
+
+# Host tools; the guest's own files are armhf packages downloaded, not installed.
+PKGS="qemu-system-arm cpio kmod binutils"
+# The guest's programs: their libraries come from the closure walk below.
+TOOLS="iperf3 iproute2 nftables ethtool"
+MODULES="veth 8021q nft_masq nft_chain_nat nf_conntrack macsec gcm ghash-generic ctr aes-arm"
+
+need_pkgs() {	# install the Debian packages that are missing
+	local miss=() p
+	for p; do dpkg -s "$p" >/dev/null 2>&1 || miss+=("$p"); done
+	[ ${#miss[@]} -eq 0 ] ||
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${miss[@]}" >&2
+}
+
+need_armhf() {	# the armhf architecture in dpkg and apt's lists
+	if ! dpkg --print-foreign-architectures | grep -qx armhf; then
+		dpkg --add-architecture armhf
+	fi
+	apt-cache show libc6:armhf >/dev/null 2>&1 || apt-get update -qq >&2
+}
+
+# lib_closure prints the armhf library packages (lib*, zlib1g) that $TOOLS
+# depend on, transitively; the binaries' NEEDED walk later takes from
+# them only the shared objects actually loaded.
+lib_closure() {
+	# shellcheck disable=SC2046
+	apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
+		--no-breaks --no-replaces --no-enhances $(printf '%s:armhf ' $TOOLS) 2>/dev/null |
+		awk '/^(lib[^ ]*|zlib1g):armhf$/ && !/^libperl/ { print }' | sort -u
+}
+
+# copy_needed copies the shared objects that the ELF files $@ (in $x)
+# need, transitively, from the extracted tree $x to the initramfs $r,
+# with the armhf loader. A soname found nowhere fails the build.
+copy_needed() {
+	local todo=("$@") f so p seen=" "
+	while [ ${#todo[@]} -gt 0 ]; do
+		f=${todo[0]}; todo=("${todo[@]:1}")
+		for so in $(readelf -d "$x/$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+			case $seen in *" $so "*) continue ;; esac
+			seen="$seen$so "
+			p=$(cd "$x" && find lib usr/lib -name "$so" \( -type f -o -type l \) 2>/dev/null | head -1)
+			[ -n "$p" ] || { log "no armhf package in the closure has $so (needed by $f)"; exit 1; }
+			mkdir -p "$r/lib"
+			cp -L "$x/$p" "$r/lib/$so"
+			todo+=("$p")
+		done
+	done
+	cp -L "$x/lib/ld-linux-armhf.so.3" "$r/lib/"
+}
+
+prepare() {	# once: $CACHE/kernel + $CACHE/base.cpio
+	mkdir -p "$CACHE"
+	exec 9>"$CACHE/.lock"
+	flock 9
+	if [ -s "$CACHE/kernel" ] && [ -s "$CACHE/base.cpio" ]; then
+		return
+	fi
+	# shellcheck disable=SC2086
+	need_pkgs $PKGS
+	need_armhf
+	log "building the guest image in $CACHE (once)"
+	local k b m d
+	t=$(mktemp -d "$CACHE/build.XXXXXX")
+	trap 'rm -rf "$t"' EXIT
+	x=$t/x r=$t/root
+	mkdir -p "$x" "$t/deb" "$r"/{bin,sbin,dev,proc,sys,tmp,run,lib/modules}
+	b=$(apt-cache depends linux-image-armmp:armhf | awk '/Depends: linux-image-/ { sub(/:armhf$/, "", $2); print $2; exit }')
+	[ -n "$b" ] || { log "apt-cache knows no linux-image-armmp:armhf"; exit 1; }
+	k=${b#linux-image-}
+	# shellcheck disable=SC2046
+	(cd "$t/deb" && apt-get download -o APT::Sandbox::User=root "$b:armhf" busybox-static:armhf \
+		$(printf '%s:armhf ' $TOOLS) $(lib_closure) >&2)
+	for d in "$t"/deb/*.deb; do dpkg-deb -x "$d" "$x"; done
+	# Debian 12 is merged-/usr: the packages ship /lib and /usr/lib apart.
+	depmod -b "$x" "$k"
+	# busybox is armhf: /init installs its applet links in the guest.
+	cp "$x/bin/busybox" "$r/bin/busybox"
+	ln -s busybox "$r/bin/sh"
+	cp "$x/usr/bin/iperf3" "$x/bin/ip" "$x/usr/sbin/nft" "$x/sbin/ethtool" "$r/sbin/"
+	copy_needed usr/bin/iperf3 bin/ip usr/sbin/nft sbin/ethtool
+	for m in $MODULES; do
+		modprobe -d "$x" -S "$k" --show-depends "$m"
+	done | awk '$1 == "insmod" && !seen[$2]++ { print $2 }' | while read -r m; do
+		cp "$m" "$r/lib/modules/"
+		echo "${m##*/}" >>"$r/lib/modules/order"
+	done
+	cp scripts/armguest/init "$r/init"
+	chmod +x "$r/init"
+	(cd "$r" && find . | cpio -o -H newc --quiet) >"$CACHE/base.cpio.tmp"
+	cp "$x/boot/vmlinuz-$k" "$CACHE/kernel.tmp"
+	echo "$k" >"$CACHE/version"
+	mv "$CACHE/kernel.tmp" "$CACHE/kernel"
+	mv "$CACHE/base.cpio.tmp" "$CACHE/base.cpio"
+	rm -rf "$t"
+	trap - EXIT
+	log "guest kernel $k, initramfs $(du -h "$CACHE/base.cpio" | cut -f1)"
+}
+
+# job_cpio writes the per-run part of the initramfs to $1: the router's
+# ARM binary, the guest's /init (so an edit needs no image rebuild) and
+# /job.env.
+job_cpio() {
+	local j
+	j=$(mktemp -d /tmp/armguest-job.XXXXXX)
+	mkdir -p "$j/sbin"
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -ldflags "-s -w" -o "$j/sbin/router" ./cmd/router
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -ldflags "-s -w" -o "$j/sbin/badcsum" ./scripts/armguest/badcsum
+	cp scripts/armguest/init "$j/init"
+	chmod +x "$j/init"
+	cat >"$j/job.env" <<EOF
+SECS=${SECS}
+CASES="${CASES}"
+EOF
+	(cd "$j" && find . | cpio -o -H newc --quiet) >"$1"
+	rm -rf "$j"
+}
+
+run_guest() {
+	local job out start
+	job=$(mktemp /tmp/armguest-job.XXXXXX.cpio)
+	out=$(mktemp /tmp/armguest-out.XXXXXX)
+	job_cpio "$job"
+	cat "$CACHE/base.cpio" "$job" >"$job.all"
+	log "booting the guest (kernel $(cat "$CACHE/version"), cases: $CASES, ${SECS}s each)"
+	start=$(date +%s)
+	# One vCPU: with two and -icount the boot stalls after CPU1 comes up.
+	timeout "${ARMGUEST_TIMEOUT:-1500}" qemu-system-arm -M virt -cpu cortex-a15 -smp 1 -m 512 \
+		-icount shift=0,sleep=off -nographic -no-reboot -nic none \
+		-kernel "$CACHE/kernel" -initrd "$job.all" \
+		-append "console=ttyAMA0 quiet panic=-1" </dev/null | tee "$out" | grep --line-buffered -E '^(AG|\+ )' >&2 || true
+	log "guest done in $(( $(date +%s) - start ))s of host time"
+	rm -f "$job" "$job.all"
+	report "$out"
+	grep -q '^AG DONE rc=0' "$out" || { log "the guest did not finish cleanly (output in $out)"; exit 1; }
+	rm -f "$out"
+}
+
+# report prints the table from the guest's "AG RESULT" lines.
+report() {
+	echo
+	grep '^AG CHECK ' "$1" | sed 's/^AG CHECK /check: /' || true
+	printf '%-15s %12s %12s %12s %10s %5s  %s\n' case "Mbit/s/GIPS" "instr/frame" "board share" frames idle note
+	awk '/^AG RESULT / {
+		delete kv; for (i = 3; i <= NF; i++) { split($i, a, "="); kv[a[1]] = a[2] }
+		c = $3; n[++cases] = c; m[c] = kv["mbps"]; fr[c] = kv["frames"]; note[c] = kv["note"]; idle[c] = kv["idle"]
+		ipf[c] = kv["frames"] > 0 ? kv["ms"] * 1e6 / kv["frames"] : 0
+	}
+	END {
+		for (i = 1; i <= cases; i++) {
+			c = n[i]
+			share = ("direct" in ipf) && c != "direct" ? sprintf("%.0f", ipf[c] - ipf["direct"]) : "-"
+			printf "%-15s %12.1f %12.0f %12s %10d %5s  %s\n", c, m[c], ipf[c], share, fr[c], idle[c], note[c]
+		}
+		print "(Mbit/s/GIPS: iperf3 LAN->WAN in the icount guest, whole system; instr/frame: guest ns / LAN frames;"
+		print " board share: instr/frame minus the hosts-only case, the board'"'"'s own instructions per frame;"
+		print " idle: guest CPU idle, time the icount clock skipped with no instruction run)"
+		if (m["macsec-kernel"] > 0 && m["macsec-router"] > 0)
+			printf "\nMACsec (GCM-AES-128 on the WAN VLAN): router / kernel = %.2f\n", m["macsec-router"] / m["macsec-kernel"]
+		if (m["gro-on"] > 0 && m["gro-off"] > 0)
+			printf "\nkernel GRO on / off: %.2f (the seed on the board: 572/939 = 0.61)\n", m["gro-on"] / m["gro-off"]
+		if (m["gro-on"] > 0) {
+			g = 572 / m["gro-on"]
+			printf "calibration (issue 38): board 572 Mbit/s / guest GRO-on %.1f = %.2f effective board GIPS\n", m["gro-on"], g
+			for (i = 1; i <= cases; i++) if (n[i] ~ /^router/) printf "  projection: %s on the board = %.0f Mbit/s\n", n[i], m[n[i]] * g
+		}
+		if (m["gro-off"] > 0) {
+			g = 939 / m["gro-off"]
+			printf "calibration (second point): board 939 Mbit/s / guest GRO-off %.1f = %.2f effective board GIPS\n", m["gro-off"], g
+			for (i = 1; i <= cases; i++) if (n[i] ~ /^router/) printf "  projection: %s on the board = %.0f Mbit/s\n", n[i], m[n[i]] * g
+		}
+	}' "$1"
+}
+
+# One block, parsed whole before it runs: an edit of this file during a
+# run cannot change what the running script reads next.
+{
+	SECS=${ARMGUEST_SECS:-6}
+	CASES=${ARMGUEST_CASES:-direct gro-on gro-off router router-af_xdp macsec-kernel macsec-router}
+	case ${1:-} in
+	prepare) prepare ;;
+	--smoke) SECS=${ARMGUEST_SECS:-2}; CASES=${ARMGUEST_CASES:-gro-on}; prepare; run_guest ;;
+	"") prepare; run_guest ;;
+	*) sed -n '2,18p' "$0"; exit 2 ;;
+	esac
+	exit
+}
