@@ -127,7 +127,7 @@ job_cpio() {
 	local j
 	j=$(mktemp -d /tmp/armguest-job.XXXXXX)
 	mkdir -p "$j/sbin"
-	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -ldflags "-s -w" -o "$j/sbin/router" ./cmd/router
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -ldflags "-s -w" -o "$j/sbin/router" ./cmd/gvrouter
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -ldflags "-s -w" -o "$j/sbin/badcsum" ./scripts/armguest/badcsum
 	cp scripts/armguest/init "$j/init"
 	chmod +x "$j/init"
