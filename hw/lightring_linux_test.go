@@ -15,7 +15,8 @@ import (
 )
 
 // maxIdleHandover bounds the median time from a peer's write(2) of a
-// lone frame to the handler's call on an idle port (issue 37 item 1).
+// lone frame to the handler's call on an idle port: latency when idle is
+// what the light ring is for.
 // The block ring alone waits for the retire timer: uniform over
 // RingRetireTimeout rounded up to a jiffy, a median of 0.5 ms at
 // HZ=1000 and more below. The light ring hands the frame over as it

@@ -52,7 +52,7 @@ var benchModeNames = map[rune]string{
 const benchOrder = "aAxtubncCyd"
 
 // benchRatios are the printed ratios: router NAT / kernel forwarding,
-// port bridge / kernel bridge, router NAT / kernel NAT (issue 5: ≥ 0.35,
+// port bridge / kernel bridge, router NAT / kernel NAT (required ≥ 0.35,
 // goal 0.5) and router NAT / our own port bridge, the ceiling of anything
 // built on these ports (≥ 0.8, goal 0.9); with a baseline build, the same
 // for it and this build / the baseline, measured in the same sitting.

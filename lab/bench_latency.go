@@ -22,7 +22,7 @@ const (
 	probesPerSecond = 20
 	// idleProbes is how many probes measure the idle RTT (2 s).
 	idleProbes = 40
-	// latencyStreams is the load: iperf3 -P, the 4 TCP streams.
+	// latencyStreams is the load: iperf3 -P, 4 TCP streams.
 	latencyStreams = 4
 )
 

@@ -10,7 +10,7 @@ import (
 )
 
 // memFlows is the table size bench mode m fills: the default limit
-// (natengine.DefaultMaxConns), the figure issue 5 asks the RSS for.
+// (natengine.DefaultMaxConns), the table size the RSS is reported for.
 const memFlows = 65536
 
 // memFwdFlows is as many of them as forwarded flows may hold: the rest
@@ -70,9 +70,9 @@ func (l *lab) benchMemory(ctx context.Context) error {
 }
 
 // benchFlood is bench mode f: the SYN flood of TestNATSYNFlood with the
-// performance criterion of issue 5 (no 1-s interval of an established
-// iperf3 flow below half its pre-flood median), on a router restarted
-// with a table of floodTableMax.
+// performance criterion (no 1-s interval of an established iperf3 flow
+// below half its pre-flood median), on a router restarted with a table of
+// floodTableMax.
 func (l *lab) benchFlood(ctx context.Context) error {
 	if err := l.stopRouter(); err != nil {
 		return err

@@ -75,7 +75,7 @@ func TestRouterConfigBCM47094(t *testing.T) {
 }
 
 // TestBaselineConfig: the baseline build of the bench (a wave-1 router,
-// before the services and IPv6 issues) gets a config with none of the
+// before the router ran its own services and IPv6) gets a config with none of the
 // keys it would refuse, so a bench against it measures, not fails.
 func TestBaselineConfig(t *testing.T) {
 	b, err := routerConfig("gvlt", 8080, TopologyVeth, "", 0, baselineConfig)

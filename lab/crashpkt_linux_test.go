@@ -12,11 +12,11 @@ import (
 	"time"
 )
 
-// crashScapy sends, with scapy on a lab host, the packets of issue 17
-// point 1 that gVisor's forward path could not handle, and prints what
-// came back as JSON. Modes:
+// crashScapy sends, with scapy on a lab host, the packets that gVisor's
+// forward path could not handle (header chains too long for its forwarding
+// error path), and prints what came back as JSON. Modes:
 //
-//	lan   LAN host: long header chains to the WAN host (the issue's
+//	lan   LAN host: long header chains to the WAN host (the crashing
 //	      packet and its variants), hop limit 1 with a long chain, a
 //	      jumbogram, routing type 0, IPv4 options of every length, and a
 //	      UDP flow for the WAN side to answer
@@ -97,7 +97,7 @@ def go(name, pkt):
 udp = UDP(sport=40000, dport=9) / Raw(MARK)
 if mode == "lan":
     src4, dst4 = sys.argv[4], sys.argv[5]
-    go("issue17 destopts 1264 + udp", IPv6(src=src6, dst=dst6) / destopts(1264) / udp)
+    go("crasher: destopts 1264 + udp", IPv6(src=src6, dst=dst6) / destopts(1264) / udp)
     go("hop-by-hop 1248 + udp", IPv6(src=src6, dst=dst6) / hbh(1248) / udp)
     go("hbh + routing type 0 + destopts", IPv6(src=src6, dst=dst6) / hbh(512) /
        IPv6ExtHdrRouting(type=0, segleft=0, addresses=["fd77:9::%x" % i for i in range(1, 25)]) /
@@ -164,7 +164,7 @@ type crashResult struct {
 	ParamProblems int      `json:"param_problems"`
 }
 
-// TestLabOnePacketCrash sends every packet of issue 17 point 1 through the
+// TestLabOnePacketCrash sends every packet of crashScapy through the
 // running lab router from the LAN host, from the WAN host and as replies:
 // before the forward guard (stack/fwdguard.go) the first of them killed
 // the router. The router must still be up, forward pings both ways, have

@@ -19,9 +19,9 @@ import (
 // (dhcp_server new_lease_burst, new_leases_per_minute: 64 and 60 by
 // default) lets the flood take a part of the range of 100, counted as
 // new_lease_limited on the status page, and a client with a MAC of its
-// own, asking after the flood, is offered an address. Before the budget
-// (issue 35 item 6) the flood took all 100 addresses in the 2 s and the
-// new client got no OFFER.
+// own, asking after the flood, is offered an address. Without the budget
+// the flood took all 100 addresses in the 2 s and the new client got no
+// OFFER.
 func TestLabDHCPStarvationLimit(t *testing.T) {
 	requireScapy(t)
 	runWithHook(t, func(l *lab) error {
@@ -181,9 +181,9 @@ print(json.dumps({"flood_sent": sent, "flood_secs": time.time() - t0, "asked": l
 // from the LAN host with scapy, 2,000 Information-requests a second for
 // 3 s, from one made-up MAC and ever-new link-local sources and DUIDs,
 // while 25 clients on the host's own MAC ask once each: all 25 get their
-// Reply, and the flood is counted as rate_limited. Before the per-host
-// budget (issue 35 item 6) the flood spent the server's shared 200
-// Replies a second and the clients got a few of their 25.
+// Reply, and the flood is counted as rate_limited. Without the per-host
+// budget the flood spent the server's shared 200 Replies a second and the
+// clients got a few of their 25.
 func TestLabDHCPv6FloodOneHost(t *testing.T) {
 	requireScapy(t)
 	runWithHook(t, func(l *lab) error {

@@ -16,8 +16,9 @@ import (
 	"github.com/gvrouter/gvrouter/router/status"
 )
 
-// firewallProtos are issue 17's protocols without ports: IPv6 in IPv4,
-// GRE, ESP, SCTP, experimental, No Next Header.
+// firewallProtos are IP protocols without ports, which the IPv6 firewall
+// once let through unchecked: IPv6 in IPv4, GRE, ESP, SCTP, experimental,
+// No Next Header.
 var firewallProtos = []int{41, 47, 50, 132, 253, 59}
 
 // scapyFirewall is one side of TestFirewallEveryProtocol: it sniffs its

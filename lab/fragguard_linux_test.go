@@ -12,16 +12,17 @@ import (
 	"time"
 )
 
-// fragAttacker runs on the WAN host: it sends the fragment attacks of
-// issue 17 point 4 (RFC 1858, RFC 5722, RFC 7112) to a port the router
-// forwards (forwardPort, IPv4 via the WAN address, IPv6 to the LAN host,
-// admitted by allow6) and to a port it does not (9999), plus legitimate
-// fragmented datagrams and fragBulk tiny first fragments per family, and
-// prints JSON: what it sent, fragment by fragment, with "may" (the packet the fragment belongs to would reach
-// the LAN host unfragmented, so this fragment may) and "must" (a
-// legitimate datagram's fragment, which has to arrive), and what came
-// back from the router: TCP from its port 9999, ICMPv6 Parameter Problem
-// code 3.
+// fragAttacker runs on the WAN host: it sends the fragment attacks of RFC
+// 1858, RFC 5722 and RFC 7112 (overlaps, tiny first fragments, header
+// chains split across fragments) to a port the router forwards
+// (forwardPort, IPv4 via the WAN address, IPv6 to the LAN host, admitted by
+// allow6) and to a port it does not (9999), plus legitimate fragmented
+// datagrams and fragBulk tiny first fragments per family, and prints JSON:
+// what it sent, fragment by fragment, with "may" (the packet the fragment
+// belongs to would reach the LAN host unfragmented, so this fragment may)
+// and "must" (a legitimate datagram's fragment, which has to arrive), and
+// what came back from the router: TCP from its port 9999, ICMPv6 Parameter
+// Problem code 3.
 const fragAttacker = `
 import json, sys, time
 from scapy.all import (Ether, ICMPv6ParamProblem, IP, IPv6, IPv6ExtHdrDestOpt,
@@ -109,8 +110,8 @@ for dport in (fwd, 9999):
            [f6(ident, h6, 0, True, 6, s6[:24]), f6(ident, h6, 0, True, 6, p22_6[:24]), f6(ident, h6, 3, False, 6, p22_6[24:])], ok6)
     ident += 1
 
-# Issue 17 found 2,675 of 3,000 tiny first fragments forwarded: bulkN
-# more per family, one datagram each, through the forward.
+# Before the fragment guard 2,675 of 3,000 tiny first fragments were
+# forwarded: bulkN more per family, one datagram each, through the forward.
 sock = conf.L2socket(iface=iface)
 for n in range(bulkN):
     ident = 2000 + n

@@ -42,7 +42,7 @@ const (
 var lanHost4b = netip.MustParsePrefix("10.77.1.3/24")
 
 // TestHairpinHolePunch is what P2P applications do after STUN (RFC 4787
-// REQ-9, issue 35 item 7), against the real router with its default
+// REQ-9: hairpinning for UDP), against the real router with its default
 // (address-and-port-dependent) filtering: two LAN endpoints, on two
 // addresses, ask a reflector on the WAN host for their mapped external
 // endpoints, then send to each other's. Each receives the other's

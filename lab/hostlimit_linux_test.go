@@ -13,10 +13,11 @@ import (
 	"time"
 )
 
-// The per-host limit test (issue 35 item 6). The table is scaled down so
-// that one host fills it in seconds: 4,096 flows, of which the router's
-// config defaults give one inside host max/4 = 1,024 and keep max/16 =
-// 256 for the router's own flows.
+// The per-host conntrack limit test: one inside host may hold no more than
+// its share of the table. The table is scaled down so that one host fills
+// it in seconds: 4,096 flows, of which the router's config defaults give
+// one inside host max/4 = 1,024 and keep max/16 = 256 for the router's own
+// flows.
 const (
 	hostLimitMax = 4096
 	// hostLimitSockets x hostLimitDsts flows (one per socket and echo

@@ -21,7 +21,8 @@ const (
 )
 
 // ingressDNSQueries is how many spoofed ANY queries the LAN host sends
-// per family (issue 35: 20 x ANY came back as 25 KB out of the WAN).
+// per family (without ingress filtering, 20 x ANY came back as 25 KB out
+// of the WAN to the spoofed victim).
 const ingressDNSQueries = 5
 
 // scapyIngress is one side of TestIngressSpoofedSources. Every packet it
@@ -128,7 +129,7 @@ func ingressDrops(ctx context.Context, l *lab) (spoofed, inside uint64, err erro
 	return spoofed, inside, nil
 }
 
-// TestIngressSpoofedSources is issue 35 item 3: the LAN host (scapy)
+// TestIngressSpoofedSources proves ingress filtering: the LAN host (scapy)
 // sends DNS ANY queries to the router's forwarder with the WAN host's
 // address as source, an echo to the router likewise, and UDP and a TCP
 // SYN to the WAN host from a foreign source, IPv4 and IPv6. The router

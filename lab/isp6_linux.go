@@ -11,12 +11,12 @@ import (
 	"time"
 )
 
-// The lab ISP's IPv6 (issue 19): radvd on the WAN host announces the WAN
-// link's prefix with the WAN host as default router, and kea-dhcp6-server
-// delegates a /56 out of ispPDPool by DHCPv6-PD, as an ISP's edge does.
-// Kea installs no route for what it delegates, so the lab adds the route
-// to the delegated prefix via the router's WAN link-local address itself,
-// as the ISP's edge router would (routeDelegation).
+// The lab ISP's IPv6: radvd on the WAN host announces the WAN link's prefix
+// with the WAN host as default router, and kea-dhcp6-server delegates a /56
+// out of ispPDPool by DHCPv6-PD, as an ISP's edge does. Kea installs no
+// route for what it delegates, so the lab adds the route to the delegated
+// prefix via the router's WAN link-local address itself, as the ISP's edge
+// router would (routeDelegation).
 var (
 	// ispPDPool is kea's pd-pool: /56s of a /48 (RFC 4193 space, only
 	// inside the lab's namespaces).

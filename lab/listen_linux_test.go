@@ -16,8 +16,8 @@ import (
 	"time"
 )
 
-// Issue 35, items 4 and 5: who may capture through the status page, and
-// which Host and Origin it answers. Every request is made by curl in a
+// The status page's access rules as a LAN host meets them: who may capture
+// through it, and which Host and Origin it answers. Every request is made by curl in a
 // lab namespace; what curl reports (status code, headers, body) and what
 // tshark reads from the body are the checks.
 
@@ -59,15 +59,14 @@ func curl(ctx context.Context, ns, dir, url string, headers ...string) (curlResu
 // Block type).
 var pcapngMagic = []byte{0x0a, 0x0d, 0x0d, 0x0a}
 
-// TestLabCaptureRights (issue 35, item 4) runs the host-TAP lab with the
-// status page also on the host interface (host:80, netstack) and on a
-// kernel socket at 0.0.0.0:8081 (which the LAN host reaches at the
-// kernel's TAP address, routed by the router), and asks for
-// /api/capture with curl: from the LAN host every listener wants the
-// token (403 and no pcapng without it; with it, a capture tshark reads);
-// the board itself (the kernel through the TAP, loopback) needs none.
-// On the code before the fix the LAN host got 200 and frames from
-// host:80 and from the kernel socket.
+// TestLabCaptureRights (who may take a capture) runs the host-TAP lab with
+// the status page also on the host interface (host:80, netstack) and on a
+// kernel socket at 0.0.0.0:8081 (which the LAN host reaches at the kernel's
+// TAP address, routed by the router), and asks for /api/capture with curl:
+// from the LAN host every listener wants the token (403 and no pcapng
+// without it; with it, a capture tshark reads); the board itself (the
+// kernel through the TAP, loopback) needs none. On the code before the fix
+// the LAN host got 200 and frames from host:80 and from the kernel socket.
 func TestLabCaptureRights(t *testing.T) {
 	requirePrivileged(t, "curl", "tshark")
 	var out bytes.Buffer
@@ -156,15 +155,15 @@ func checkCaptureRights(t *testing.T, l *lab, socketPort int) error {
 	return nil
 }
 
-// TestLabStatusRebinding (issue 35, item 5) asks the status page, from
-// the LAN host with curl, with the Host and Origin headers of a DNS
-// rebinding page: Host evil.example gets 403 and none of the page's
-// data on lan:80 and on the kernel socket, an Origin of another site or
-// Sec-Fetch-Site cross-site gets 403 from the JSON endpoints, answers
-// carry no CORS header, the router's own addresses (IPv4, IPv6 in
-// brackets) still work, and after a reload a name in status.hosts does.
-// The metric counts the refusals. On the code before the fix Host
-// evil.example got 200 with the LAN's leases and MACs.
+// TestLabStatusRebinding (DNS rebinding) asks the status page, from the LAN
+// host with curl, with the Host and Origin headers of a DNS rebinding page:
+// Host evil.example gets 403 and none of the page's data on lan:80 and on
+// the kernel socket, an Origin of another site or Sec-Fetch-Site cross-site
+// gets 403 from the JSON endpoints, answers carry no CORS header, the
+// router's own addresses (IPv4, IPv6 in brackets) still work, and after a
+// reload a name in status.hosts does. The metric counts the refusals. On
+// the code before the fix Host evil.example got 200 with the LAN's leases
+// and MACs.
 func TestLabStatusRebinding(t *testing.T) {
 	requirePrivileged(t, "curl")
 	var out bytes.Buffer

@@ -353,15 +353,15 @@ func waitLog(ctx context.Context, path, line string, d time.Duration) error {
 	}
 }
 
-// TestMACsecMKA runs the MACsec lab keyed by MKA alone (issue 22), on the
-// XPN suite: both routers share a CAK, router 1 (priority 0) is key
+// TestMACsecMKA runs the MACsec lab keyed by MKA alone (no static SAK), on
+// the XPN suite: both routers share a CAK, router 1 (priority 0) is key
 // server and rolls the SAK every 10 s. The proofs (ping, TCP both ways)
-// cross the link; a UDP stream across at least two rolls loses no frame
-// to the rolls and the receiving router counts no late, invalid or
-// SA-less frame; a 60 s TCP flow across six rolls counts none either and
-// its retransmits are printed beside a 60 s flow's without rolls; with
-// router 2 killed, router 1 drops it after the MKA life time and sends no
-// protected frame; restarted, router 2 rejoins and traffic crosses again.
+// cross the link; a UDP stream across at least two rolls loses no frame to
+// the rolls and the receiving router counts no late, invalid or SA-less
+// frame; a 60 s TCP flow across six rolls counts none either and its
+// retransmits are printed beside a 60 s flow's without rolls; with router 2
+// killed, router 1 drops it after the MKA life time and sends no protected
+// frame; restarted, router 2 rejoins and traffic crosses again.
 func TestMACsecMKA(t *testing.T) {
 	requirePrivileged(t, "iperf3")
 	// The labmka build draws MIs and SAKs from a stream the test knows

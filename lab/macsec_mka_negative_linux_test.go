@@ -235,12 +235,12 @@ func mkaPeersOf(ps []status.MKAPeer) map[string]status.MKAPeer {
 
 // TestMACsecMKANegative runs one router whose SecY is keyed by MKA on a
 // veth whose other end is scapyMKAPeer, an MKPDU encoder written from the
-// standard in Python (issue 22, "Negative"). Its well-formed MKPDUs are
-// accepted and make it a live peer, and it verifies the router's ICVs: the
-// two encoders agree. MKPDUs with an ICV from a wrong CAK are counted as
-// invalid ICV and make no peer; replayed MKPDUs are counted and change no
-// peer; malformed lengths and parameter sets are counted as drops, and the
-// router still answers MKPDUs and serves its status page afterwards.
+// standard (IEEE 802.1X-2020 clause 11) in Python. Its well-formed MKPDUs
+// are accepted and make it a live peer, and it verifies the router's ICVs:
+// the two encoders agree. MKPDUs with an ICV from a wrong CAK are counted
+// as invalid ICV and make no peer; replayed MKPDUs are counted and change
+// no peer; malformed lengths and parameter sets are counted as drops, and
+// the router still answers MKPDUs and serves its status page afterwards.
 func TestMACsecMKANegative(t *testing.T) {
 	requirePrivileged(t)
 	requireScapy(t)

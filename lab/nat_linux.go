@@ -21,8 +21,8 @@ import (
 	"github.com/gvrouter/gvrouter/router/status"
 )
 
-// The NAT lab's proofs (issue 5): the router masquerades the LAN behind its
-// WAN address, forwards one port to the LAN host, reflects it for the LAN
+// The NAT lab's proofs: the router masquerades the LAN behind its WAN
+// address, forwards one port to the LAN host, reflects it for the LAN
 // (hairpin), translates ICMP errors and fragments, and moves assured flows
 // to its fast path.
 

@@ -15,10 +15,11 @@ import (
 	"github.com/gvrouter/gvrouter/router/status"
 )
 
-// raAttacker is the hostile neighbour on the WAN link (issue 35, items 1
-// and 2), run with scapy in the WAN host's namespace. It sniffs the
-// Neighbor Solicitations on the link, prints "ready", sends its RAs,
-// prints "sent", and when its stdin closes prints the NS targets it saw.
+// raAttacker is the hostile neighbour on the WAN link (bad prefixes and an
+// unreachable default router in its RAs), run with scapy in the WAN host's
+// namespace. It sniffs the Neighbor Solicitations on the link, prints
+// "ready", sends its RAs, prints "sent", and when its stdin closes prints
+// the NS targets it saw.
 //
 //	prefixes IFACE PREFIX...  one RA, router lifetime 0 (no default
 //	                          router), each prefix on-link (L=1, A=0)
@@ -132,18 +133,18 @@ func wanRACounters(s status.Snapshot, wan string) map[string]uint64 {
 	return nil
 }
 
-// TestLabRAHostilePrefixes (issue 35 item 1): one RA on the WAN, with
-// router lifetime 0, announces on-link the LAN host's /128, the LAN's
-// /64 and a /80 in it, the delegated /56, the LAN's /64 of it, the LAN
-// host's SLAAC address there as a /128, ::/1 and 8000::/1, and a
-// harmless fd77:3::/64. The router takes the harmless prefix (a route on
-// the wan: the RA was heard) and none of the others: no such route on
-// the wan, the status counters prefix_overlap_ignored and
-// prefix_too_short count them, the LAN host pings the WAN host from both
-// its addresses and the WAN host pings it, and a capture on the WAN link
-// shows no neighbour solicitation for a LAN host's address. On the main
-// of the issue the router routed all of them out of the wan and sent
-// the LAN host's NSs there.
+// TestLabRAHostilePrefixes: one RA on the WAN, with router lifetime 0,
+// announces on-link the LAN host's /128, the LAN's /64 and a /80 in it, the
+// delegated /56, the LAN's /64 of it, the LAN host's SLAAC address there as
+// a /128, ::/1 and 8000::/1, and a harmless fd77:3::/64. The router takes
+// the harmless prefix (a route on the wan: the RA was heard) and none of
+// the others: no such route on the wan, the status counters
+// prefix_overlap_ignored and prefix_too_short count them, the LAN host
+// pings the WAN host from both its addresses and the WAN host pings it, and
+// a capture on the WAN link shows no neighbour solicitation for a LAN
+// host's address. Before the learner checked prefixes against what the
+// router owns, the router routed all of them out of the wan and sent the
+// LAN host's NSs there.
 func TestLabRAHostilePrefixes(t *testing.T) {
 	requirePrivileged(t)
 	requireScapy(t)
@@ -249,18 +250,18 @@ func (l *lab) sampleIPv6(ctx context.Context, d time.Duration, from, to netip.Ad
 	return failed, n
 }
 
-// TestLabRAUnreachableRouter (issue 35 item 2): a host beyond the ISP's
-// router (fd77:ff::1 on the WAN host's loopback, reached only by the
-// IPv6 default route) answers the LAN host's pings; then a
-// high-preference RA with a 9000 s router lifetime comes from a
-// link-local address nothing answers neighbour solicitations for, and
-// later a 20 s flood of such RAs from random addresses, each with a
-// random /64. The router keeps its default route via the ISP's router,
-// which it knows reachable (RFC 4861 §6.3.6, RFC 4191 §3.2): the LAN
-// host's pings answer at every sample, the bogus routers show as
-// unreachable (counter router_unreachable), the flood hits the bounds
-// (routers_full, prefixes_full). On the main of the issue the bogus
-// router became the default and every sample failed.
+// TestLabRAUnreachableRouter: a host beyond the ISP's router (fd77:ff::1 on
+// the WAN host's loopback, reached only by the IPv6 default route) answers
+// the LAN host's pings; then a high-preference RA with a 9000 s router
+// lifetime comes from a link-local address nothing answers neighbour
+// solicitations for, and later a 20 s flood of such RAs from random
+// addresses, each with a random /64. The router keeps its default route via
+// the ISP's router, which it knows reachable (RFC 4861 §6.3.6, RFC 4191
+// §3.2): the LAN host's pings answer at every sample, the bogus routers
+// show as unreachable (counter router_unreachable), the flood hits the
+// bounds (routers_full, prefixes_full). Before the learner preferred
+// routers that answer its neighbour solicitations, the bogus router became
+// the default and every sample failed.
 func TestLabRAUnreachableRouter(t *testing.T) {
 	requirePrivileged(t, "ping")
 	requireScapy(t)

@@ -57,7 +57,7 @@ func DefaultTimeouts() Timeouts {
 	}
 }
 
-// DefaultMaxConns is the default conntrack table limit (the 65,536;
+// DefaultMaxConns is the default conntrack table limit (65,536;
 // Linux nf_conntrack_max on a 256 MB box is of this order).
 const DefaultMaxConns = 65536
 

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// portless lists the protocols of issue 17's IPv6 firewall gap: IPv6 in
-// IPv4, GRE, ESP, SCTP, experimental, No Next Header.
+// portless lists IP protocols without ports, which the IPv6 firewall once
+// let through unchecked: IPv6 in IPv4, GRE, ESP, SCTP, experimental, No
+// Next Header.
 var portless = []uint8{41, 47, 50, 132, 253, 59}
 
 func gen(src, dst netip.Addr, proto uint8) []byte {

@@ -9,9 +9,9 @@ import (
 	"github.com/gvrouter/gvrouter/router/mkalink"
 )
 
-// MKA on a SecY (issue 22): the participant lives as long as its SecY
-// (a change of mka: rebuilds both, config.MACsec.SameSecY) and follows
-// the lower interface across reloads; router/mkalink does the work.
+// MKA on a SecY: the participant lives as long as its SecY (a change of
+// mka: rebuilds both, config.MACsec.SameSecY) and follows the lower
+// interface across reloads; router/mkalink does the work.
 //
 // Cipher suite agreement: MKA offers the SecY's cipher and encrypt, and
 // accepts a key server's SAK of any suite package macsec implements

@@ -184,7 +184,7 @@ report() {
 			printf "\nkernel GRO on / off: %.2f (the seed on the board: 572/939 = 0.61)\n", m["gro-on"] / m["gro-off"]
 		if (m["gro-on"] > 0) {
 			g = 572 / m["gro-on"]
-			printf "calibration (issue 38): board 572 Mbit/s / guest GRO-on %.1f = %.2f effective board GIPS\n", m["gro-on"], g
+			printf "calibration: board 572 Mbit/s / guest GRO-on %.1f = %.2f effective board GIPS\n", m["gro-on"], g
 			for (i = 1; i <= cases; i++) if (n[i] ~ /^router/) printf "  projection: %s on the board = %.0f Mbit/s\n", n[i], m[n[i]] * g
 		}
 		if (m["gro-off"] > 0) {

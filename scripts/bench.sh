@@ -61,7 +61,7 @@ go build -o "$tmp/gvlab" ./cmd/gvlab
 extra=()
 if [ -n "$baseline" ]; then
 	git -C "$root" worktree add -q --detach "$tmp/baseline-src" "$baseline"
-	# Builds before issue 36 named the appliance's package cmd/router.
+	# Older builds (a baseline) have the appliance's package at cmd/router, since renamed cmd/gvrouter.
 	pkg=./cmd/gvrouter
 	[ -d "$tmp/baseline-src/cmd/gvrouter" ] || pkg=./cmd/router
 	(cd "$tmp/baseline-src" && go build -ldflags "-X main.version=$(git describe --always 2>/dev/null || echo unknown)" -o "$tmp/router-baseline" "$pkg")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dnsbench.sh measures cached-answer DNS throughput (issue 18): dnsperf
+# dnsbench.sh measures cached-answer DNS throughput: dnsperf
 # -c 10 -l 10 on a set of cached names against (a) package dnsforward on
 # kernel sockets (services/dnsforward/internal/dnsforwardbench) and (b)
 # dnsmasq as the forwarder in the same place, taking turns, 5 rounds, and

@@ -9,10 +9,12 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
-// FuzzRouter's seeds: the packet shapes of issue 17 point 1, each in a
-// frame netstack must forward or deliver. The long-header-chain crashers
-// are in testdata/fuzz/FuzzRouter (written by routerCrashSeeds); they
-// panicked netstack until the forward guard (fwdguard.go).
+// FuzzRouter's seeds: the packet shapes the router must survive (expiring
+// TTLs, IPv4 options, IPv6 extension header chains, fragments, NAT'd flows,
+// ICMP errors, GRO and GSO frames), each in a frame netstack must forward
+// or deliver. The long-header-chain crashers are in
+// testdata/fuzz/FuzzRouter (written by routerCrashSeeds); they panicked
+// netstack until the forward guard (fwdguard.go).
 
 // fzRec is one frame of a FuzzRouter input.
 func fzRec(ctl byte, payload []byte) []byte {
@@ -174,15 +176,15 @@ func icmpErr6(typ, code uint8, val uint32, orig []byte) []byte {
 	return append(m, orig...)
 }
 
-// longDestOpts is the crashing header of issue 17: a 1264-octet
+// longDestOpts is the header that crashed the router: a 1264-octet
 // Destination Options header of five 250-octet PadN options (and the
 // padding to a multiple of 8).
 func longDestOpts() extHdr {
 	return optsHdr(60, padN(250), padN(250), padN(250), padN(250), padN(250))
 }
 
-// routerCrashSeeds are the inputs that crashed the router (issue 17 point
-// 1: "unrecognized tcpip forwarding error: header is malformed"), kept in
+// routerCrashSeeds are the inputs that crashed the router (gVisor's
+// "unrecognized tcpip forwarding error: header is malformed"), kept in
 // testdata/fuzz/FuzzRouter under these names.
 func routerCrashSeeds() map[string][]byte {
 	udp := udpDatagram(5000, 53, []byte("long chain"))

@@ -26,8 +26,8 @@ const (
 
 // optionsHeader is a Hop-by-Hop or Destination Options header of size
 // bytes (a multiple of 8, at least 8) followed by next, filled with PadN
-// options of at most 250 bytes each (the crashing packet of issue 17 is
-// five of them and a 12-byte one).
+// options of at most 250 bytes each (the packet that crashed the router
+// is five of them and a 12-byte one).
 func optionsHeader(next uint8, size int) []byte {
 	h := make([]byte, size)
 	h[0], h[1] = next, uint8(size/8-1)
@@ -105,14 +105,14 @@ func carries(marker []byte) func([]byte) bool {
 	return func(f []byte) bool { return bytes.Contains(f, marker) }
 }
 
-// TestForwardHeaderChainTooLong sends the issue 17 packet (a 1264-byte
-// Destination Options header of PadN options, then UDP) and the other
-// chains over 1280 bytes both ways through the router. Before the forward
-// guard each one killed the process in gVisor's handleForwardingError
-// ("unrecognized tcpip forwarding error: header is malformed"). Now each
-// is dropped, counted as ipv6_header_chain on the ingress interface and
-// answered with Parameter Problem code 7 pointing at octet 1280 (RFC
-// 8883 section 4.3.3), and the router still forwards.
+// TestForwardHeaderChainTooLong sends the packet that crashed the router (a
+// 1264-byte Destination Options header of PadN options, then UDP) and the
+// other chains over 1280 bytes both ways through the router. Before the
+// forward guard each one killed the process in gVisor's
+// handleForwardingError ("unrecognized tcpip forwarding error: header is
+// malformed"). Now each is dropped, counted as ipv6_header_chain on the
+// ingress interface and answered with Parameter Problem code 7 pointing at
+// octet 1280 (RFC 8883 section 4.3.3), and the router still forwards.
 func TestForwardHeaderChainTooLong(t *testing.T) {
 	l := newLab(t)
 	ping(t, l.a, bIP6) // neighbours both ways
@@ -123,7 +123,7 @@ func TestForwardHeaderChainTooLong(t *testing.T) {
 		first uint8
 		parts [][]byte
 	}{
-		{"issue17 destopts 1264 + udp", nhDestOpts, [][]byte{optionsHeader(protoUDP, 1264), udp}},
+		{"crasher: destopts 1264 + udp", nhDestOpts, [][]byte{optionsHeader(protoUDP, 1264), udp}},
 		{"hop-by-hop 1248 + udp", nhHopByHop, [][]byte{optionsHeader(protoUDP, 1248), udp}},
 		{"hbh + routing type 0 + destopts", nhHopByHop, [][]byte{optionsHeader(nhRouting, 512), routingHeader(nhDestOpts, 0, 24, 0), optionsHeader(protoUDP, 360), udp}},
 		{"many small destopts", nhDestOpts, append(repeat(func(last bool) []byte {

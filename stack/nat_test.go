@@ -320,11 +320,11 @@ func newNATBenchLabMatching(tb testing.TB, match func([]byte) bool) (*lab, *nate
 	return l, nat, capt
 }
 
-// TestNATSelectiveGROAfterDNAT: GRO's "is it for the router?" decision
-// runs after NAT (issue 5 item 4): a TCP segment to a port forward on the
-// WAN address is forwarded after DNAT and GROSelective leaves it alone,
-// while one to another port of the same address (the router's own) is a
-// GRO candidate.
+// TestNATSelectiveGROAfterDNAT: GRO's "is it for the router?" decision runs
+// after NAT, on the translated destination: a TCP segment to a port forward
+// on the WAN address is forwarded after DNAT and GROSelective leaves it
+// alone, while one to another port of the same address (the router's own)
+// is a GRO candidate.
 func TestNATSelectiveGROAfterDNAT(t *testing.T) {
 	l, _ := newNATLab(t, []natengine.Forward{{Proto: natengine.ProtoTCP, FirstPort: 8080, LastPort: 8080, To: netip.AddrPortFrom(aIP4, 80)}})
 	wan := l.r.Interface("wan").ep

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The faults the acceptance of issue 20 names, beside TestRxRingFull (a
+// The faults an AF_XDP port must survive, beside TestRxRingFull (a
 // stalled receiver: the fill ring runs dry, xdp_fill_empty) and
 // TestFrameAccounting (10^6 frames out with the TX ring overrun): each
 // ends with its drops counted and every Umem frame back where it

@@ -12,10 +12,10 @@ import (
 )
 
 // TestWPASupplicantMKPDUs checks package mka's decoder and ICV against
-// MKPDUs captured from wpa_supplicant 2.10 in the guest (the issue's "an
-// MKPDU ICV checked against one captured from wpa_supplicant"): each
-// decodes, its ICV verifies with the CAK it was made with, and no longer
-// does once one octet of the body or of the ICV is changed.
+// MKPDUs captured from wpa_supplicant 2.10 in the guest, an implementation
+// written apart from ours: each decodes, its ICV verifies with the CAK it
+// was made with, and no longer does once one octet of the body or of the
+// ICV is changed.
 func TestWPASupplicantMKPDUs(t *testing.T) {
 	f, err := os.Open("testdata/wpa_supplicant_mkpdus.txt")
 	if err != nil {

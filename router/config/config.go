@@ -15,7 +15,7 @@ const (
 	HardwareGeneric  = "generic"  // anything else, veth included; the default
 )
 
-// Port drivers accepted in "driver:" (issue 20).
+// Port drivers accepted in "driver:".
 const (
 	// DriverAuto uses AF_XDP where its sockets bind in zero-copy mode
 	// and AF_PACKET elsewhere: copy-mode AF_XDP is not known to beat the

@@ -4,10 +4,10 @@ import (
 	"net/netip"
 )
 
-// Home-network IPv6 (issue 19): on a wan interface, router advertisements
-// learned from the ISP and a DHCPv6 client asking for a delegated prefix;
-// on a lan interface, a /64 of that delegation (or a static /64),
-// announced by router advertisements, and a stateless DHCPv6 server.
+// Home-network IPv6: on a wan interface, router advertisements learned from
+// the ISP and a DHCPv6 client asking for a delegated prefix; on a lan
+// interface, a /64 of that delegation (or a static /64), announced by
+// router advertisements, and a stateless DHCPv6 server.
 
 // IPv6 bounds.
 const (

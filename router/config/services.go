@@ -12,8 +12,8 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// The router's own services (issue 18): the DHCPv4 client on interfaces
-// with "dhcp" among their addresses, the DHCPv4 server of a lan interface
+// The router's own services: the DHCPv4 client on interfaces with "dhcp"
+// among their addresses, the DHCPv4 server of a lan interface
 // (dhcp_server:), the DNS forwarder (dns:) and the host TAP that keeps the
 // board's own kernel reachable (host:).
 

@@ -48,8 +48,8 @@ func allServices(t *testing.T) {
 	t.Cleanup(func() { notYetRunning = saved })
 }
 
-// TestServicesNotYetRunning: every service of issue 18 runs now, so the
-// full services config parses without allServices.
+// TestServicesNotYetRunning: every service the config names runs now, so
+// the full services config parses without allServices.
 func TestServicesNotYetRunning(t *testing.T) {
 	if _, err := Parse("svc.yaml", []byte(servicesBase)); err != nil {
 		t.Errorf("Parse = %v, want every service accepted", err)

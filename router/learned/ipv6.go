@@ -9,11 +9,11 @@ import (
 	"github.com/gvrouter/gvrouter/services/ra"
 )
 
-// Home-network IPv6 (issue 19) in config terms. What the ISP's router
-// advertisements teach a wan interface and what its DHCPv6 client is
-// delegated are applied as DHCPv4 leases are (lease.go): added to the
-// file's config by WithIPv6 and put in force by the reload path, by
-// difference, so flows through everything else are untouched.
+// Home-network IPv6 in config terms. What the ISP's router advertisements
+// teach a wan interface and what its DHCPv6 client is delegated are applied
+// as DHCPv4 leases are (lease.go): added to the file's config by WithIPv6
+// and put in force by the reload path, by difference, so flows through
+// everything else are untouched.
 
 // RA is what the router advertisements heard on a wan interface give it:
 // default routers and on-link prefixes, while their lifetimes last (the
@@ -147,7 +147,8 @@ func UnassignedSets(pd *Delegation, ids map[string]int) (delegated, assigned []n
 }
 
 // Owned is what the router holds, by interface, that an RA on another
-// interface must not route there (issue 35).
+// interface must not route there: a hostile neighbour on the wan could
+// otherwise pull a LAN host's traffic onto the wan link.
 type Owned struct {
 	byIface   map[string][]netip.Prefix // each interface's IPv6 prefixes, e.g. lan: fd77:1::/64
 	delegated netip.Prefix              // the delegation, holding the LAN subnets; zero without

@@ -64,7 +64,7 @@ func TestWithIPv6(t *testing.T) {
 	}
 }
 
-// TestWithIPv6HostileOnLink (issue 35): an on-link prefix from a wan's
+// TestWithIPv6HostileOnLink: an on-link prefix from a wan's
 // RAs becomes no route when it is shorter than ra.MinOnLinkBits or
 // overlaps a lan's prefix (a /128 of a LAN host, a /80 in it, the /64
 // itself, a /32 around it), the delegation or a /64 of it; a prefix of

@@ -13,11 +13,11 @@ import (
 )
 
 // SubnetIDs gives each lan interface a /64 of the delegated prefix that
-// stays its own across restarts, renewals and reloads (issue 19): an id
-// pinned by ipv6: {subnet: N} is used as written; any other lan
-// interface keeps the id it had (state_dir/ipv6/subnets.json), or gets
-// the lowest id free. A LAN host's SLAAC address and every allow6 rule
-// naming it survive a reboot of the router only if the subnet does.
+// stays its own across restarts, renewals and reloads: an id pinned by
+// ipv6: {subnet: N} is used as written; any other lan interface keeps the
+// id it had (state_dir/ipv6/subnets.json), or gets the lowest id free. A
+// LAN host's SLAAC address and every allow6 rule naming it survive a reboot
+// of the router only if the subnet does.
 type SubnetIDs struct {
 	path string
 	ids  map[string]int // interface → id

@@ -9,19 +9,18 @@ import (
 	"strings"
 )
 
-// Who may read the page (issue 35, DNS rebinding). A page on
-// evil.example whose name an attacker makes resolve to the router's
-// address is, to a LAN user's browser, the same origin as the router's
-// answers: its script could read every flow, lease and MAC. Its requests
-// carry Host: evil.example, so the server answers only Host headers that
-// name the router: a loopback name or address (a browser behind an SSH
-// tunnel or the lab's proxy), the address the connection reached, an
-// address of one of the router's interfaces, or one of the configured
-// names (SetHosts). The data endpoints (/api/..., /metrics) also refuse
-// a read from another origin: an Origin header that names none of these,
-// or Sec-Fetch-Site cross-site (a no-cors request, which has no Origin).
-// No answer carries CORS headers, so a browser never shares one with
-// another origin.
+// Who may read the page, against DNS rebinding. A page on evil.example
+// whose name an attacker makes resolve to the router's address is, to a LAN
+// user's browser, the same origin as the router's answers: its script could
+// read every flow, lease and MAC. Its requests carry Host: evil.example, so
+// the server answers only Host headers that name the router: a loopback
+// name or address (a browser behind an SSH tunnel or the lab's proxy), the
+// address the connection reached, an address of one of the router's
+// interfaces, or one of the configured names (SetHosts). The data endpoints
+// (/api/..., /metrics) also refuse a read from another origin: an Origin
+// header that names none of these, or Sec-Fetch-Site cross-site (a no-cors
+// request, which has no Origin). No answer carries CORS headers, so a
+// browser never shares one with another origin.
 
 // The 403 answers' texts.
 const (

@@ -9,10 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// This file holds the Snapshot sections of home-network IPv6 (issue 19):
-// the delegating wan's DHCPv6 client, the RAs learned on wan interfaces,
-// the RAs sent on lan interfaces and the stateless DHCPv6 servers. Plain
-// data, copied from the services' Status methods.
+// This file holds the Snapshot sections of home-network IPv6: the
+// delegating wan's DHCPv6 client, the RAs learned on wan interfaces, the
+// RAs sent on lan interfaces and the stateless DHCPv6 servers. Plain data,
+// copied from the services' Status methods.
 
 // DHCPv6Client is the DHCPv6 client (RFC 8415) of the delegating wan
 // interface and the prefix it holds.

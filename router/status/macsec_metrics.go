@@ -24,8 +24,8 @@ func counterList(m map[string]uint64) []drop {
 // name, and the SAs' next PN. No label or value is ever a key.
 type macsecDescs struct {
 	counter, nextPN, worker *prometheus.Desc
-	// MKA (issue 22): the participant's counters, role, peers, latest
-	// key number and last roll.
+	// MKA: the participant's counters, role, peers, latest key number and
+	// last roll.
 	mkaCounter, mkaKeyServer, mkaPeers, mkaKN, mkaLastRoll *prometheus.Desc
 }
 

@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// This file holds the Snapshot sections of the router's own services
-// (issue 18): the WAN DHCPv4 clients, the LAN DHCPv4 servers and the DNS
-// forwarder. They are plain data: the router copies them from the service
-// packages' Status methods, so this package imports none of them.
+// This file holds the Snapshot sections of the router's own services: the
+// WAN DHCPv4 clients, the LAN DHCPv4 servers and the DNS forwarder. They
+// are plain data: the router copies them from the service packages' Status
+// methods, so this package imports none of them.
 
 // DHCPClient is one interface's DHCPv4 client (RFC 2131) and the lease it
 // holds.

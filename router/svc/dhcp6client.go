@@ -14,12 +14,12 @@ import (
 	"github.com/gvrouter/gvrouter/stack"
 )
 
-// The DHCPv6 client (issue 19) of the delegating wan interface (ipv6:
-// {pd: N}) asks the ISP for a prefix (IA_PD); what it holds is applied by
-// the reload path (learned.WithIPv6): each lan interface's ::1 in its /64 of it,
-// the unassigned rest refused, the ISP's DNS servers as upstreams. It
-// runs on the interface's raw frames to UDP 546 at its link-local
-// address (IPv6 is routed, not translated: no NAT port to reserve).
+// The DHCPv6 client of the delegating wan interface (ipv6: {pd: N}) asks
+// the ISP for a prefix (IA_PD); what it holds is applied by the reload path
+// (learned.WithIPv6): each lan interface's ::1 in its /64 of it, the
+// unassigned rest refused, the ISP's DNS servers as upstreams. It runs on
+// the interface's raw frames to UDP 546 at its link-local address (IPv6 is
+// routed, not translated: no NAT port to reserve).
 
 // DHCP6ClientPrefix names the DHCPv6 client among the running services.
 const DHCP6ClientPrefix = "dhcp6client "

@@ -12,13 +12,13 @@ import (
 	"github.com/gvrouter/gvrouter/stack"
 )
 
-// The stateless DHCPv6 server (issue 19) of each lan interface with
-// ipv6.dhcpv6 on (the default) answers Information-requests with the
-// router's forwarder as DNS server and the domain: hosts that see the O
-// flag of the router's RAs ask it. It runs on the interface's raw frames
-// (port 547), as the DHCPv4 server does, and only where there is a DNS
-// address to hand out: the forwarder runs and the interface has a
-// non-link-local IPv6 address (static, or ::1 of its delegated /64).
+// The stateless DHCPv6 server of each lan interface with ipv6.dhcpv6 on
+// (the default) answers Information-requests with the router's forwarder as
+// DNS server and the domain: hosts that see the O flag of the router's RAs
+// ask it. It runs on the interface's raw frames (port 547), as the DHCPv4
+// server does, and only where there is a DNS address to hand out: the
+// forwarder runs and the interface has a non-link-local IPv6 address
+// (static, or ::1 of its delegated /64).
 
 // dhcp6RefreshTime is the Information Refresh Time handed out (RFC 8415
 // §21.23): an hour, not the default day, because the DNS address changes

@@ -13,13 +13,13 @@ import (
 	"github.com/gvrouter/gvrouter/services/dnsforward"
 )
 
-// The DNS forwarder (issue 18) answers on UDP and TCP port 53 of every lan
-// interface's addresses, in netstack; it never listens on a wan
-// interface. It runs when the config has dns:, and also without it
-// whenever a DHCP server hands out the router's own address as DNS (its
-// default, as OpenWrt's dnsmasq does): a LAN host told to ask the router
-// must get an answer. Its addresses and upstreams change in place
-// (dnsLive): a new delegated /64 on a lan keeps its cache.
+// The DNS forwarder answers on UDP and TCP port 53 of every lan interface's
+// addresses, in netstack; it never listens on a wan interface. It runs when
+// the config has dns:, and also without it whenever a DHCP server hands out
+// the router's own address as DNS (its default, as OpenWrt's dnsmasq does):
+// a LAN host told to ask the router must get an answer. Its addresses and
+// upstreams change in place (dnsLive): a new delegated /64 on a lan keeps
+// its cache.
 
 // dnsServiceName is the forwarder's name among the running services.
 const dnsServiceName = "dns"

@@ -10,14 +10,13 @@ import (
 	"github.com/gvrouter/gvrouter/stack"
 )
 
-// Router advertisements (issue 19): each lan interface with ipv6.ra on
-// (the default) that has an IPv6 /64 — static, or its share of the
-// delegation — announces it for SLAAC, with the router's forwarder as
-// RDNSS and the domain as DNSSL. The advertiser runs on the interface's
-// ICMPv6 frames (it takes the RSs, netstack sees the rest) and is not
-// restarted when the delegation changes: its prefixes and DNS are set in
-// place (Manager.syncRA), so a renumbering announces the old prefix
-// deprecated instead of a final RA.
+// Router advertisements: each lan interface with ipv6.ra on (the default)
+// that has an IPv6 /64 — static, or its share of the delegation — announces
+// it for SLAAC, with the router's forwarder as RDNSS and the domain as
+// DNSSL. The advertiser runs on the interface's ICMPv6 frames (it takes the
+// RSs, netstack sees the rest) and is not restarted when the delegation
+// changes: its prefixes and DNS are set in place (Manager.syncRA), so a
+// renumbering announces the old prefix deprecated instead of a final RA.
 
 // raAdvertiserPrefix names the advertisers among the running services.
 const raAdvertiserPrefix = "ra6advertiser "

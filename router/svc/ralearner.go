@@ -11,22 +11,23 @@ import (
 	"github.com/gvrouter/gvrouter/stack"
 )
 
-// The RA learner (issue 19) of each wan interface with ipv6.ra on (the
-// default) takes the ISP's router advertisements as Linux's accept_ra=2
-// does on a forwarding interface: the most preferred default router
-// becomes the wan's IPv6 default route, on-link prefixes routes on the
-// wan, RDNSS servers upstreams, each for as long as its lifetime lasts,
-// through the reload path (learned.WithIPv6). Netstack, a forwarding stack,
-// ignores RAs itself; turning its own handling on would install routes
-// behind the router's back and take a LAN host's RAs too.
+// The RA learner of each wan interface with ipv6.ra on (the default) takes
+// the ISP's router advertisements as Linux's accept_ra=2 does on a
+// forwarding interface: the most preferred default router becomes the wan's
+// IPv6 default route, on-link prefixes routes on the wan, RDNSS servers
+// upstreams, each for as long as its lifetime lasts, through the reload
+// path (learned.WithIPv6). Netstack, a forwarding stack, ignores RAs
+// itself; turning its own handling on would install routes behind the
+// router's back and take a LAN host's RAs too.
 //
-// A neighbour on the wan may send RAs too (issue 35). The learner takes
-// no prefix that overlaps one the router holds elsewhere (Owned: the
-// other interfaces' prefixes, the delegation and so its LAN subnets) and
-// none shorter than ra.MinOnLinkBits, and learned.WithIPv6 checks the same again
-// when it turns what was learnt into routes; the learner prefers routers
-// that answer its neighbor solicitations, so an address nobody answers
-// for does not become the default route while the ISP's router answers.
+// A neighbour on the wan may send RAs too, hostile ones included. The
+// learner takes no prefix that overlaps one the router holds elsewhere
+// (Owned: the other interfaces' prefixes, the delegation and so its LAN
+// subnets) and none shorter than ra.MinOnLinkBits, and learned.WithIPv6
+// checks the same again when it turns what was learnt into routes; the
+// learner prefers routers that answer its neighbor solicitations, so an
+// address nobody answers for does not become the default route while the
+// ISP's router answers.
 
 // RALearnerPrefix names the RA learners among the running services.
 const RALearnerPrefix = "ra6learner "

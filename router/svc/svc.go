@@ -1,9 +1,9 @@
-// Package svc runs the router's own services (issue 18, 19) on its
-// netstack and its interfaces' raw-frame taps, never on the host kernel:
-// a DHCPv4 client per interface with "dhcp" among its addresses, a DHCPv4
-// server per lan interface with dhcp_server:, the DHCPv6 client of the
-// delegating wan, a stateless DHCPv6 server and an RA advertiser per lan,
-// an RA learner per wan, and the DNS forwarder.
+// Package svc runs the router's own services on its netstack and its
+// interfaces' raw-frame taps, never on the host kernel: a DHCPv4 client per
+// interface with "dhcp" among its addresses, a DHCPv4 server per lan
+// interface with dhcp_server:, the DHCPv6 client of the delegating wan, a
+// stateless DHCPv6 server and an RA advertiser per lan, an RA learner per
+// wan, and the DNS forwarder.
 //
 // Manager.Sync starts what the config in force asks for and, on reload,
 // restarts only the services whose settings (or interface) changed; a

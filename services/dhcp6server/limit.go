@@ -23,9 +23,9 @@ const (
 	// Ethernet source address, whatever source addresses it uses: five
 	// sources' worth, for a host whose containers or VMs share its MAC
 	// (ipvlan) and each ask. A host that spoofs ever-new link-local
-	// sources spends this, not the whole server's budget (issue 35: a
-	// client got 10 of 25 answers while one host sent 2,000 a second
-	// from new sources).
+	// sources spends this, not the whole server's budget: with only a
+	// per-source and a global limit, a client got 10 of 25 answers while
+	// one host sent 2,000 a second from new sources.
 	hostBurst = 5 * sourceBurst
 	hostRate  = 5 * sourceRate
 	// globalBurst and globalRate bound the Replies of the whole server, so

@@ -103,7 +103,8 @@ func TestRateLimitGlobal(t *testing.T) {
 // sends from, so a host that floods from ever-new spoofed link-local
 // sources spends hostBurst and hostRate, not the server's globalRate,
 // and a client on another host asking once a second (INF_TIMEOUT, RFC
-// 8415 §18.2.6) keeps getting its Replies (issue 35: 10 of 25 before).
+// 8415 §18.2.6) keeps getting its Replies (10 of 25 without the per-host
+// limit).
 func TestRateLimitPerHost(t *testing.T) {
 	s, clk := newTestServer(t, testConfig())
 	const perSecond, seconds = 2000, 25

@@ -122,12 +122,12 @@ func dig(t *testing.T, ns *netnstest.Netns, args ...string) digAnswer {
 	return a
 }
 
-// TestInteropDnsmasqDig runs the forwarder on kernel sockets in a
-// namespace between dnsmasq (the upstream, authoritative for a test zone,
-// in its own namespace) and dig (the LAN client, in a third), as issue 18
-// asks: an upstream answer, a cached answer (dnsmasq sees one query),
-// NXDOMAIN cached, a TC answer retried over TCP, a local host name and
-// its PTR answered locally.
+// TestInteropDnsmasqDig runs the forwarder on kernel sockets in a namespace
+// between dnsmasq (the upstream, authoritative for a test zone, in its own
+// namespace) and dig (the LAN client, in a third), independent
+// implementations on both sides: an upstream answer, a cached answer
+// (dnsmasq sees one query), NXDOMAIN cached, a TC answer retried over TCP,
+// a local host name and its PTR answered locally.
 func TestInteropDnsmasqDig(t *testing.T) {
 	netnstest.Privileged(t, "ip", "dnsmasq", "dig")
 	up := netnstest.New(t, "dnf", netnstest.WithoutIPv6())

@@ -44,9 +44,11 @@ var (
 	optRR      = []byte{0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 0} // UDP 1232, version 0
 )
 
-// TestMalformedQueries sends the client-side attacks of issue 18 and
-// other broken queries: each is answered as its RFC says or dropped, and
-// counted; none panics, and the forwarder keeps serving.
+// TestMalformedQueries sends the queries a hostile LAN host can craft
+// (compression loops, oversized and truncated names, lying counts, broken
+// OPT records, opcodes and types a forwarder must refuse) and other broken
+// queries: each is answered as its RFC says or dropped, and counted; none
+// panics, and the forwarder keeps serving.
 func TestMalformedQueries(t *testing.T) {
 	u := newUpstream(t, "www.example. 300 IN A 192.0.2.1")
 	f := startForwarder(t, Config{}, u)

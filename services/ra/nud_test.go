@@ -192,11 +192,11 @@ func TestLearnerRoutersReplaced(t *testing.T) {
 	})
 }
 
-// TestLearnerOwnedAndShortPrefixes (issue 35): a Prefix Information
-// option overlapping a prefix Config.Owned returns (the LAN /64, a /80
-// and a /128 in it, a /48 around it, the delegated /56 and a /64 of it)
-// or shorter than MinOnLinkBits (::/1, 8000::/1, a /47) is ignored and
-// counted; one learnt before its prefix became owned is dropped at its
+// TestLearnerOwnedAndShortPrefixes (a hostile neighbour's RAs): a Prefix
+// Information option overlapping a prefix Config.Owned returns (the LAN
+// /64, a /80 and a /128 in it, a /48 around it, the delegated /56 and a /64
+// of it) or shorter than MinOnLinkBits (::/1, 8000::/1, a /47) is ignored
+// and counted; one learnt before its prefix became owned is dropped at its
 // next option; others are learnt.
 func TestLearnerOwnedAndShortPrefixes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
