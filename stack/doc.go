@@ -76,7 +76,8 @@
 // # Raw-frame taps
 //
 // The router's own link-level protocols (DHCPv4 client and server, ARP
-// probes; later RA/DHCPv6 and MKA) work below netstack and NAT:
+// probes, the DHCPv6 client and server, the RA advertiser and learner,
+// MKA) work below netstack and NAT:
 // [Interface.AddTap] registers a [Tap] for a [TapMatch] (an EtherType,
 // optionally an IP protocol and a destination port), and the receive run
 // offers each matching frame to it, untagged, before the fast path,

@@ -8,10 +8,15 @@
 // (go-yaml/yaml#460) and because every node carries its line and column.
 // Parse reports every problem it finds at once, each as
 // "file:line:column: message", joined with [errors.Join]: unknown keys
-// (with the nearest known key when one is close), keys of the design that
-// this version does not implement yet (macsec), duplicate keys, wrong
-// types, bad values and broken references between sections. A config with any error is never returned,
-// so a bad config applies nothing.
+// (with the nearest known key when one is close), duplicate keys, wrong
+// types, bad values and broken references between sections. A config with
+// any error is never returned, so a bad config applies nothing.
+//
+// Every top-level key is implemented: hardware, ports, interfaces, routes,
+// status and state_dir (parse.go), nat and firewall (nat.go), dns and host
+// (services.go), an interface's ipv6 (ipv6.go), and macsec, the SecYs with
+// static keys or MKA (macsec.go, mka.go; the SecY itself is package macsec,
+// MKA package mka).
 //
 // [Config.Validate] holds the checks that do not need YAML (ranges,
 // references, overlaps). Parse runs it; code that builds a Config by hand

@@ -21,9 +21,9 @@
 // TestBrowser (headless chromium) checks that the two agree.
 //
 // Only GET and HEAD are allowed. The page never shows a secret: a Snapshot
-// carries names, states, addresses and counters only, and later sections
-// (VLAN, GRO, MACsec, conntrack, the DHCP and DNS services) must keep it
-// that way.
+// carries names, states, addresses and counters only, in every section
+// (VLAN, GRO, MACsec and MKA, conntrack, the DHCP, DNS and IPv6 services),
+// and a new section must keep it that way.
 //
 // # Listeners
 //
