@@ -2,7 +2,7 @@
 // UMEM (packet memory shared with the kernel), the four rings of each
 // socket, binding one socket per receive queue, and the XDP program that
 // steers each queue's frames to its socket. It knows nothing of netstack
-// or the router's config; package hw builds ports on it.
+// or the router's config; package hw/xdpport builds ports on it.
 //
 // # Frames
 //
