@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/gvrouter/gvrouter/services/internal/dhcpopts"
+	"github.com/gvrouter/gvrouter/services/internal/leasefile"
 	"github.com/gvrouter/gvrouter/services/rawudp"
-	"github.com/gvrouter/gvrouter/statedir"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/iana"
 )
@@ -359,7 +359,7 @@ func (c *Client) start(now time.Time) {
 	if c.cfg.LeaseFile != "" {
 		saved, err := readLeaseFile(c.cfg.LeaseFile, c.cfg.HWAddr, c.cfg.ClientID)
 		switch {
-		case errors.Is(err, errForeignLease):
+		case errors.Is(err, leasefile.ErrForeign):
 			c.log.Info("dhcp4client: saved lease is for another client; not asking for it", "file", c.cfg.LeaseFile)
 		case err != nil:
 			c.leaseFileError(fmt.Errorf("ignored: %w", err))
@@ -586,7 +586,7 @@ func (c *Client) removeLeaseFile() {
 	if c.cfg.LeaseFile == "" {
 		return
 	}
-	if err := statedir.Remove(c.cfg.LeaseFile); err != nil {
+	if err := leasefile.Remove(c.cfg.LeaseFile); err != nil {
 		c.leaseFileError(err)
 	}
 }
