@@ -228,7 +228,7 @@ func BenchmarkFastPathManyFlows(b *testing.B) {
 			b.Fatal("reply drop")
 		}
 	}
-	clk.Advance(3 * time.Second)
+	clk.Forward(3 * time.Second)
 	frames := make([][]byte, n)
 	for i, p := range pkts {
 		w := append([]byte(nil), p...)

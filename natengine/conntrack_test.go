@@ -23,7 +23,7 @@ func TestConntrackFlood(t *testing.T) {
 	const flood = 20 * max
 	accepted := 0
 	for i := 0; i < flood; i++ {
-		clk.Advance(time.Millisecond)
+		clk.Forward(time.Millisecond)
 		src := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
 		syn := pk{src: src, dst: remote2, proto: ProtoTCP, sport: uint16(1024 + i%60000), dport: 443, flags: tcpSYN}.build()
 		if fwd(t, e, syn, lanIf, wanIf) == Accept {
@@ -74,7 +74,7 @@ func TestSweepReleasesMappings(t *testing.T) {
 	if m := e.Mappings(); len(m) != 1 || m[0].Flows != 2 {
 		t.Fatalf("mappings %+v, want one with 2 flows", m)
 	}
-	clk.Advance(3 * time.Minute)
+	clk.Forward(3 * time.Minute)
 	if n := e.Sweep(); n != 2 {
 		t.Fatalf("swept %d, want 2", n)
 	}
@@ -192,7 +192,7 @@ func TestConcurrent(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < 50; i++ {
-			clk.Advance(5 * time.Second)
+			clk.Forward(5 * time.Second)
 			e.Sweep()
 			e.StateCounts()
 			if i%10 == 0 {
@@ -225,7 +225,7 @@ func TestPortExhaustionRecovers(t *testing.T) {
 	if e.Stats().Drop(DropNoPort) != 100 {
 		t.Fatalf("no_port %d", e.Stats().Drop(DropNoPort))
 	}
-	clk.Advance(3 * time.Minute)
+	clk.Forward(3 * time.Minute)
 	e.Sweep()
 	if p := outboundUDP(t, e, hostB, 6000, remote, 53); p != 5000 {
 		t.Fatalf("after release got port %d, want 5000", p)

@@ -11,6 +11,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
+
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 )
 
 // offloadedTCP sets up an established TCP flow hostA:40000 <-> remote:80
@@ -62,7 +64,7 @@ func TestFastPathMatchesSlowPath(t *testing.T) {
 				if proto == ProtoTCP {
 					ext = offloadedTCP(t, es[i])
 				} else {
-					var clk *fakeClock
+					var clk *fakeclock.Clock
 					var f offloadedFlow
 					es[i], clk, f = offloadedUDP(t)
 					_ = clk
@@ -466,7 +468,7 @@ func TestIPv6Fragments(t *testing.T) {
 	for _, f := range bf[1:] {
 		e.Prerouting(f, wanIf)
 	}
-	clk.Advance(31 * time.Second)
+	clk.Forward(31 * time.Second)
 	e.Sweep()
 	if got := e.Stats().Drop(DropFragNoFlow); got != 2 {
 		t.Fatalf("frag_no_flow %d, want 2", got)
@@ -593,13 +595,13 @@ func TestFastPathSuperframe(t *testing.T) {
 				establishTCP(t, e, hostB, 40000, remote, 80)
 				ext, sport, dport = offloadedTCP(t, e), 40000, 80
 			} else {
-				var clk *fakeClock
+				var clk *fakeclock.Clock
 				e, clk = newTestEngine(t, 0, nil)
 				outboundUDP(t, e, hostB, 5000, remote, 53) // takes port 5000
 				ext, sport, dport = outboundUDP(t, e, hostA, 5000, remote, 53), 5000, 53
 				reply := pk{src: remote, dst: wanAddr, proto: ProtoUDP, sport: 53, dport: ext}.build()
 				fwd(t, e, reply, wanIf, lanIf)
-				clk.Advance(3 * time.Second) // assured
+				clk.Forward(3 * time.Second) // assured
 				out := pk{src: hostA, dst: remote, proto: ProtoUDP, sport: 5000, dport: 53}.build()
 				fwd(t, e, out, lanIf, wanIf)
 				if !e.Offload(out, wanIf, macGw, macRtrW) {

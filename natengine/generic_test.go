@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 )
 
 // portless lists IP protocols without ports, which the IPv6 firewall once
@@ -94,24 +96,24 @@ func TestGenericReplyAdmitted(t *testing.T) {
 }
 
 func TestGenericTimeout(t *testing.T) {
-	clk := &fakeClock{t: baseTime}
+	clk := fakeclock.NewAt(baseTime)
 	e := New(Config{TimeNow: clk.Now, Timeouts: Timeouts{Other: 30 * time.Second}})
 	if err := e.SetRules(testRules()); err != nil {
 		t.Fatal(err)
 	}
 	fwd(t, e, gen(host6, remote6, 47), lanIf, wanIf)
-	clk.Advance(29 * time.Second)
+	clk.Forward(29 * time.Second)
 	if v := e.Prerouting(gen(remote6, host6, 47), wanIf); v != Accept {
 		t.Fatalf("reply within the timeout: %v", v)
 	}
-	clk.Advance(29 * time.Second) // the reply refreshed the flow
+	clk.Forward(29 * time.Second) // the reply refreshed the flow
 	if fl := e.Flows(); len(fl) != 1 || fl[0].Expires != time.Second {
 		t.Fatalf("flows %+v, want one expiring in 1s", fl)
 	}
 	if v := e.Prerouting(gen(remote6, host6, 47), wanIf); v != Accept {
 		t.Fatalf("reply after a refresh: %v", v)
 	}
-	clk.Advance(31 * time.Second)
+	clk.Forward(31 * time.Second)
 	if v := e.Prerouting(gen(remote6, host6, 47), wanIf); v != Drop {
 		t.Fatalf("reply after the timeout: %v, want drop", v)
 	}

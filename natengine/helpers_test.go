@@ -3,12 +3,13 @@ package natengine
 import (
 	"encoding/binary"
 	"net/netip"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 )
 
 // Test topology: LAN iface 1, WAN iface 2 (masquerade), both dual-stack.
@@ -36,24 +37,6 @@ var (
 	baseTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
-// fakeClock is an injected clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func testRules() Rules {
 	return Rules{
 		Ifaces: []IfaceConfig{
@@ -65,9 +48,9 @@ func testRules() Rules {
 }
 
 // newTestEngine returns an engine with the test topology and a fake clock.
-func newTestEngine(t testing.TB, max int, mod func(*Rules)) (*Engine, *fakeClock) {
+func newTestEngine(t testing.TB, max int, mod func(*Rules)) (*Engine, *fakeclock.Clock) {
 	t.Helper()
-	clk := &fakeClock{t: baseTime}
+	clk := fakeclock.NewAt(baseTime)
 	var n atomic.Uint32
 	e := New(Config{MaxConns: max, TimeNow: clk.Now, Rand: func() uint32 { return n.Add(7919) }})
 	r := testRules()
@@ -424,13 +407,13 @@ type offloadedFlow struct {
 
 // offloadedUDP sets up an assured UDP flow hostA:5000 <-> remote:53 with
 // both directions offloaded to the fast path.
-func offloadedUDP(t testing.TB) (*Engine, *fakeClock, offloadedFlow) {
+func offloadedUDP(t testing.TB) (*Engine, *fakeclock.Clock, offloadedFlow) {
 	t.Helper()
 	e, clk := newTestEngine(t, 0, nil)
 	ext := outboundUDP(t, e, hostA, 5000, remote, 53)
 	reply := pk{src: remote, dst: wanAddr, proto: ProtoUDP, sport: 53, dport: ext}.build()
 	fwd(t, e, reply, wanIf, lanIf)
-	clk.Advance(3 * time.Second) // UDP is assured once it has lived 2 s with replies
+	clk.Forward(3 * time.Second) // UDP is assured once it has lived 2 s with replies
 	out := pk{src: hostA, dst: remote, proto: ProtoUDP, sport: 5000, dport: 53}.build()
 	fwd(t, e, out, lanIf, wanIf)
 	if !e.Offload(out, wanIf, macGw, macRtrW) {

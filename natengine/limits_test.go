@@ -6,12 +6,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 )
 
 // newLimitedEngine is newTestEngine with cfg's limits.
-func newLimitedEngine(t testing.TB, cfg Config) (*Engine, *fakeClock) {
+func newLimitedEngine(t testing.TB, cfg Config) (*Engine, *fakeclock.Clock) {
 	t.Helper()
-	clk := &fakeClock{t: baseTime}
+	clk := fakeclock.NewAt(baseTime)
 	var n atomic.Uint32
 	cfg.TimeNow, cfg.Rand = clk.Now, func() uint32 { return n.Add(7919) }
 	e := New(cfg)
@@ -54,7 +56,7 @@ func TestPerHostFlowLimit(t *testing.T) {
 	if e.Len() != 10 {
 		t.Fatalf("table holds %d flows, want 10", e.Len())
 	}
-	clk.Advance(3 * time.Minute) // past udp_unreplied
+	clk.Forward(3 * time.Minute) // past udp_unreplied
 	if n := e.Sweep(); n != 10 {
 		t.Fatalf("Sweep removed %d flows, want 10", n)
 	}

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 )
 
 // Checklist tests: RFC 4787 (U*), RFC 5382 (T*), RFC 5508 (I*), RFC 6888 (C*).
@@ -72,7 +74,7 @@ func TestRFC4787_U5_MappingTimer(t *testing.T) {
 		to   time.Duration
 	}{{"default", 0}, {"configured 5m", 5 * time.Minute}} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &fakeClock{t: baseTime}
+			clk := fakeclock.NewAt(baseTime)
 			e := New(Config{TimeNow: clk.Now, Timeouts: Timeouts{UDPUnreplied: tc.to}})
 			if err := e.SetRules(testRules()); err != nil {
 				t.Fatal(err)
@@ -82,13 +84,13 @@ func TestRFC4787_U5_MappingTimer(t *testing.T) {
 				want = d.UDPUnreplied
 			}
 			p := outboundUDP(t, e, hostA, 5000, remote, 53)
-			clk.Advance(want - time.Second)
+			clk.Forward(want - time.Second)
 			reply := pk{src: remote, dst: wanAddr, proto: ProtoUDP, sport: 53, dport: p}.build()
 			if v := fwd(t, e, reply, wanIf, lanIf); v != Accept {
 				t.Fatalf("reply after %v: %v, want accept", want-time.Second, v)
 			}
 			// The reply made it a stream; let it idle out completely.
-			clk.Advance(d.UDPStream + time.Second)
+			clk.Forward(d.UDPStream + time.Second)
 			e.Sweep()
 			reply = pk{src: remote, dst: wanAddr, proto: ProtoUDP, sport: 53, dport: p}.build()
 			if v := e.Prerouting(reply, wanIf); e.Len() != 0 || v != Accept {
@@ -102,12 +104,12 @@ func TestRFC4787_U6_OutboundRefresh(t *testing.T) {
 	e, clk := newTestEngine(t, 0, nil)
 	p := outboundUDP(t, e, hostA, 5000, remote, 53)
 	for i := 0; i < 5; i++ {
-		clk.Advance(100 * time.Second) // < 120 s each time, > 120 s in total
+		clk.Forward(100 * time.Second) // < 120 s each time, > 120 s in total
 		if q := outboundUDP(t, e, hostA, 5000, remote, 53); q != p {
 			t.Fatalf("mapping changed %d -> %d", p, q)
 		}
 	}
-	clk.Advance(100 * time.Second)
+	clk.Forward(100 * time.Second)
 	reply := pk{src: remote, dst: wanAddr, proto: ProtoUDP, sport: 53, dport: p}.build()
 	if v := fwd(t, e, reply, wanIf, lanIf); v != Accept {
 		t.Fatalf("reply after outbound refreshes: %v", v)
@@ -269,7 +271,7 @@ func TestRFC4787_U12_ICMPErrorKeepsMapping(t *testing.T) {
 	p := outboundUDP(t, e, hostA, 5000, remote, 53)
 	sent := pk{src: wanAddr, dst: remote, proto: ProtoUDP, sport: p, dport: 53, payload: []byte("hello")}.build()
 	before := e.Flows()[0].Expires
-	clk.Advance(10 * time.Second)
+	clk.Forward(10 * time.Second)
 	for _, code := range []uint8{1, 3} { // host and port unreachable
 		icmp := pk{src: remote, dst: wanAddr, proto: ProtoICMP, typ: 3, code: code, payload: sent}.build()
 		if v := fwd(t, e, icmp, wanIf, lanIf); v != Accept {
@@ -470,15 +472,15 @@ func TestRFC5382_T5_Timeouts(t *testing.T) {
 	est := establishTCP(t, e, hostA, 40000, remote, 80)
 	half := pk{src: hostA, dst: remote2, proto: ProtoTCP, sport: 40001, dport: 80, flags: tcpSYN}.build()
 	fwd(t, e, half, lanIf, wanIf)
-	clk.Advance(4*time.Minute - time.Second)
+	clk.Forward(4*time.Minute - time.Second)
 	if n := e.Sweep(); n != 0 {
 		t.Fatalf("swept %d flows before the transitory timeout", n)
 	}
-	clk.Advance(2 * time.Second)
+	clk.Forward(2 * time.Second)
 	if n := e.Sweep(); n != 1 {
 		t.Fatalf("swept %d flows after the transitory timeout, want 1", n)
 	}
-	clk.Advance(2*time.Hour + 4*time.Minute - 4*time.Minute - 2*time.Second)
+	clk.Forward(2*time.Hour + 4*time.Minute - 4*time.Minute - 2*time.Second)
 	if n := e.Sweep(); n != 0 {
 		t.Fatalf("established flow gone before 2h4m idle")
 	}
@@ -486,7 +488,7 @@ func TestRFC5382_T5_Timeouts(t *testing.T) {
 	if v := fwd(t, e, in, wanIf, lanIf); v != Accept {
 		t.Fatalf("established flow after 2h3m59s idle: %v", v)
 	}
-	clk.Advance(2*time.Hour + 4*time.Minute + time.Second)
+	clk.Forward(2*time.Hour + 4*time.Minute + time.Second)
 	if n := e.Sweep(); n != 1 || e.Len() != 0 {
 		t.Fatalf("swept %d, %d left; want the established flow gone", n, e.Len())
 	}
@@ -561,7 +563,7 @@ func TestRFC5382_T10_ICMPDoesNotKillConnection(t *testing.T) {
 	ext := establishTCP(t, e, hostA, 40000, remote, 80)
 	sent := pk{src: wanAddr, dst: remote, proto: ProtoTCP, sport: ext, dport: 80, flags: tcpRST}.build()
 	before := e.Flows()[0]
-	clk.Advance(time.Second)
+	clk.Forward(time.Second)
 	for _, tc := range [][2]uint8{{3, 1}, {3, 3}, {11, 0}, {12, 0}} {
 		icmp := pk{src: remote, dst: wanAddr, proto: ProtoICMP, typ: tc[0], code: tc[1], payload: sent}.build()
 		if v := fwd(t, e, icmp, wanIf, lanIf); v != Accept {
@@ -610,13 +612,13 @@ func TestRFC5508_I2_QueryTimer(t *testing.T) {
 	req := pk{src: hostA, dst: remote, proto: ProtoICMP, typ: 8, sport: 77}.build()
 	fwd(t, e, req, lanIf, wanIf)
 	s, _ := addrs(req)
-	clk.Advance(59 * time.Second)
+	clk.Forward(59 * time.Second)
 	e.Sweep()
 	rep := pk{src: remote, dst: wanAddr, proto: ProtoICMP, typ: 0, sport: s.Port()}.build()
 	if v := fwd(t, e, rep, wanIf, lanIf); v != Accept {
 		t.Fatalf("reply after 59 s: %v", v)
 	}
-	clk.Advance(61 * time.Second)
+	clk.Forward(61 * time.Second)
 	if n := e.Sweep(); n != 1 {
 		t.Fatalf("swept %d after 61 s idle, want 1", n)
 	}
@@ -669,7 +671,7 @@ func TestRFC5508_I6_ErrorDoesNotRefreshQuery(t *testing.T) {
 	fwd(t, e, req, lanIf, wanIf)
 	emb := append([]byte(nil), req...)
 	before := e.Flows()[0].Expires
-	clk.Advance(30 * time.Second)
+	clk.Forward(30 * time.Second)
 	icmp := pk{src: netip.MustParseAddr("198.51.100.1"), dst: wanAddr, proto: ProtoICMP, typ: 11, payload: emb}.build()
 	if v := fwd(t, e, icmp, wanIf, lanIf); v != Accept {
 		t.Fatal(v)
@@ -678,7 +680,7 @@ func TestRFC5508_I6_ErrorDoesNotRefreshQuery(t *testing.T) {
 	if got := e.Flows()[0].Expires; got != before-30*time.Second {
 		t.Fatalf("error refreshed the session: expires %v, want %v", got, before-30*time.Second)
 	}
-	clk.Advance(31 * time.Second)
+	clk.Forward(31 * time.Second)
 	if e.Sweep() != 1 {
 		t.Fatalf("session not expired 61 s after the request")
 	}
@@ -710,7 +712,7 @@ func TestRFC6888_C3_ExhaustionNeverEvictsAssured(t *testing.T) {
 	for i := 0; i < max; i++ {
 		establishTCP(t, e, hostA, uint16(40000+i), remote, 80)
 	}
-	clk.Advance(time.Second)
+	clk.Forward(time.Second)
 	for i := 0; i < 100; i++ {
 		syn := pk{src: hostB, dst: remote, proto: ProtoTCP, sport: uint16(1000 + i), dport: 80, flags: tcpSYN}.build()
 		if v := fwd(t, e, syn, lanIf, wanIf); v != Drop {

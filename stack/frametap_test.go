@@ -29,12 +29,12 @@ var (
 
 // Matches for the protocols the taps are for.
 var (
-	matchARP        = TapMatch{EtherType: 0x0806}
-	matchDHCPClient = TapMatch{EtherType: 0x0800, IPProto: 17, DstPort: 68}
-	matchDHCPServer = TapMatch{EtherType: 0x0800, IPProto: 17, DstPort: 67}
-	matchICMPv6     = TapMatch{EtherType: 0x86dd, IPProto: 58}
-	matchDHCPv6     = TapMatch{EtherType: 0x86dd, IPProto: 17, DstPort: 546}
-	matchEAPOL      = TapMatch{EtherType: 0x888e}
+	matchARP        = MatchARP()
+	matchDHCPClient = MatchUDP4(68)
+	matchDHCPServer = MatchUDP4(67)
+	matchICMPv6     = MatchICMPv6()
+	matchDHCPv6     = MatchUDP6(546)
+	matchEAPOL      = MatchEtherType(0x888e)
 )
 
 // recordingTap keeps a copy of each frame and consumes it if consume.
@@ -63,6 +63,33 @@ func (r *recordingTap) take() [][]byte {
 func udp4Frame(dstMAC []byte, src, dst netip.AddrPort, payload []byte) []byte {
 	return ethFrame(dstMAC, hostMAC, header.IPv4ProtocolNumber,
 		ipv4Packet(src.Addr(), dst.Addr(), 64, header.UDPProtocolNumber, udpDatagram(src.Port(), dst.Port(), payload)))
+}
+
+// TestMatchConstructors checks each named TapMatch against the numbers
+// its protocol's specification assigns, and that AddTap would take it.
+func TestMatchConstructors(t *testing.T) {
+	tests := []struct {
+		name string
+		got  TapMatch
+		want TapMatch
+	}{
+		{"ARP (RFC 826)", MatchARP(), TapMatch{EtherType: 0x0806}},
+		{"UDP4 68 (RFC 768, RFC 2131)", MatchUDP4(68), TapMatch{EtherType: 0x0800, IPProto: 17, DstPort: 68}},
+		{"UDP4 any", MatchUDP4(0), TapMatch{EtherType: 0x0800, IPProto: 17}},
+		{"UDP6 547 (RFC 8415)", MatchUDP6(547), TapMatch{EtherType: 0x86dd, IPProto: 17, DstPort: 547}},
+		{"ICMPv6 (RFC 4443)", MatchICMPv6(), TapMatch{EtherType: 0x86dd, IPProto: 58}},
+		{"EAPOL (802.1X)", MatchEtherType(0x888e), TapMatch{EtherType: 0x888e}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("got {%s}, want {%s}", tt.got, tt.want)
+			}
+			if err := tt.got.validate(); err != nil {
+				t.Errorf("validate() = %v, want nil", err)
+			}
+		})
+	}
 }
 
 func TestTapMatch(t *testing.T) {
@@ -99,7 +126,9 @@ func TestTapMatch(t *testing.T) {
 		{"ipv4 options", matchDHCPClient, withOpts, true},
 		{"ipv4 short", matchDHCPClient, short4, false},
 		{"ipv4 bad version", matchDHCPClient, v6as4, false},
-		{"any udp", TapMatch{EtherType: 0x0800, IPProto: 17}, dhcp, true},
+		{"any udp", MatchUDP4(0), dhcp, true},
+		{"any udp6", MatchUDP6(0), dhcp6, true},
+		{"any udp6 vs ipv4", MatchUDP6(0), dhcp, false},
 		{"any ipv4", TapMatch{EtherType: 0x0800}, arp, false},
 		{"icmpv6", matchICMPv6, ra, true},
 		{"icmpv6 vs udp", matchICMPv6, dhcp6, false},

@@ -159,7 +159,7 @@ func (l *Link) Bind(lower Lower) error {
 	if lower == nil {
 		return nil
 	}
-	remove, err := lower.AddTap(stack.TapMatch{EtherType: mka.EtherType}, tap{l})
+	remove, err := lower.AddTap(stack.MatchEtherType(mka.EtherType), tap{l})
 	if err != nil {
 		return fmt.Errorf("mka %s: %w", l.name, err)
 	}

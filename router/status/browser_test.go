@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gvrouter/gvrouter/internal/browsertest"
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/status/statustest"
 )
@@ -29,7 +30,7 @@ import (
 type browserRouter struct {
 	s   *status.Server
 	src *statustest.Source
-	clk *clock
+	clk *fakeclock.Clock
 
 	// mu protects n and cur.
 	mu  sync.Mutex
@@ -65,7 +66,7 @@ func newBrowserRouter() *browserRouter {
 			SA: []status.MACsecSA{{AN: 0, State: "on", NextPN: 8, KeyID: "02", Counters: map[string]uint64{"InPktsOK": 7}}}}},
 	}}
 	src := statustest.New(snap)
-	clk := &clock{t: t0}
+	clk := fakeclock.NewAt(t0)
 	s := status.New(src, nil)
 	s.SetClock(clk.Now)
 	s.Sample()
@@ -78,7 +79,7 @@ func (r *browserRouter) tick(edit func(*status.Snapshot)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.n++
-	r.clk.Advance(time.Second)
+	r.clk.Forward(time.Second)
 	rx := uint64(250_000 * (1 + 0.6*math.Sin(float64(r.n)/25)))
 	r.cur = statustest.Advance(r.cur, rx/900, rx, rx/3000, rx/12)
 	if edit != nil {

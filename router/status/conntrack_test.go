@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/status/statustest"
 )
@@ -24,11 +25,11 @@ func (p plainSource) Snapshot() status.Snapshot { return p.snap }
 func TestConntrackSummary(t *testing.T) {
 	snap := statustest.Example(started)
 	src := statustest.New(snap)
-	clk := &clock{t: t0}
+	clk := fakeclock.NewAt(t0)
 	s := status.New(src, nil)
 	s.SetClock(clk.Now)
 	s.Sample()
-	clk.Advance(2 * time.Second)
+	clk.Forward(2 * time.Second)
 	next := statustest.Clone(snap)
 	next.Conntrack.FastPathHits += 2000
 	next.Conntrack.SlowPath["miss"] += 200

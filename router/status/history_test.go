@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/status/statustest"
 )
@@ -42,7 +43,7 @@ func TestHistory(t *testing.T) {
 		Ports:      []status.Port{{Name: "eth0"}},
 	}
 	src := statustest.New(base)
-	clk := &clock{t: t0}
+	clk := fakeclock.NewAt(t0)
 	s := status.New(src, nil)
 	s.SetClock(clk.Now)
 	h := s.Handler()
@@ -52,7 +53,7 @@ func TestHistory(t *testing.T) {
 	// Sample k (k ≥ 2) moved k*1000 bytes: k*8000 bit/s.
 	snap := base
 	for k := 2; k <= 5; k++ {
-		clk.Advance(time.Second)
+		clk.Forward(time.Second)
 		snap = statustest.Advance(snap, uint64(k), uint64(k*1000), 1, 100)
 		if k == 4 {
 			snap.Interfaces = append(snap.Interfaces, status.Interface{Name: "wan"})
@@ -94,7 +95,7 @@ func TestHistory(t *testing.T) {
 	}
 
 	// wan removed: its history goes with it.
-	clk.Advance(time.Second)
+	clk.Forward(time.Second)
 	snap.Interfaces = snap.Interfaces[:1]
 	src.Set(snap)
 	s.Sample()
@@ -104,7 +105,7 @@ func TestHistory(t *testing.T) {
 
 	// Wrap the ring: the last HistoryLen samples stay, in order.
 	for k := 0; k < status.HistoryLen+10; k++ {
-		clk.Advance(time.Second)
+		clk.Forward(time.Second)
 		s.Sample()
 	}
 	got = getHistory(t, h, "/api/history")

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/status/statustest"
 )
@@ -147,11 +148,11 @@ func TestServicesNormalized(t *testing.T) {
 func TestServicesDNSRate(t *testing.T) {
 	snap := status.Snapshot{DNS: &status.DNS{Queries: map[string]uint64{"udp": 100, "tcp": 10}}}
 	src := statustest.New(snap)
-	clk := &clock{t: t0}
+	clk := fakeclock.NewAt(t0)
 	s := status.New(src, nil)
 	s.SetClock(clk.Now)
 	s.Sample()
-	clk.Advance(2 * time.Second)
+	clk.Forward(2 * time.Second)
 	snap.DNS = &status.DNS{Queries: map[string]uint64{"udp": 150, "tcp": 20}}
 	src.Set(snap)
 	if got := s.Sample().DNS.Rates.QueriesPerSecond; got != 30 {

@@ -14,10 +14,10 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/status/statustest"
 )
@@ -30,36 +30,18 @@ var (
 	started = t0.Add(-(26*time.Hour + 3*time.Minute + 7*time.Second))
 )
 
-// clock is a fake clock, safe for concurrent use.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // newServer returns a Server over statustest.Example that has taken two
 // samples one second apart, in which every interface and port received
 // 125,000 bytes in 1,000 packets and sent 250,000 bytes in 500 packets:
 // 1 Mbit/s and 1000 pkt/s in, 2 Mbit/s and 500 pkt/s out.
-func newServer(t *testing.T, snap status.Snapshot) (*status.Server, *statustest.Source, *clock) {
+func newServer(t *testing.T, snap status.Snapshot) (*status.Server, *statustest.Source, *fakeclock.Clock) {
 	t.Helper()
 	src := statustest.New(snap)
-	clk := &clock{t: t0}
+	clk := fakeclock.NewAt(t0)
 	s := status.New(src, nil)
 	s.SetClock(clk.Now)
 	s.Sample()
-	clk.Advance(time.Second)
+	clk.Forward(time.Second)
 	src.Set(statustest.Advance(snap, 1000, 125_000, 500, 250_000))
 	s.Sample()
 	return s, src, clk
@@ -147,11 +129,11 @@ func TestRates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := statustest.New(base)
-			clk := &clock{t: t0}
+			clk := fakeclock.NewAt(t0)
 			s := status.New(src, nil)
 			s.SetClock(clk.Now)
 			s.Sample()
-			clk.Advance(tt.dt)
+			clk.Forward(tt.dt)
 			src.Set(tt.next(base))
 			got := s.Sample()
 			if r := got.Interfaces[0].Rates; r != tt.want {
@@ -181,11 +163,11 @@ func TestSampleUptime(t *testing.T) {
 func TestSampleDoesNotAlias(t *testing.T) {
 	snap := statustest.Example(started)
 	src := &aliasingSource{snap: snap}
-	clk := &clock{t: t0}
+	clk := fakeclock.NewAt(t0)
 	s := status.New(src, nil)
 	s.SetClock(clk.Now)
 	s.Sample()
-	clk.Advance(time.Second)
+	clk.Forward(time.Second)
 	src.snap = statustest.Advance(snap, 1, 1, 1, 1)
 	s.Sample()
 	if r := src.snap.Interfaces[0].Rates; r != (status.Rates{}) {
@@ -364,7 +346,7 @@ func TestStaleSample(t *testing.T) {
 	if got := src.Calls(); got != calls {
 		t.Errorf("Snapshot calls after a fresh request = %d, want %d", got, calls)
 	}
-	clk.Advance(10 * time.Second)
+	clk.Forward(10 * time.Second)
 	src.Set(statustest.Advance(statustest.Advance(snap, 1000, 125_000, 500, 250_000), 10_000, 1_250_000, 0, 0))
 	var got status.Snapshot
 	if err := json.Unmarshal([]byte(body(t, get(t, s.Handler(), "GET", "/api/status"))), &got); err != nil {

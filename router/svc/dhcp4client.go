@@ -71,9 +71,9 @@ func startDHCP4Client(e *env, name, iface string, set dhcpClientSettings) (*Serv
 		return s.abort(err)
 	}
 	s.undo = append(s.undo, release)
-	conn := rawudp.New(ifc, 68, dhcpClientQueue)
+	conn := rawudp.New(ifc, dhcp4client.ClientPort, dhcpClientQueue)
 	s.undo = append(s.undo, func() { conn.Close() })
-	remove, err := ifc.AddTap(stack.TapMatch{EtherType: 0x0800, IPProto: 17, DstPort: 68}, conn)
+	remove, err := ifc.AddTap(stack.MatchUDP4(dhcp4client.ClientPort), conn)
 	if err != nil {
 		return s.abort(err)
 	}
@@ -82,7 +82,7 @@ func startDHCP4Client(e *env, name, iface string, set dhcpClientSettings) (*Serv
 	if err != nil {
 		return s.abort(err)
 	}
-	removeARP, err := ifc.AddTap(stack.TapMatch{EtherType: 0x0806}, prober)
+	removeARP, err := ifc.AddTap(stack.MatchARP(), prober)
 	if err != nil {
 		return s.abort(err)
 	}

@@ -74,12 +74,12 @@ func startDHCP4Server(e *env, name, iface string, dc dhcp4server.Config) (*Servi
 	if ifc == nil {
 		return nil, errNoInterface(iface)
 	}
-	conn := rawudp.New(ifc, 67, dhcpServerQueue)
+	conn := rawudp.New(ifc, dhcp4server.ServerPort, dhcpServerQueue)
 	own := dc.ServerAddr
 	tap := dstTap{conn: conn, accept: func(dst netip.Addr) bool {
 		return dst == own || dst == netip.AddrFrom4([4]byte{255, 255, 255, 255})
 	}}
-	remove, err := ifc.AddTap(stack.TapMatch{EtherType: 0x0800, IPProto: 17, DstPort: 67}, tap)
+	remove, err := ifc.AddTap(stack.MatchUDP4(dhcp4server.ServerPort), tap)
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func startDHCP6Client(e *env, name, iface string, set dhcp6ClientSettings) (*Ser
 	s.undo = append(s.undo, func() { conn.Close() })
 	ll := dhcp6client.LinkLocal(ifc.MAC())
 	tap := dstTap{conn: conn, accept: func(dst netip.Addr) bool { return dst == ll }}
-	remove, err := ifc.AddTap(stack.TapMatch{EtherType: 0x86dd, IPProto: 17, DstPort: dhcp6client.ClientPort}, tap)
+	remove, err := ifc.AddTap(stack.MatchUDP6(dhcp6client.ClientPort), tap)
 	if err != nil {
 		return s.abort(err)
 	}

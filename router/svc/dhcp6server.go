@@ -84,7 +84,7 @@ func startDHCP6Server(e *env, name, iface string, dc dhcp6server.Config) (*Servi
 	tap := dstTap{conn: conn, accept: func(dst netip.Addr) bool {
 		return dst == own || dst == dhcp6server.AllRelayAgentsAndServers
 	}}
-	remove, err := ifc.AddTap(stack.TapMatch{EtherType: 0x86dd, IPProto: 17, DstPort: dhcp6server.ServerPort}, tap)
+	remove, err := ifc.AddTap(stack.MatchUDP6(dhcp6server.ServerPort), tap)
 	if err != nil {
 		return nil, err
 	}

@@ -87,7 +87,7 @@ func startRAAdvertiser(e *env, name, iface string, set raSettings) (*Service, er
 	if err != nil {
 		return nil, err
 	}
-	remove, err := ifc.AddTap(stack.TapMatch{EtherType: 0x86dd, IPProto: 58}, adv)
+	remove, err := ifc.AddTap(stack.MatchICMPv6(), adv)
 	if err != nil {
 		return nil, err
 	}

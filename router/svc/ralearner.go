@@ -74,7 +74,7 @@ func startRALearner(e *env, name, iface string, set raLearnerSettings) (*Service
 	if err != nil {
 		return nil, err
 	}
-	remove, err := ifc.AddTap(stack.TapMatch{EtherType: 0x86dd, IPProto: 58}, l)
+	remove, err := ifc.AddTap(stack.MatchICMPv6(), l)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/gvrouter/gvrouter/services/internal/fakeclock"
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 )
 

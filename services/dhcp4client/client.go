@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/gvrouter/gvrouter/services/internal/dhcpopts"
+	"github.com/gvrouter/gvrouter/services/internal/leasefile"
 	"github.com/gvrouter/gvrouter/services/rawudp"
-	"github.com/gvrouter/gvrouter/statedir"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/iana"
 )
@@ -84,10 +84,14 @@ const (
 	DefaultRebootTimeout = 10 * time.Second
 )
 
+// Ports of RFC 2131 §4.1.
+const (
+	ClientPort = 68
+	ServerPort = 67
+)
+
 // Protocol constants.
 const (
-	clientPort = 68
-	serverPort = 67
 	// maxRequestTries is how many DHCPREQUESTs REQUESTING sends, 4 s to
 	// 64 s apart, before it goes back to INIT (RFC 2131 §4.4.1: "after
 	// employing the retransmission algorithm").
@@ -359,7 +363,7 @@ func (c *Client) start(now time.Time) {
 	if c.cfg.LeaseFile != "" {
 		saved, err := readLeaseFile(c.cfg.LeaseFile, c.cfg.HWAddr, c.cfg.ClientID)
 		switch {
-		case errors.Is(err, errForeignLease):
+		case errors.Is(err, leasefile.ErrForeign):
 			c.log.Info("dhcp4client: saved lease is for another client; not asking for it", "file", c.cfg.LeaseFile)
 		case err != nil:
 			c.leaseFileError(fmt.Errorf("ignored: %w", err))
@@ -493,8 +497,8 @@ func (c *Client) broadcast(m *dhcpv4.DHCPv4, src netip.Addr) {
 func (c *Client) send(m *dhcpv4.DHCPv4, src, dst netip.Addr, dstMAC net.HardwareAddr) {
 	err := c.cfg.Transport.Send(rawudp.Packet{
 		Payload: m.ToBytes(),
-		Src:     netip.AddrPortFrom(src, clientPort),
-		Dst:     netip.AddrPortFrom(dst, serverPort),
+		Src:     netip.AddrPortFrom(src, ClientPort),
+		Dst:     netip.AddrPortFrom(dst, ServerPort),
 		DstMAC:  dstMAC,
 	})
 	if err != nil {
@@ -586,7 +590,7 @@ func (c *Client) removeLeaseFile() {
 	if c.cfg.LeaseFile == "" {
 		return
 	}
-	if err := statedir.Remove(c.cfg.LeaseFile); err != nil {
+	if err := leasefile.Remove(c.cfg.LeaseFile); err != nil {
 		c.leaseFileError(err)
 	}
 }
@@ -636,7 +640,7 @@ func (c *Client) handle(ctx context.Context, p rawudp.Packet, now time.Time) {
 	case mt == dhcpv4.MessageTypeNone:
 		d.Malformed.Add(1)
 		return
-	case m.OpCode != dhcpv4.OpcodeBootReply || p.Src.Port() != serverPort:
+	case m.OpCode != dhcpv4.OpcodeBootReply || p.Src.Port() != ServerPort:
 		d.NotReply.Add(1)
 		return
 	case m.HWType != iana.HWTypeEthernet || string(m.ClientHWAddr) != string(c.cfg.HWAddr):

@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/gvrouter/gvrouter/services/internal/fakeclock"
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 )

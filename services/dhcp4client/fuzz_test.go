@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/gvrouter/gvrouter/services/internal/fakeclock"
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 )

@@ -2,16 +2,13 @@ package dhcp4client
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"slices"
 	"time"
 
-	"github.com/gvrouter/gvrouter/statedir"
+	"github.com/gvrouter/gvrouter/services/internal/leasefile"
 )
 
 // Route is one route a lease asks for.
@@ -110,38 +107,22 @@ type leaseFile struct {
 	Expiry    time.Time    `json:"expiry"`
 }
 
-// errForeignLease says the lease file holds a lease for another MAC or
-// client identifier: not corrupt, just not ours to ask for.
-var errForeignLease = errors.New("lease is for another client")
-
 // encodeLease returns the lease file's content for l.
 func encodeLease(l *Lease, hw net.HardwareAddr, clientID []byte) []byte {
-	b, err := json.MarshalIndent(leaseFile{
+	return leasefile.Encode(leaseFile{
 		Version: leaseFileVersion, HWAddr: hw.String(), ClientID: clientID,
 		Addr: l.Addr, Server: l.Server, ServerMAC: l.ServerMAC.String(),
 		Routers: l.Routers, Routes: l.Routes, DNS: l.DNS, Domain: l.Domain, MTU: l.MTU,
 		Acquired: l.Acquired, T1: l.T1, T2: l.T2, Expiry: l.Expiry,
-	}, "", "  ")
-	if err != nil {
-		panic(err) // every field marshals
-	}
-	return append(b, '\n')
+	})
 }
 
 // decodeLease parses a lease file and checks that the lease is whole and
-// for hw and clientID (else errForeignLease).
+// for hw and clientID (else leasefile.ErrForeign).
 func decodeLease(data []byte, hw net.HardwareAddr, clientID []byte) (*Lease, error) {
 	var f leaseFile
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("parse: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("parse: data after the lease")
-	}
-	if f.Version != leaseFileVersion {
-		return nil, fmt.Errorf("version %d, want %d", f.Version, leaseFileVersion)
+	if err := leasefile.Decode(data, leaseFileVersion, &f); err != nil {
+		return nil, err
 	}
 	smac, err := net.ParseMAC(f.ServerMAC)
 	if err != nil {
@@ -155,7 +136,7 @@ func decodeLease(data []byte, hw net.HardwareAddr, clientID []byte) (*Lease, err
 		return nil, err
 	}
 	if f.HWAddr != hw.String() || !bytes.Equal(f.ClientID, clientID) {
-		return nil, errForeignLease
+		return nil, leasefile.ErrForeign
 	}
 	return l, nil
 }
@@ -196,17 +177,10 @@ func usable(a netip.Addr) bool {
 
 // readLeaseFile reads path; a missing file is no lease and no error.
 func readLeaseFile(path string, hw net.HardwareAddr, clientID []byte) (*Lease, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return decodeLease(data, hw, clientID)
+	return leasefile.Load(path, func(data []byte) (*Lease, error) { return decodeLease(data, hw, clientID) })
 }
 
-// writeLeaseFile saves l to path atomically (statedir.WriteFile).
+// writeLeaseFile saves l to path atomically (leasefile.Save).
 func writeLeaseFile(path string, l *Lease, hw net.HardwareAddr, clientID []byte) error {
-	return statedir.WriteFile(path, encodeLease(l, hw, clientID), 0o600)
+	return leasefile.Save(path, encodeLease(l, hw, clientID))
 }

@@ -72,7 +72,7 @@ func TestStarvation(t *testing.T) {
 						req = ip4(off.YourIPAddr)
 					}
 					exchange(t, s, bcast(msg(dhcpv4.MessageTypeRequest, hw, withReq(req.String()), withSID(srvAddr))))
-					clk.Advance(seconds * time.Second / flood)
+					clk.Forward(seconds * time.Second / flood)
 				}
 			}
 			var before, after runtime.MemStats
@@ -116,7 +116,7 @@ func TestStarvation(t *testing.T) {
 			if tt.limited {
 				// A second after the flood a new client finds a token and
 				// a free address.
-				clk.Advance(time.Second)
+				clk.Forward(time.Second)
 				if a := dora(t, s, mac(2)); !s.inPool(a) {
 					t.Errorf("new client after the flood got %v", a)
 				}
@@ -179,7 +179,7 @@ func TestNewLeaseBudget(t *testing.T) {
 		}
 	}
 	// Two seconds earn one token back: mac 3's retransmission gets it.
-	clk.Advance(2 * time.Second)
+	clk.Forward(2 * time.Second)
 	if a := dora(t, s, mac(3)); !s.inPool(a) {
 		t.Errorf("mac 3 after the refill got %v", a)
 	}
@@ -235,7 +235,7 @@ func TestClientRate(t *testing.T) {
 			t.Errorf("relayed client %d beyond its burst answered", i)
 		}
 	}
-	clk.Advance(time.Second)
+	clk.Forward(time.Second)
 	if !renew(mac(1), mac(1)) || renew(mac(1), mac(1)) {
 		t.Error("a second later the MAC did not get exactly clientRate (1) answer")
 	}
@@ -247,7 +247,7 @@ func TestClientRate(t *testing.T) {
 func TestClientTableFull(t *testing.T) {
 	s, clk := newTestServer(t, noLimit(testConfig(50)))
 	a := dora(t, s, mac(1))
-	clk.Advance(time.Minute) // mac 1's entry is full again: idle
+	clk.Forward(time.Minute) // mac 1's entry is full again: idle
 	for _, hw := range randomMACs(rand.New(rand.NewPCG(1, 1)), maxClients+100) {
 		s.handle(bcast(msg(dhcpv4.MessageTypeInform, hw, withCI("192.168.1.9"))))
 	}
@@ -295,7 +295,7 @@ func FuzzHandle(f *testing.F) {
 		exchange(t, s, bcast(msg(dhcpv4.MessageTypeDiscover, mac(2))))
 		q := dora(t, s, mac(5))
 		exchange(t, s, bcast(msg(dhcpv4.MessageTypeDecline, mac(5), withReq(q.String()), withSID(srvAddr))))
-		clk.Advance(time.Duration(mode&0x7f) * time.Minute)
+		clk.Forward(time.Duration(mode&0x7f) * time.Minute)
 		p := rawudp.Packet{Payload: payload, Src: netip.MustParseAddrPort("0.0.0.0:68"), Dst: netip.AddrPortFrom(broadcast4, 67)}
 		if mode&0x80 != 0 {
 			p.Src, p.Dst = netip.MustParseAddrPort("192.168.1.100:68"), netip.AddrPortFrom(srvAddr, 67)

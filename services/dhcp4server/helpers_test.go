@@ -5,36 +5,14 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 )
-
-// fakeClock is a Clock that moves only when told.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 var (
 	srvAddr   = netip.MustParseAddr("192.168.1.1")
@@ -58,13 +36,13 @@ func testConfig(size int) Config {
 
 // newTestServer builds a server on cfg with a fake clock and the
 // never-used search starting at the range's first address.
-func newTestServer(t testing.TB, cfg Config) (*Server, *fakeClock) {
+func newTestServer(t testing.TB, cfg Config) (*Server, *fakeclock.Clock) {
 	t.Helper()
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	if cfg.Clock == nil {
 		cfg.Clock = clk
 	} else {
-		clk = cfg.Clock.(*fakeClock)
+		clk = cfg.Clock.(*fakeclock.Clock)
 	}
 	s, err := New(cfg, nopTransport{})
 	if err != nil {

@@ -122,7 +122,7 @@ func TestRFC2131_4_3_1_AddressChoice(t *testing.T) {
 	}
 	// A previous (expired) lease beats the requested address.
 	a := dora(t, s, mac(5))
-	clk.Advance(2 * time.Hour)
+	clk.Forward(2 * time.Hour)
 	if got := offer(mac(5), withReq("192.168.1.100")); got != a.String() {
 		t.Errorf("offer(client whose lease expired) = %s, want its previous %s", got, a)
 	}
@@ -155,11 +155,11 @@ func TestRFC2131_4_3_1_OfferHold(t *testing.T) {
 	if st := s.Status(); st.Offered != 2 || st.PoolUsed != 2 {
 		t.Errorf("Status() Offered, PoolUsed = %d, %d, want 2, 2", st.Offered, st.PoolUsed)
 	}
-	clk.Advance(29 * time.Second)
+	clk.Forward(29 * time.Second)
 	if m, _ := exchange(t, s, bcast(msg(dhcpv4.MessageTypeDiscover, mac(9)))); m != nil {
 		t.Fatalf("DISCOVER 29 s later = %v, want none: the offers still hold", typeOf(m))
 	}
-	clk.Advance(2 * time.Second)
+	clk.Forward(2 * time.Second)
 	m, _ := exchange(t, s, bcast(msg(dhcpv4.MessageTypeDiscover, mac(9))))
 	if typeOf(m) != "OFFER" {
 		t.Fatalf("DISCOVER after the hold = %v, want OFFER", typeOf(m))
@@ -230,7 +230,7 @@ func TestRFC2131_4_3_2_InitReboot(t *testing.T) {
 	s, clk := newTestServer(t, testConfig(5))
 	a := dora(t, s, mac(1))
 	b := dora(t, s, mac(2))
-	clk.Advance(2 * time.Hour) // both expired: records remain
+	clk.Forward(2 * time.Hour) // both expired: records remain
 	for _, tc := range []struct {
 		name string
 		hw   net.HardwareAddr
@@ -270,7 +270,7 @@ func TestRFC2131_4_3_2_InitReboot(t *testing.T) {
 func TestRFC2131_4_3_2_Renewing(t *testing.T) {
 	s, clk := newTestServer(t, testConfig(5))
 	a := dora(t, s, mac(1))
-	clk.Advance(30 * time.Minute) // T1
+	clk.Forward(30 * time.Minute) // T1
 	m, p := exchange(t, s, unicast(msg(dhcpv4.MessageTypeRequest, mac(1), withCI(a.String()))))
 	if typeOf(m) != "ACK" || ip4(m.YourIPAddr) != a || ip4(m.ClientIPAddr) != a {
 		t.Fatalf("RENEWING REQUEST = %s yiaddr %v ciaddr %v, want ACK %v %v", typeOf(m), m.YourIPAddr, m.ClientIPAddr, a, a)
@@ -305,7 +305,7 @@ func TestRFC2131_4_3_2_Renewing(t *testing.T) {
 func TestRFC2131_4_3_2_Rebinding(t *testing.T) {
 	s, clk := newTestServer(t, testConfig(5))
 	a := dora(t, s, mac(1))
-	clk.Advance(time.Hour * 7 / 8) // T2
+	clk.Forward(time.Hour * 7 / 8) // T2
 	m, p := exchange(t, s, bcast(msg(dhcpv4.MessageTypeRequest, mac(1), withCI(a.String()))))
 	if typeOf(m) != "ACK" || ip4(m.YourIPAddr) != a {
 		t.Fatalf("REBINDING REQUEST = %s %v, want ACK %v", typeOf(m), m.YourIPAddr, a)
@@ -313,7 +313,7 @@ func TestRFC2131_4_3_2_Rebinding(t *testing.T) {
 	if p.Dst != netip.AddrPortFrom(a, 68) {
 		t.Errorf("rebind ACK to %v, want ciaddr %v:68 (RFC 2131 §4.1)", p.Dst, a)
 	}
-	clk.Advance(2 * time.Hour)
+	clk.Forward(2 * time.Hour)
 	if m, _ := exchange(t, s, bcast(msg(dhcpv4.MessageTypeRequest, mac(1), withCI(a.String())))); typeOf(m) != "ACK" {
 		t.Errorf("REBINDING an expired lease still recorded = %s, want ACK", typeOf(m))
 	}
@@ -347,7 +347,7 @@ func TestRFC2131_4_4_5_LeaseExpiry(t *testing.T) {
 	if changes != 0 {
 		t.Errorf("OnChange called %d times by handle alone, want 0 (serve calls it)", changes)
 	}
-	clk.Advance(time.Hour)
+	clk.Forward(time.Hour)
 	if _, ok := s.Hosts()["laptop"]; ok {
 		t.Errorf("Hosts() has laptop after its lease expired")
 	}
@@ -401,7 +401,7 @@ func TestRFC2131_4_3_3_DeclineQuarantine(t *testing.T) {
 	if m, _ := exchange(t, s, bcast(msg(dhcpv4.MessageTypeDiscover, mac(3), withReq(a.String())))); m != nil {
 		t.Errorf("DISCOVER during the quarantine = %s %v, want none (range full)", typeOf(m), m.YourIPAddr)
 	}
-	clk.Advance(10*time.Minute + time.Second)
+	clk.Forward(10*time.Minute + time.Second)
 	if m, _ := exchange(t, s, bcast(msg(dhcpv4.MessageTypeDiscover, mac(3)))); typeOf(m) != "OFFER" || ip4(m.YourIPAddr) != a {
 		t.Errorf("DISCOVER after the quarantine = %s %v, want OFFER %v", typeOf(m), m, a)
 	}

@@ -16,13 +16,14 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 )
 
-func fileConfig(t testing.TB, size int) (Config, *fakeClock) {
+func fileConfig(t testing.TB, size int) (Config, *fakeclock.Clock) {
 	cfg := testConfig(size)
 	cfg.LeaseFile = filepath.Join(t.TempDir(), "leases.json")
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	cfg.Clock = clk
 	return cfg, clk
 }
@@ -75,7 +76,7 @@ func TestLeaseFileRestart(t *testing.T) {
 	if m, _ := exchange(t, s2, bcast(msg(dhcpv4.MessageTypeDiscover, mac(9), withReq(d.String())))); m != nil && ip4(m.YourIPAddr) == d {
 		t.Errorf("quarantined %v offered after restart", d)
 	}
-	clk.Advance(time.Hour)
+	clk.Forward(time.Hour)
 	checkInvariants(t, s2)
 }
 

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gvrouter/gvrouter/services/internal/leasefile"
 	"github.com/gvrouter/gvrouter/services/rawudp"
-	"github.com/gvrouter/gvrouter/statedir"
 	"github.com/insomniacslk/dhcp/dhcpv6"
 )
 
@@ -366,7 +366,7 @@ func (c *Client) start(now time.Time) {
 	if c.cfg.LeaseFile != "" {
 		saved, err := readLeaseFile(c.cfg.LeaseFile, c.duid, binary.BigEndian.Uint32(c.iaid[:]))
 		switch {
-		case errors.Is(err, errForeignLease):
+		case errors.Is(err, leasefile.ErrForeign):
 			c.log.Info("dhcp6client: saved lease is for another DUID or IAID; not asking for it", "file", c.cfg.LeaseFile)
 		case err != nil:
 			c.leaseFileError(fmt.Errorf("ignored: %w", err))
@@ -634,7 +634,7 @@ func (c *Client) removeLeaseFile() {
 	if c.cfg.LeaseFile == "" {
 		return
 	}
-	if err := statedir.Remove(c.cfg.LeaseFile); err != nil {
+	if err := leasefile.Remove(c.cfg.LeaseFile); err != nil {
 		c.leaseFileError(err)
 	}
 }

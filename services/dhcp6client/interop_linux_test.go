@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/internal/netnstest"
-	"github.com/gvrouter/gvrouter/services/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 	"github.com/insomniacslk/dhcp/dhcpv6"
 	"golang.org/x/sys/unix"

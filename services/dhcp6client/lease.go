@@ -1,18 +1,15 @@
 package dhcp6client
 
 import (
-	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"slices"
 	"time"
 
-	"github.com/gvrouter/gvrouter/statedir"
+	"github.com/gvrouter/gvrouter/services/internal/leasefile"
 )
 
 // Prefix is one delegated prefix (an IAPREFIX, RFC 8415 §21.22).
@@ -217,10 +214,6 @@ type fileAddress struct {
 	ValidUntil     time.Time  `json:"valid_until"`
 }
 
-// errForeignLease says the lease file holds a lease for another DUID or
-// IAID: not corrupt, just not ours to ask for.
-var errForeignLease = errors.New("lease is for another DUID or IAID")
-
 func seconds(d time.Duration) uint32 { return uint32(d / time.Second) }
 
 // encodeLease returns the lease file's content for l.
@@ -236,27 +229,15 @@ func encodeLease(l *Lease, duid []byte, iaid uint32) []byte {
 	if a := l.Address; a != nil {
 		f.Address = &fileAddress{a.Addr, seconds(a.PreferredLifetime), seconds(a.ValidLifetime), a.PreferredUntil, a.ValidUntil}
 	}
-	b, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		panic(err) // every field marshals
-	}
-	return append(b, '\n')
+	return leasefile.Encode(f)
 }
 
 // decodeLease parses a lease file and checks that the lease is whole and
-// for duid and iaid (else errForeignLease).
+// for duid and iaid (else leasefile.ErrForeign).
 func decodeLease(data []byte, duid []byte, iaid uint32) (*Lease, error) {
 	var f leaseFile
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("parse: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("parse: data after the lease")
-	}
-	if f.Version != leaseFileVersion {
-		return nil, fmt.Errorf("version %d, want %d", f.Version, leaseFileVersion)
+	if err := leasefile.Decode(data, leaseFileVersion, &f); err != nil {
+		return nil, err
 	}
 	sid, err := hex.DecodeString(f.ServerID)
 	if err != nil {
@@ -284,24 +265,17 @@ func decodeLease(data []byte, duid []byte, iaid uint32) (*Lease, error) {
 		return nil, err
 	}
 	if f.DUID != hex.EncodeToString(duid) || f.IAID != iaid {
-		return nil, errForeignLease
+		return nil, leasefile.ErrForeign
 	}
 	return l, nil
 }
 
 // readLeaseFile reads path; a missing file is no lease and no error.
 func readLeaseFile(path string, duid []byte, iaid uint32) (*Lease, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return decodeLease(data, duid, iaid)
+	return leasefile.Load(path, func(data []byte) (*Lease, error) { return decodeLease(data, duid, iaid) })
 }
 
-// writeLeaseFile saves l to path atomically (statedir.WriteFile).
+// writeLeaseFile saves l to path atomically (leasefile.Save).
 func writeLeaseFile(path string, l *Lease, duid []byte, iaid uint32) error {
-	return statedir.WriteFile(path, encodeLease(l, duid, iaid), 0o600)
+	return leasefile.Save(path, encodeLease(l, duid, iaid))
 }

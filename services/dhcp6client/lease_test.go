@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/insomniacslk/dhcp/dhcpv6"
+
+	"github.com/gvrouter/gvrouter/services/internal/leasefile"
 )
 
 // restart returns a harness for a client started again with the files
@@ -322,8 +325,8 @@ func TestLeaseFileRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(l, back, eq); diff != "" {
 		t.Errorf("round trip (-want +got):\n%s", diff)
 	}
-	if _, err := decodeLease(data, duid, 8); err != errForeignLease {
-		t.Errorf("decode for another IAID = %v, want errForeignLease", err)
+	if _, err := decodeLease(data, duid, 8); !errors.Is(err, leasefile.ErrForeign) {
+		t.Errorf("decode for another IAID = %v, want leasefile.ErrForeign", err)
 	}
 	for name, s := range map[string]string{
 		"unknown field":  strings.Replace(string(data), `"version"`, `"colour": 1, "version"`, 1),
@@ -333,7 +336,7 @@ func TestLeaseFileRoundTrip(t *testing.T) {
 		"bad server id":  strings.Replace(string(data), hex.EncodeToString(serverDUID), "zz", 1),
 		"times reversed": strings.Replace(string(data), `"t1": "2026-01-02T03:05:05Z"`, `"t1": "2026-01-02T03:07:05Z"`, 1),
 	} {
-		if _, err := decodeLease([]byte(s), duid, 7); err == nil || err == errForeignLease {
+		if _, err := decodeLease([]byte(s), duid, 7); err == nil || errors.Is(err, leasefile.ErrForeign) {
 			t.Errorf("decode(%s) = %v, want an error", name, err)
 		}
 	}

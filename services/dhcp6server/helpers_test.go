@@ -5,32 +5,11 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
-	"sync"
 	"testing"
-	"time"
 
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 )
-
-// fakeClock is a Clock that moves only when told.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 var (
 	srvMAC  = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x01, 0x01}
@@ -53,9 +32,9 @@ func testConfig() Config {
 
 // newTestServer builds a server on cfg with a fake clock and a transport
 // that drops what is sent.
-func newTestServer(t testing.TB, cfg Config) (*Server, *fakeClock) {
+func newTestServer(t testing.TB, cfg Config) (*Server, *fakeclock.Clock) {
 	t.Helper()
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	cfg.Clock = clk
 	s, err := New(cfg, nopTransport{})
 	if err != nil {

@@ -37,11 +37,11 @@ func TestRateLimitPerSource(t *testing.T) {
 	if n := answered(s, 2, sourceBurst); n != sourceBurst {
 		t.Errorf("another source during the flood: %d of %d answered", n, sourceBurst)
 	}
-	clk.Advance(time.Second)
+	clk.Forward(time.Second)
 	if n := answered(s, 1, 10); n != 1 {
 		t.Errorf("a second later: %d answered, want 1 (sourceRate)", n)
 	}
-	clk.Advance(time.Hour)
+	clk.Forward(time.Hour)
 	if n := answered(s, 1, 100); n != sourceBurst {
 		t.Errorf("an hour later: %d answered, want the full burst again", n)
 	}
@@ -93,7 +93,7 @@ func TestRateLimitGlobal(t *testing.T) {
 	if n := ask(1000); n != globalBurst {
 		t.Errorf("%d new hosts at once: %d answered, want globalBurst (%d)", 3*globalBurst, n, globalBurst)
 	}
-	clk.Advance(time.Second)
+	clk.Forward(time.Second)
 	if n := ask(5000); n != int(globalRate) {
 		t.Errorf("a second later: %d answered, want globalRate (%v)", n, globalRate)
 	}
@@ -120,7 +120,7 @@ func TestRateLimitPerHost(t *testing.T) {
 					client++
 				}
 			}
-			clk.Advance(time.Second / perSecond)
+			clk.Forward(time.Second / perSecond)
 		}
 	}
 	t.Logf("client %d/%d answered; flood %d of %d answered; rate_limited %d", client, seconds, flood, seconds*perSecond, s.stats.Drops[DropRateLimited].Load())
@@ -140,13 +140,13 @@ func TestRateLimitTable(t *testing.T) {
 	for i := range 20 * maxSources {
 		s.handle(from(i))
 		if i%100 == 0 {
-			clk.Advance(time.Second) // keep the global bucket from deciding
+			clk.Forward(time.Second) // keep the global bucket from deciding
 		}
 		if n := s.limit.size(); n > maxSources {
 			t.Fatalf("after %d sources the table holds %d, more than maxSources (%d)", i+1, n, maxSources)
 		}
 	}
-	clk.Advance(sourceBurst * time.Second)
+	clk.Forward(sourceBurst * time.Second)
 	if n := answered(s, 1<<30, 1); n != 1 {
 		t.Error("a new source after the flood went quiet was not answered")
 	}

@@ -124,7 +124,7 @@ func BenchmarkHandle(b *testing.B) {
 	p := pkt(infoReq())
 	b.ReportAllocs()
 	for b.Loop() {
-		clk.Advance(time.Second) // stay within the rate limits
+		clk.Forward(time.Second) // stay within the rate limits
 		if _, ok := s.handle(p); !ok {
 			b.Fatal("no Reply")
 		}

@@ -7,13 +7,15 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 )
 
 // primed returns a forwarder without upstreams whose cache holds the
 // answer of rrs to the question (name, qtype).
 func primed(tb testing.TB, name string, qtype uint16, rrs ...string) *Forwarder {
 	tb.Helper()
-	f, err := New(Config{DialUDP: loopbackDialUDP, DialTCP: loopbackDialTCP, Clock: newFakeClock()})
+	f, err := New(Config{DialUDP: loopbackDialUDP, DialTCP: loopbackDialTCP, Clock: fakeclock.New()})
 	if err != nil {
 		tb.Fatal(err)
 	}

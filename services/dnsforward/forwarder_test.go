@@ -77,7 +77,7 @@ func TestCacheTTL_RFC1035_3_2_1(t *testing.T) {
 		{49 * time.Second, 1, 1},
 		{100 * time.Millisecond, 60, 2}, // 60 s after it was stored: gone, asked again
 	} {
-		f.clock.Advance(step.advance)
+		f.clock.Forward(step.advance)
 		r := f.ask(t, "udp", question("a.example.", dns.TypeA))
 		if len(r.Answer) != 2 {
 			t.Fatalf("answer %v, want 2 records", r.Answer)
@@ -177,12 +177,12 @@ func TestNegativeCache_RFC2308_5(t *testing.T) {
 				}
 				return
 			}
-			f.clock.Advance(tc.cached - time.Second)
+			f.clock.Forward(tc.cached - time.Second)
 			r = f.ask(t, "udp", question(tc.qname, tc.qtype))
 			if n := u.count(); n != 1 || r.Rcode != tc.rcode || r.Ns[0].Header().Ttl != 1 {
 				t.Errorf("1 s before expiry: upstream saw %d, rcode %d, SOA TTL %d; want 1, %d, 1", n, r.Rcode, r.Ns[0].Header().Ttl, tc.rcode)
 			}
-			f.clock.Advance(time.Second)
+			f.clock.Forward(time.Second)
 			f.ask(t, "udp", question(tc.qname, tc.qtype))
 			if n := u.count(); n != 2 {
 				t.Errorf("at expiry: upstream saw %d queries, want 2", n)

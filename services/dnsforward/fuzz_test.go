@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 )
 
 // querySeeds are client messages for FuzzQuery: well-formed queries of
@@ -40,7 +42,7 @@ func querySeeds(tb testing.TB) [][]byte {
 // fuzzForwarder is a forwarder without upstreams (misses get SERVFAIL at
 // once) with a primed cache and local names.
 func fuzzForwarder(tb testing.TB) *Forwarder {
-	f, err := New(Config{DialUDP: loopbackDialUDP, DialTCP: loopbackDialTCP, Clock: newFakeClock(), Domain: "lan"})
+	f, err := New(Config{DialUDP: loopbackDialUDP, DialTCP: loopbackDialTCP, Clock: fakeclock.New(), Domain: "lan"})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -12,27 +12,9 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 )
-
-// fakeClock is a Clock that moves only when told.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // seenQuery is one query a fake upstream received.
 type seenQuery struct {
@@ -242,7 +224,7 @@ func loopbackDialTCP(ctx context.Context, server netip.AddrPort) (net.Conn, erro
 // testForwarder is a Forwarder serving on loopback UDP and TCP.
 type testForwarder struct {
 	*Forwarder
-	clock *fakeClock
+	clock *fakeclock.Clock
 	addr  string // UDP and TCP address
 }
 
@@ -260,7 +242,7 @@ func startForwarder(t testing.TB, cfg Config, ups ...*upstream) *testForwarder {
 	if cfg.DialTCP == nil {
 		cfg.DialTCP = loopbackDialTCP
 	}
-	clock := newFakeClock()
+	clock := fakeclock.New()
 	if cfg.Clock == nil {
 		cfg.Clock = clock
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
+
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 )
 
 // fakeListen maps the addresses SetListen is given (documentation
@@ -115,7 +117,7 @@ func TestSetListen(t *testing.T) {
 		Upstreams: []netip.AddrPort{u.addr},
 		DialUDP:   loopbackDialUDP, DialTCP: loopbackDialTCP,
 		ListenUDP: fl.listenUDP, ListenTCP: fl.listenTCP,
-		Clock: newFakeClock(), Timeout: 300 * time.Millisecond,
+		Clock: fakeclock.New(), Timeout: 300 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)

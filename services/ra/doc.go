@@ -129,8 +129,8 @@
 //
 // On a LAN interface: an Advertiser with Link the interface (its
 // WriteFrame and HardwareAddr), SrcAddr its link-local address
-// (LinkLocal of its MAC), registered as a tap for TapMatch{EtherType:
-// 0x86dd, IPProto: 58}; the interface must receive ff02::2 (MAC
+// (LinkLocal of its MAC), registered as a tap for stack.MatchICMPv6();
+// the interface must receive ff02::2 (MAC
 // 33:33:00:00:00:02), where RSs go, and its own link-local address. On a
 // WAN interface: a Learner the same way, receiving ff02::1 (MAC
 // 33:33:00:00:00:01), where RAs go; its OnChange installs the default

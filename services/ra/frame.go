@@ -80,7 +80,7 @@ func LinkLocal(mac net.HardwareAddr) netip.Addr {
 
 // icmpType returns the ICMPv6 type of frame, if frame is an IPv6 packet
 // whose fixed header is followed by ICMPv6 (the frames a tap with
-// TapMatch{EtherType: 0x86dd, IPProto: 58} is offered). It reads only the
+// stack.MatchICMPv6() is offered). It reads only the
 // headers' first octets; nothing is validated.
 func icmpType(frame []byte) (uint8, bool) {
 	if len(frame) < ethHeaderLen+ipv6HeaderLen+1 || binary.BigEndian.Uint16(frame[12:]) != etherTypeIPv6 {

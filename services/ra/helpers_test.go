@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gvrouter/gvrouter/services/internal/fakeclock"
+	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )

@@ -1,11 +1,13 @@
-// Package fakeclock is the clock the services' tests run on: its time
-// moves only when a test says so, and every timer due on the way fires
-// at its own time, inside a testing/synctest bubble.
+// Package fakeclock is the clock the tests run on: its time moves only
+// when a test says so. Advance fires every timer due on the way at its
+// own time, inside a testing/synctest bubble; Forward only moves the
+// time, for code that reads Now and sets no timers (the servers, the DNS
+// forwarder, the NAT engine).
 //
-// It is for tests only (dhcp4client, dhcp6client, ra). It is an ordinary
-// package, not a _test.go file, only because test files cannot be shared
-// between packages; it lives under internal/ so that nothing outside
-// this module can import it. Each service's Clock interface names its
+// It is for tests only. It is an ordinary package, not a _test.go file,
+// only because test files cannot be shared between packages; it lives
+// under the module's internal/ so that every package of the module, and
+// nothing outside it, can import it. Each service's Clock interface names its
 // own Timer type, so a test wraps Clock in a one-method adapter whose
 // AfterFunc returns that type.
 package fakeclock
@@ -20,7 +22,8 @@ import (
 // Epoch is where New starts the time.
 var Epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// Clock is a clock whose time moves only by Advance, AdvanceTo and Set.
+// Clock is a clock whose time moves only by Advance, AdvanceTo, Forward
+// and Set.
 // It is safe for concurrent use.
 type Clock struct {
 	mu     sync.Mutex // protects now, timers and each Timer's done
@@ -110,6 +113,15 @@ func (c *Clock) Advance(d time.Duration) {
 
 // AdvanceTo is Advance to an absolute time.
 func (c *Clock) AdvanceTo(t time.Time) { c.Advance(t.Sub(c.Now())) }
+
+// Forward moves the time by d and fires nothing, like Set. Unlike
+// Advance it needs no synctest bubble: it is for code that only reads
+// Now.
+func (c *Clock) Forward(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
 
 // Set jumps the time to t and fires nothing, as a suspended machine's
 // clock does; the timers now overdue fire at the next Advance.

@@ -61,6 +61,22 @@ func TestSet(t *testing.T) {
 	})
 }
 
+// TestForward checks that Forward moves the time by d, adding up, fires
+// nothing, and works outside a synctest bubble (where Advance panics).
+func TestForward(t *testing.T) {
+	c := New()
+	fired := false
+	c.AfterFunc(time.Second, func() { fired = true })
+	c.Forward(time.Second)
+	c.Forward(2 * time.Second)
+	if got, want := c.Now(), Epoch.Add(3*time.Second); !got.Equal(want) {
+		t.Errorf("Now() after Forward(1s), Forward(2s) = %v, want %v", got, want)
+	}
+	if fired {
+		t.Error("Forward fired a timer, want none fired")
+	}
+}
+
 func TestCounting(t *testing.T) {
 	s := NewCounting(1 << 63)
 	for i := range uint64(3) {
