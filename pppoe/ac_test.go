@@ -49,23 +49,23 @@ type testAC struct {
 	lcpNakMRU uint16
 
 	// Observed.
-	client              [6]byte
-	lastPADR            Discovery
-	padr, padt          int
-	clientLCPOpts       []Option
-	clientMRU           uint16
-	sentLCP, lcpGotAck  bool
-	lcpAckedClient      bool
-	authed              bool
-	chapID              uint8
-	challenge           []byte
-	ncpStarted          bool
-	id                  uint8
-	termAckRx, echoRx   int
-	lcpReqs             int
-	ipcpReqs, ipv6Reqs  int
-	protoRejs           [][]byte
-	ipv6IID             [8]byte
+	client             [6]byte
+	lastPADR           Discovery
+	padr, padt         int
+	clientLCPOpts      []Option
+	clientMRU          uint16
+	sentLCP, lcpGotAck bool
+	lcpAckedClient     bool
+	authed             bool
+	chapID             uint8
+	challenge          []byte
+	ncpStarted         bool
+	id                 uint8
+	termAckRx, echoRx  int
+	lcpReqs            int
+	ipcpReqs, ipv6Reqs int
+	protoRejs          [][]byte
+	ipv6IID            [8]byte
 }
 
 func newAC() *testAC {

@@ -184,8 +184,8 @@ func TestPADT(t *testing.T) {
 		b := append(append(append([]byte{}, clientMAC[:]...), src[:]...), 0x88, 0x63)
 		return AppendDiscovery(b, CodePADT, sid)
 	}
-	h.s.Handle(h.now, padt(acMAC, 0x9999))     // wrong session id
-	h.s.Handle(h.now, padt(acMAC2, 0x1234))    // wrong MAC
+	h.s.Handle(h.now, padt(acMAC, 0x9999))      // wrong session id
+	h.s.Handle(h.now, padt(acMAC2, 0x1234))     // wrong MAC
 	h.s.Handle(h.now, padt([6]byte{1}, 0x1234)) // multicast source
 	if st := h.s.Status(h.now); st.State != "up" {
 		t.Fatalf("spoofed PADT ended the session: %q", st.LastDownReason)
