@@ -133,6 +133,13 @@ func (l *Link) Decap(frame []byte) (proto uint16, packet []byte, r DecapResult) 
 	if src != l.Peer {
 		return 0, nil, DecapWrongSource
 	}
+	if p[6]&1 == 1 {
+		// A one-octet (compressed) protocol field. We never negotiate
+		// PFC, but RFC 1661 §2 makes it unambiguous (a full field's
+		// first octet is even) and some peers (scapy, for one) send it
+		// anyway; accepting costs nothing.
+		return uint16(p[6]), p[7 : pppoeHeaderLen+n], DecapOK
+	}
 	return binary.BigEndian.Uint16(p[6:8]), p[8 : pppoeHeaderLen+n], DecapOK
 }
 

@@ -59,6 +59,11 @@ func TestDecap(t *testing.T) {
 		{"code not 0", mod(func(b []byte) []byte { b[15] = CodePADT; return b }), DecapBadHeader, nil},
 		{"length past frame", mod(func(b []byte) []byte { b[19] = 7; return b }), DecapBadLength, nil},
 		{"length 1", mod(func(b []byte) []byte { b[19] = 1; return b }), DecapBadLength, nil},
+		{"compressed protocol field (RFC 1661 §2)", mod(func(b []byte) []byte {
+			b = append(b[:20], b[21:]...) // drop the 0x00 of 0x0021
+			b[19]--
+			return b
+		}), DecapOK, []byte{0x45, 1, 2, 3}},
 		{"wrong session", mod(func(b []byte) []byte { b[17] = 0x35; return b }), DecapWrongSession, nil},
 		{"wrong source", mod(func(b []byte) []byte { b[11] = 0xae; return b }), DecapWrongSource, nil},
 	} {
