@@ -42,7 +42,8 @@ type testAC struct {
 	silent     bool // stops answering echoes
 	// mirrorMagic makes the AC request the client's own magic number,
 	// as a looped-back link would.
-	mirrorMagic bool
+	mirrorMagic  bool
+	clientMagics []uint32 // magic numbers of the client's LCP requests
 	// lcpNakAll makes the AC Nak every LCP Configure-Request with
 	// lcpNakMRU as the MRU: a Nak loop.
 	lcpNakAll bool
@@ -180,6 +181,9 @@ func (ac *testAC) ppp(proto uint16, c Control) [][]byte {
 			for _, o := range opts {
 				if o.Type == lcpOptMRU {
 					ac.clientMRU = binary.BigEndian.Uint16(o.Data)
+				}
+				if o.Type == lcpOptMagic {
+					ac.clientMagics = append(ac.clientMagics, binary.BigEndian.Uint32(o.Data))
 				}
 				if o.Type == lcpOptMagic && ac.mirrorMagic && !ac.sentLCP {
 					ac.magic = binary.BigEndian.Uint32(o.Data)

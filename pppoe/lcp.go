@@ -174,10 +174,18 @@ func (l *lcp) preferredAuth() []byte {
 	return []byte{byte(ProtoPAP >> 8), byte(ProtoPAP & 0xff)}
 }
 
+// acked takes the agreed values from the Ack, which repeats our request
+// (the automaton checked that): a magic number changed by a clash after
+// the request went out is not the one the peer knows (RFC 1661 §6.4).
 func (l *lcp) acked(opts []Option) {
 	l.localMRU = DefaultMRU
-	if l.wantMRU {
-		l.localMRU = l.mru
+	for _, o := range opts {
+		switch {
+		case o.Type == lcpOptMRU && len(o.Data) == 2:
+			l.localMRU = binary.BigEndian.Uint16(o.Data)
+		case o.Type == lcpOptMagic && len(o.Data) == 4:
+			l.magic = binary.BigEndian.Uint32(o.Data)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package pppoe
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"time"
@@ -197,6 +198,7 @@ type fsm struct {
 	restart  int       // restart counter (§4.6)
 	deadline time.Time // restart timer; zero when stopped
 	reqID    uint8     // identifier of our last Configure-Request
+	lastReq  []byte    // options of our last Configure-Request
 	nextID   uint8
 	failures int // Naks sent in a row
 	rounds   int // requests sent in this negotiation
@@ -261,6 +263,7 @@ func (f *fsm) sendConfReq(now time.Time) {
 	f.nextID++
 	f.reqID = f.nextID
 	f.buf = f.neg.request(f.buf[:0])
+	f.lastReq = append(f.lastReq[:0], f.buf...)
 	f.ev.send(f.proto, CodeConfReq, f.reqID, f.buf)
 	f.stats.ConfReqTx.Add(1)
 	f.deadline = now.Add(restartTimeout)
@@ -455,8 +458,10 @@ func (f *fsm) loopGuard(now time.Time) bool {
 
 // rca handles a Configure-Ack.
 func (f *fsm) rca(now time.Time, c Control) {
-	if c.ID != f.reqID {
-		f.stats.BadPacket.Add(1) // §5.2: a mismatched Identifier is discarded
+	if c.ID != f.reqID || !bytes.Equal(c.Data, f.lastReq) {
+		// §5.2: an Ack whose Identifier or options do not match our
+		// last request exactly is invalid and silently discarded.
+		f.stats.BadPacket.Add(1)
 		return
 	}
 	opts, err := DecodeOptions(c.Data, f.scratch[:])

@@ -179,6 +179,11 @@ func TestFSMOpenAndCodeReject(t *testing.T) {
 	if f.state != stAckSent || st.BadPacket.Load() != 1 {
 		t.Fatalf("mismatched Ack accepted: %v", f.state)
 	}
+	// So is one whose options differ from the request, e.g. a 1-byte MRU.
+	f.input(now, Control{CodeConfAck, req.ID, []byte{1, 3, 5}})
+	if f.state != stAckSent || st.BadPacket.Load() != 2 {
+		t.Fatalf("Ack with other options accepted: %v", f.state)
+	}
 	f.input(now, Control{CodeConfAck, req.ID, req.Data})
 	if f.state != stOpened || r.up != 1 {
 		t.Fatalf("state %v up %d, want opened", f.state, r.up)

@@ -347,6 +347,25 @@ func TestMagicLoopback(t *testing.T) {
 	}
 }
 
+func TestMagicClashNewRequest(t *testing.T) {
+	// RFC 1661 §6.4: after a clash our next Configure-Request carries a
+	// new magic number; the one the peer acked is what we use.
+	var n counter
+	l := lcp{rand: seqRand(), loopbacks: &n, badMRU: &n, linkMax: DefaultMRU}
+	l.reset()
+	first := l.request(nil)
+	opts, _ := DecodeOptions(first, nil)
+	l.check(opts, nil, 0)
+	if next := l.request(nil); string(next) == string(first) {
+		t.Errorf("request after a clash = %x, unchanged", next)
+	}
+	acked, _ := DecodeOptions(first, nil)
+	l.acked(acked)
+	if got := binary.BigEndian.Uint32(first[2:]); l.magic != got {
+		t.Errorf("magic after Ack = %#x, want the acked %#x", l.magic, got)
+	}
+}
+
 func TestPeerTerminates(t *testing.T) {
 	ac := newAC()
 	h := newHarness(t, Config{Credentials: creds}, ac)
