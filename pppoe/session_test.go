@@ -491,3 +491,25 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestIPCPWithoutAddress(t *testing.T) {
+	for _, v6 := range []bool{false, true} {
+		ac := newAC()
+		ac.addr = [4]byte{} // the AC acks 0.0.0.0 and never names an address
+		h := newHarness(t, Config{Credentials: creds, IPv6: v6}, ac)
+		h.start()
+		h.advance(2*restartTimeout, time.Second)
+		st := h.s.Status(h.now)
+		if !v6 {
+			// Nothing left to carry: the session ends and redials.
+			if st.State == "up" || !strings.Contains(st.LastDownReason, "IPCP: peer gave no IPv4 address") {
+				t.Errorf("IPv4 only: state %q reason %q", st.State, st.LastDownReason)
+			}
+			continue
+		}
+		// IPv6 still works: the session stays up without IPv4.
+		if st.State != "up" || st.IPv4 != nil || st.IPv6 == nil {
+			t.Errorf("dual stack: state %q IPv4 %+v IPv6 %+v", st.State, st.IPv4, st.IPv6)
+		}
+	}
+}
