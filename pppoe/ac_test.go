@@ -43,6 +43,7 @@ type testAC struct {
 	// mirrorMagic makes the AC request the client's own magic number,
 	// as a looped-back link would.
 	mirrorMagic  bool
+	noChallenge  bool     // asks for CHAP, never challenges
 	clientMagics []uint32 // magic numbers of the client's LCP requests
 	// lcpNakAll makes the AC Nak every LCP Configure-Request with
 	// lcpNakMRU as the MRU: a Nak loop.
@@ -228,6 +229,9 @@ func (ac *testAC) ppp(proto uint16, c Control) [][]byte {
 		if ac.lcpGotAck && ac.lcpAckedClient && !ac.authed && ac.challenge == nil {
 			switch ac.auth {
 			case ProtoCHAP:
+				if ac.noChallenge {
+					break
+				}
 				ac.challenge = []byte("0123456789abcdef")
 				ac.chapID = ac.nextID()
 				out = append(out, ac.ctl(ProtoCHAP, chapChallenge, ac.chapID, append(append([]byte{16}, ac.challenge...), ac.name...)))

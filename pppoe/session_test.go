@@ -513,3 +513,24 @@ func TestIPCPWithoutAddress(t *testing.T) {
 		}
 	}
 }
+
+func TestNCPBeforeNetworkPhaseDiscarded(t *testing.T) {
+	ac := newAC()
+	ac.noChallenge = true // we wait in the auth phase
+	h := newHarness(t, Config{Credentials: creds}, ac)
+	h.start()
+	if st := h.s.Status(h.now); st.State != "auth" {
+		t.Fatalf("state %q, want auth", st.State)
+	}
+	// RFC 1661 §3.4: NCP packets before the network phase are silently
+	// discarded (and counted here).
+	h.s.Handle(h.now, ac.ctl(ProtoIPCP, CodeConfReq, 1, AppendOption(nil, ipcpOptAddress, ac.peer[:])))
+	if fs := h.cap.take(); len(fs) != 0 || h.s.Stats().FrameMalformed.Load() != 1 {
+		t.Errorf("answered %d frames, FrameMalformed %d; want 0, 1", len(fs), h.s.Stats().FrameMalformed.Load())
+	}
+	// The auth phase has a time limit.
+	h.advance(authTimeout, 5*time.Second)
+	if st := h.s.Status(h.now); !strings.Contains(st.LastDownReason, "authentication timed out") {
+		t.Errorf("after %v in auth: %q %q", authTimeout, st.State, st.LastDownReason)
+	}
+}
