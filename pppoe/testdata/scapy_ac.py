@@ -3,7 +3,8 @@
 peer of pppoe/scapy_test.go. It reads the Go client's frames as hex, one per
 line, and answers each with zero or more "OUT <hex>" lines, then "END".
 Every check of a client frame that fails prints "ERR <why>". "DATA <hex>"
-parses a data frame; "DONE" prints "SUMMARY <json>" and exits.
+parses a data frame; "PADT" ends the session from the AC's side (a PADT,
+then the AC answers a new PADI as the first); "DONE" prints "SUMMARY <json>" and exits.
 Usage: scapy_ac.py <auth: chap|pap> <max-payload or 0>"""
 import hashlib
 import json
@@ -84,6 +85,7 @@ def handle(frame):
         check(d.version == 1 and d.type == 1, "discovery version/type not 1/1")
         ts = tags(pkt)
         if d.code == 0x09:  # PADI
+            state["padis"] = state.get("padis", 0) + 1
             check(pkt.dst == "ff:ff:ff:ff:ff:ff", "PADI not broadcast")
             check(d.sessionid == 0, "PADI session id not 0")
             check(len([t for t, _ in ts if t == 0x0101]) == 1, "PADI needs exactly one Service-Name (RFC 2516 5.1)")
@@ -211,16 +213,32 @@ def start_ncp():
     return [sess(0x8021, PPP_IPCP(code=1, id=0x41, options=[PPP_IPCP_Option_IPAddress(data=AC_IP)]))]
 
 
+def padt():
+    """The AC ends the session (RFC 2516 5.5) and forgets it, so the next
+    PADI starts a new one."""
+    out = [disc(0xa7, SID, [(0x0203, b"scapy-ac restarting")])]
+    for k in ("lcp_acked", "lcp_got_ack", "auth_started", "authed", "ipcp_up"):
+        state[k] = False
+    for k in ("sent_lcp", "ipcp_acked_client", "ipcp_got_ack", "client_magic"):
+        state.pop(k, None)
+    state["padts_sent"] = state.get("padts_sent", 0) + 1
+    return out
+
+
 for line in sys.stdin:
     line = line.strip()
     if line == "DONE":
         keep = ("checks", "authed", "ipcp_up", "client_mru", "echo_replies", "data_ok")
-        print("SUMMARY " + json.dumps({k: state[k] for k in keep} | {"padt": state.get("padt", False)}))
+        print("SUMMARY " + json.dumps({k: state[k] for k in keep} | {"padt": state.get("padt", False),
+                                      "padis": state.get("padis", 0), "padts_sent": state.get("padts_sent", 0)}))
         sys.stdout.flush()
         break
     try:
         if line.startswith("DATA "):
             data(bytes.fromhex(line[5:]))
+        elif line == "PADT":
+            for p in padt():
+                print("OUT " + bytes(p).hex())
         else:
             for p in handle(bytes.fromhex(line)):
                 print("OUT " + bytes(p).hex())
