@@ -193,6 +193,8 @@ def handle(frame):
             # An LCP echo request the client must answer.
             out.append(sess(0xc021, PPP_LCP_Echo(code=9, id=0x77, magic_number=state["ac_magic"],
                                                  data=b"ping-data")))
+    elif proto == 0x0021:  # the client's answer to the ICMP echo, in a session frame
+        data(frame)
     elif proto == 0x8057:
         err("IPv6CP although not enabled")
     return out

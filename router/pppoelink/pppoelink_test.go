@@ -145,6 +145,7 @@ type acSummary struct {
 	Authed      bool `json:"authed"`
 	IPCPUp      bool `json:"ipcp_up"`
 	EchoReplies int  `json:"echo_replies"`
+	DataOK      int  `json:"data_ok"`
 	PADT        bool `json:"padt"`
 	PADIs       int  `json:"padis"`
 	PADTsSent   int  `json:"padts_sent"`
