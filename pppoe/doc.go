@@ -32,23 +32,22 @@
 //   - secrets.go: Credentials from a 0600 file; the password is never
 //     formatted or marshalled.
 //
-// # What the next stage wires
+// # Where it is wired
 //
-//   - The WAN port (or its VLAN sub-interface) feeding EtherType
-//     0x8863/0x8864 frames to Session.Handle and a FrameSender writing
-//     to the port; a goroutine calling Tick at NextDeadline.
-//   - A netstack NIC for the PPP link (a point-to-point endpoint with
-//     MTU Status.MTU whose WritePackets call Link.Encap and whose receive
-//     side is Link.Decap on the port's dispatch), carrying the IPCP
-//     address and the IPv6CP link-local address.
-//   - Config: a WAN `addresses: [pppoe]` with service, ac_name,
-//     max_payload, credentials_file, echo interval/failures, in
-//     router/config with file:line:col errors, mapped onto Config.
-//   - Status.IPv4.DNS to the DNS forwarder as upstreams (OnChange);
-//     Status and Stats.Counters on the status page and metrics.
-//   - The NAT fast path over Link.Encap/Decap, and the TCP MSS clamp to
-//     MTU-40 (1452 for IPv4, 1432 for IPv6 at MTU 1492).
-//   - Interop in the lab against pppoe-server + pppd in the linuxpeer
-//     QEMU guest (discovery, CHAP and PAP, IPCP+DNS, IPv6CP, echo
-//     timeout, PADT on restart, RFC 4638).
+//   - router/config: a wan interface's `addresses: [pppoe]` with
+//     `pppoe: {user, password_file, service, ac, mtu, lcp_echo}`, mapped
+//     onto Config by PPPoE.Session (refused as not yet running until
+//     the router wiring below is done).
+//   - router/pppoelink: Link runs a Session on the WAN interface (taps
+//     for 0x8863/0x8864, one goroutine, Tick at NextDeadline, WriteFrame
+//     out); Endpoint is the PPP link as a netstack NIC (MTU from Status,
+//     Link.Encap on transmit, the session's packets up).
+//   - router/status: Status and counters on the page and in /metrics.
+//
+// Still to wire: the Endpoint into the router's netstack with the IPCP
+// address for NAT masquerade and the default route, Status.IPv4.DNS to
+// the DNS forwarder as upstreams (OnChange), the NAT fast path over
+// Link.Encap/Decap, the TCP MSS clamp to MTU-40 (1452 for IPv4, 1432
+// for IPv6 at MTU 1492), and lab interop (scapy AC on the WAN veth;
+// pppoe-server + pppd in the linuxpeer QEMU guest).
 package pppoe
