@@ -171,6 +171,10 @@ type Interface struct {
 	// DHCP is the interface's DHCPv4 client, non-nil iff "dhcp" is among
 	// its addresses; the leased address comes and goes at run time.
 	DHCP *DHCPClient
+	// PPPoE is the interface's PPPoE client, non-nil iff "pppoe" is
+	// among its addresses (or pppoe: is written, which Validate then
+	// reports); the IPCP address comes and goes at run time.
+	PPPoE *PPPoE
 	// DHCPServer is the interface's DHCPv4 server (dhcp_server:); nil = none.
 	DHCPServer *DHCPServer
 	// IPv6 is the interface's ipv6: mapping (prefix delegation, router
@@ -182,6 +186,8 @@ type Interface struct {
 
 	// dhcpOptions: dhcp: was written without "dhcp" in addresses.
 	dhcpOptions bool
+	// pppoeOptions: pppoe: was written without "pppoe" in addresses.
+	pppoeOptions bool
 
 	src src
 }

@@ -17,7 +17,7 @@ var (
 	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "nat", "firewall", "status", "macsec", "state_dir", "dns", "host"}
 	topUnsupported        = []string{}
 	portKeys              = []string{"name", "queues", "mtu", "driver", "tx"}
-	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role", "vlan", "vlan_protocol", "pcp", "gro", "dhcp", "dhcp_server", "ipv6"}
+	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role", "vlan", "vlan_protocol", "pcp", "gro", "dhcp", "dhcp_server", "ipv6", "pppoe"}
 	interfaceUnsupported  = []string{}
 	routeKeys             = []string{"to", "via", "dev"}
 	statusKeys            = []string{"listen", "hosts"}
@@ -234,6 +234,14 @@ func (d *decoder) iface(n *yaml.Node) Interface {
 				ifc.DHCP = &DHCPClient{Pos: posOf(it)}
 				continue
 			}
+			if it.Value == AddressPPPoE {
+				if ifc.PPPoE != nil {
+					d.errorf(it, "%s: addresses: %q is listed twice", what, AddressPPPoE)
+					continue
+				}
+				ifc.PPPoE = &PPPoE{Pos: posOf(it)}
+				continue
+			}
 			p, err := parseAddress(it.Value)
 			if err != nil {
 				d.errorf(it, "%s: addresses: %v", what, err)
@@ -252,6 +260,9 @@ func (d *decoder) iface(n *yaml.Node) Interface {
 	}
 	if e, ok := m["ipv6"]; ok {
 		d.ipv6(&ifc, e, what)
+	}
+	if e, ok := m["pppoe"]; ok {
+		d.pppoeBlock(&ifc, e, what)
 	}
 	return ifc
 }

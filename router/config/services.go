@@ -547,7 +547,9 @@ func (d *decoder) host(c *Config, e entry) {
 // notYetRunning names the service keys this version parses and checks
 // but whose service the router does not run yet; a config using one is
 // refused rather than silently left unserved.
-var notYetRunning = map[string]bool{}
+var notYetRunning = map[string]bool{
+	"pppoe": true, // the pppoe package runs; its WAN wiring (issue 39 stage 2) does not yet
+}
 
 // validateServices checks the services against the interfaces.
 func (c *Config) validateServices(l *errorList) {
@@ -580,6 +582,10 @@ func (c *Config) validateServices(l *errorList) {
 		if ifc.IPv6 != nil {
 			c.validateIPv6(l, ifc, what)
 		}
+		c.validatePPPoE(l, ifc, what)
+		if ifc.PPPoE != nil {
+			dhcpClients++ // IPCP hands out DNS servers too (RFC 1877)
+		}
 	}
 	c.validateDelegation(l)
 	if n := c.DNS; n != nil {
@@ -587,7 +593,7 @@ func (c *Config) validateServices(l *errorList) {
 			l.add(n.Pos, "dns: the forwarder listens on lan interfaces' addresses, and no lan interface has a static IPv4 address")
 		}
 		if len(n.Upstreams) == 0 && dhcpClients == 0 {
-			l.add(n.Pos, "dns: upstreams: none given and no interface gets them by dhcp; add upstreams: [ADDRESS]")
+			l.add(n.Pos, "dns: upstreams: none given and no interface gets them by dhcp or pppoe; add upstreams: [ADDRESS]")
 		}
 		if n.CacheSize < 0 || n.CacheSize > MaxDNSCache {
 			l.add(n.src.at("size", n.Pos), "dns: cache: size %d out of range 0..%d", n.CacheSize, MaxDNSCache)

@@ -16,6 +16,7 @@ func newRegistry(s *Server) *prometheus.Registry {
 		newCollector(s),
 		newFragCollector(s),
 		newServicesCollector(s),
+		newPPPoECollector(s),
 		newIPv6Collector(s),
 		newNeighborCollector(s),
 		collectors.NewGoCollector(),

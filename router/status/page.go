@@ -460,7 +460,28 @@ footer a { color: inherit; }
 </tbody>
 </table></div>
 {{- end}}
+{{define "pppoe" -}}
+{{- range .PPPoE}}
+
+<h2>PPPoE {{.Interface}}</h2>
+<div class="wrap"><table class="narrow">
+<tbody>
+<tr><td>state</td><td><span class="badge {{if eq .State "up"}}up{{else}}down{{end}}">{{or .State "unknown"}}</span>{{if eq .State "up"}} for {{uptime .UptimeSeconds}}{{end}}</td></tr>
+<tr><td>session</td><td class="mono">{{if .SessionID}}id {{.SessionID}} AC {{or .ACName "unnamed"}} ({{.ACMAC}}){{with .Service}} service {{.}}{{end}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>reconnects</td><td>{{.Reconnects}}{{with .LastDownReason}}, last because: <span class="drops">{{.}}</span>{{end}}</td></tr>
+{{- with .AuthMessage}}
+<tr><td>auth message</td><td class="drops">{{.}}</td></tr>
+{{- end}}
+<tr><td>LCP</td><td class="mono">{{with .MTU}}MTU {{.}}{{end}}{{with .MRU}} MRU {{.}}{{end}}{{with .MaxPayload}} PPP-Max-Payload {{.}} (RFC 4638){{end}}{{with .Auth}} auth {{.}}{{end}} echo RTT {{printf "%.1f" .EchoRTTMillis}} ms</td></tr>
+<tr><td>IPCP</td><td class="mono">{{with .IPv4}}{{.Local}}{{if .Peer.IsValid}} peer {{.Peer}}{{end}}{{with addrs .DNS}} DNS {{.}}{{end}}{{else}}<span class="none">not open</span>{{end}}</td></tr>
+<tr><td>IPv6CP</td><td class="mono">{{with .IPv6}}{{.Local}}{{if .Peer.IsValid}} peer {{.Peer}}{{end}}{{else}}<span class="none">not open</span>{{end}}</td></tr>
+<tr><td>counters</td><td class="drops-cell">{{template "counters" .Counters}}</td></tr>
+</tbody>
+</table></div>
+{{- end}}
+{{- end}}
 {{define "services" -}}
+{{template "pppoe" .}}
 {{- range .DHCPClients}}
 
 <h2>WAN lease {{.Interface}}</h2>

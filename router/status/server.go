@@ -166,6 +166,7 @@ func (s *Server) sampleLocked() *Snapshot {
 		ForbiddenHost: s.forbiddenHost.Load(), ForbiddenOrigin: s.forbiddenOrigin.Load()}
 	snap.Conntrack = normalizeConntrack(snap.Conntrack)
 	normalizeServices(snap)
+	normalizePPPoE(snap)
 	normalizeIPv6(snap)
 	normalizeNeighbors(snap)
 	if snap.Process == nil {

@@ -62,6 +62,9 @@ type Snapshot struct {
 	// DHCPClients are the DHCPv4 clients, one per interface with
 	// `addresses: [dhcp]` (services.go).
 	DHCPClients []DHCPClient `json:"dhcp_clients,omitempty"`
+	// PPPoE are the PPPoE sessions, one per wan interface with
+	// `addresses: [pppoe]` (pppoe.go).
+	PPPoE []PPPoE `json:"pppoe,omitempty"`
 	// DHCPServers are the DHCPv4 servers, one per served lan interface.
 	DHCPServers []DHCPServer `json:"dhcp_servers,omitempty"`
 	// DNS is the DNS forwarder; nil when it does not run.
