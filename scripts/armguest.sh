@@ -182,24 +182,26 @@ boot_guest() {
 	timeout "${ARMGUEST_TIMEOUT:-1500}" qemu-system-arm -M virt -cpu cortex-a15 -smp 1 -m 512 \
 		-icount shift=0,sleep=off -nographic -no-reboot -nic none \
 		-kernel "$CACHE/kernel" -initrd "$job.all" "$@" \
-		-append "console=ttyAMA0 quiet panic=-1" </dev/null | tee "$out" | grep --line-buffered -E '^(AG|\+ )' | grep -v '^AG SYM ' >&2 || true
+		-append "console=ttyAMA0 quiet panic=-1" </dev/null | tee "$out" | grep --line-buffered -E '^(AG|\+ )' | grep --line-buffered -v '^AG SYM ' >&2 || true
 	rm -f "$job" "$job.all"
 }
 
 run_guest() {
-	local out start plog="" so="" args=()
+	local out start plog="" so="" syms="" args=()
 	out=$(mktemp /tmp/armguest-out.XXXXXX)
 	if [ "$PAYLOAD" = 1 ]; then
 		so=$(mktemp /tmp/armguest-payload.XXXXXX.so)
 		plugin_build "$so"
-		if [ ! -s "$CACHE/syms" ]; then
+		# the addresses, cached per list of names (the init's awk)
+		syms=$CACHE/syms.$(sed -n '/^awk .$/,/kallsyms$/p' scripts/armguest/init | sha256sum | cut -c1-12)
+		if [ ! -s "$syms" ]; then
 			log "one boot for the kernel's symbols (payload plugin)"
 			boot_guest "$out" ""
-			grep '^AG SYM ' "$out" >"$CACHE/syms.tmp"
-			[ -s "$CACHE/syms.tmp" ] || { log "the guest printed no symbols (output in $out)"; exit 1; }
-			mv "$CACHE/syms.tmp" "$CACHE/syms"
+			grep '^AG SYM ' "$out" >"$syms.tmp"
+			[ -s "$syms.tmp" ] || { log "the guest printed no symbols (output in $out)"; exit 1; }
+			mv "$syms.tmp" "$syms"
 		fi
-		sed 's/^AG SYM //' "$CACHE/syms" >"$so.syms"
+		sed 's/^AG SYM //' "$syms" >"$so.syms"
 		plog=$(mktemp /tmp/armguest-plugin.XXXXXX)
 		args=(-plugin "$so,syms=$so.syms" -d plugin -D "$plog")
 	fi
@@ -211,8 +213,8 @@ run_guest() {
 	grep -q '^AG DONE rc=0' "$out" || { log "the guest did not finish cleanly (output in $out)"; exit 1; }
 	if [ -n "$so" ]; then
 		# the plugin's addresses must be the ones this boot printed
-		grep '^AG SYM ' "$out" | cmp -s - "$CACHE/syms" ||
-			{ log "the kernel's symbols moved: remove $CACHE/syms and run again"; exit 1; }
+		grep '^AG SYM ' "$out" | cmp -s - "$syms" ||
+			{ log "the kernel's symbols moved: remove $syms and run again"; exit 1; }
 		rm -f "$so" "$so.syms" "$plog"
 	fi
 	rm -f "$out"

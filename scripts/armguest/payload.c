@@ -15,7 +15,8 @@
  *
  *   brx   the board's receive side: napi_gro_receive (GRO's checksum
  *         validation), nf_hook_slow (conntrack's), tpacket_rcv
- *         (AF_PACKET's copy into the ring), xsk_generic_rcv (AF_XDP's)
+ *         (AF_PACKET's copy into the ring), xsk_generic_rcv and
+ *         xdp_do_redirect (AF_XDP's, generic or native XDP)
  *   btx   the board's transmit side: skb_segment (software GSO),
  *         packet_sendmsg, xsk_sendmsg
  *   host  the iperf3 hosts: tcp_v4_rcv, tcp_sendmsg, tcp_recvmsg
