@@ -226,7 +226,7 @@ report() {
 	grep '^AG CHECK ' "$1" | sed 's/^AG CHECK /check: /' || true
 	printf '%-15s %12s %12s %12s %10s %5s  %s\n' case "Mbit/s/GIPS" "instr/frame" "board share" frames idle note
 	awk '/^AG RESULT / {
-		delete kv; for (i = 3; i <= NF; i++) { split($i, a, "="); kv[a[1]] = a[2] }
+		delete kv; for (i = 3; i <= NF; i++) { p = index($i, "="); kv[substr($i, 1, p - 1)] = substr($i, p + 1) }
 		c = $3; n[++cases] = c; m[c] = kv["mbps"]; fr[c] = kv["frames"]; note[c] = kv["note"]; idle[c] = kv["idle"]
 		ipf[c] = kv["frames"] > 0 ? kv["ms"] * 1e6 / kv["frames"] : 0
 	}
@@ -270,7 +270,7 @@ payload_report() {
 		next
 	}
 	FNR != NR && /^AG RESULT / {
-		delete kv; for (i = 3; i <= NF; i++) { split($i, a, "="); kv[a[1]] = a[2] }
+		delete kv; for (i = 3; i <= NF; i++) { p = index($i, "="); kv[substr($i, 1, p - 1)] = substr($i, p + 1) }
 		c = $3; n[++cases] = c; fr[c] = kv["frames"]; ms[c] = kv["ms"]; mb[c] = kv["mbps"]
 	}
 	function d(arr, c, k, i) { i = idx[c]; return (arr[2 * i + 1, k] - arr[2 * i, k]) / fr[c] }
