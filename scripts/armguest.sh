@@ -9,12 +9,16 @@
 # and the router's GOARCH=arm GOARM=7 binary. The guest's /init
 # (scripts/armguest/init) builds the board's topology and measures:
 #   lan ns --veth trunk (VLAN 1 and 2)-- router ns eth0: eth0.1, eth0.2 --> wan ns
-#   armguest.sh            # the full run (~15 min): hosts alone, kernel NAT GRO on/off, router, MACsec
-#   armguest.sh --smoke    # CI: one short kernel NAT case (~2 min)
+#   armguest.sh            # the full run (~15 min): hosts alone, kernel NAT GRO on/off, router, MACsec,
+#                          # with the payload plugin (scripts/armguest/payload.c) and the board model
+#   armguest.sh --smoke    # CI: one short kernel NAT case (~2 min), no plugin
 #   armguest.sh prepare    # only build the cached image
 # Environment: ARMGUEST_SECS (iperf3 seconds of guest time per case),
-# ARMGUEST_CASES (space-separated: direct gro-on gro-off gro-on-rxcsum
-# router router-af_packet router-af_xdp macsec-kernel macsec-router[-DRIVER]).
+# ARMGUEST_CASES (space-separated: direct gro-on gro-off gro-on-ctcsum
+# gro-off-ctcsum gro-on-txoff gro-off-txoff gro-on-rxcsum router
+# router-af_packet router-af_xdp macsec-kernel macsec-router[-DRIVER]),
+# ARMGUEST_PAYLOAD (1: load the plugin), ARMGUEST_CPI, ARMGUEST_GHZ,
+# ARMGUEST_LINE_NS, ARMGUEST_HDR_LINES (the board model's parameters).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # CACHE holds one image per layout version: bump the suffix when the
@@ -129,6 +133,7 @@ job_cpio() {
 	mkdir -p "$j/sbin"
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -ldflags "-s -w" -o "$j/sbin/router" ./cmd/gvrouter
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -ldflags "-s -w" -o "$j/sbin/badcsum" ./scripts/armguest/badcsum
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -ldflags "-s -w" -o "$j/sbin/mark" ./scripts/armguest/mark
 	cp scripts/armguest/init "$j/init"
 	chmod +x "$j/init"
 	cat >"$j/job.env" <<EOF
@@ -139,23 +144,79 @@ EOF
 	rm -rf "$j"
 }
 
-run_guest() {
-	local job out start
+# plugin_build writes the payload plugin (scripts/armguest/payload.c) to
+# $1. Its header, qemu-plugin.h, is taken from Debian's source package of
+# the installed qemu-system-arm (the binary package ships none), fetched
+# once into $CACHE through a private deb-src copy of apt's own sources.
+plugin_build() {
+	local h=$CACHE/qemu-plugin.h t v f o
+	if [ ! -s "$h" ]; then
+		need_pkgs gcc xz-utils
+		v=$(dpkg-query -W -f '${source:Version}' qemu-system-arm)
+		t=$(mktemp -d)
+		mkdir -p "$t/parts" "$t/lists/partial"
+		for f in /etc/apt/sources.list.d/*.sources; do
+			[ -f "$f" ] && sed 's/^Types:.*/Types: deb-src/' "$f" >"$t/parts/${f##*/}"
+		done
+		for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+			[ -f "$f" ] && sed -n 's/^deb /deb-src /p' "$f"
+		done >"$t/parts/plain.list"
+		o=(-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$t/parts" -o Dir::State::Lists="$t/lists")
+		apt-get "${o[@]}" update -qq >&2 || true
+		(cd "$t" && apt-get "${o[@]}" -o APT::Sandbox::User=root source --download-only "qemu=$v" >&2)
+		tar -xJf "$t"/qemu_*.orig.tar.xz -O --wildcards '*/include/qemu/qemu-plugin.h' >"$h.tmp"
+		mv "$h.tmp" "$h"
+		rm -rf "$t"
+	fi
+	gcc -O2 -Wall -shared -fPIC -I"$CACHE" -o "$1" scripts/armguest/payload.c
+}
+
+# boot_guest OUT CASES [QEMU-ARGS...]: one guest run, its console in OUT.
+boot_guest() {
+	local out=$1 cases=$2 job
+	shift 2
 	job=$(mktemp /tmp/armguest-job.XXXXXX.cpio)
-	out=$(mktemp /tmp/armguest-out.XXXXXX)
-	job_cpio "$job"
+	CASES=$cases job_cpio "$job"
 	cat "$CACHE/base.cpio" "$job" >"$job.all"
-	log "booting the guest (kernel $(cat "$CACHE/version"), cases: $CASES, ${SECS}s each)"
-	start=$(date +%s)
 	# One vCPU: with two and -icount the boot stalls after CPU1 comes up.
 	timeout "${ARMGUEST_TIMEOUT:-1500}" qemu-system-arm -M virt -cpu cortex-a15 -smp 1 -m 512 \
 		-icount shift=0,sleep=off -nographic -no-reboot -nic none \
-		-kernel "$CACHE/kernel" -initrd "$job.all" \
-		-append "console=ttyAMA0 quiet panic=-1" </dev/null | tee "$out" | grep --line-buffered -E '^(AG|\+ )' >&2 || true
-	log "guest done in $(( $(date +%s) - start ))s of host time"
+		-kernel "$CACHE/kernel" -initrd "$job.all" "$@" \
+		-append "console=ttyAMA0 quiet panic=-1" </dev/null | tee "$out" | grep --line-buffered -E '^(AG|\+ )' | grep --line-buffered -v '^AG SYM ' >&2 || true
 	rm -f "$job" "$job.all"
-	report "$out"
+}
+
+run_guest() {
+	local out start plog="" so="" syms="" args=()
+	out=$(mktemp /tmp/armguest-out.XXXXXX)
+	if [ "$PAYLOAD" = 1 ]; then
+		so=$(mktemp /tmp/armguest-payload.XXXXXX.so)
+		plugin_build "$so"
+		# the addresses, cached per list of names (the init's awk)
+		syms=$CACHE/syms.$(sed -n '/^awk .$/,/kallsyms$/p' scripts/armguest/init | sha256sum | cut -c1-12)
+		if [ ! -s "$syms" ]; then
+			log "one boot for the kernel's symbols (payload plugin)"
+			boot_guest "$out" ""
+			grep '^AG SYM ' "$out" >"$syms.tmp"
+			[ -s "$syms.tmp" ] || { log "the guest printed no symbols (output in $out)"; exit 1; }
+			mv "$syms.tmp" "$syms"
+		fi
+		sed 's/^AG SYM //' "$syms" >"$so.syms"
+		plog=$(mktemp /tmp/armguest-plugin.XXXXXX)
+		args=(-plugin "$so,syms=$so.syms" -d plugin -D "$plog")
+	fi
+	log "booting the guest (kernel $(cat "$CACHE/version"), cases: $CASES, ${SECS}s each${so:+, payload plugin})"
+	start=$(date +%s)
+	boot_guest "$out" "$CASES" "${args[@]}"
+	log "guest done in $(( $(date +%s) - start ))s of host time"
+	report "$out" "$plog"
 	grep -q '^AG DONE rc=0' "$out" || { log "the guest did not finish cleanly (output in $out)"; exit 1; }
+	if [ -n "$so" ]; then
+		# the plugin's addresses must be the ones this boot printed
+		grep '^AG SYM ' "$out" | cmp -s - "$syms" ||
+			{ log "the kernel's symbols moved: remove $syms and run again"; exit 1; }
+		rm -f "$so" "$so.syms" "$plog"
+	fi
 	rm -f "$out"
 }
 
@@ -165,7 +226,7 @@ report() {
 	grep '^AG CHECK ' "$1" | sed 's/^AG CHECK /check: /' || true
 	printf '%-15s %12s %12s %12s %10s %5s  %s\n' case "Mbit/s/GIPS" "instr/frame" "board share" frames idle note
 	awk '/^AG RESULT / {
-		delete kv; for (i = 3; i <= NF; i++) { split($i, a, "="); kv[a[1]] = a[2] }
+		delete kv; for (i = 3; i <= NF; i++) { p = index($i, "="); kv[substr($i, 1, p - 1)] = substr($i, p + 1) }
 		c = $3; n[++cases] = c; m[c] = kv["mbps"]; fr[c] = kv["frames"]; note[c] = kv["note"]; idle[c] = kv["idle"]
 		ipf[c] = kv["frames"] > 0 ? kv["ms"] * 1e6 / kv["frames"] : 0
 	}
@@ -193,18 +254,87 @@ report() {
 			for (i = 1; i <= cases; i++) if (n[i] ~ /^router/) printf "  projection: %s on the board = %.0f Mbit/s\n", n[i], m[n[i]] * g
 		}
 	}' "$1"
+	[ -z "${2:-}" ] || payload_report "$1" "$2"
+}
+
+# payload_report OUT PLOG: the payload plugin's counts per LAN frame and
+# the board's modelled time, instructions plus the DMA-cold cache lines
+# its software reads (docs/arm-projection.md, "What icount leaves out").
+# The case of the i-th "AG RESULT" line is the window between the
+# plugin's marks 2i and 2i+1.
+payload_report() {
+	awk -v cpi="${ARMGUEST_CPI:-1.5}" -v ghz="${ARMGUEST_GHZ:-1.4}" -v linens="${ARMGUEST_LINE_NS:-}" -v hdr="${ARMGUEST_HDR_LINES:-2}" '
+	FNR == NR && $1 == "PL" && $2 == "MARK" {
+		m = $3; nm++
+		for (i = 4; i <= NF; i++) { split($i, a, "="); split(a[2], v, "/"); val[m, a[1]] = v[1]; ld[m, a[1]] = v[2]; st[m, a[1]] = v[3]; lds[m] += v[4] }
+		next
+	}
+	FNR != NR && /^AG RESULT / {
+		delete kv; for (i = 3; i <= NF; i++) { p = index($i, "="); kv[substr($i, 1, p - 1)] = substr($i, p + 1) }
+		c = $3; n[++cases] = c; fr[c] = kv["frames"]; ms[c] = kv["ms"]; mb[c] = kv["mbps"]
+	}
+	function d(arr, c, k, i) { i = idx[c]; return (arr[2 * i + 1, k] - arr[2 * i, k]) / fr[c] }
+	END {
+		print ""
+		if (nm != 2 * cases) { printf "payload plugin: %d marks for %d cases (want two each): no payload figures\n", nm, cases; exit }
+		for (i = 1; i <= cases; i++) idx[n[i]] = i - 1
+		print "payload plugin, per LAN frame: bytes loaded by the kernel checksum (csum) and copy routines in calls of 256 bytes"
+		print "or more, by caller: brx board receive (GRO, netfilter, AF_PACKET/AF_XDP rx), btx board transmit (GSO, sendmsg),"
+		print "host (iperf3 ends); small: loads of shorter calls (header moves), all callers; instr: the routines'"'"' instructions"
+		printf "%-15s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "case", "brx.csum", "brx.copy", "btx.csum", "btx.copy", "host.csum", "host.copy", "small", "brx.instr", "host.instr"
+		for (i = 1; i <= cases; i++) {
+			c = n[i]
+			bi[c] = d(val, c, "brx.csum") + d(val, c, "brx.copy") + d(val, c, "btx.csum") + d(val, c, "btx.copy")
+			hi[c] = d(val, c, "host.csum") + d(val, c, "host.copy")
+			cold[c] = (d(ld, c, "brx.csum") + d(ld, c, "brx.copy")) / 32
+			bits[c] = 1448 * 8	# a full-size segment'"'"'s TCP payload, what iperf3 counts
+			ipf[c] = ms[c] * 1e6 / fr[c]
+			i0 = idx[c]
+			printf "%-15s %9.0f %9.0f %9.0f %9.0f %9.0f %9.0f %9.0f %9.0f %9.0f\n", c, d(ld, c, "brx.csum"), d(ld, c, "brx.copy"), d(ld, c, "btx.csum"), d(ld, c, "btx.copy"), d(ld, c, "host.csum"), d(ld, c, "host.copy"), (lds[2 * i0 + 1] - lds[2 * i0]) / fr[c], d(val, c, "brx.csum") + d(val, c, "brx.copy"), hi[c]
+		}
+		if (!("direct" in idx)) { print "(no direct case: no board model)"; exit }
+		# ns per DMA-cold 32-byte line read by the board: from the board itself,
+		# conntrack checksum validation off/on with GRO off, 940 -> 666 Mbit/s
+		# (netdev, Milecki), less the validation instructions, over its lines.
+		src = "ARMGUEST_LINE_NS"
+		if (linens == "" && ("gro-off-ctcsum" in idx) && ("gro-off" in idx)) {
+			c = "gro-off-ctcsum"
+			dl = cold[c] - cold["gro-off"]; di = (bi[c] - bi["gro-off"]) * cpi / ghz
+			if (dl > 10) { linens = (bits[c] * 1000 * (1 / 666 - 1 / 940) - di) / dl; src = sprintf("board 940->666 Mbit/s with conntrack validation, %.0f lines, %.0f instr", dl, bi[c] - bi["gro-off"]) }
+		}
+		if (linens == "") { linens = 100; src = "default" }
+		printf "\nboard model: time per frame = board instr x CPI %.2f / %.2f GHz + DMA-cold lines x %.0f ns (%s)\n", cpi, ghz, linens, src
+		print "board instr = instr/frame - direct + the host checksum/copy instructions the case saved the hosts;"
+		printf "DMA-cold lines = brx loads / 32 + %d header lines (the bgmac DMAs each frame into DRAM: the first CPU read of a line\n", hdr
+		print " misses L1 and L2; the headers, parsed in every case, are not read by the counted routines)"
+		print "instr-only, modelled: Mbit/s on the board, without and with the DMA-cold lines"
+		printf "%-15s %11s %11s %10s %12s %12s\n", "case", "Mbit/s/GIPS", "board instr", "cold lines", "instr-only", "modelled"
+		for (i = 1; i <= cases; i++) {
+			c = n[i]
+			if (c == "direct") continue
+			b = ipf[c] - ipf["direct"] + hi["direct"] - hi[c]
+			t0 = b * cpi / ghz; t = t0 + (cold[c] + hdr) * linens
+			mod[c] = bits[c] * 1000 / t; raw[c] = mb[c]
+			printf "%-15s %11.1f %11.0f %10.1f %12.0f %12.0f\n", c, mb[c], b, cold[c] + hdr, bits[c] * 1000 / t0, mod[c]
+		}
+		if (("gro-on" in mod) && ("gro-off" in mod))
+			printf "\nkernel GRO on / off: icount (whole guest) %.2f, modelled board %.2f; the seed on the board: 572/939 = 0.61\n", raw["gro-on"] / raw["gro-off"], mod["gro-on"] / mod["gro-off"]
+		for (i = 1; i <= cases; i++) if (n[i] ~ /^router/ && ("gro-off" in mod))
+			printf "  modelled: %s / kernel GRO off = %.2f (%.0f Mbit/s if the kernel GRO off runs at the seed'"'"'s 939)\n", n[i], mod[n[i]] / mod["gro-off"], 939 * mod[n[i]] / mod["gro-off"]
+	}' "$2" "$1"
 }
 
 # One block, parsed whole before it runs: an edit of this file during a
 # run cannot change what the running script reads next.
 {
 	SECS=${ARMGUEST_SECS:-6}
-	CASES=${ARMGUEST_CASES:-direct gro-on gro-off router router-af_xdp macsec-kernel macsec-router}
+	CASES=${ARMGUEST_CASES:-direct gro-on gro-off gro-off-ctcsum gro-on-txoff router router-af_xdp macsec-kernel macsec-router}
+	PAYLOAD=${ARMGUEST_PAYLOAD:-1}
 	case ${1:-} in
 	prepare) prepare ;;
-	--smoke) SECS=${ARMGUEST_SECS:-2}; CASES=${ARMGUEST_CASES:-gro-on}; prepare; run_guest ;;
+	--smoke) SECS=${ARMGUEST_SECS:-2}; CASES=${ARMGUEST_CASES:-gro-on}; PAYLOAD=${ARMGUEST_PAYLOAD:-0}; prepare; run_guest ;;
 	"") prepare; run_guest ;;
-	*) sed -n '2,18p' "$0"; exit 2 ;;
+	*) sed -n '2,22p' "$0"; exit 2 ;;
 	esac
 	exit
 }

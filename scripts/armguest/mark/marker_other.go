@@ -1,0 +1,5 @@
+//go:build !arm
+
+package main
+
+func marker() {}
