@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
+
+	"github.com/gvrouter/gvrouter/services/svcconfig"
 )
 
 func answerStrings(rrs []dns.RR) []string {
@@ -728,21 +731,48 @@ func TestConfigValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cfg  Config
-		want []string
+		want []string // the Key of each FieldError
 	}{
-		{"no dials", Config{}, []string{"DialUDP is required", "DialTCP is required"}},
-		{"bad fields", Config{DialUDP: loopbackDialUDP, DialTCP: loopbackDialTCP, Domain: "bad..name", MaxEntries: -1,
-			MinTTL: time.Hour, MaxTTL: time.Minute, Upstreams: []netip.AddrPort{{}}},
-			[]string{"Domain", "MaxEntries", "MinTTL", "Upstreams[0]"}},
-		{"listen half set", Config{DialUDP: loopbackDialUDP, DialTCP: loopbackDialTCP,
-			ListenUDP: func(netip.AddrPort) (net.PacketConn, error) { return nil, errors.New("unused") }},
-			[]string{"ListenUDP and ListenTCP"}},
+		{"zero", Config{}, nil},
+		{"bad fields", Config{Domain: "bad..name", MaxEntries: -1, MinTTL: time.Hour, MaxTTL: time.Minute,
+			Upstreams: []netip.AddrPort{netip.MustParseAddrPort("192.0.2.53:53"), {}}},
+			[]string{"domain", "upstreams.1", "cache.size", "cache.min_ttl"}},
+		{"cache too big", Config{MaxEntries: MaxMaxEntries + 1}, []string{"cache.size"}},
+		{"cache at its bound", Config{MaxEntries: MaxMaxEntries, MaxTTL: MaxMaxTTL}, nil},
+		{"max ttl above 7 days", Config{MaxTTL: MaxMaxTTL + time.Second}, []string{"cache.max_ttl"}},
+		{"negatives", Config{MinTTL: -1, Timeout: -time.Second, MaxInFlight: -1, LocalPrefixes: []netip.Prefix{{}}},
+			[]string{"local_prefixes.0", "max_in_flight", "cache.min_ttl", "timeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
+			var got []string
+			for _, e := range svcconfig.Fields(err) {
+				got = append(got, e.Key)
+			}
+			if !slices.Equal(got, tc.want) || len(svcconfig.Others(err)) > 0 {
+				t.Errorf("Validate() = %v (%v), want keys %v", got, err, tc.want)
+			}
+			if err != nil && !strings.HasPrefix(err.Error(), "dnsforward: ") {
+				t.Errorf("Validate() = %q, want the dnsforward: prefix", err)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want []string
+	}{
+		{"no dials", Config{}, []string{"DialUDP is required", "DialTCP is required"}},
+		{"listen half set", Config{DialUDP: loopbackDialUDP, DialTCP: loopbackDialTCP,
+			ListenUDP: func(netip.AddrPort) (net.PacketConn, error) { return nil, errors.New("unused") }},
+			[]string{"ListenUDP and ListenTCP"}},
+		{"bad field", Config{DialUDP: loopbackDialUDP, DialTCP: loopbackDialTCP, MaxEntries: -1}, []string{"cache.size"}},
+	} {
+		t.Run("New "+tc.name, func(t *testing.T) {
+			_, err := New(tc.cfg)
 			for _, w := range tc.want {
 				if err == nil || !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %v, want it to mention %q", err, w)
+					t.Errorf("New() = %v, want it to mention %q", err, w)
 				}
 			}
 		})
