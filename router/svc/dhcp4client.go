@@ -146,21 +146,8 @@ func (m *Manager) DHCP4ClientsStatus(lost func(iface string) string) []status.DH
 			Interface: iface,
 			State:     strings.ToLower(st.State),
 			LastError: joinNonEmpty(lost(iface), joinNonEmpty(st.LastError, st.LeaseFileError)),
-			Counters: map[string]uint64{
-				"discover": ss.Discovers.Load(), "offer": ss.Offers.Load(), "request": ss.Requests.Load(),
-				"ack": ss.Acks.Load(), "nak": ss.Naks.Load(), "decline": ss.Declines.Load(),
-				"release": ss.Releases.Load(), "renew": ss.Renewals.Load(), "rebind": ss.Rebinds.Load(),
-				"expired": ss.Expiries.Load(), "mtu_ignored": ss.MTUIgnored.Load(),
-				"lease_file_errors": ss.LeaseFileErrors.Load(), "send_errors": ss.SendErrors.Load(),
-				"probe_errors": ss.ProbeErrors.Load(),
-			},
-			Drops: map[string]uint64{
-				"malformed": ss.Drops.Malformed.Load(), "not_reply": ss.Drops.NotReply.Load(),
-				"hwaddr": ss.Drops.HWAddr.Load(), "unexpected": ss.Drops.Unexpected.Load(),
-				"xid": ss.Drops.XID.Load(), "type": ss.Drops.Type.Load(), "server_id": ss.Drops.ServerID.Load(),
-				"client_id": ss.Drops.ClientID.Load(), "address": ss.Drops.Address.Load(),
-				"lease_time": ss.Drops.LeaseTime.Load(),
-			},
+			Counters:  ss.Counters(),
+			Drops:     ss.DropCounts(),
 		}
 		if l := st.Lease; l != nil {
 			c.Address, c.Server, c.Routers, c.DNS, c.Domain, c.MTU = l.Addr, l.Server, l.Routers, l.DNS, l.Domain, l.MTU

@@ -98,19 +98,8 @@ func (m *Manager) DHCP4ServersStatus() []status.DHCPServer {
 			PoolSize: st.PoolSize, PoolUsed: st.PoolUsed,
 			Offered: st.Offered, Declined: st.Declined,
 			LeaseFileError: joinNonEmpty(m.leaseFileProblems[s.ifc.Name()], st.LeaseFileError),
-			Counters: map[string]uint64{
-				"received": ss.Received.Load(), "discover": ss.Discover.Load(), "request": ss.Request.Load(),
-				"decline": ss.Decline.Load(), "release": ss.Release.Load(), "inform": ss.Inform.Load(),
-				"offer": ss.Offer.Load(), "ack": ss.Ack.Load(), "nak": ss.Nak.Load(),
-				"pool_exhausted": ss.PoolExhausted.Load(), "other_server": ss.OtherServer.Load(),
-				"no_record": ss.NoRecord.Load(), "expired": ss.Expired.Load(), "send_errors": ss.SendErrors.Load(),
-				"lease_writes": ss.LeaseWrites.Load(), "lease_write_errors": ss.LeaseWriteErrors.Load(),
-				"lease_file_corrupt": ss.LeaseFileCorrupt.Load(),
-			},
-			Drops: map[string]uint64{},
-		}
-		for i := range ss.Drops {
-			d.Drops[dhcp4server.DropReason(i).String()] = ss.Drops[i].Load()
+			Counters:       ss.Counters(),
+			Drops:          ss.DropCounts(),
 		}
 		for _, l := range st.Leases {
 			d.Leases = append(d.Leases, status.DHCPLease{

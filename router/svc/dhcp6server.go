@@ -114,13 +114,8 @@ func (m *Manager) DHCP6ServersStatus() []status.DHCPv6Server {
 		ss := srv.Stats()
 		d := status.DHCPv6Server{
 			Interface: s.ifc.Name(), DNS: st.DNS, Domains: st.Domains,
-			Counters: map[string]uint64{
-				"received": ss.Received.Load(), "replied": ss.Replied.Load(), "send_errors": ss.SendErrors.Load(),
-			},
-			Drops: map[string]uint64{},
-		}
-		for i := range ss.Drops {
-			d.Drops[dhcp6server.DropReason(i).String()] = ss.Drops[i].Load()
+			Counters: ss.Counters(),
+			Drops:    ss.DropCounts(),
 		}
 		out = append(out, d)
 	}

@@ -217,9 +217,9 @@ func (m *Manager) DNSStatus() *status.DNS {
 	}
 	set, live := s.spec.(dnsSettings), s.live.(dnsLive)
 	f := s.impl.(*dnsforward.Forwarder)
-	st := f.Status()
+	st, ss := f.Status(), f.Stats()
 	d := &status.DNS{
-		Queries:         map[string]uint64{"udp": st.QueriesUDP, "tcp": st.QueriesTCP},
+		Queries:         ss.Counters("queries"),
 		CacheHits:       st.CacheHits,
 		CacheMisses:     st.CacheMisses,
 		CacheEntries:    st.CacheEntries,
@@ -227,16 +227,10 @@ func (m *Manager) DNSStatus() *status.DNS {
 		LocalAnswers:    st.LocalAnswers,
 		InFlight:        st.InFlight,
 		UpstreamQueries: st.UpstreamQueries,
-		UpstreamErrors: map[string]uint64{
-			"network": st.UpstreamErrors, "timeout": st.UpstreamTimeouts, "rcode": st.UpstreamRcodeErrors,
-			"malformed": st.UpstreamMalformed, "no_upstream": st.NoUpstream,
-		},
-		LatencySum:   st.LatencySum.Seconds(),
-		LatencyCount: st.LatencyCount,
-		Drops: map[string]uint64{
-			"malformed": st.Malformed, "answer_mismatch": st.UpstreamMismatched, "answer_spoofed": st.UpstreamSpoofed,
-			"in_flight_full": st.InFlightDrops, "tcp_conns_full": st.TCPConnsRefused,
-		},
+		UpstreamErrors:  ss.Counters("upstream_errors"),
+		LatencySum:      st.LatencySum.Seconds(),
+		LatencyCount:    st.LatencyCount,
+		Drops:           ss.Counters("drops"),
 	}
 	for _, ap := range st.Listen {
 		d.Listen = append(d.Listen, ap.String())

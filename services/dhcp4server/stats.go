@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"time"
+
+	"github.com/gvrouter/gvrouter/services/svcstats"
 )
 
 // DropReason is why a received datagram got no answer and changed
@@ -71,37 +73,57 @@ func (r DropReason) String() string {
 	return dropNames[r]
 }
 
-// Stats counts what the server did. Fields are read with Load.
+// Stats counts what the server did. Fields are read with Load; each
+// event counter's tag names it for the status page and the metrics
+// (Counters).
 type Stats struct {
-	Received atomic.Uint64 // datagrams handed to the server
+	Received atomic.Uint64 `counter:"events/received"` // datagrams handed to the server
 
 	// Messages received, by type.
-	Discover, Request, Decline, Release, Inform atomic.Uint64
+	Discover atomic.Uint64 `counter:"events/discover"`
+	Request  atomic.Uint64 `counter:"events/request"`
+	Decline  atomic.Uint64 `counter:"events/decline"`
+	Release  atomic.Uint64 `counter:"events/release"`
+	Inform   atomic.Uint64 `counter:"events/inform"`
 	// Messages sent, by type.
-	Offer, Ack, Nak atomic.Uint64
+	Offer atomic.Uint64 `counter:"events/offer"`
+	Ack   atomic.Uint64 `counter:"events/ack"`
+	Nak   atomic.Uint64 `counter:"events/nak"`
 
 	// PoolExhausted counts DISCOVERs left unanswered because no address
 	// of the range was free.
-	PoolExhausted atomic.Uint64
+	PoolExhausted atomic.Uint64 `counter:"events/pool_exhausted"`
 	// OtherServer counts REQUESTs in SELECTING that chose another server,
 	// which released our offer (RFC 2131 §4.3.2).
-	OtherServer atomic.Uint64
+	OtherServer atomic.Uint64 `counter:"events/other_server"`
 	// NoRecord counts INIT-REBOOT REQUESTs from clients the server has no
 	// record of, which it must not answer (RFC 2131 §4.3.2).
-	NoRecord atomic.Uint64
+	NoRecord atomic.Uint64 `counter:"events/no_record"`
 	// Expired counts bound leases that reached their expiry.
-	Expired atomic.Uint64
-	// Drops counts the datagrams dropped, by reason.
+	Expired atomic.Uint64 `counter:"events/expired"`
+	// Drops counts the datagrams dropped, by reason (DropCounts).
 	Drops [NumDropReasons]atomic.Uint64
 	// SendErrors counts replies the transport refused.
-	SendErrors atomic.Uint64
+	SendErrors atomic.Uint64 `counter:"events/send_errors"`
 
 	// LeaseWrites counts lease-file writes; LeaseWriteErrors the failed
 	// ones.
-	LeaseWrites, LeaseWriteErrors atomic.Uint64
+	LeaseWrites      atomic.Uint64 `counter:"events/lease_writes"`
+	LeaseWriteErrors atomic.Uint64 `counter:"events/lease_write_errors"`
 	// LeaseFileCorrupt counts lease files found unreadable or inconsistent
 	// at start and replaced.
-	LeaseFileCorrupt atomic.Uint64
+	LeaseFileCorrupt atomic.Uint64 `counter:"events/lease_file_corrupt"`
+}
+
+// Counters returns the event counters by their tag's name, e.g.
+// {"discover": 3, "offer": 3, "pool_exhausted": 0}: the status page's
+// events and gvrouter_dhcp_server_events_total.
+func (s *Stats) Counters() map[string]uint64 { return svcstats.Counters(s, "events") }
+
+// DropCounts returns Drops by reason name (DropReason.String), e.g.
+// {"wrong_magic_cookie": 3}.
+func (s *Stats) DropCounts() map[string]uint64 {
+	return svcstats.ByName(s.Drops[:], func(i int) string { return DropReason(i).String() })
 }
 
 func (s *Stats) drop(r DropReason) { s.Drops[r].Add(1) }

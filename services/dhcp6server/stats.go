@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"time"
+
+	"github.com/gvrouter/gvrouter/services/svcstats"
 )
 
 // DropReason is why a received datagram got no answer. Every datagram the
@@ -79,13 +81,23 @@ func (r DropReason) String() string {
 // grow.
 type Stats struct {
 	// Received counts the datagrams the transport handed to the server.
-	Received atomic.Uint64
+	Received atomic.Uint64 `counter:"events/received"`
 	// Replied counts the Replies the transport accepted.
-	Replied atomic.Uint64
+	Replied atomic.Uint64 `counter:"events/replied"`
 	// SendErrors counts the Replies the transport refused.
-	SendErrors atomic.Uint64
+	SendErrors atomic.Uint64 `counter:"events/send_errors"`
 	// Drops counts the datagrams dropped, by reason.
 	Drops [NumDropReasons]atomic.Uint64
+}
+
+// Counters returns the event counters by their tag's name, e.g.
+// {"received": 4, "replied": 3}: the status page's events and the
+// metrics.
+func (s *Stats) Counters() map[string]uint64 { return svcstats.Counters(s, "events") }
+
+// DropCounts returns Drops by reason name (DropReason.String).
+func (s *Stats) DropCounts() map[string]uint64 {
+	return svcstats.ByName(s.Drops[:], func(i int) string { return DropReason(i).String() })
 }
 
 func (s *Stats) drop(r DropReason) { s.Drops[r].Add(1) }

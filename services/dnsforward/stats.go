@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/gvrouter/gvrouter/services/svcstats"
 )
 
 // LatencyBuckets are the upper bounds of the upstream latency histogram
@@ -15,10 +17,13 @@ var LatencyBuckets = [...]time.Duration{
 	500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second,
 }
 
-// Stats counts what the forwarder did. Fields are read with Load.
+// Stats counts what the forwarder did. Fields are read with Load. A tag
+// names a counter for the status page and the metrics, in the group of
+// its map there (Counters): queries by transport, upstream errors by
+// kind, drops by reason.
 type Stats struct {
-	QueriesUDP atomic.Uint64 // client datagrams received
-	QueriesTCP atomic.Uint64 // client messages received over TCP
+	QueriesUDP atomic.Uint64 `counter:"queries/udp"` // client datagrams received
+	QueriesTCP atomic.Uint64 `counter:"queries/tcp"` // client messages received over TCP
 
 	CacheHits      atomic.Uint64 // questions answered from the cache
 	CacheMisses    atomic.Uint64 // questions not local and not cached
@@ -29,26 +34,26 @@ type Stats struct {
 	LocalAnswers   atomic.Uint64 // questions answered from the local names and zones
 
 	UpstreamQueries     atomic.Uint64 // queries sent upstream (UDP attempts, EDNS fallbacks)
-	UpstreamErrors      atomic.Uint64 // attempts that failed to dial, send or read (not timeouts)
-	UpstreamTimeouts    atomic.Uint64 // attempts with no valid answer in Config.Timeout
-	UpstreamRcodeErrors atomic.Uint64 // answers with an rcode but NOERROR or NXDOMAIN (SERVFAIL, REFUSED, ...)
+	UpstreamErrors      atomic.Uint64 `counter:"upstream_errors/network"` // attempts that failed to dial, send or read (not timeouts)
+	UpstreamTimeouts    atomic.Uint64 `counter:"upstream_errors/timeout"` // attempts with no valid answer in Config.Timeout
+	UpstreamRcodeErrors atomic.Uint64 `counter:"upstream_errors/rcode"`   // answers with an rcode but NOERROR or NXDOMAIN (SERVFAIL, REFUSED, ...)
 	TCRetries           atomic.Uint64 // truncated UDP answers retried over TCP
-	UpstreamMismatched  atomic.Uint64 // answers with the wrong ID or question, ignored
-	UpstreamSpoofed     atomic.Uint64 // answers from the wrong address or port, ignored
-	UpstreamMalformed   atomic.Uint64 // answers with the right ID and question that did not unpack
-	NoUpstream          atomic.Uint64 // questions with no upstream configured
+	UpstreamMismatched  atomic.Uint64 `counter:"drops/answer_mismatch"`       // answers with the wrong ID or question, ignored
+	UpstreamSpoofed     atomic.Uint64 `counter:"drops/answer_spoofed"`        // answers from the wrong address or port, ignored
+	UpstreamMalformed   atomic.Uint64 `counter:"upstream_errors/malformed"`   // answers with the right ID and question that did not unpack
+	NoUpstream          atomic.Uint64 `counter:"upstream_errors/no_upstream"` // questions with no upstream configured
 	PortCollisions      atomic.Uint64 // random source ports taken (ReservePort or EADDRINUSE)
 
-	Malformed       atomic.Uint64 // client messages dropped or answered FORMERR as unreadable
+	Malformed       atomic.Uint64 `counter:"drops/malformed"` // client messages dropped or answered FORMERR as unreadable
 	FormErr         atomic.Uint64 // FORMERR answers sent
 	NotImplemented  atomic.Uint64 // NOTIMP answers to opcodes other than QUERY
 	Refused         atomic.Uint64 // REFUSED answers (zone transfers, meta-types, classes but IN)
 	BadVersion      atomic.Uint64 // BADVERS answers to EDNS versions above 0
 	ServFail        atomic.Uint64 // questions answered SERVFAIL as the upstreams failed
-	InFlightDrops   atomic.Uint64 // questions dropped at Config.MaxInFlight or maxWaiters
+	InFlightDrops   atomic.Uint64 `counter:"drops/in_flight_full"` // questions dropped at Config.MaxInFlight or maxWaiters
 	Truncated       atomic.Uint64 // answers sent with TC as they exceeded the client's UDP size
 	TCPConns        atomic.Uint64 // client TCP connections served
-	TCPConnsRefused atomic.Uint64 // client TCP connections closed at Config.MaxTCPConns
+	TCPConnsRefused atomic.Uint64 `counter:"drops/tcp_conns_full"` // client TCP connections closed at Config.MaxTCPConns
 
 	// LatencySum and LatencyCount give the mean upstream answer time;
 	// Latency[i] counts answers within LatencyBuckets[i] (and above the
@@ -57,6 +62,11 @@ type Stats struct {
 	LatencyCount atomic.Uint64
 	Latency      [len(LatencyBuckets) + 1]atomic.Uint64
 }
+
+// Counters returns the counters of group ("queries", "upstream_errors"
+// or "drops") by their tag's name, e.g. Counters("queries") = {"udp":
+// 12, "tcp": 1}.
+func (s *Stats) Counters(group string) map[string]uint64 { return svcstats.Counters(s, group) }
 
 func (s *Stats) observeLatency(d time.Duration) {
 	s.LatencySum.Add(int64(d))
