@@ -489,7 +489,7 @@ footer a { color: inherit; }
 {{- range .DHCPServers}}
 
 <h2>DHCP leases {{.Interface}}</h2>
-<p class="sub">pool {{num .PoolUsed}} of {{num .PoolSize}} in use{{if .PoolStart.IsValid}}, range <span class="mono">{{.PoolStart}}&ndash;{{.PoolEnd}}</span>{{end}}{{if .Offered}}, {{num .Offered}} offered{{end}}{{if .Declined}}, {{num .Declined}} declined{{end}}</p>
+<p class="sub">pool {{num .PoolUsed}} of {{num .PoolSize}} in use{{if .RangeStart.IsValid}}, range <span class="mono">{{.RangeStart}}&ndash;{{.RangeEnd}}</span>{{end}}{{if .Offered}}, {{num .Offered}} offered{{end}}{{if .Declined}}, {{num .Declined}} declined{{end}}</p>
 {{- with .LeaseFileError}}
 <p class="alert">lease file: {{.}}</p>
 {{- end}}
@@ -500,7 +500,7 @@ footer a { color: inherit; }
 {{- range $leases.Shown}}
 <tr>
 <td class="mono">{{.MAC}}</td>
-<td class="mono">{{.Address}}</td>
+<td class="mono">{{.Addr}}</td>
 <td>{{with .Hostname}}{{.}}{{else}}<span class="none">none</span>{{end}}</td>
 <td>{{with when $.Time .Expiry}}{{.}}{{else}}<span class="none">none</span>{{end}}</td>
 <td>{{.Kind}}</td>

@@ -8,15 +8,18 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gvrouter/gvrouter/services/dhcp4server"
 )
 
 // This file holds the Snapshot sections of the router's own services: the
-// WAN DHCPv4 clients, the LAN DHCPv4 servers and the DNS forwarder. They
-// are plain data: the router copies them from the service packages' Status
-// methods, so this package imports none of them. Their Counters and Drops
-// maps come as they are from each service's Stats (services/svcstats), so
-// a new counter shows here and in the metrics with no change to this
-// package.
+// WAN DHCPv4 clients, the LAN DHCPv4 servers and the DNS forwarder. A
+// section embeds its service's JSON-tagged Status as it is (this package
+// imports the services, never the reverse), adding only what the router
+// knows: the interface, where an upstream came from. Counters and Drops
+// maps come from each service's Stats (services/svcstats), so a new
+// counter or field shows here and in the metrics with no change to this
+// package but the template block that shows it.
 
 // DHCPClient is one interface's DHCPv4 client (RFC 2131) and the lease it
 // holds.
@@ -91,76 +94,16 @@ func (c *DHCPClient) Bound() bool {
 	return false
 }
 
-// DHCPServer is one LAN interface's DHCPv4 server (RFC 2131) and its
-// lease table.
+// DHCPServer is one LAN interface's DHCPv4 server (RFC 2131): the
+// server's own Status with its lease table and counters, encoded as it is.
 type DHCPServer struct {
 	// Interface is the interface served, e.g. "lan".
 	Interface string `json:"interface"`
-	// PoolStart and PoolEnd are the first and last address of the dynamic
-	// range, e.g. 192.168.1.100 and 192.168.1.249.
-	PoolStart netip.Addr `json:"pool_start"`
-	PoolEnd   netip.Addr `json:"pool_end"`
-	// PoolSize is the number of addresses in the range, e.g. 150.
-	PoolSize int `json:"pool_size"`
-	// PoolUsed is how many of them are bound, offered or quarantined,
-	// e.g. 37.
-	PoolUsed int `json:"pool_used"`
-	// Offered is how many of PoolUsed an OFFER holds for now; Declined how
-	// many are quarantined after a DHCPDECLINE (RFC 2131 §4.3.3).
-	Offered  int `json:"offered"`
-	Declined int `json:"declined"`
-	// Leases are the lease table, static leases included, sorted by
-	// address (by the Server).
-	Leases []DHCPLease `json:"leases"`
-	// LeaseFileError is what is wrong with the lease file: the last write
-	// failed, or it was corrupt at start and replaced; "" when nothing is.
-	LeaseFileError string `json:"lease_file_error"`
-	// Counters counts the server's events by name: messages received
-	// (discover, request, decline, release, inform), sent (offer, ack,
-	// nak), and pool_exhausted, expired, lease_writes and the like.
-	Counters map[string]uint64 `json:"counters"`
-	// Drops counts received messages dropped, by reason, e.g.
-	// {"wrong_magic_cookie": 3}.
-	Drops map[string]uint64 `json:"drops"`
+	dhcp4server.Status
 }
 
-// DHCPLease is one row of a DHCPServer's lease table. Hostname comes from
-// the client (option 12) and is shown as text, never as markup.
-type DHCPLease struct {
-	// MAC is the client's hardware address, e.g. "02:00:00:00:01:0a".
-	MAC string `json:"mac"`
-	// Address is the leased address.
-	Address netip.Addr `json:"address"`
-	// Hostname is the static lease's name, else the client's option 12;
-	// "" when none.
-	Hostname string `json:"hostname"`
-	// Expiry is when the lease ends; zero for a static lease whose client
-	// has not been seen.
-	Expiry time.Time `json:"expiry,omitzero"`
-	// Static is true for a lease from the config (by MAC), false for one
-	// from the range.
-	Static bool `json:"static"`
-	// State is "bound", "expired" or "released" (kept as the client's
-	// previous address), or "unused" (a static lease not yet asked for);
-	// "" means bound.
-	State string `json:"state,omitempty"`
-}
-
-// LeaseState returns l.State, "bound" when it is empty.
-func (l *DHCPLease) LeaseState() string {
-	if l.State == "" {
-		return "bound"
-	}
-	return l.State
-}
-
-// Kind returns "static" or "dynamic".
-func (l *DHCPLease) Kind() string {
-	if l.Static {
-		return "static"
-	}
-	return "dynamic"
-}
+// DHCPLease is one row of a DHCPServer's lease table.
+type DHCPLease = dhcp4server.Lease
 
 // DNS is the DNS forwarder: where it listens, where it forwards, and its
 // cache and upstream counters.
@@ -286,7 +229,7 @@ func normalizeServices(snap *Snapshot) {
 		for k := range snap.DHCPServers {
 			s := &snap.DHCPServers[k]
 			s.Leases = append(make([]DHCPLease, 0, len(s.Leases)), s.Leases...)
-			slices.SortStableFunc(s.Leases, func(a, b DHCPLease) int { return a.Address.Compare(b.Address) })
+			slices.SortStableFunc(s.Leases, func(a, b DHCPLease) int { return a.Addr.Compare(b.Addr) })
 			s.Counters = cloneMap(s.Counters)
 			s.Drops = cloneMap(s.Drops)
 		}

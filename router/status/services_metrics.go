@@ -188,7 +188,7 @@ func (c *servicesCollector) Collect(ch chan<- prometheus.Metric) {
 		leases := map[[2]string]int{{"static", "bound"}: 0, {"dynamic", "bound"}: 0}
 		for k := range sv.Leases {
 			l := &sv.Leases[k]
-			leases[[2]string{l.Kind(), l.LeaseState()}]++
+			leases[[2]string{l.Kind(), string(l.LeaseState())}]++
 		}
 		for k, n := range leases {
 			gauge(c.serverLeases, float64(n), sv.Interface, k[0], k[1])

@@ -17,6 +17,7 @@ import (
 	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/status/statustest"
+	"github.com/gvrouter/gvrouter/services/dhcp4server"
 )
 
 // sampled is when newServer's second sample is taken: the page's "now".
@@ -94,7 +95,7 @@ func TestServicesJSON(t *testing.T) {
 	// The Server sorts leases by address.
 	var order []string
 	for _, l := range got.DHCPServers[0].Leases {
-		order = append(order, l.Address.String())
+		order = append(order, l.Addr.String())
 	}
 	if w := "192.168.1.2 192.168.1.3 192.168.1.100 192.168.1.101"; strings.Join(order, " ") != w {
 		t.Errorf("lease order = %v, want %s", order, w)
@@ -107,17 +108,17 @@ func TestServicesJSON(t *testing.T) {
 func TestServicesNormalized(t *testing.T) {
 	a := netip.MustParseAddr
 	leases := []status.DHCPLease{
-		{MAC: "02:00:00:00:00:0b", Address: a("192.168.1.11")},
-		{MAC: "02:00:00:00:00:0a", Address: a("192.168.1.10")},
+		{MAC: dhcp4server.MAC{2, 0, 0, 0, 0, 0x0b}, Addr: a("192.168.1.11")},
+		{MAC: dhcp4server.MAC{2, 0, 0, 0, 0, 0x0a}, Addr: a("192.168.1.10")},
 	}
 	src := &aliasingSource{snap: status.Snapshot{
 		DHCPClients: []status.DHCPClient{{Interface: "wan", State: "selecting"}},
-		DHCPServers: []status.DHCPServer{{Interface: "lan", Leases: leases}},
+		DHCPServers: []status.DHCPServer{{Interface: "lan", Status: dhcp4server.Status{Leases: leases}}},
 		DNS:         &status.DNS{},
 	}}
 	s := status.New(src, nil)
 	s.Sample()
-	if got := src.snap.DHCPServers[0].Leases[0].Address; got != a("192.168.1.11") {
+	if got := src.snap.DHCPServers[0].Leases[0].Addr; got != a("192.168.1.11") {
 		t.Errorf("Source's first lease after a sample = %v, want 192.168.1.11 (unsorted)", got)
 	}
 	raw := body(t, get(t, s.Handler(), "GET", "/api/status"))
@@ -260,7 +261,8 @@ func TestServicesLeaseLost(t *testing.T) {
 func TestServicesPageEscapes(t *testing.T) {
 	snap := servicesSnapshot()
 	snap.DHCPServers[0].Leases[0].Hostname = `<script>alert("x")</script>`
-	snap.DHCPServers[0].Leases[1].MAC = `<img src=x onerror=alert(1)>`
+	// A MAC is bytes (dhcp4server.MAC), so it cannot carry markup.
+	snap.DHCPServers[0].Leases[1].Hostname = `<img src=x onerror=alert(1)>`
 	snap.DHCPServers[0].LeaseFileError = `<b>disk</b>`
 	snap.DHCPClients[0].Domain = `"><iframe src=//evil>`
 	snap.DHCPClients[0].LastError = `NAK: <svg onload=alert(1)>`
@@ -426,7 +428,7 @@ func TestServicesMetricsHistogramWithoutBuckets(t *testing.T) {
 func TestServicesMetricsBadInput(t *testing.T) {
 	snap := servicesSnapshot()
 	snap.DHCPClients = append(snap.DHCPClients, snap.DHCPClients[0])
-	snap.DHCPServers = append(snap.DHCPServers, snap.DHCPServers[0], status.DHCPServer{Interface: "bad\xff", PoolSize: 9})
+	snap.DHCPServers = append(snap.DHCPServers, snap.DHCPServers[0], status.DHCPServer{Interface: "bad\xff", Status: dhcp4server.Status{PoolSize: 9}})
 	snap.DNS.Upstreams = append(snap.DNS.Upstreams, snap.DNS.Upstreams[0])
 	s, _, _ := newServer(t, snap)
 	fams := scrape(t, s)
@@ -444,11 +446,11 @@ func TestServicesMetricsBadInput(t *testing.T) {
 // TestServicesPageLeaseCap checks that a huge lease table is cut at
 // 1,000 rows on the page and whole in the JSON.
 func TestServicesPageLeaseCap(t *testing.T) {
-	snap := status.Snapshot{DHCPServers: []status.DHCPServer{{Interface: "lan", PoolSize: 2000, PoolUsed: 1005}}}
+	snap := status.Snapshot{DHCPServers: []status.DHCPServer{{Interface: "lan", Status: dhcp4server.Status{PoolSize: 2000, PoolUsed: 1005}}}}
 	for i := range 1005 {
 		snap.DHCPServers[0].Leases = append(snap.DHCPServers[0].Leases, status.DHCPLease{
-			MAC:     fmt.Sprintf("02:00:00:00:%02x:%02x", i>>8, i&0xff),
-			Address: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}),
+			MAC:  dhcp4server.MAC{2, 0, 0, 0, byte(i >> 8), byte(i)},
+			Addr: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}),
 		})
 	}
 	s, _, _ := newServer(t, snap)

@@ -91,22 +91,8 @@ func (m *Manager) DHCP4ServersStatus() []status.DHCPServer {
 			continue
 		}
 		st := srv.Status()
-		ss := srv.Stats()
-		d := status.DHCPServer{
-			Interface: s.ifc.Name(),
-			PoolStart: st.RangeStart, PoolEnd: st.RangeEnd,
-			PoolSize: st.PoolSize, PoolUsed: st.PoolUsed,
-			Offered: st.Offered, Declined: st.Declined,
-			LeaseFileError: joinNonEmpty(m.leaseFileProblems[s.ifc.Name()], st.LeaseFileError),
-			Counters:       ss.Counters(),
-			Drops:          ss.DropCounts(),
-		}
-		for _, l := range st.Leases {
-			d.Leases = append(d.Leases, status.DHCPLease{
-				MAC: l.MAC.String(), Address: l.Addr, Hostname: l.Hostname, Expiry: l.Expiry,
-				Static: l.Static, State: string(l.State),
-			})
-		}
+		st.LeaseFileError = joinNonEmpty(m.leaseFileProblems[s.ifc.Name()], st.LeaseFileError)
+		d := status.DHCPServer{Interface: s.ifc.Name(), Status: st}
 		out = append(out, d)
 	}
 	return out

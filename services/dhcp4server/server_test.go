@@ -672,9 +672,9 @@ func TestStatusAndHosts(t *testing.T) {
 		t.Errorf("PoolSize, PoolUsed, Offered = %d, %d, %d, want 5, 3, 1", st.PoolSize, st.PoolUsed, st.Offered)
 	}
 	want := []Lease{
-		{MAC: staticMAC, Addr: staticIP, Hostname: "nas", Static: true, State: LeaseUnused},
-		{MAC: mac(1), Addr: a, Hostname: "desk", Expiry: clk.Now().Add(time.Hour), State: LeaseBound},
-		{MAC: mac(2), Addr: b, Expiry: clk.Now().Add(time.Hour), State: LeaseBound},
+		{MAC: MAC(staticMAC), Addr: staticIP, Hostname: "nas", Static: true, State: LeaseUnused},
+		{MAC: MAC(mac(1)), Addr: a, Hostname: "desk", Expiry: clk.Now().Add(time.Hour), State: LeaseBound},
+		{MAC: MAC(mac(2)), Addr: b, Expiry: clk.Now().Add(time.Hour), State: LeaseBound},
 	}
 	if len(st.Leases) != len(want) {
 		t.Fatalf("Status().Leases = %+v, want %+v", st.Leases, want)

@@ -1,6 +1,8 @@
 package dhcp4server
 
 import (
+	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -37,5 +39,46 @@ func TestCounters(t *testing.T) {
 	}
 	if drops["wrong_magic_cookie"] != 1 {
 		t.Errorf("DropCounts() = %v, want wrong_magic_cookie 1", drops)
+	}
+}
+
+// TestStatusJSON: Status is what /api/status shows for a LAN server
+// (router/status embeds it): the keys page.js and the lab read, a MAC as
+// text, the counters included, and it decodes back as it was.
+func TestStatusJSON(t *testing.T) {
+	s, _ := newTestServer(t, testConfig(5))
+	m, _ := exchange(t, s, bcast(msg(dhcpv4.MessageTypeDiscover, mac(1))))
+	if m == nil {
+		t.Fatal("no OFFER")
+	}
+	st := s.Status()
+	if st.Counters["offer"] != 1 || st.Drops == nil {
+		t.Fatalf("Status() counters %v drops %v, want offer 1 and the drops listed", st.Counters, st.Drops)
+	}
+	st.Leases = []Lease{{MAC: MAC(mac(1)), Addr: st.RangeStart, Hostname: "desk", State: LeaseBound}}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"pool_start", "pool_end", "pool_size", "pool_used", "offered", "declined",
+		"leases", "lease_file_error", "counters", "drops"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("JSON %s has no key %q", raw, k)
+		}
+	}
+	if want := `{"mac":"` + mac(1).String() + `","address":"` + st.RangeStart.String() +
+		`","hostname":"desk","static":false,"state":"bound"}`; string(keys["leases"]) != "["+want+"]" {
+		t.Errorf("JSON leases = %s, want [%s]", keys["leases"], want)
+	}
+	var back Status
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(st, back) {
+		t.Errorf("Status after a JSON round trip = %+v, want %+v", back, st)
 	}
 }

@@ -3,12 +3,14 @@ package statustest
 
 import (
 	"maps"
+	"net"
 	"net/netip"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/services/dhcp4server"
 )
 
 // Source is a status.Source that returns whatever was last Set. It is safe
@@ -149,17 +151,26 @@ func WithServices(snap status.Snapshot, now time.Time) status.Snapshot {
 		Counters: map[string]uint64{"discover": 1, "offer": 1, "request": 3, "ack": 3, "renew": 2},
 		Drops:    map[string]uint64{"wrong_xid": 2},
 	}}
+	mac := func(s string) dhcp4server.MAC {
+		hw, err := net.ParseMAC(s)
+		if err != nil {
+			panic(err)
+		}
+		return dhcp4server.MAC(hw)
+	}
 	snap.DHCPServers = []status.DHCPServer{{
-		Interface: "lan", PoolStart: a("192.168.1.100"), PoolEnd: a("192.168.1.249"),
-		PoolSize: 150, PoolUsed: 37, Offered: 1, Declined: 1,
-		Leases: []status.DHCPLease{
-			{MAC: "02:00:00:00:01:0a", Address: a("192.168.1.100"), Hostname: "laptop", Expiry: now.Add(11 * time.Hour).Truncate(time.Second)},
-			{MAC: "02:00:00:00:01:0b", Address: a("192.168.1.101"), Hostname: "phone", Expiry: now.Add(-5 * time.Minute).Truncate(time.Second), State: "expired"},
-			{MAC: "02:00:00:00:01:02", Address: a("192.168.1.2"), Hostname: "nas", Expiry: now.Add(12 * time.Hour).Truncate(time.Second), Static: true, State: "bound"},
-			{MAC: "02:00:00:00:01:03", Address: a("192.168.1.3"), Hostname: "printer", Static: true, State: "unused"},
+		Interface: "lan", Status: dhcp4server.Status{
+			RangeStart: a("192.168.1.100"), RangeEnd: a("192.168.1.249"),
+			PoolSize: 150, PoolUsed: 37, Offered: 1, Declined: 1,
+			Leases: []status.DHCPLease{
+				{MAC: mac("02:00:00:00:01:0a"), Addr: a("192.168.1.100"), Hostname: "laptop", Expiry: now.Add(11 * time.Hour).Truncate(time.Second)},
+				{MAC: mac("02:00:00:00:01:0b"), Addr: a("192.168.1.101"), Hostname: "phone", Expiry: now.Add(-5 * time.Minute).Truncate(time.Second), State: "expired"},
+				{MAC: mac("02:00:00:00:01:02"), Addr: a("192.168.1.2"), Hostname: "nas", Expiry: now.Add(12 * time.Hour).Truncate(time.Second), Static: true, State: "bound"},
+				{MAC: mac("02:00:00:00:01:03"), Addr: a("192.168.1.3"), Hostname: "printer", Static: true, State: "unused"},
+			},
+			Counters: map[string]uint64{"discover": 40, "offer": 40, "request": 120, "ack": 118, "nak": 2, "release": 3},
+			Drops:    map[string]uint64{"wrong_magic_cookie": 3, "malformed": 0},
 		},
-		Counters: map[string]uint64{"discover": 40, "offer": 40, "request": 120, "ack": 118, "nak": 2, "release": 3},
-		Drops:    map[string]uint64{"wrong_magic_cookie": 3, "malformed": 0},
 	}}
 	snap.DNS = &status.DNS{
 		Listen:    []string{"192.168.1.1:53"},
