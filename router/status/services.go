@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gvrouter/gvrouter/services/dhcp4server"
+	"github.com/gvrouter/gvrouter/services/dnsforward"
 )
 
 // This file holds the Snapshot sections of the router's own services: the
@@ -105,53 +106,19 @@ type DHCPServer struct {
 // DHCPLease is one row of a DHCPServer's lease table.
 type DHCPLease = dhcp4server.Lease
 
-// DNS is the DNS forwarder: where it listens, where it forwards, and its
-// cache and upstream counters.
+// DNS is the DNS forwarder: its own Status (where it listens, its cache
+// and upstream counters) encoded as it is, with the upstreams and where
+// each came from.
 //
-// Upstream latency is a histogram: LatencySum and LatencyCount are
-// required and give the mean; LatencyBuckets are optional cumulative
-// buckets. The metrics export it as the histogram
-// gvrouter_dns_upstream_latency_seconds, with only the +Inf bucket (its
-// count) when LatencyBuckets is empty.
+// Upstream latency is a histogram: LatencySum and LatencyCount give the
+// mean; LatencyBuckets are optional cumulative buckets. The metrics
+// export it as the histogram gvrouter_dns_upstream_latency_seconds, with
+// only the +Inf bucket (its count) when LatencyBuckets is empty.
 type DNS struct {
-	// Listen are the addresses served, e.g. ["192.168.1.1:53"] (UDP and
-	// TCP on each).
-	Listen []string `json:"listen"`
-	// Upstreams are the servers queries are forwarded to, in order.
+	dnsforward.Status
+	// Upstreams are the servers queries are forwarded to, in order, with
+	// their source (Status.Upstreams without it).
 	Upstreams []DNSUpstream `json:"upstreams"`
-	// Queries counts queries received from clients, by transport: "udp"
-	// and "tcp".
-	Queries map[string]uint64 `json:"queries"`
-	// CacheHits counts queries answered from the cache (negative answers,
-	// RFC 2308, included); CacheMisses those that were not and were
-	// forwarded or answered locally.
-	CacheHits   uint64 `json:"cache_hits"`
-	CacheMisses uint64 `json:"cache_misses"`
-	// CacheEntries is the number of answers cached now; CacheMax the
-	// cache's bound (0 when unknown).
-	CacheEntries int `json:"cache_entries"`
-	CacheMax     int `json:"cache_max"`
-	// LocalAnswers counts queries answered from the leases and static
-	// hosts (A and PTR), never forwarded.
-	LocalAnswers uint64 `json:"local_answers"`
-	// InFlight is the number of upstream queries awaiting an answer now.
-	InFlight int `json:"in_flight"`
-	// UpstreamQueries counts queries sent upstream, TCP retries after TC
-	// included.
-	UpstreamQueries uint64 `json:"upstream_queries"`
-	// UpstreamErrors counts failed upstream queries by kind: "timeout",
-	// "network", "servfail", "refused", "malformed" and the like.
-	UpstreamErrors map[string]uint64 `json:"upstream_errors"`
-	// LatencySum is the total time, in seconds, upstreams took to answer
-	// the LatencyCount answered queries.
-	LatencySum   float64 `json:"latency_sum_seconds"`
-	LatencyCount uint64  `json:"latency_count"`
-	// LatencyBuckets are optional cumulative latency buckets sorted by LE,
-	// without +Inf (that is LatencyCount).
-	LatencyBuckets []LatencyBucket `json:"latency_buckets,omitempty"`
-	// Drops counts messages dropped, by reason, e.g. {"malformed": 2,
-	// "answer_mismatch": 1, "in_flight_full": 0}.
-	Drops map[string]uint64 `json:"drops"`
 
 	// Rates are the current rates (set by the Server).
 	Rates DNSRates `json:"rates"`
@@ -168,10 +135,7 @@ type DNSUpstream struct {
 
 // LatencyBucket is one cumulative histogram bucket: Count observations
 // took at most LE seconds.
-type LatencyBucket struct {
-	LE    float64 `json:"le"`
-	Count uint64  `json:"count"`
-}
+type LatencyBucket = dnsforward.LatencyBucket
 
 // DNSRates are the forwarder's rates over the last sample interval.
 type DNSRates struct {
@@ -236,7 +200,8 @@ func normalizeServices(snap *Snapshot) {
 	}
 	if d := snap.DNS; d != nil {
 		n := *d
-		n.Listen = append(make([]string, 0, len(d.Listen)), d.Listen...)
+		n.Listen = append(make([]netip.AddrPort, 0, len(d.Listen)), d.Listen...)
+		n.Status.Upstreams = slices.Clone(d.Status.Upstreams)
 		n.Upstreams = append(make([]DNSUpstream, 0, len(d.Upstreams)), d.Upstreams...)
 		if d.LatencyBuckets != nil {
 			n.LatencyBuckets = slices.Clone(d.LatencyBuckets)

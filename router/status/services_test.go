@@ -18,6 +18,7 @@ import (
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/status/statustest"
 	"github.com/gvrouter/gvrouter/services/dhcp4server"
+	"github.com/gvrouter/gvrouter/services/dnsforward"
 )
 
 // sampled is when newServer's second sample is taken: the page's "now".
@@ -147,14 +148,14 @@ func TestServicesNormalized(t *testing.T) {
 
 // TestServicesDNSRate checks queries_per_second between two samples.
 func TestServicesDNSRate(t *testing.T) {
-	snap := status.Snapshot{DNS: &status.DNS{Queries: map[string]uint64{"udp": 100, "tcp": 10}}}
+	snap := status.Snapshot{DNS: &status.DNS{Status: dnsforward.Status{Queries: map[string]uint64{"udp": 100, "tcp": 10}}}}
 	src := statustest.New(snap)
 	clk := fakeclock.NewAt(t0)
 	s := status.New(src, nil)
 	s.SetClock(clk.Now)
 	s.Sample()
 	clk.Forward(2 * time.Second)
-	snap.DNS = &status.DNS{Queries: map[string]uint64{"udp": 150, "tcp": 20}}
+	snap.DNS = &status.DNS{Status: dnsforward.Status{Queries: map[string]uint64{"udp": 150, "tcp": 20}}}
 	src.Set(snap)
 	if got := s.Sample().DNS.Rates.QueriesPerSecond; got != 30 {
 		t.Errorf("QueriesPerSecond over 60 queries in 2 s = %v, want 30", got)
@@ -415,7 +416,7 @@ func TestServicesMetrics(t *testing.T) {
 // TestServicesMetricsHistogramWithoutBuckets checks that sum and count
 // alone give a histogram with only the +Inf bucket.
 func TestServicesMetricsHistogramWithoutBuckets(t *testing.T) {
-	s, _, _ := newServer(t, status.Snapshot{DNS: &status.DNS{LatencySum: 1.5, LatencyCount: 3}})
+	s, _, _ := newServer(t, status.Snapshot{DNS: &status.DNS{Status: dnsforward.Status{LatencySum: 1.5, LatencyCount: 3}}})
 	f := scrape(t, s)["gvrouter_dns_upstream_latency_seconds"]
 	h := f.GetMetric()[0].GetHistogram()
 	if b := h.GetBucket(); h.GetSampleCount() != 3 || h.GetSampleSum() != 1.5 || len(b) != 1 || b[0].GetCumulativeCount() != 3 {

@@ -1,6 +1,7 @@
 package dnsforward
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -37,5 +38,48 @@ func TestCounters(t *testing.T) {
 	}
 	if got := s.Counters("upstream_errors")["no_upstream"]; got == 0 {
 		t.Errorf(`Counters("upstream_errors") = %v, want no_upstream counted`, s.Counters("upstream_errors"))
+	}
+}
+
+// TestStatusJSON: Status is what /api/status shows for the forwarder
+// (router/status embeds it): the keys page.js and the lab read, the
+// counters by group, and the upstreams left to the router (which adds
+// their source).
+func TestStatusJSON(t *testing.T) {
+	f := startForwarder(t, Config{MaxEntries: 500}) // no upstream: SERVFAIL, counted
+	if r := f.ask(t, "udp", question("www.example.", dns.TypeA)); r.Rcode != dns.RcodeServerFailure {
+		t.Fatalf("answer %v, want SERVFAIL", r)
+	}
+	st := f.Status()
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Listen         []string          `json:"listen"`
+		Queries        map[string]uint64 `json:"queries"`
+		UpstreamErrors map[string]uint64 `json:"upstream_errors"`
+		Drops          map[string]uint64 `json:"drops"`
+		CacheMax       int               `json:"cache_max"`
+		LatencyBuckets []LatencyBucket   `json:"latency_buckets"`
+		Upstreams      any               `json:"upstreams"`
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Listen) != len(st.Listen) || got.Queries["udp"] != 1 || got.UpstreamErrors["no_upstream"] != 1 ||
+		len(got.Drops) != 5 || got.CacheMax != 500 || len(got.LatencyBuckets) != len(LatencyBuckets) || got.Upstreams != nil {
+		t.Errorf("JSON %s: want listen %v, queries udp 1, upstream_errors no_upstream 1, five drops, cache_max 500, %d latency buckets, no upstreams",
+			raw, st.Listen, len(LatencyBuckets))
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"cache_hits", "cache_misses", "cache_entries", "local_answers", "in_flight",
+		"upstream_queries", "latency_sum_seconds", "latency_count"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("JSON %s has no key %q", raw, k)
+		}
 	}
 }

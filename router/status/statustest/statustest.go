@@ -11,6 +11,7 @@ import (
 
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/services/dhcp4server"
+	"github.com/gvrouter/gvrouter/services/dnsforward"
 )
 
 // Source is a status.Source that returns whatever was last Set. It is safe
@@ -119,6 +120,7 @@ func Clone(snap status.Snapshot) status.Snapshot {
 	if d := snap.DNS; d != nil {
 		n := *d
 		n.Listen = slices.Clone(d.Listen)
+		n.Status.Upstreams = slices.Clone(d.Status.Upstreams)
 		n.Upstreams = slices.Clone(d.Upstreams)
 		n.LatencyBuckets = slices.Clone(d.LatencyBuckets)
 		n.Queries = maps.Clone(d.Queries)
@@ -173,15 +175,17 @@ func WithServices(snap status.Snapshot, now time.Time) status.Snapshot {
 		},
 	}}
 	snap.DNS = &status.DNS{
-		Listen:    []string{"192.168.1.1:53"},
+		Status: dnsforward.Status{
+			Listen:    []netip.AddrPort{netip.MustParseAddrPort("192.168.1.1:53")},
+			Queries:   map[string]uint64{"udp": 12_000, "tcp": 40},
+			CacheHits: 9_000, CacheMisses: 3_040, CacheEntries: 812, CacheMax: 10_000,
+			LocalAnswers: 150, InFlight: 2, UpstreamQueries: 2_900,
+			UpstreamErrors: map[string]uint64{"timeout": 4, "servfail": 1},
+			LatencySum:     2_900 * 0.0123, LatencyCount: 2_900,
+			LatencyBuckets: []status.LatencyBucket{{LE: 0.005, Count: 1_000}, {LE: 0.025, Count: 2_500}, {LE: 0.1, Count: 2_880}, {LE: 1, Count: 2_899}},
+			Drops:          map[string]uint64{"malformed": 2, "answer_mismatch": 1},
+		},
 		Upstreams: []status.DNSUpstream{{Address: "198.51.100.53:53", Source: "dhcp"}, {Address: "198.51.100.54:53", Source: "dhcp"}},
-		Queries:   map[string]uint64{"udp": 12_000, "tcp": 40},
-		CacheHits: 9_000, CacheMisses: 3_040, CacheEntries: 812, CacheMax: 10_000,
-		LocalAnswers: 150, InFlight: 2, UpstreamQueries: 2_900,
-		UpstreamErrors: map[string]uint64{"timeout": 4, "servfail": 1},
-		LatencySum:     2_900 * 0.0123, LatencyCount: 2_900,
-		LatencyBuckets: []status.LatencyBucket{{LE: 0.005, Count: 1_000}, {LE: 0.025, Count: 2_500}, {LE: 0.1, Count: 2_880}, {LE: 1, Count: 2_899}},
-		Drops:          map[string]uint64{"malformed": 2, "answer_mismatch": 1},
 	}
 	return snap
 }
