@@ -329,8 +329,9 @@ func (l *lab) wanLeaseProof(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if c.State != "bound" || c.Address != wanRouter4 {
-		return "", fmt.Errorf("WAN client %s with %v, want bound to %s", c.State, c.Address, wanRouter4)
+	lease := c.Held()
+	if c.State != "bound" || lease.Addr != wanRouter4 {
+		return "", fmt.Errorf("WAN client %s with %v, want bound to %s", c.State, lease.Addr, wanRouter4)
 	}
 	if !hasRoute(snap, farNet.String(), wanHost4.Addr().String(), c.Interface) {
 		return "", fmt.Errorf("the option 121 route to %s is not in the router's table %v", farNet, snap.Routes)
@@ -338,8 +339,8 @@ func (l *lab) wanLeaseProof(ctx context.Context) (string, error) {
 	if !strings.Contains(l.ispLog(), "DHCPACK("+hostIf+") "+wanRouter4.Addr().String()) {
 		return "", fmt.Errorf("the ISP's log has no DHCPACK of %s", wanRouter4.Addr())
 	}
-	return fmt.Sprintf("%s from %s, %d routes (option 121), renew at %s", c.Address, c.Server, len(c.Routes),
-		c.Renew.Format(time.TimeOnly)), nil
+	return fmt.Sprintf("%s from %s, %d routes (option 121), renew at %s", lease.Addr, lease.Server, len(lease.Routes),
+		lease.T1.Format(time.TimeOnly)), nil
 }
 
 // lanLeaseProof runs busybox udhcpc once on the LAN host against the

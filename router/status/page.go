@@ -235,7 +235,7 @@ footer a { color: inherit; }
 <div class="card"><div class="k">Connections</div><div class="v">{{num .Flows}}</div><div class="sub">of {{num .Max}}; {{num .Offloaded}} on the fast path</div></div>
 {{- end}}
 {{- range .DHCPClients}}
-<div class="card"><div class="k">address on {{.Interface}}</div><div class="v mono">{{if .Address.IsValid}}{{.Address}}{{else}}no lease{{end}}</div><div class="sub">{{or .State "unknown"}}{{with when $.Time .Expiry}}, until {{.}}{{end}}</div></div>
+<div class="card"><div class="k">address on {{.Interface}}</div><div class="v mono">{{if .Addr.IsValid}}{{.Addr}}{{else}}no lease{{end}}</div><div class="sub">{{or .State "unknown"}}{{with when $.Time .Expiry}}, until {{.}}{{end}}</div></div>
 {{- end}}
 </div>
 {{- end}}
@@ -470,16 +470,16 @@ footer a { color: inherit; }
 {{- if .LastError}}
 <tr><td>last error</td><td class="drops">{{.LastError}}</td></tr>
 {{- end}}
-<tr><td>address</td><td class="mono">{{if .Address.IsValid}}{{.Address}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>address</td><td class="mono">{{if .Addr.IsValid}}{{.Addr}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>server</td><td class="mono">{{if .Server.IsValid}}{{.Server}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>routers</td><td class="mono">{{with addrs .Routers}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
-<tr><td>routes</td><td class="mono">{{range .Routes}}<div>{{.To}} {{if .Via}}via {{.Via}}{{else}}on-link{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>routes</td><td class="mono">{{range .Routes}}<div>{{.Dst}} {{if and .Via.IsValid (not .Via.IsUnspecified)}}via {{.Via}}{{else}}on-link{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>DNS</td><td class="mono">{{with addrs .DNS}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>domain</td><td class="mono">{{with .Domain}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>MTU</td><td>{{with .MTU}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>acquired</td><td>{{with when $.Time .Acquired}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
-<tr><td>renew (T1)</td><td>{{with when $.Time .Renew}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
-<tr><td>rebind (T2)</td><td>{{with when $.Time .Rebind}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>renew (T1)</td><td>{{with when $.Time .T1}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>rebind (T2)</td><td>{{with when $.Time .T2}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>expiry</td><td>{{with when $.Time .Expiry}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>events</td><td class="drops-cell">{{template "counts" .Counters}}</td></tr>
 <tr><td>drops</td><td class="drops-cell">{{template "drops" .Drops}}</td></tr>

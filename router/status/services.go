@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gvrouter/gvrouter/services/dhcp4client"
 	"github.com/gvrouter/gvrouter/services/dhcp4server"
 	"github.com/gvrouter/gvrouter/services/dnsforward"
 )
@@ -22,60 +23,16 @@ import (
 // counter or field shows here and in the metrics with no change to this
 // package but the template block that shows it.
 
-// DHCPClient is one interface's DHCPv4 client (RFC 2131) and the lease it
-// holds.
+// DHCPClient is one interface's DHCPv4 client (RFC 2131): the client's
+// own Status, with the lease it holds and its counters, encoded as it
+// is. The Server's copy always has a Lease, zero when the client holds
+// none (Addr invalid), so the JSON keeps its keys and the page needs no
+// nil checks.
 type DHCPClient struct {
 	// Interface is the interface the client runs on, e.g. "wan" or
 	// "eth0.2".
 	Interface string `json:"interface"`
-	// State is the RFC 2131 §4.4 state in lower case: "init",
-	// "selecting", "requesting", "bound", "renewing", "rebinding",
-	// "init-reboot" or "rebooting" (see DHCPClientStates).
-	State string `json:"state"`
-	// Address is the leased address with the subnet mask (option 1), e.g.
-	// 198.51.100.2/24; zero (JSON "") when the client holds no lease.
-	Address netip.Prefix `json:"address"`
-	// Server is the server identifier (option 54); zero when none.
-	Server netip.Addr `json:"server"`
-	// Routers are the routers of option 3, in the server's order.
-	Routers []netip.Addr `json:"routers"`
-	// Routes are the classless static routes of option 121 (RFC 3442),
-	// which replace Routers when present, e.g. {To: "0.0.0.0/0", Via:
-	// "198.51.100.1"}; Dev is left empty (it is Interface).
-	Routes []Route `json:"routes"`
-	// DNS are the domain name servers of option 6.
-	DNS []netip.Addr `json:"dns"`
-	// Domain is the domain name of option 15, e.g. "isp.example"; "" when
-	// none.
-	Domain string `json:"domain"`
-	// MTU is the interface MTU of option 26 as applied, e.g. 1492; 0 when
-	// the lease has none or it was ignored (below the family's minimum,
-	// counted as the "mtu_ignored" event).
-	MTU int `json:"mtu"`
-	// Acquired is when the lease was last acknowledged (the DHCPACK that
-	// bound or extended it); zero when none.
-	Acquired time.Time `json:"acquired,omitzero"`
-	// Renew is T1 (option 58, RFC 2131 §4.4.5): when the client unicasts a
-	// DHCPREQUEST to Server; zero when no lease.
-	Renew time.Time `json:"renew,omitzero"`
-	// Rebind is T2 (option 59): when the client broadcasts a DHCPREQUEST
-	// to any server; zero when no lease.
-	Rebind time.Time `json:"rebind,omitzero"`
-	// Expiry is when the lease (option 51) ends and the address is
-	// removed; zero when no lease.
-	Expiry time.Time `json:"expiry,omitzero"`
-	// LastError says why the client lost or could not get a lease, e.g.
-	// "lease lost at 12:00:01: expired" or "DHCPNAK from 198.51.100.1";
-	// "" when nothing went wrong since the last lease was bound. The page
-	// shows it as a notice.
-	LastError string `json:"last_error"`
-	// Counters counts the client's events by name: messages sent
-	// (discover, request, decline, release), received (offer, ack, nak),
-	// and renew, rebind, expired, mtu_ignored and the like.
-	Counters map[string]uint64 `json:"counters"`
-	// Drops counts received messages the client dropped, by reason, e.g.
-	// {"wrong_xid": 2, "malformed": 1}.
-	Drops map[string]uint64 `json:"drops"`
+	dhcp4client.Status
 }
 
 // DHCPClientStates are the client states of RFC 2131 §4.4 (figure 5) as
@@ -83,6 +40,15 @@ type DHCPClient struct {
 // for each.
 var DHCPClientStates = []string{
 	"init", "selecting", "requesting", "bound", "renewing", "rebinding", "init-reboot", "rebooting",
+}
+
+// Held returns the lease the client holds, zero (Addr invalid) when
+// none; unlike the embedded Lease it is never nil.
+func (c *DHCPClient) Held() dhcp4client.Lease {
+	if c.Lease == nil {
+		return dhcp4client.Lease{}
+	}
+	return *c.Lease
 }
 
 // Bound reports whether the client holds a lease it may use: bound,
@@ -181,9 +147,15 @@ func normalizeServices(snap *Snapshot) {
 		snap.DHCPClients = slices.Clone(snap.DHCPClients)
 		for k := range snap.DHCPClients {
 			c := &snap.DHCPClients[k]
-			c.Routers = cloneAddrs(c.Routers)
-			c.DNS = cloneAddrs(c.DNS)
-			c.Routes = append(make([]Route, 0, len(c.Routes)), c.Routes...)
+			l := dhcp4client.Lease{}
+			if c.Lease != nil {
+				l = *c.Lease
+			}
+			l.ServerMAC = slices.Clone(l.ServerMAC)
+			l.Routers = cloneAddrs(l.Routers)
+			l.DNS = cloneAddrs(l.DNS)
+			l.Routes = append(make([]dhcp4client.Route, 0, len(l.Routes)), l.Routes...)
+			c.Lease = &l
 			c.Counters = cloneMap(c.Counters)
 			c.Drops = cloneMap(c.Drops)
 		}

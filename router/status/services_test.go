@@ -17,6 +17,7 @@ import (
 	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/status/statustest"
+	"github.com/gvrouter/gvrouter/services/dhcp4client"
 	"github.com/gvrouter/gvrouter/services/dhcp4server"
 	"github.com/gvrouter/gvrouter/services/dnsforward"
 )
@@ -113,7 +114,7 @@ func TestServicesNormalized(t *testing.T) {
 		{MAC: dhcp4server.MAC{2, 0, 0, 0, 0, 0x0a}, Addr: a("192.168.1.10")},
 	}
 	src := &aliasingSource{snap: status.Snapshot{
-		DHCPClients: []status.DHCPClient{{Interface: "wan", State: "selecting"}},
+		DHCPClients: []status.DHCPClient{{Interface: "wan", Status: dhcp4client.Status{State: "selecting"}}},
 		DHCPServers: []status.DHCPServer{{Interface: "lan", Status: dhcp4server.Status{Leases: leases}}},
 		DNS:         &status.DNS{},
 	}}
@@ -219,9 +220,7 @@ func TestServicesLeaseLost(t *testing.T) {
 	snap := servicesSnapshot()
 	c := &snap.DHCPClients[0]
 	c.State = "selecting"
-	c.Address, c.Server = netip.Prefix{}, netip.Addr{}
-	c.Routers, c.Routes, c.DNS, c.Domain, c.MTU = nil, nil, nil, "", 0
-	c.Acquired, c.Renew, c.Rebind, c.Expiry = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	c.Lease = nil // as the client reports it: no lease
 	c.LastError = "lease lost at 12:00:01: expired"
 	s, _, _ := newServer(t, snap)
 	page := body(t, get(t, s.Handler(), "GET", "/"))

@@ -2,7 +2,6 @@ package svc
 
 import (
 	"net/netip"
-	"strings"
 
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
@@ -140,22 +139,9 @@ func (m *Manager) DHCP4ClientsStatus(lost func(iface string) string) []status.DH
 			continue
 		}
 		st := cl.Status()
-		ss := cl.Stats()
 		iface := s.ifc.Name()
-		c := status.DHCPClient{
-			Interface: iface,
-			State:     strings.ToLower(st.State),
-			LastError: joinNonEmpty(lost(iface), joinNonEmpty(st.LastError, st.LeaseFileError)),
-			Counters:  ss.Counters(),
-			Drops:     ss.DropCounts(),
-		}
-		if l := st.Lease; l != nil {
-			c.Address, c.Server, c.Routers, c.DNS, c.Domain, c.MTU = l.Addr, l.Server, l.Routers, l.DNS, l.Domain, l.MTU
-			c.Acquired, c.Renew, c.Rebind, c.Expiry = l.Acquired, l.T1, l.T2, l.Expiry
-			for _, rt := range l.Routes {
-				c.Routes = append(c.Routes, status.Route{To: rt.Dst.String(), Via: rt.Via.String()})
-			}
-		}
+		st.LastError = joinNonEmpty(lost(iface), joinNonEmpty(st.LastError, st.LeaseFileError))
+		c := status.DHCPClient{Interface: iface, Status: st}
 		out = append(out, c)
 	}
 	return out

@@ -227,7 +227,7 @@ func New(cfg Config) (*Client, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{cfg: cfg, clock: cfg.Clock, rnd: cfg.Rand, log: log}
-	c.status.State = Init.String()
+	c.status.State = strings.ToLower(Init.String())
 	return c, nil
 }
 
@@ -240,6 +240,7 @@ func (c *Client) Status() Status {
 	defer c.mu.Unlock()
 	s := c.status
 	s.Lease = s.Lease.clone()
+	s.Counters, s.Drops = c.stats.Counters(), c.stats.DropCounts()
 	return s
 }
 
@@ -317,7 +318,7 @@ func (c *Client) Run(ctx context.Context) error {
 func (c *Client) publish() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.status.State = c.state.String()
+	c.status.State = strings.ToLower(c.state.String())
 	c.status.Since = c.since
 	c.status.Lease = c.lease.clone()
 	c.status.Next = c.next

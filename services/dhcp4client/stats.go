@@ -60,25 +60,36 @@ func (d *Drops) Total() uint64 {
 		d.Type.Load() + d.ServerID.Load() + d.ClientID.Load() + d.Address.Load() + d.LeaseTime.Load()
 }
 
-// Status is a snapshot of a Client for the status page.
+// Status is a snapshot of a Client: the status page shows it and
+// /api/status encodes it as it is (router/status DHCPClient), so a new
+// field or counter needs no glue in the router.
 type Status struct {
-	// State is the RFC 2131 state name, e.g. "BOUND".
-	State string
+	// State is the RFC 2131 §4.4 state in lower case, e.g. "bound",
+	// "init-reboot"; "stopped" once Run returned.
+	State string `json:"state"`
 	// Since is when the client entered State.
-	Since time.Time
+	Since time.Time `json:"since,omitzero"`
 	// Lease is the applied lease, nil when there is none. Its times are
-	// T1, T2 and Expiry.
-	Lease *Lease
+	// T1, T2 and Expiry. Its fields are at the top of the JSON object
+	// (address, server, routers, routes, dns, domain, mtu, acquired,
+	// renew, rebind, expiry), left out when there is no lease.
+	*Lease
 	// Offered is the address being asked for in REQUESTING or REBOOTING.
-	Offered netip.Addr
+	Offered netip.Addr `json:"offered"`
 	// Next is when the client next acts by itself (a retransmission, T1,
 	// T2, expiry, the end of a wait); zero when it only waits for Run.
-	Next time.Time
+	Next time.Time `json:"next,omitzero"`
 	// LastError is the last error the client logged (a failed send, a
-	// failed probe, a lease file error), "" if none.
-	LastError string
+	// failed probe, a lease file error), "" if none. The router adds the
+	// note of a lost lease.
+	LastError string `json:"last_error"`
 	// LeaseFileError is the last lease file error (a corrupt or truncated
 	// file, which was ignored and is replaced at the next DHCPACK, or a
 	// failed write), "" if none.
-	LeaseFileError string
+	LeaseFileError string `json:"lease_file_error"`
+	// Counters are Stats.Counters: messages sent and received, renew,
+	// rebind, expired, mtu_ignored and the like.
+	Counters map[string]uint64 `json:"counters"`
+	// Drops are Stats.DropCounts, e.g. {"wrong_xid": 2}.
+	Drops map[string]uint64 `json:"drops"`
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/services/dhcp4client"
 	"github.com/gvrouter/gvrouter/services/dhcp4server"
 	"github.com/gvrouter/gvrouter/services/dnsforward"
 )
@@ -101,9 +102,14 @@ func Clone(snap status.Snapshot) status.Snapshot {
 		snap.DHCPClients = slices.Clone(snap.DHCPClients)
 		for k := range snap.DHCPClients {
 			c := &snap.DHCPClients[k]
-			c.Routers = slices.Clone(c.Routers)
-			c.Routes = slices.Clone(c.Routes)
-			c.DNS = slices.Clone(c.DNS)
+			if l := c.Lease; l != nil {
+				n := *l
+				n.ServerMAC = slices.Clone(l.ServerMAC)
+				n.Routers = slices.Clone(l.Routers)
+				n.Routes = slices.Clone(l.Routes)
+				n.DNS = slices.Clone(l.DNS)
+				c.Lease = &n
+			}
 			c.Counters = maps.Clone(c.Counters)
 			c.Drops = maps.Clone(c.Drops)
 		}
@@ -140,18 +146,27 @@ func WithServices(snap status.Snapshot, now time.Time) status.Snapshot {
 	a := netip.MustParseAddr
 	acquired := now.Add(-2 * time.Hour).Truncate(time.Second)
 	snap.DHCPClients = []status.DHCPClient{{
-		Interface: "wan", State: "bound",
-		Address: netip.MustParsePrefix("198.51.100.2/30"), Server: a("198.51.100.1"),
-		Routers: []netip.Addr{a("198.51.100.1")},
-		Routes:  []status.Route{{To: "0.0.0.0/0", Via: "198.51.100.1"}, {To: "203.0.113.0/24", Via: "198.51.100.1"}},
-		DNS:     []netip.Addr{a("198.51.100.53"), a("198.51.100.54")},
-		Domain:  "isp.example", MTU: 1492,
-		Acquired: acquired,
-		Renew:    now.Add(3*time.Hour + 2*time.Minute).Truncate(time.Second),
-		Rebind:   acquired.Add(8*time.Hour + 45*time.Minute),
-		Expiry:   acquired.Add(10 * time.Hour),
-		Counters: map[string]uint64{"discover": 1, "offer": 1, "request": 3, "ack": 3, "renew": 2},
-		Drops:    map[string]uint64{"wrong_xid": 2},
+		Interface: "wan",
+		Status: dhcp4client.Status{
+			State: "bound",
+			Lease: &dhcp4client.Lease{
+				Addr: netip.MustParsePrefix("198.51.100.2/30"), Server: a("198.51.100.1"),
+				Routers: []netip.Addr{a("198.51.100.1")},
+				Routes: []dhcp4client.Route{
+					{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: a("198.51.100.1")},
+					{Dst: netip.MustParsePrefix("203.0.113.0/24"), Via: a("198.51.100.1")},
+				},
+				DNS:      []netip.Addr{a("198.51.100.53"), a("198.51.100.54")},
+				Domain:   "isp.example",
+				MTU:      1492,
+				Acquired: acquired,
+				T1:       now.Add(3*time.Hour + 2*time.Minute).Truncate(time.Second),
+				T2:       acquired.Add(8*time.Hour + 45*time.Minute),
+				Expiry:   acquired.Add(10 * time.Hour),
+			},
+			Counters: map[string]uint64{"discover": 1, "offer": 1, "request": 3, "ack": 3, "renew": 2},
+			Drops:    map[string]uint64{"wrong_xid": 2},
+		},
 	}}
 	mac := func(s string) dhcp4server.MAC {
 		hw, err := net.ParseMAC(s)
