@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gvrouter/gvrouter/services/dhcp6server"
 )
 
 // This file holds the Snapshot sections of home-network IPv6: the
@@ -118,13 +120,11 @@ type RAAdvertiser struct {
 	Drops    map[string]uint64 `json:"drops"`
 }
 
-// DHCPv6Server is the stateless DHCPv6 server of a lan interface.
+// DHCPv6Server is the stateless DHCPv6 server of a lan interface: its
+// own Status (options in force, counters) encoded as it is.
 type DHCPv6Server struct {
-	Interface string            `json:"interface"`
-	DNS       []netip.Addr      `json:"dns"`
-	Domains   []string          `json:"domains"`
-	Counters  map[string]uint64 `json:"counters"`
-	Drops     map[string]uint64 `json:"drops"`
+	Interface string `json:"interface"`
+	dhcp6server.Status
 }
 
 // IPv6 is the Snapshot's home-network IPv6 section.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/services/dhcp6server"
 )
 
 // ipv6Snapshot is servicesSnapshot with every IPv6 section filled.
@@ -43,8 +44,8 @@ func ipv6Snapshot() status.Snapshot {
 			RouterLifetime: 30 * time.Minute, MTU: 1500,
 			Counters: map[string]uint64{"sent": 7, "solicited_sent": 2, "rs_received": 3}, Drops: map[string]uint64{"option_length_zero": 5},
 		}},
-		DHCPv6Servers: []status.DHCPv6Server{{Interface: "lan", DNS: []netip.Addr{a("2001:db8:aa00:1::1")}, Domains: []string{"lan"},
-			Counters: map[string]uint64{"information_request": 9}, Drops: map[string]uint64{"stateful_ignored": 1}}},
+		DHCPv6Servers: []status.DHCPv6Server{{Interface: "lan", Status: dhcp6server.Status{DNS: []netip.Addr{a("2001:db8:aa00:1::1")}, Domains: []string{"lan"},
+			Counters: map[string]uint64{"information_request": 9}, Drops: map[string]uint64{"stateful_ignored": 1}}}},
 	}
 	return snap
 }

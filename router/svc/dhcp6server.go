@@ -110,13 +110,7 @@ func (m *Manager) DHCP6ServersStatus() []status.DHCPv6Server {
 		if !ok {
 			continue
 		}
-		st := srv.Status()
-		ss := srv.Stats()
-		d := status.DHCPv6Server{
-			Interface: s.ifc.Name(), DNS: st.DNS, Domains: st.Domains,
-			Counters: ss.Counters(),
-			Drops:    ss.DropCounts(),
-		}
+		d := status.DHCPv6Server{Interface: s.ifc.Name(), Status: srv.Status()}
 		out = append(out, d)
 	}
 	return out

@@ -105,17 +105,22 @@ func (s *Stats) drop(r DropReason) { s.Drops[r].Add(1) }
 // Status is a snapshot of the server for the status page.
 type Status struct {
 	// Addr is the link-local address the server answers from.
-	Addr netip.Addr
+	Addr netip.Addr `json:"address"`
 	// ServerID is the server's DUID (DUID-LL, RFC 8415 §11.4) as sent in
-	// the Server Identifier option.
-	ServerID []byte
+	// the Server Identifier option; the page does not show it.
+	ServerID []byte `json:"-"`
 	// DNS and Domains are the options in force (SetOptions).
-	DNS     []netip.Addr
-	Domains []string
-	// RefreshTime is the Information Refresh Time sent.
-	RefreshTime time.Duration
+	DNS     []netip.Addr `json:"dns"`
+	Domains []string     `json:"domains"`
+	// RefreshTime is the Information Refresh Time sent (RFC 8415
+	// §21.23), in JSON as nanoseconds.
+	RefreshTime time.Duration `json:"refresh_time"`
 	// Running reports whether Run is in progress.
-	Running bool
+	Running bool `json:"running"`
 	// Sources is the number of sources the rate limiter tracks now.
-	Sources int
+	Sources int `json:"sources"`
+	// Counters are Stats.Counters: messages received and answered and
+	// the like; Drops are Stats.DropCounts, by reason.
+	Counters map[string]uint64 `json:"counters"`
+	Drops    map[string]uint64 `json:"drops"`
 }
