@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gvrouter/gvrouter/services/dhcp6server"
+	"github.com/gvrouter/gvrouter/services/ra"
 )
 
 // This file holds the Snapshot sections of home-network IPv6: the
@@ -99,25 +100,12 @@ type RAPrefix struct {
 	Deprecated bool `json:"deprecated"`
 }
 
-// RAAdvertiser is the RA sender of a lan interface.
+// RAAdvertiser is the RA sender of a lan interface: its own Status
+// (prefixes announced, withdrawn ones with them until their short valid
+// lifetime ends; RDNSS, DNSSL, flags, counters) encoded as it is.
 type RAAdvertiser struct {
 	Interface string `json:"interface"`
-	// Prefixes are the prefixes announced, the withdrawn ones with them
-	// until their short valid lifetime ends.
-	Prefixes []RAPrefix `json:"prefixes"`
-	// RDNSS and DNSSL are the DNS servers and search domains announced.
-	RDNSS []netip.Addr `json:"rdnss"`
-	DNSSL []string     `json:"dnssl"`
-	// Managed and Other are the M and O flags.
-	Managed bool `json:"managed"`
-	Other   bool `json:"other"`
-	// RouterLifetime is the router lifetime announced.
-	RouterLifetime time.Duration `json:"router_lifetime_ns"`
-	MTU            int           `json:"mtu"`
-	// Counters has at least "sent", "solicited_sent" and "rs_received";
-	// Drops counts RSs and RAs refused, by reason.
-	Counters map[string]uint64 `json:"counters"`
-	Drops    map[string]uint64 `json:"drops"`
+	ra.Status
 }
 
 // DHCPv6Server is the stateless DHCPv6 server of a lan interface: its
@@ -183,7 +171,7 @@ func normalizeIPv6(snap *Snapshot) {
 	n.LANRA = slices.Clone(v.LANRA)
 	for i := range n.LANRA {
 		a := &n.LANRA[i]
-		a.Prefixes = append(make([]RAPrefix, 0, len(a.Prefixes)), a.Prefixes...)
+		a.Prefixes = append(make([]ra.AnnouncedPrefix, 0, len(a.Prefixes)), a.Prefixes...)
 		a.RDNSS, a.DNSSL = addrs(a.RDNSS), strs(a.DNSSL)
 		a.Counters, a.Drops = cloneMap(a.Counters), cloneMap(a.Drops)
 	}

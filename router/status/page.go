@@ -583,7 +583,7 @@ footer a { color: inherit; }
 <h2>IPv6 router advertisements sent on {{.Interface}}</h2>
 <div class="wrap"><table class="narrow">
 <tbody>
-<tr><td>prefixes</td><td class="mono">{{range .Prefixes}}<div>{{.Prefix}}{{if .Deprecated}} <span class="badge down">withdrawn</span>{{end}} preferred until {{with when $.Time .PreferredUntil}}{{.}}{{else}}none{{end}}, valid until {{with when $.Time .ValidUntil}}{{.}}{{else}}none{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>prefixes</td><td class="mono">{{range .Prefixes}}<div>{{.Prefix}}{{if .Withdrawn}} <span class="badge down">withdrawn</span>{{end}} preferred until {{with when $.Time .PreferredUntil}}{{.}}{{else}}none{{end}}, valid until {{with when $.Time .ValidUntil}}{{.}}{{else}}none{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>flags</td><td class="mono">{{if .Managed}}M {{end}}{{if .Other}}O{{end}}{{if not (or .Managed .Other)}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>RDNSS</td><td class="mono">{{with addrs .RDNSS}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>DNSSL</td><td class="mono">{{range .DNSSL}}<div>{{.}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>

@@ -145,18 +145,7 @@ func (m *Manager) RAAdvertisersStatus() []status.RAAdvertiser {
 		if !ok {
 			continue
 		}
-		st := adv.Status()
-		ss := adv.Stats()
-		a := status.RAAdvertiser{
-			Interface: s.ifc.Name(), RDNSS: st.RDNSS, DNSSL: st.DNSSL, Managed: st.Managed, Other: st.Other,
-			RouterLifetime: st.RouterLifetime, MTU: st.MTU,
-			Counters: ss.Counters(),
-			Drops:    ss.DropCounts(),
-		}
-		for _, p := range st.Prefixes {
-			a.Prefixes = append(a.Prefixes, status.RAPrefix{Prefix: p.Prefix, OnLink: true, Autonomous: true,
-				PreferredUntil: p.PreferredUntil, ValidUntil: p.ValidUntil, Deprecated: p.Withdrawn})
-		}
+		a := status.RAAdvertiser{Interface: s.ifc.Name(), Status: adv.Status()}
 		out = append(out, a)
 	}
 	return out
