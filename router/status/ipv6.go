@@ -14,8 +14,10 @@ import (
 
 // This file holds the Snapshot sections of home-network IPv6: the
 // delegating wan's DHCPv6 client, the RAs learned on wan interfaces, the
-// RAs sent on lan interfaces and the stateless DHCPv6 servers. Plain data,
-// copied from the services' Status methods.
+// RAs sent on lan interfaces and the stateless DHCPv6 servers. The RA
+// advertiser and the DHCPv6 server sections embed their service's Status
+// as it is; the DHCPv6 client and the RA learner are still plain data
+// copied by router/svc.
 
 // DHCPv6Client is the DHCPv6 client (RFC 8415) of the delegating wan
 // interface and the prefix it holds.
