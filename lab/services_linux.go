@@ -55,10 +55,10 @@ func (l *lab) raLearnProof(ctx context.Context) (string, error) {
 		snap, err := l.statusSince(ctx, time.Time{})
 		if err == nil && snap.IPv6 != nil {
 			for _, w := range snap.IPv6.WANRA {
-				if w.Interface != wan || len(w.Routers) == 0 || !w.Routers[0].Address.IsLinkLocalUnicast() {
+				if w.Interface != wan || len(w.Routers) == 0 || !w.Routers[0].Addr.IsLinkLocalUnicast() {
 					continue
 				}
-				via := w.Routers[0].Address.String()
+				via := w.Routers[0].Addr.String()
 				if hasRoute(snap, "::/0", via, wan) {
 					return fmt.Sprintf("::/0 via %s dev %s (router lifetime until %s), %d RAs", via, wan,
 						w.Routers[0].Expires.Format(time.TimeOnly), w.Counters["ra"]), nil

@@ -15,9 +15,8 @@ import (
 // This file holds the Snapshot sections of home-network IPv6: the
 // delegating wan's DHCPv6 client, the RAs learned on wan interfaces, the
 // RAs sent on lan interfaces and the stateless DHCPv6 servers. The RA
-// advertiser and the DHCPv6 server sections embed their service's Status
-// as it is; the DHCPv6 client and the RA learner are still plain data
-// copied by router/svc.
+// and DHCPv6 server sections embed their service's Status as it is; the
+// DHCPv6 client is still plain data copied by router/svc.
 
 // DHCPv6Client is the DHCPv6 client (RFC 8415) of the delegating wan
 // interface and the prefix it holds.
@@ -59,48 +58,16 @@ type DelegatedPrefix struct {
 }
 
 // RALearner is what the RAs heard on a wan interface taught it (as
-// Linux's accept_ra=2).
+// Linux's accept_ra=2): the learner's own Status (routers, most
+// preferred first; prefixes; RDNSS and DNSSL, RFC 8106; MTU; counters)
+// encoded as it is.
 type RALearner struct {
 	Interface string `json:"interface"`
-	// Routers are the default routers, most preferred first.
-	Routers []RARouter `json:"routers"`
-	// Prefixes are the prefixes of the RAs' prefix information options.
-	Prefixes []RAPrefix `json:"prefixes"`
-	// DNS and Domains are the RDNSS and DNSSL options (RFC 8106).
-	DNS     []netip.Addr `json:"dns"`
-	Domains []string     `json:"domains"`
-	// MTU is the RAs' MTU option as taken; 0 when none.
-	MTU      int               `json:"mtu"`
-	Counters map[string]uint64 `json:"counters"`
-	Drops    map[string]uint64 `json:"drops"`
+	ra.LearnerStatus
 }
 
 // RARouter is one default router learned from its RAs.
-type RARouter struct {
-	Address netip.Addr `json:"address"` // its link-local address
-	MAC     string     `json:"mac"`
-	// Preference is RFC 4191's: "high", "medium" or "low".
-	Preference string `json:"preference"`
-	// Reachability is "reachable", "probing" or "unreachable": whether
-	// it answers neighbor solicitations (RFC 4861 §7.3); the routers
-	// are used in that order.
-	Reachability string    `json:"reachability"`
-	Expires      time.Time `json:"expires,omitzero"`
-}
-
-// RAPrefix is one prefix of router advertisements, learned or sent.
-type RAPrefix struct {
-	Prefix     netip.Prefix `json:"prefix"`
-	OnLink     bool         `json:"on_link"`
-	Autonomous bool         `json:"autonomous"`
-	// PreferredUntil and ValidUntil are the ends of its lifetimes; a
-	// prefix being withdrawn has PreferredUntil in the past (RFC 7084
-	// L-13: announced with preferred lifetime 0).
-	PreferredUntil time.Time `json:"preferred_until,omitzero"`
-	ValidUntil     time.Time `json:"valid_until,omitzero"`
-	// Deprecated is true for a prefix announced only to withdraw it.
-	Deprecated bool `json:"deprecated"`
-}
+type RARouter = ra.Router
 
 // RAAdvertiser is the RA sender of a lan interface: its own Status
 // (prefixes announced, withdrawn ones with them until their short valid
@@ -162,9 +129,10 @@ func normalizeIPv6(snap *Snapshot) {
 	n.WANRA = slices.Clone(v.WANRA)
 	for i := range n.WANRA {
 		l := &n.WANRA[i]
-		l.Routers = append(make([]RARouter, 0, len(l.Routers)), l.Routers...)
-		l.Prefixes = append(make([]RAPrefix, 0, len(l.Prefixes)), l.Prefixes...)
-		l.DNS, l.Domains = addrs(l.DNS), strs(l.Domains)
+		l.Routers = append(make([]ra.Router, 0, len(l.Routers)), l.Routers...)
+		l.Prefixes = append(make([]ra.LearnedPrefix, 0, len(l.Prefixes)), l.Prefixes...)
+		l.RDNSS = append(make([]ra.DNSServer, 0, len(l.RDNSS)), l.RDNSS...)
+		l.DNSSL = append(make([]ra.SearchDomain, 0, len(l.DNSSL)), l.DNSSL...)
 		l.Counters, l.Drops = cloneMap(l.Counters), cloneMap(l.Drops)
 	}
 	if n.WANRA == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/services/dhcp6server"
+	"github.com/gvrouter/gvrouter/services/hwaddr"
 	"github.com/gvrouter/gvrouter/services/ra"
 )
 
@@ -31,9 +32,15 @@ func ipv6Snapshot() status.Snapshot {
 		LANPrefixes: map[string]netip.Prefix{"lan": p("2001:db8:aa00:1::/64")},
 		WANRA: []status.RALearner{{
 			Interface: "wan",
-			Routers:   []status.RARouter{{Address: a("fe80::1"), MAC: "02:00:00:00:00:01", Preference: "medium", Reachability: "reachable", Expires: now.Add(30 * time.Minute)}},
-			Prefixes:  []status.RAPrefix{{Prefix: p("2001:db8:ffff::/64"), OnLink: true, Autonomous: true, ValidUntil: now.Add(time.Hour)}},
-			MTU:       1500, Counters: map[string]uint64{"ra": 4, "router_unreachable": 2}, Drops: map[string]uint64{"hop_limit": 1},
+			LearnerStatus: ra.LearnerStatus{
+				State: ra.State{
+					Routers:  []status.RARouter{{Addr: a("fe80::1"), MAC: hwaddr.MAC{2, 0, 0, 0, 0, 1}, Preference: ra.PreferenceMedium, Reachability: ra.Reachable, Expires: now.Add(30 * time.Minute)}},
+					Prefixes: []ra.LearnedPrefix{{Prefix: p("2001:db8:ffff::/64"), OnLink: true, Autonomous: true, ValidUntil: now.Add(time.Hour)}},
+					RDNSS:    []ra.DNSServer{{Addr: a("2001:db8:ffff::53")}},
+					MTU:      1500,
+				},
+				Counters: map[string]uint64{"ra": 4, "router_unreachable": 2}, Drops: map[string]uint64{"hop_limit": 1},
+			},
 		}},
 		LANRA: []status.RAAdvertiser{{
 			Interface: "lan",

@@ -569,9 +569,9 @@ footer a { color: inherit; }
 <h2>IPv6 router advertisements heard on {{.Interface}}</h2>
 <div class="wrap"><table class="narrow">
 <tbody>
-<tr><td>routers</td><td class="mono">{{range .Routers}}<div>{{.Address}} {{.MAC}} {{.Preference}}{{with .Reachability}} {{.}}{{end}}, until {{with when $.Time .Expires}}{{.}}{{else}}none{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>routers</td><td class="mono">{{range .Routers}}<div>{{.Addr}} {{.MAC}} {{.Preference}}{{with .Reachability}} {{.}}{{end}}, until {{with when $.Time .Expires}}{{.}}{{else}}none{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>prefixes</td><td class="mono">{{range .Prefixes}}<div>{{.Prefix}}{{if .OnLink}} on-link{{end}}{{if .Autonomous}} autonomous{{end}}, valid until {{with when $.Time .ValidUntil}}{{.}}{{else}}none{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
-<tr><td>DNS</td><td class="mono">{{with addrs .DNS}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>DNS</td><td class="mono">{{with addrs .DNSServers}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>MTU</td><td>{{with .MTU}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>events</td><td class="drops-cell">{{template "counts" .Counters}}</td></tr>
 <tr><td>drops</td><td class="drops-cell">{{template "drops" .Drops}}</td></tr>

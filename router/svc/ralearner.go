@@ -2,7 +2,6 @@ package svc
 
 import (
 	"net/netip"
-	"time"
 
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/learned"
@@ -91,21 +90,7 @@ func (m *Manager) RALearnersStatus() []status.RALearner {
 		if !ok {
 			continue
 		}
-		st := l.State()
-		ss := l.Stats()
-		x := status.RALearner{
-			Interface: s.ifc.Name(), DNS: st.DNSServers(), MTU: st.MTU,
-			Counters: ss.Counters(),
-			Drops:    ss.DropCounts(),
-		}
-		for _, rt := range st.Routers {
-			x.Routers = append(x.Routers, status.RARouter{Address: rt.Addr, MAC: rt.MAC.String(), Preference: rt.Preference.String(),
-				Reachability: rt.Reachability.String(), Expires: rt.Expires})
-		}
-		for _, p := range st.Prefixes {
-			x.Prefixes = append(x.Prefixes, status.RAPrefix{Prefix: p.Prefix, OnLink: p.OnLink, Autonomous: p.Autonomous,
-				ValidUntil: p.ValidUntil, PreferredUntil: p.PreferredUntil, Deprecated: !p.PreferredUntil.IsZero() && !p.PreferredUntil.After(time.Now())})
-		}
+		x := status.RALearner{Interface: s.ifc.Name(), LearnerStatus: l.Status()}
 		out = append(out, x)
 	}
 	return out

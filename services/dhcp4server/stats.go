@@ -1,11 +1,11 @@
 package dhcp4server
 
 import (
-	"net"
 	"net/netip"
 	"sync/atomic"
 	"time"
 
+	"github.com/gvrouter/gvrouter/services/hwaddr"
 	"github.com/gvrouter/gvrouter/services/svcstats"
 )
 
@@ -140,25 +140,8 @@ const (
 )
 
 // MAC is a client's hardware address that JSON and the page show as
-// text, e.g. "02:00:00:00:01:0a" (net.HardwareAddr would be base64).
-type MAC net.HardwareAddr
-
-// String returns the address as net.HardwareAddr spells it.
-func (m MAC) String() string { return net.HardwareAddr(m).String() }
-
-// MarshalText implements encoding.TextMarshaler.
-func (m MAC) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
-
-// UnmarshalText implements encoding.TextUnmarshaler; "" is no address.
-func (m *MAC) UnmarshalText(b []byte) error {
-	if len(b) == 0 {
-		*m = nil
-		return nil
-	}
-	hw, err := net.ParseMAC(string(b))
-	*m = MAC(hw)
-	return err
-}
+// text, e.g. "02:00:00:00:01:0a".
+type MAC = hwaddr.MAC
 
 // Lease is one row of the lease table. Hostname comes from the client
 // (option 12, sanitized) and is shown as text, never as markup.
