@@ -68,7 +68,7 @@ func (l *lab) benchServices(ctx context.Context) error {
 			return err
 		}
 		for _, d := range s.DHCPServers {
-			if d.PoolStart == svcFirst {
+			if d.RangeStart == svcFirst {
 				srv = d
 			}
 		}

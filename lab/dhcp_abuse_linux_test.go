@@ -341,7 +341,7 @@ func TestLabDHCPLeaseCrash(t *testing.T) {
 		}
 		have := map[string]string{}
 		for _, ls := range srv.Leases {
-			have[ls.MAC] = ls.Address.String()
+			have[ls.MAC.String()] = ls.Addr.String()
 		}
 		var lost []string
 		for _, a := range res.Acks {

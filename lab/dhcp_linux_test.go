@@ -93,7 +93,7 @@ func (l *lab) waitLease(ctx context.Context, addr netip.Addr, ok func(status.DHC
 		last = s
 		for _, srv := range s.DHCPServers {
 			for _, ls := range srv.Leases {
-				if ls.Address == addr && ok(ls) {
+				if ls.Addr == addr && ok(ls) {
 					return ls, nil
 				}
 			}

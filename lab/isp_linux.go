@@ -163,7 +163,7 @@ func (l *lab) waitWANLease(ctx context.Context, want netip.Addr, d time.Duration
 			lastErr = fmt.Errorf("no DHCP client on the status page")
 			for _, c := range snap.DHCPClients {
 				last, lastErr = c, nil
-				if c.State == "bound" && (!want.IsValid() || c.Address.Addr() == want) {
+				if c.State == "bound" && (!want.IsValid() || c.Held().Addr.Addr() == want) {
 					return c, nil
 				}
 			}
@@ -172,7 +172,7 @@ func (l *lab) waitWANLease(ctx context.Context, want netip.Addr, d time.Duration
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return last, fmt.Errorf("lab: WAN lease: no bound lease for %v within %v (last: state %q address %v error %q; %v); ISP log:\n%s",
-				want, d, last.State, last.Address, last.LastError, lastErr, tailString(l.ispLog(), 1500))
+				want, d, last.State, last.Held().Addr, last.LastError, lastErr, tailString(l.ispLog(), 1500))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

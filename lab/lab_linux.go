@@ -343,7 +343,7 @@ func (l *lab) startRouterBuild(ctx context.Context, m rune, gro string, args ...
 		if err != nil {
 			return fmt.Errorf("%w; %s:\n%s", err, logPath, tail(logPath, 2000))
 		}
-		l.log.Info("lab: router has its WAN lease", "address", c.Address, "server", c.Server, "took", time.Since(deadline.Add(-routerStartTimeout)).Round(time.Millisecond))
+		l.log.Info("lab: router has its WAN lease", "address", c.Held().Addr, "server", c.Held().Server, "took", time.Since(deadline.Add(-routerStartTimeout)).Round(time.Millisecond))
 	}
 	if driver != "" {
 		if err := l.checkDrivers(ctx, l.rtrNS, routerPorts(l.opt.Topology), driver); err != nil {

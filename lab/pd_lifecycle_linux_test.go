@@ -256,8 +256,8 @@ func advertised(s status.Snapshot, iface string, p netip.Prefix, deprecated bool
 			continue
 		}
 		for _, x := range a.Prefixes {
-			seen = append(seen, fmt.Sprintf("%s deprecated=%v", x.Prefix, x.Deprecated))
-			if x.Prefix == p && x.Deprecated == deprecated {
+			seen = append(seen, fmt.Sprintf("%s deprecated=%v", x.Prefix, x.Withdrawn))
+			if x.Prefix == p && x.Withdrawn == deprecated {
 				return nil
 			}
 		}

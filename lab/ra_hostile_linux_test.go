@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/services/ra"
 )
 
 // raAttacker is the hostile neighbour on the WAN link (bad prefixes and an
@@ -277,7 +278,7 @@ func TestLabRAUnreachableRouter(t *testing.T) {
 		snap, err := l.waitIPv6(ctx, 30*time.Second, "the ISP's router as default", func(v *status.IPv6) bool {
 			for _, w := range v.WANRA {
 				if w.Interface == wan && len(w.Routers) > 0 {
-					isp = w.Routers[0].Address.String()
+					isp = w.Routers[0].Addr.String()
 				}
 			}
 			return isp != ""
@@ -330,12 +331,12 @@ func TestLabRAUnreachableRouter(t *testing.T) {
 		var bogus []status.RARouter
 		for _, w := range snap.IPv6.WANRA {
 			for _, r := range w.Routers {
-				if w.Interface == wan && r.Address == netip.MustParseAddr("fe80::66:1") {
+				if w.Interface == wan && r.Addr == netip.MustParseAddr("fe80::66:1") {
 					bogus = append(bogus, r)
 				}
 			}
 		}
-		if len(bogus) != 1 || bogus[0].Reachability != "unreachable" {
+		if len(bogus) != 1 || bogus[0].Reachability != ra.Unreachable {
 			errs = append(errs, fmt.Errorf("status page: the bogus router fe80::66:1 is %+v, want one, unreachable", bogus))
 		}
 

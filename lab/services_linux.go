@@ -55,10 +55,10 @@ func (l *lab) raLearnProof(ctx context.Context) (string, error) {
 		snap, err := l.statusSince(ctx, time.Time{})
 		if err == nil && snap.IPv6 != nil {
 			for _, w := range snap.IPv6.WANRA {
-				if w.Interface != wan || len(w.Routers) == 0 || !w.Routers[0].Address.IsLinkLocalUnicast() {
+				if w.Interface != wan || len(w.Routers) == 0 || !w.Routers[0].Addr.IsLinkLocalUnicast() {
 					continue
 				}
-				via := w.Routers[0].Address.String()
+				via := w.Routers[0].Addr.String()
 				if hasRoute(snap, "::/0", via, wan) {
 					return fmt.Sprintf("::/0 via %s dev %s (router lifetime until %s), %d RAs", via, wan,
 						w.Routers[0].Expires.Format(time.TimeOnly), w.Counters["ra"]), nil
@@ -329,8 +329,9 @@ func (l *lab) wanLeaseProof(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if c.State != "bound" || c.Address != wanRouter4 {
-		return "", fmt.Errorf("WAN client %s with %v, want bound to %s", c.State, c.Address, wanRouter4)
+	lease := c.Held()
+	if c.State != "bound" || lease.Addr != wanRouter4 {
+		return "", fmt.Errorf("WAN client %s with %v, want bound to %s", c.State, lease.Addr, wanRouter4)
 	}
 	if !hasRoute(snap, farNet.String(), wanHost4.Addr().String(), c.Interface) {
 		return "", fmt.Errorf("the option 121 route to %s is not in the router's table %v", farNet, snap.Routes)
@@ -338,8 +339,8 @@ func (l *lab) wanLeaseProof(ctx context.Context) (string, error) {
 	if !strings.Contains(l.ispLog(), "DHCPACK("+hostIf+") "+wanRouter4.Addr().String()) {
 		return "", fmt.Errorf("the ISP's log has no DHCPACK of %s", wanRouter4.Addr())
 	}
-	return fmt.Sprintf("%s from %s, %d routes (option 121), renew at %s", c.Address, c.Server, len(c.Routes),
-		c.Renew.Format(time.TimeOnly)), nil
+	return fmt.Sprintf("%s from %s, %d routes (option 121), renew at %s", lease.Addr, lease.Server, len(lease.Routes),
+		lease.T1.Format(time.TimeOnly)), nil
 }
 
 // lanLeaseProof runs busybox udhcpc once on the LAN host against the

@@ -13,7 +13,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
-	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/services/dhcp4client"
 	"github.com/gvrouter/gvrouter/services/rawudp"
 )
 
@@ -114,10 +114,10 @@ func TestLabWANDHCP(t *testing.T) {
 			return err
 		}
 		acquired := c.Acquired
-		if c.State != "bound" || c.Address != wanRouter4 || c.Server != gw || !slices.Equal(c.DNS, []netip.Addr{gw}) || c.Domain != ispZone {
+		if c.State != "bound" || c.Addr != wanRouter4 || c.Server != gw || !slices.Equal(c.DNS, []netip.Addr{gw}) || c.Domain != ispZone {
 			return fmt.Errorf("WAN lease = %+v, want bound %s from %s, DNS %s, domain %s", c, wanRouter4, gw, gw, ispZone)
 		}
-		wantRoutes := []status.Route{{To: farNet.String(), Via: gw.String()}, {To: "0.0.0.0/0", Via: gw.String()}}
+		wantRoutes := []dhcp4client.Route{{Dst: farNet, Via: gw}, {Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: gw}}
 		if !slices.Equal(c.Routes, wantRoutes) {
 			return fmt.Errorf("lease routes = %v, want option 121's %v", c.Routes, wantRoutes)
 		}
@@ -127,8 +127,8 @@ func TestLabWANDHCP(t *testing.T) {
 		if log := l.ispLog(); !strings.Contains(log, wanHostname) {
 			return fmt.Errorf("the ISP never saw hostname %q (option 12); its log:\n%s", wanHostname, tailString(log, 1500))
 		}
-		t.Logf("acquired %s at %s (T1 %s, T2 %s, expiry %s)", c.Address, c.Acquired.Format(time.TimeOnly),
-			c.Renew.Format(time.TimeOnly), c.Rebind.Format(time.TimeOnly), c.Expiry.Format(time.TimeOnly))
+		t.Logf("acquired %s at %s (T1 %s, T2 %s, expiry %s)", c.Addr, c.Acquired.Format(time.TimeOnly),
+			c.T1.Format(time.TimeOnly), c.T2.Format(time.TimeOnly), c.Expiry.Format(time.TimeOnly))
 
 		// A flow masqueraded to the address, held open until expiry.
 		ln, err := listenIn(l.wanNS, netip.AddrPortFrom(gw, 0).String())
@@ -166,7 +166,7 @@ func TestLabWANDHCP(t *testing.T) {
 		if err := l.startISP(ispOptions{mtu: newMTU}); err != nil {
 			return err
 		}
-		renew, err := wire.wait(ctx, acquired, time.Until(c.Renew)+15*time.Second, func(m capturedDHCP) bool {
+		renew, err := wire.wait(ctx, acquired, time.Until(c.T1)+15*time.Second, func(m capturedDHCP) bool {
 			return m.typ == dhcpv4.MessageTypeRequest && m.ciaddr == wanRouter4.Addr()
 		})
 		if err != nil {
@@ -175,8 +175,8 @@ func TestLabWANDHCP(t *testing.T) {
 		if renew.dst != netip.AddrPortFrom(gw, 67) {
 			return fmt.Errorf("renewing REQUEST went to %s, want unicast to the server %s:67 (RFC 2131 §4.4.5)", renew.dst, gw)
 		}
-		if early := c.Renew.Sub(renew.at); early > time.Second {
-			return fmt.Errorf("renewing REQUEST at %s, %v before T1 %s", renew.at.Format(time.TimeOnly), early, c.Renew.Format(time.TimeOnly))
+		if early := c.T1.Sub(renew.at); early > time.Second {
+			return fmt.Errorf("renewing REQUEST at %s, %v before T1 %s", renew.at.Format(time.TimeOnly), early, c.T1.Format(time.TimeOnly))
 		}
 		t.Logf("renewal on the wire at %s: unicast to %s, %.1f s after acquiring", renew.at.Format(time.TimeOnly), renew.dst, renew.at.Sub(acquired).Seconds())
 		if err := waitFor(ctx, 10*time.Second, func() error {
@@ -199,7 +199,7 @@ func TestLabWANDHCP(t *testing.T) {
 		// The server is gone: REBINDING at T2, then expiry.
 		l.stopISP()
 		before := snap.Conntrack.Events["flushed_address_gone"]
-		rebindAt := c.Rebind
+		rebindAt := c.T2
 		if _, err := wire.wait(ctx, renew.at, time.Until(rebindAt)+15*time.Second, func(m capturedDHCP) bool {
 			return m.typ == dhcpv4.MessageTypeRequest && m.ciaddr == wanRouter4.Addr() && m.dst.Addr() == netip.AddrFrom4([4]byte{255, 255, 255, 255})
 		}); err != nil {

@@ -297,6 +297,14 @@ func (s *src) markBad(key string) {
 	s.bad[key] = true
 }
 
+// setAll copies the positions of an element's src into s, under prefix:
+// "static.1" and "mac" make "static.1.mac".
+func (s *src) setAll(prefix string, e *src) {
+	for k, p := range e.pos {
+		s.set(prefix+"."+k, p)
+	}
+}
+
 // at returns where key was written, or def.
 func (s *src) at(key string, def Pos) Pos {
 	if p, ok := s.pos[key]; ok {

@@ -10,6 +10,11 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/gvrouter/gvrouter/services/dhcp4client"
+	"github.com/gvrouter/gvrouter/services/dhcp4server"
+	"github.com/gvrouter/gvrouter/services/dnsforward"
+	"github.com/gvrouter/gvrouter/services/svcconfig"
 )
 
 // The router's own services: the DHCPv4 client on interfaces with "dhcp"
@@ -23,15 +28,15 @@ const AddressDHCP = "dhcp"
 
 // Service defaults and bounds.
 const (
-	DefaultLeaseTime = 12 * time.Hour   // OpenWrt's dnsmasq default
-	MinLeaseTime     = 10 * time.Second // below this, renewals would be most of the traffic
-	MaxLeaseTime     = 365 * 24 * time.Hour
+	DefaultLeaseTime = 12 * time.Hour // OpenWrt's dnsmasq default
+	MinLeaseTime     = dhcp4server.MinLeaseTime
+	MaxLeaseTime     = dhcp4server.MaxLeaseTime
 	DefaultDomain    = "lan" // OpenWrt's
 	DefaultDNSCache  = 10000 // cache entries
-	MaxDNSCache      = 1 << 20
-	MaxDNSTTL        = 7 * 24 * time.Hour // RFC 8767 caps stale data at 7 days; no cache holds longer
-	MaxStaticLeases  = 4096
-	MaxClientIDBytes = 64
+	MaxDNSCache      = dnsforward.MaxMaxEntries
+	MaxDNSTTL        = dnsforward.MaxMaxTTL
+	MaxStaticLeases  = dhcp4server.MaxStaticLeases
+	MaxClientIDBytes = dhcp4client.MaxClientID
 	// MaxNewLeaseBurst and MaxNewLeasesPerMinute bound dhcp_server:
 	// new_lease_burst and new_leases_per_minute: past a million the
 	// limit is off in all but name.
@@ -186,20 +191,16 @@ func (d *decoder) dhcpClient(ifc *Interface, e entry, what string) {
 		ifc.DHCP = &DHCPClient{Pos: posOf(e.key)}
 	}
 	m := d.mapping(e.val, what, dhcpClientKeys, nil)
-	if d.strKey(m, "hostname", what, &ifc.src, &ifc.DHCP.Hostname) {
-		if err := checkHostname(ifc.DHCP.Hostname); err != nil {
-			d.errorf(m["hostname"].val, "%s: hostname: %v", what, err)
-		}
-	}
+	// The hostname's and client_id's rules are dhcp4client's Validate
+	// (validateServices).
+	d.strKey(m, "hostname", what, &ifc.src, &ifc.DHCP.Hostname)
 	var id string
 	if d.strKey(m, "client_id", what, &ifc.src, &id) {
 		b, err := parseHexBytes(id)
-		switch {
-		case err != nil:
+		if err != nil {
 			d.errorf(m["client_id"].val, "%s: client_id: %v", what, err)
-		case len(b) < 2 || len(b) > MaxClientIDBytes:
-			d.errorf(m["client_id"].val, "%s: client_id: %d bytes, want 2..%d (RFC 2132 §9.14)", what, len(b), MaxClientIDBytes)
-		default:
+			ifc.src.markBad("client_id")
+		} else {
 			ifc.DHCP.ClientID = b
 		}
 	}
@@ -209,6 +210,21 @@ func (d *decoder) dhcpClient(ifc *Interface, e entry, what string) {
 		}
 	}
 }
+
+// ClientConfig returns the dhcp4client settings d asks for. The
+// runtime adds the rest: the transport, the MAC, the lease file, the
+// smallest MTU taken.
+func (d *DHCPClient) ClientConfig() dhcp4client.Config {
+	return dhcp4client.Config{ClientID: d.ClientID, Hostname: d.Hostname, Release: d.Release}
+}
+
+// dhcpClientPositions implements keyPositions for an interface's dhcp:
+// mapping, whose keys the interface's src records.
+type dhcpClientPositions struct{ ifc *Interface }
+
+func (k dhcpClientPositions) keyPos(key string) Pos { return k.ifc.src.at(key, k.ifc.DHCP.Pos) }
+
+func (k dhcpClientPositions) decodeFailed(key string) bool { return k.ifc.src.bad[key] }
 
 // parseHexBytes parses "01:02:0a" or "01020a".
 func parseHexBytes(s string) ([]byte, error) {
@@ -355,6 +371,7 @@ func (d *decoder) dhcpServer(ifc *Interface, e entry, what string) {
 					d.errorf(it, "%s: route: via is required", what)
 				}
 			}
+			s.src.setAll(svcconfig.Key("routes", len(s.Routes)), &rs)
 			s.Routes = append(s.Routes, cr)
 		}
 	}
@@ -383,11 +400,8 @@ func (d *decoder) dhcpServer(ifc *Interface, e entry, what string) {
 					d.errorf(it, "%s: static: address is required", what)
 				}
 			}
-			if d.strKey(sm, "hostname", what+": static", &ss, &sl.Hostname) {
-				if err := checkHostname(sl.Hostname); err != nil || strings.Contains(sl.Hostname, ".") {
-					d.errorf(sm["hostname"].val, "%s: static: hostname: want one label (the domain is added), got %s", what, quote(sl.Hostname))
-				}
-			}
+			d.strKey(sm, "hostname", what+": static", &ss, &sl.Hostname)
+			s.src.setAll(svcconfig.Key("static", len(s.Static)), &ss)
 			s.Static = append(s.Static, sl)
 		}
 	}
@@ -572,6 +586,8 @@ func (c *Config) validateServices(l *errorList) {
 			if ifc.Host {
 				l.add(ifc.DHCP.Pos, "%s: the host interface cannot use dhcp", what)
 			}
+			cc := ifc.DHCP.ClientConfig()
+			addFieldErrors(l, cc.Validate(), what+": dhcp", dhcpClientPositions{ifc})
 		}
 		if ifc.Role == RoleLAN && slicesAny(ifc.Addresses, func(p netip.Prefix) bool { return p.Addr().Is4() }) {
 			lanV4 = true
@@ -595,15 +611,8 @@ func (c *Config) validateServices(l *errorList) {
 		if len(n.Upstreams) == 0 && dhcpClients == 0 {
 			l.add(n.Pos, "dns: upstreams: none given and no interface gets them by dhcp or pppoe; add upstreams: [ADDRESS]")
 		}
-		if n.CacheSize < 0 || n.CacheSize > MaxDNSCache {
-			l.add(n.src.at("size", n.Pos), "dns: cache: size %d out of range 0..%d", n.CacheSize, MaxDNSCache)
-		}
-		if n.MaxTTL > MaxDNSTTL {
-			l.add(n.src.at("max_ttl", n.Pos), "dns: cache: max_ttl %s is above %s", fmtDuration(n.MaxTTL), fmtDuration(MaxDNSTTL))
-		}
-		if n.MaxTTL != 0 && n.MinTTL > n.MaxTTL {
-			l.add(n.src.at("min_ttl", n.Pos), "dns: cache: min_ttl %s is above max_ttl %s", fmtDuration(n.MinTTL), fmtDuration(n.MaxTTL))
-		}
+		fc := n.ForwarderConfig()
+		addFieldErrors(l, fc.Validate(), "dns", n)
 		for _, u := range n.Upstreams {
 			for j := range c.Interfaces {
 				if slicesAny(c.Interfaces[j].Addresses, func(p netip.Prefix) bool { return p.Addr() == u.Addr() }) {
@@ -617,6 +626,39 @@ func (c *Config) validateServices(l *errorList) {
 	}
 }
 
+// ForwarderConfig returns the dnsforward settings n asks for. The
+// runtime's parts are left to the caller: the sockets, the upstreams
+// learned from DHCP when n has none, the local prefixes, the clock and
+// the logger.
+func (n *DNS) ForwarderConfig() dnsforward.Config {
+	return dnsforward.Config{
+		Upstreams:  n.Upstreams,
+		Domain:     n.Domain,
+		MaxEntries: n.CacheSize,
+		MinTTL:     n.MinTTL,
+		MaxTTL:     n.MaxTTL,
+	}
+}
+
+// keyPos implements keyPositions: dns: keeps the cache's keys under
+// their own names and upstreams as one list.
+func (n *DNS) keyPos(key string) Pos {
+	first, rest := svcconfig.Split(key)
+	if first == "cache" {
+		first, _ = svcconfig.Split(rest)
+	}
+	return n.src.at(first, n.Pos)
+}
+
+// decodeFailed implements keyPositions.
+func (n *DNS) decodeFailed(key string) bool {
+	first, rest := svcconfig.Split(key)
+	if first == "cache" {
+		first, _ = svcconfig.Split(rest)
+	}
+	return n.src.bad[first]
+}
+
 func slicesAny[T any](s []T, f func(T) bool) bool {
 	for _, v := range s {
 		if f(v) {
@@ -626,46 +668,19 @@ func slicesAny[T any](s []T, f func(T) bool) bool {
 	return false
 }
 
+// validateDHCPServer checks what the server cannot see (the interface's
+// role and address, keys written as 0) and hands the rest to
+// dhcp4server's Validate, the one place its rules live.
 func (c *Config) validateDHCPServer(l *errorList, ifc *Interface, what string) {
 	s := ifc.DHCPServer
 	what += ": dhcp_server"
 	if ifc.Role != RoleLAN {
 		l.add(s.Pos, "%s: a DHCP server runs on lan interfaces only (this one is %s)", what, quote(ifc.Role))
 	}
-	var subnet netip.Prefix
-	for _, p := range ifc.Addresses {
-		if p.Addr().Is4() {
-			subnet = p
-			break
-		}
-	}
+	subnet := ifc.firstIPv4()
 	if !subnet.IsValid() {
 		l.add(s.Pos, "%s: the interface needs a static IPv4 address to serve DHCP", what)
 		return
-	}
-	own := subnet.Addr()
-	net4 := subnet.Masked()
-	bcast := lastAddr(net4)
-	inSubnet := func(a netip.Addr) bool { return net4.Contains(a) && a != net4.Addr() && a != bcast }
-	rangeOK := false
-	switch {
-	case s.src.bad["range"]:
-	case !s.RangeStart.IsValid():
-		l.add(s.Pos, "%s: range is required, e.g. range: %s", what, exampleRange(net4))
-	case s.RangeEnd.Less(s.RangeStart):
-		l.add(s.src.at("range", s.Pos), "%s: range %s-%s: the first address is above the last", what, s.RangeStart, s.RangeEnd)
-	case !inSubnet(s.RangeStart) || !inSubnet(s.RangeEnd):
-		l.add(s.src.at("range", s.Pos), "%s: range %s-%s is not inside the interface's subnet %s (network and broadcast excluded)", what, s.RangeStart, s.RangeEnd, net4)
-	case !own.Less(s.RangeStart) && !s.RangeEnd.Less(own):
-		l.add(s.src.at("range", s.Pos), "%s: range %s-%s covers the router's own address %s", what, s.RangeStart, s.RangeEnd, own)
-	default:
-		rangeOK = true
-	}
-	if s.LeaseTime != 0 && (s.LeaseTime < MinLeaseTime || s.LeaseTime > MaxLeaseTime) {
-		l.add(s.src.at("lease_time", s.Pos), "%s: lease_time %s out of range %s..%s", what, fmtDuration(s.LeaseTime), fmtDuration(MinLeaseTime), fmtDuration(MaxLeaseTime))
-	}
-	if s.MTU != 0 && (s.MTU < MinMTUConntrack || s.MTU > MaxMTU) {
-		l.add(s.src.at("mtu", s.Pos), "%s: mtu %d out of range %d..%d (RFC 2132 §5.1: at least 68; hosts must take 576)", what, s.MTU, MinMTUConntrack, MaxMTU)
 	}
 	for _, k := range []struct {
 		key string
@@ -676,63 +691,87 @@ func (c *Config) validateDHCPServer(l *errorList, ifc *Interface, what string) {
 			l.add(s.src.at(k.key, s.Pos), "%s: %s %d out of range 1..%d", what, k.key, k.v, k.max)
 		}
 	}
-	if s.Domain != "" {
-		if err := checkHostname(s.Domain); err != nil {
-			l.add(s.src.at("domain", s.Pos), "%s: domain: %v", what, err)
-		}
-	}
-	for _, list := range []struct {
-		key   string
-		addrs []netip.Addr
-	}{{"router", s.Router}, {"dns", s.DNS}, {"ntp", s.NTP}} {
-		for _, a := range list.addrs {
-			if !a.Is4() {
-				l.add(s.src.at(list.key, s.Pos), "%s: %s: %s is not an IPv4 address", what, list.key, a)
-			}
-		}
-	}
-	for _, r := range s.Routes {
-		if r.Via.IsValid() && !net4.Contains(r.Via) {
-			l.add(r.Pos, "%s: route to %s: via %s is not in the interface's subnet %s", what, r.To, r.Via, net4)
-		}
-	}
-	if len(s.Static) > MaxStaticLeases {
-		l.add(s.src.at("static", s.Pos), "%s: %d static leases, at most %d", what, len(s.Static), MaxStaticLeases)
-	}
-	macs := map[string]Pos{}
-	addrs := map[netip.Addr]Pos{}
-	for _, st := range s.Static {
-		if st.MAC != nil {
-			if p, ok := macs[st.MAC.String()]; ok {
-				l.add(st.Pos, "%s: static: mac %s is listed twice%s", what, st.MAC, atLine(p))
-			}
-			macs[st.MAC.String()] = st.Pos
-		}
-		if !st.Address.IsValid() {
-			continue
-		}
-		if p, ok := addrs[st.Address]; ok {
-			l.add(st.Pos, "%s: static: address %s is listed twice%s", what, st.Address, atLine(p))
-		}
-		addrs[st.Address] = st.Pos
-		switch {
-		case !inSubnet(st.Address):
-			l.add(st.Pos, "%s: static: address %s is not inside the interface's subnet %s", what, st.Address, net4)
-		case st.Address == own:
-			l.add(st.Pos, "%s: static: address %s is the router's own", what, st.Address)
-		case rangeOK && !st.Address.Less(s.RangeStart) && !s.RangeEnd.Less(st.Address):
-			l.add(st.Pos, "%s: static: address %s lies inside the dynamic range %s-%s; put static leases outside it", what, st.Address, s.RangeStart, s.RangeEnd)
-		}
-	}
+	sc := s.ServerConfig(subnet)
+	addFieldErrors(l, sc.Validate(), what, s)
 }
 
-// exampleRange suggests a range for subnet: .100 to .249 on a /24.
-func exampleRange(p netip.Prefix) string {
-	if p.Bits() == 24 {
-		b := p.Addr().As4()
-		return fmt.Sprintf("%d.%d.%d.100-%d.%d.%d.249", b[0], b[1], b[2], b[0], b[1], b[2])
+// firstIPv4 returns the interface's first IPv4 address, or the zero
+// Prefix.
+func (ifc *Interface) firstIPv4() netip.Prefix {
+	for _, p := range ifc.Addresses {
+		if p.Addr().Is4() {
+			return p
+		}
 	}
-	return "FIRST-LAST"
+	return netip.Prefix{}
+}
+
+// ServerConfig returns the dhcp4server settings s asks for on an
+// interface whose address is own (e.g. 192.168.1.1/24). The runtime's
+// parts are left to the caller: the lease file, the default domain (dns:
+// domain), the clock and the logger.
+func (s *DHCPServer) ServerConfig(own netip.Prefix) dhcp4server.Config {
+	dc := dhcp4server.Config{
+		ServerAddr: own.Addr(),
+		Subnet:     own.Masked(),
+		RangeStart: s.RangeStart,
+		RangeEnd:   s.RangeEnd,
+		LeaseTime:  s.LeaseTimeOrDefault(),
+		Router:     s.Router,
+		DNS:        s.DNS,
+		Domain:     s.Domain,
+		MTU:        s.MTU,
+		NTP:        s.NTP,
+		// 0 = the server's defaults.
+		NewLeaseBurst: s.NewLeaseBurst,
+		NewLeaseRate:  float64(s.NewLeasesPerMinute) / 60,
+	}
+	for _, rt := range s.Routes {
+		dc.Routes = append(dc.Routes, dhcp4server.Route{To: rt.To, Via: rt.Via})
+	}
+	for _, st := range s.Static {
+		dc.Static = append(dc.Static, dhcp4server.StaticLease{MAC: st.MAC, Addr: st.Address, Hostname: st.Hostname})
+	}
+	return dc
+}
+
+// keyPos implements keyPositions: a key by its value, else a static
+// lease or route by its list item, else the section's key.
+func (s *DHCPServer) keyPos(key string) Pos {
+	if p, ok := s.src.pos[key]; ok {
+		return p
+	}
+	first, rest := svcconfig.Split(key)
+	i, _, ok := svcconfig.Index(rest)
+	switch {
+	case ok && first == "static" && i < len(s.Static):
+		return s.Static[i].Pos
+	case ok && first == "routes" && i < len(s.Routes):
+		return s.Routes[i].Pos
+	case first == "new_lease_rate":
+		first = "new_leases_per_minute"
+	}
+	return s.src.at(first, s.Pos)
+}
+
+// decodeFailed implements keyPositions. A static lease or route left
+// without its MAC, address, to or via was reported while decoding.
+func (s *DHCPServer) decodeFailed(key string) bool {
+	first, rest := svcconfig.Split(key)
+	if s.src.bad[first] {
+		return true
+	}
+	i, sub, ok := svcconfig.Index(rest)
+	switch {
+	case !ok:
+	case first == "static" && i < len(s.Static):
+		st := s.Static[i]
+		return sub == "mac" && st.MAC == nil || sub == "address" && !st.Address.IsValid()
+	case first == "routes" && i < len(s.Routes):
+		r := s.Routes[i]
+		return sub == "to" && !r.To.IsValid() || sub == "via" && !r.Via.IsValid()
+	}
+	return false
 }
 
 func (c *Config) validateHost(l *errorList, h *Host) {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gvrouter/gvrouter/services/dhcp4server"
 )
 
 const servicesBase = `ports:
@@ -120,23 +122,30 @@ func TestServicesErrors(t *testing.T) {
 	tests := []struct {
 		name, from, to, want string
 	}{
-		{"range outside subnet", "range: 192.168.1.100-192.168.1.199", "range: 192.168.1.100-192.168.2.10", "svc.yaml:10:14: interface \"lan\": dhcp_server: range 192.168.1.100-192.168.2.10 is not inside the interface's subnet 192.168.1.0/24"},
-		{"range covers router", "range: 192.168.1.100-192.168.1.199", "range: 192.168.1.1-192.168.1.199", "covers the router's own address 192.168.1.1"},
-		{"range reversed", "range: 192.168.1.100-192.168.1.199", "range: 192.168.1.199-192.168.1.100", "the first address is above the last"},
+		{"range outside subnet", "range: 192.168.1.100-192.168.1.199", "range: 192.168.1.100-192.168.2.10", "svc.yaml:10:14: interface \"lan\": dhcp_server: range: 192.168.1.100-192.168.2.10 is not inside the subnet 192.168.1.0/24 (network and broadcast excluded)"},
+		{"range covers router", "range: 192.168.1.100-192.168.1.199", "range: 192.168.1.1-192.168.1.199", "svc.yaml:10:14: interface \"lan\": dhcp_server: range: 192.168.1.1-192.168.1.199 covers the server's own address 192.168.1.1"},
+		{"range reversed", "range: 192.168.1.100-192.168.1.199", "range: 192.168.1.199-192.168.1.100", "svc.yaml:10:14: interface \"lan\": dhcp_server: range: 192.168.1.199-192.168.1.100: the first address is above the last"},
 		{"range syntax", "range: 192.168.1.100-192.168.1.199", "range: 192.168.1.100", "want FIRST-LAST IPv4 addresses"},
-		{"static in range", "address: 192.168.1.10", "address: 192.168.1.150", "svc.yaml:16:11: interface \"lan\": dhcp_server: static: address 192.168.1.150 lies inside the dynamic range"},
-		{"static outside subnet", "address: 192.168.1.10", "address: 10.0.0.1", "is not inside the interface's subnet"},
-		{"static is router", "address: 192.168.1.10", "address: 192.168.1.1", "is the router's own"},
+		{"static in range", "address: 192.168.1.10", "address: 192.168.1.150", "svc.yaml:16:47: interface \"lan\": dhcp_server: static.0.address: 192.168.1.150 lies inside the dynamic range"},
+		{"static outside subnet", "address: 192.168.1.10", "address: 10.0.0.1", "svc.yaml:16:47: interface \"lan\": dhcp_server: static.0.address: 10.0.0.1 is not a host address of the subnet 192.168.1.0/24"},
+		{"static is router", "address: 192.168.1.10", "address: 192.168.1.1", "svc.yaml:16:47: interface \"lan\": dhcp_server: static.0.address: 192.168.1.1 is the server's own address"},
 		{"static bad mac", `mac: "02:00:00:00:00:10"`, `mac: "02:00:00"`, "want a MAC like"},
 		{"duplicate mac", `        - {mac: "02:00:00:00:00:10", address: 192.168.1.10, hostname: nas}`, `        - {mac: "02:00:00:00:00:10", address: 192.168.1.10, hostname: nas}
-        - {mac: "02:00:00:00:00:10", address: 192.168.1.11}`, "mac 02:00:00:00:00:10 is listed twice (line 16)"},
-		{"lease too short", "lease_time: 1h", "lease_time: 5s", "lease_time 5s out of range 10s..8760h"},
+        - {mac: "02:00:00:00:00:10", address: 192.168.1.11}`, "svc.yaml:17:17: interface \"lan\": dhcp_server: static.1.mac: 02:00:00:00:00:10 is listed twice (line 16)"},
+		{"lease too short", "lease_time: 1h", "lease_time: 5s", "svc.yaml:11:19: interface \"lan\": dhcp_server: lease_time: 5s out of range 10s..8760h"},
 		{"new lease burst zero", "lease_time: 1h", "lease_time: 1h\n      new_lease_burst: 0", `svc.yaml:12:24: interface "lan": dhcp_server: new_lease_burst 0 out of range 1..1048576`},
 		{"new leases per minute huge", "lease_time: 1h", "lease_time: 1h\n      new_leases_per_minute: 2000000", `svc.yaml:12:30: interface "lan": dhcp_server: new_leases_per_minute 2000000 out of range 1..1048576`},
 		{"new leases per minute word", "lease_time: 1h", "lease_time: 1h\n      new_leases_per_minute: many", `svc.yaml:12:30: interface "lan": dhcp_server: new_leases_per_minute`},
 		{"new lease key misspelt", "lease_time: 1h", "lease_time: 1h\n      new_lease_rate: 5", `svc.yaml:12:7: interface "lan": dhcp_server: unknown key "new_lease_rate"`},
-		{"mtu too small", "mtu: 1492", "mtu: 500", "mtu 500 out of range 576..65535"},
-		{"route via outside", "via: 192.168.1.254", "via: 10.1.1.1", "via 10.1.1.1 is not in the interface's subnet"},
+		{"mtu too small", "mtu: 1492", "mtu: 500", "svc.yaml:12:12: interface \"lan\": dhcp_server: mtu: 500 out of range 576..65535"},
+		{"route via outside", "via: 192.168.1.254", "via: 10.1.1.1", "svc.yaml:13:38: interface \"lan\": dhcp_server: routes.0.via: 10.1.1.1 is not an IPv4 address in the subnet 192.168.1.0/24"},
+		{"static hostname two labels", "hostname: nas}", "hostname: nas.home}", `svc.yaml:16:71: interface "lan": dhcp_server: static.0.hostname: "nas.home" is not a host name label`},
+		{"duplicate static address", `        - {mac: "02:00:00:00:00:10", address: 192.168.1.10, hostname: nas}`, `        - {mac: "02:00:00:00:00:10", address: 192.168.1.10, hostname: nas}
+        - {mac: "02:00:00:00:00:11", address: 192.168.1.10}`, `svc.yaml:17:47: interface "lan": dhcp_server: static.1.address: 192.168.1.10 is listed twice (line 16)`},
+		{"range missing", "      range: 192.168.1.100-192.168.1.199\n", "", `svc.yaml:9:5: interface "lan": dhcp_server: range: is required, e.g. 192.168.1.100-192.168.1.249`},
+		{"router not IPv4", "mtu: 1492", "mtu: 1492\n      router: [\"fd00::1\"]", `svc.yaml:13:15: interface "lan": dhcp_server: router.0: fd00::1 is not an IPv4 address`},
+		{"dns cache too big", "size: 500", "size: 2000000", `svc.yaml:25:17: dns: cache.size: 2000000 out of range 0..1048576`},
+		{"client id long", `client_id: "01:02:00:00:00:00:02"`, `client_id: "` + strings.Repeat("ab", 65) + `"`, `interface "wan": dhcp: client_id: 65 bytes, want 2..64 (RFC 2132 §9.14)`},
 		{"server on wan", "    addresses: [dhcp]\n", "    addresses: [dhcp]\n    dhcp_server: {range: 192.168.2.2-192.168.2.9}\n", "a DHCP server runs on lan interfaces only"},
 		{"dhcp twice", "addresses: [dhcp]", "addresses: [dhcp, dhcp]", `addresses: "dhcp" is listed twice`},
 		{"dhcp options without dhcp", "addresses: [dhcp]", "addresses: [203.0.113.2/24]", `dhcp: options given but addresses has no "dhcp"`},
@@ -145,7 +154,7 @@ func TestServicesErrors(t *testing.T) {
 		{"client id hex", `client_id: "01:02:00:00:00:00:02"`, `client_id: "zz"`, "want hex bytes"},
 		{"dns upstream bad", "domain: home", "domain: home\n  upstreams: [\"nine\"]", `bad upstream "nine"`},
 		{"dns no upstream", "addresses: [dhcp]\n    dhcp: {hostname: gvrouter, client_id: \"01:02:00:00:00:00:02\", release: on}", "addresses: [203.0.113.2/24]", "dns: upstreams: none given and no interface gets them by dhcp"},
-		{"dns ttl order", "min_ttl: 10s, max_ttl: 1h", "min_ttl: 2h, max_ttl: 1h", "min_ttl 2h is above max_ttl 1h"},
+		{"dns ttl order", "min_ttl: 10s, max_ttl: 1h", "min_ttl: 2h, max_ttl: 1h", "svc.yaml:25:31: dns: cache.min_ttl: 2h is above max_ttl 1h"},
 		{"host kernel outside", "kernel_addresses: [10.255.0.2/30]", "kernel_addresses: [10.9.0.2/30]", "svc.yaml:30:22: host: kernel_addresses: 10.9.0.2/30 is in none of the subnets"},
 		{"host kernel same", "kernel_addresses: [10.255.0.2/30]", "kernel_addresses: [10.255.0.1/30]", "is the router's own address on the link"},
 		{"host forward wan", "on: lan}", "on: wan}", `host: forward: on: "wan" is not a lan interface`},
@@ -195,5 +204,63 @@ func TestHostForwardStatusPort(t *testing.T) {
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("%q: Parse = %v, want %q", tt.to, err, tt.want)
 		}
+	}
+}
+
+// TestDHCPServerOneRule: Parse accepts a dhcp_server: setting iff
+// dhcp4server's Validate accepts the server it asks for. The rules live
+// in the service alone (issue 36): on the tree before, router/config had
+// its own copies, and they disagreed (a 5 s lease, an MTU of 500 and an
+// on-link route were refused by one and taken by the other).
+func TestDHCPServerOneRule(t *testing.T) {
+	allServices(t)
+	base := func() dhcp4server.Config {
+		return dhcp4server.Config{
+			ServerAddr: netip.MustParseAddr("192.168.1.1"), Subnet: netip.MustParsePrefix("192.168.1.0/24"),
+			RangeStart: netip.MustParseAddr("192.168.1.100"), RangeEnd: netip.MustParseAddr("192.168.1.199"),
+			LeaseTime: time.Hour, MTU: 1492, NTP: []netip.Addr{netip.MustParseAddr("192.168.1.1")},
+			Routes: []dhcp4server.Route{{To: netip.MustParsePrefix("10.0.0.0/8"), Via: netip.MustParseAddr("192.168.1.254")}},
+			Static: []dhcp4server.StaticLease{{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 0x10},
+				Addr: netip.MustParseAddr("192.168.1.10"), Hostname: "nas"}},
+		}
+	}
+	for _, tc := range []struct {
+		name, from, to string
+		mod            func(*dhcp4server.Config)
+	}{
+		{"as written", "", "", func(*dhcp4server.Config) {}},
+		{"lease 5s", "lease_time: 1h", "lease_time: 5s", func(c *dhcp4server.Config) { c.LeaseTime = 5 * time.Second }},
+		{"lease 10s", "lease_time: 1h", "lease_time: 10s", func(c *dhcp4server.Config) { c.LeaseTime = 10 * time.Second }},
+		{"lease 9000h", "lease_time: 1h", "lease_time: 9000h", func(c *dhcp4server.Config) { c.LeaseTime = 9000 * time.Hour }},
+		{"mtu 500", "mtu: 1492", "mtu: 500", func(c *dhcp4server.Config) { c.MTU = 500 }},
+		{"mtu 576", "mtu: 1492", "mtu: 576", func(c *dhcp4server.Config) { c.MTU = 576 }},
+		{"route on-link", "via: 192.168.1.254", "via: 0.0.0.0", func(c *dhcp4server.Config) {
+			c.Routes[0].Via = netip.IPv4Unspecified()
+		}},
+		{"route via outside", "via: 192.168.1.254", "via: 10.1.1.1", func(c *dhcp4server.Config) {
+			c.Routes[0].Via = netip.MustParseAddr("10.1.1.1")
+		}},
+		{"router v6", "mtu: 1492", "mtu: 1492\n      router: [\"fd00::1\"]", func(c *dhcp4server.Config) {
+			c.Router = []netip.Addr{netip.MustParseAddr("fd00::1")}
+		}},
+		{"static hostname with a dot", "hostname: nas}", "hostname: nas.home}", func(c *dhcp4server.Config) {
+			c.Static[0].Hostname = "nas.home"
+		}},
+		{"static is the router", "address: 192.168.1.10", "address: 192.168.1.1", func(c *dhcp4server.Config) {
+			c.Static[0].Addr = netip.MustParseAddr("192.168.1.1")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(servicesBase, tc.from) {
+				t.Fatalf("base has no %q", tc.from)
+			}
+			_, perr := Parse("svc.yaml", []byte(strings.Replace(servicesBase, tc.from, tc.to, 1)))
+			sc := base()
+			tc.mod(&sc)
+			verr := sc.Validate()
+			if (perr == nil) != (verr == nil) {
+				t.Errorf("Parse = %v\ndhcp4server Validate = %v\nwant both nil or both errors", perr, verr)
+			}
+		})
 	}
 }

@@ -67,7 +67,7 @@ type pageData struct {
 func (d pageData) HostName(mac string) string {
 	for _, srv := range d.DHCPServers {
 		for _, l := range srv.Leases {
-			if l.MAC == mac && l.Hostname != "" {
+			if l.MAC.String() == mac && l.Hostname != "" {
 				return l.Hostname
 			}
 		}

@@ -7,12 +7,16 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gvrouter/gvrouter/services/dhcp6server"
+	"github.com/gvrouter/gvrouter/services/ra"
 )
 
 // This file holds the Snapshot sections of home-network IPv6: the
 // delegating wan's DHCPv6 client, the RAs learned on wan interfaces, the
-// RAs sent on lan interfaces and the stateless DHCPv6 servers. Plain data,
-// copied from the services' Status methods.
+// RAs sent on lan interfaces and the stateless DHCPv6 servers. The RA
+// and DHCPv6 server sections embed their service's Status as it is; the
+// DHCPv6 client is still plain data copied by router/svc.
 
 // DHCPv6Client is the DHCPv6 client (RFC 8415) of the delegating wan
 // interface and the prefix it holds.
@@ -54,77 +58,30 @@ type DelegatedPrefix struct {
 }
 
 // RALearner is what the RAs heard on a wan interface taught it (as
-// Linux's accept_ra=2).
+// Linux's accept_ra=2): the learner's own Status (routers, most
+// preferred first; prefixes; RDNSS and DNSSL, RFC 8106; MTU; counters)
+// encoded as it is.
 type RALearner struct {
 	Interface string `json:"interface"`
-	// Routers are the default routers, most preferred first.
-	Routers []RARouter `json:"routers"`
-	// Prefixes are the prefixes of the RAs' prefix information options.
-	Prefixes []RAPrefix `json:"prefixes"`
-	// DNS and Domains are the RDNSS and DNSSL options (RFC 8106).
-	DNS     []netip.Addr `json:"dns"`
-	Domains []string     `json:"domains"`
-	// MTU is the RAs' MTU option as taken; 0 when none.
-	MTU      int               `json:"mtu"`
-	Counters map[string]uint64 `json:"counters"`
-	Drops    map[string]uint64 `json:"drops"`
+	ra.LearnerStatus
 }
 
 // RARouter is one default router learned from its RAs.
-type RARouter struct {
-	Address netip.Addr `json:"address"` // its link-local address
-	MAC     string     `json:"mac"`
-	// Preference is RFC 4191's: "high", "medium" or "low".
-	Preference string `json:"preference"`
-	// Reachability is "reachable", "probing" or "unreachable": whether
-	// it answers neighbor solicitations (RFC 4861 §7.3); the routers
-	// are used in that order.
-	Reachability string    `json:"reachability"`
-	Expires      time.Time `json:"expires,omitzero"`
-}
+type RARouter = ra.Router
 
-// RAPrefix is one prefix of router advertisements, learned or sent.
-type RAPrefix struct {
-	Prefix     netip.Prefix `json:"prefix"`
-	OnLink     bool         `json:"on_link"`
-	Autonomous bool         `json:"autonomous"`
-	// PreferredUntil and ValidUntil are the ends of its lifetimes; a
-	// prefix being withdrawn has PreferredUntil in the past (RFC 7084
-	// L-13: announced with preferred lifetime 0).
-	PreferredUntil time.Time `json:"preferred_until,omitzero"`
-	ValidUntil     time.Time `json:"valid_until,omitzero"`
-	// Deprecated is true for a prefix announced only to withdraw it.
-	Deprecated bool `json:"deprecated"`
-}
-
-// RAAdvertiser is the RA sender of a lan interface.
+// RAAdvertiser is the RA sender of a lan interface: its own Status
+// (prefixes announced, withdrawn ones with them until their short valid
+// lifetime ends; RDNSS, DNSSL, flags, counters) encoded as it is.
 type RAAdvertiser struct {
 	Interface string `json:"interface"`
-	// Prefixes are the prefixes announced, the withdrawn ones with them
-	// until their short valid lifetime ends.
-	Prefixes []RAPrefix `json:"prefixes"`
-	// RDNSS and DNSSL are the DNS servers and search domains announced.
-	RDNSS []netip.Addr `json:"rdnss"`
-	DNSSL []string     `json:"dnssl"`
-	// Managed and Other are the M and O flags.
-	Managed bool `json:"managed"`
-	Other   bool `json:"other"`
-	// RouterLifetime is the router lifetime announced.
-	RouterLifetime time.Duration `json:"router_lifetime_ns"`
-	MTU            int           `json:"mtu"`
-	// Counters has at least "sent", "solicited_sent" and "rs_received";
-	// Drops counts RSs and RAs refused, by reason.
-	Counters map[string]uint64 `json:"counters"`
-	Drops    map[string]uint64 `json:"drops"`
+	ra.Status
 }
 
-// DHCPv6Server is the stateless DHCPv6 server of a lan interface.
+// DHCPv6Server is the stateless DHCPv6 server of a lan interface: its
+// own Status (options in force, counters) encoded as it is.
 type DHCPv6Server struct {
-	Interface string            `json:"interface"`
-	DNS       []netip.Addr      `json:"dns"`
-	Domains   []string          `json:"domains"`
-	Counters  map[string]uint64 `json:"counters"`
-	Drops     map[string]uint64 `json:"drops"`
+	Interface string `json:"interface"`
+	dhcp6server.Status
 }
 
 // IPv6 is the Snapshot's home-network IPv6 section.
@@ -172,9 +129,10 @@ func normalizeIPv6(snap *Snapshot) {
 	n.WANRA = slices.Clone(v.WANRA)
 	for i := range n.WANRA {
 		l := &n.WANRA[i]
-		l.Routers = append(make([]RARouter, 0, len(l.Routers)), l.Routers...)
-		l.Prefixes = append(make([]RAPrefix, 0, len(l.Prefixes)), l.Prefixes...)
-		l.DNS, l.Domains = addrs(l.DNS), strs(l.Domains)
+		l.Routers = append(make([]ra.Router, 0, len(l.Routers)), l.Routers...)
+		l.Prefixes = append(make([]ra.LearnedPrefix, 0, len(l.Prefixes)), l.Prefixes...)
+		l.RDNSS = append(make([]ra.DNSServer, 0, len(l.RDNSS)), l.RDNSS...)
+		l.DNSSL = append(make([]ra.SearchDomain, 0, len(l.DNSSL)), l.DNSSL...)
 		l.Counters, l.Drops = cloneMap(l.Counters), cloneMap(l.Drops)
 	}
 	if n.WANRA == nil {
@@ -183,7 +141,7 @@ func normalizeIPv6(snap *Snapshot) {
 	n.LANRA = slices.Clone(v.LANRA)
 	for i := range n.LANRA {
 		a := &n.LANRA[i]
-		a.Prefixes = append(make([]RAPrefix, 0, len(a.Prefixes)), a.Prefixes...)
+		a.Prefixes = append(make([]ra.AnnouncedPrefix, 0, len(a.Prefixes)), a.Prefixes...)
 		a.RDNSS, a.DNSSL = addrs(a.RDNSS), strs(a.DNSSL)
 		a.Counters, a.Drops = cloneMap(a.Counters), cloneMap(a.Drops)
 	}

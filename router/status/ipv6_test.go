@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/services/dhcp6server"
+	"github.com/gvrouter/gvrouter/services/hwaddr"
+	"github.com/gvrouter/gvrouter/services/ra"
 )
 
 // ipv6Snapshot is servicesSnapshot with every IPv6 section filled.
@@ -29,22 +32,30 @@ func ipv6Snapshot() status.Snapshot {
 		LANPrefixes: map[string]netip.Prefix{"lan": p("2001:db8:aa00:1::/64")},
 		WANRA: []status.RALearner{{
 			Interface: "wan",
-			Routers:   []status.RARouter{{Address: a("fe80::1"), MAC: "02:00:00:00:00:01", Preference: "medium", Reachability: "reachable", Expires: now.Add(30 * time.Minute)}},
-			Prefixes:  []status.RAPrefix{{Prefix: p("2001:db8:ffff::/64"), OnLink: true, Autonomous: true, ValidUntil: now.Add(time.Hour)}},
-			MTU:       1500, Counters: map[string]uint64{"ra": 4, "router_unreachable": 2}, Drops: map[string]uint64{"hop_limit": 1},
+			LearnerStatus: ra.LearnerStatus{
+				State: ra.State{
+					Routers:  []status.RARouter{{Addr: a("fe80::1"), MAC: hwaddr.MAC{2, 0, 0, 0, 0, 1}, Preference: ra.PreferenceMedium, Reachability: ra.Reachable, Expires: now.Add(30 * time.Minute)}},
+					Prefixes: []ra.LearnedPrefix{{Prefix: p("2001:db8:ffff::/64"), OnLink: true, Autonomous: true, ValidUntil: now.Add(time.Hour)}},
+					RDNSS:    []ra.DNSServer{{Addr: a("2001:db8:ffff::53")}},
+					MTU:      1500,
+				},
+				Counters: map[string]uint64{"ra": 4, "router_unreachable": 2}, Drops: map[string]uint64{"hop_limit": 1},
+			},
 		}},
 		LANRA: []status.RAAdvertiser{{
 			Interface: "lan",
-			Prefixes: []status.RAPrefix{
-				{Prefix: p("2001:db8:aa00:1::/64"), OnLink: true, Autonomous: true, PreferredUntil: now.Add(time.Hour), ValidUntil: now.Add(2 * time.Hour)},
-				{Prefix: p("2001:db8:bb00:1::/64"), OnLink: true, Autonomous: true, Deprecated: true, ValidUntil: now.Add(2 * time.Hour)},
+			Status: ra.Status{
+				Prefixes: []ra.AnnouncedPrefix{
+					{Prefix: p("2001:db8:aa00:1::/64"), PreferredUntil: now.Add(time.Hour), ValidUntil: now.Add(2 * time.Hour)},
+					{Prefix: p("2001:db8:bb00:1::/64"), Withdrawn: true, ValidUntil: now.Add(2 * time.Hour)},
+				},
+				RDNSS: []netip.Addr{a("2001:db8:aa00:1::1")}, DNSSL: []string{"<lan>"}, Other: true,
+				RouterLifetime: 30 * time.Minute, MTU: 1500,
+				Counters: map[string]uint64{"sent": 7, "solicited_sent": 2, "rs_received": 3}, Drops: map[string]uint64{"option_length_zero": 5},
 			},
-			RDNSS: []netip.Addr{a("2001:db8:aa00:1::1")}, DNSSL: []string{"<lan>"}, Other: true,
-			RouterLifetime: 30 * time.Minute, MTU: 1500,
-			Counters: map[string]uint64{"sent": 7, "solicited_sent": 2, "rs_received": 3}, Drops: map[string]uint64{"option_length_zero": 5},
 		}},
-		DHCPv6Servers: []status.DHCPv6Server{{Interface: "lan", DNS: []netip.Addr{a("2001:db8:aa00:1::1")}, Domains: []string{"lan"},
-			Counters: map[string]uint64{"information_request": 9}, Drops: map[string]uint64{"stateful_ignored": 1}}},
+		DHCPv6Servers: []status.DHCPv6Server{{Interface: "lan", Status: dhcp6server.Status{DNS: []netip.Addr{a("2001:db8:aa00:1::1")}, Domains: []string{"lan"},
+			Counters: map[string]uint64{"information_request": 9}, Drops: map[string]uint64{"stateful_ignored": 1}}}},
 	}
 	return snap
 }

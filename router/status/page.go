@@ -235,7 +235,7 @@ footer a { color: inherit; }
 <div class="card"><div class="k">Connections</div><div class="v">{{num .Flows}}</div><div class="sub">of {{num .Max}}; {{num .Offloaded}} on the fast path</div></div>
 {{- end}}
 {{- range .DHCPClients}}
-<div class="card"><div class="k">address on {{.Interface}}</div><div class="v mono">{{if .Address.IsValid}}{{.Address}}{{else}}no lease{{end}}</div><div class="sub">{{or .State "unknown"}}{{with when $.Time .Expiry}}, until {{.}}{{end}}</div></div>
+<div class="card"><div class="k">address on {{.Interface}}</div><div class="v mono">{{if .Addr.IsValid}}{{.Addr}}{{else}}no lease{{end}}</div><div class="sub">{{or .State "unknown"}}{{with when $.Time .Expiry}}, until {{.}}{{end}}</div></div>
 {{- end}}
 </div>
 {{- end}}
@@ -491,16 +491,16 @@ footer a { color: inherit; }
 {{- if .LastError}}
 <tr><td>last error</td><td class="drops">{{.LastError}}</td></tr>
 {{- end}}
-<tr><td>address</td><td class="mono">{{if .Address.IsValid}}{{.Address}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>address</td><td class="mono">{{if .Addr.IsValid}}{{.Addr}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>server</td><td class="mono">{{if .Server.IsValid}}{{.Server}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>routers</td><td class="mono">{{with addrs .Routers}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
-<tr><td>routes</td><td class="mono">{{range .Routes}}<div>{{.To}} {{if .Via}}via {{.Via}}{{else}}on-link{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>routes</td><td class="mono">{{range .Routes}}<div>{{.Dst}} {{if and .Via.IsValid (not .Via.IsUnspecified)}}via {{.Via}}{{else}}on-link{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>DNS</td><td class="mono">{{with addrs .DNS}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>domain</td><td class="mono">{{with .Domain}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>MTU</td><td>{{with .MTU}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>acquired</td><td>{{with when $.Time .Acquired}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
-<tr><td>renew (T1)</td><td>{{with when $.Time .Renew}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
-<tr><td>rebind (T2)</td><td>{{with when $.Time .Rebind}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>renew (T1)</td><td>{{with when $.Time .T1}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>rebind (T2)</td><td>{{with when $.Time .T2}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>expiry</td><td>{{with when $.Time .Expiry}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>events</td><td class="drops-cell">{{template "counts" .Counters}}</td></tr>
 <tr><td>drops</td><td class="drops-cell">{{template "drops" .Drops}}</td></tr>
@@ -510,7 +510,7 @@ footer a { color: inherit; }
 {{- range .DHCPServers}}
 
 <h2>DHCP leases {{.Interface}}</h2>
-<p class="sub">pool {{num .PoolUsed}} of {{num .PoolSize}} in use{{if .PoolStart.IsValid}}, range <span class="mono">{{.PoolStart}}&ndash;{{.PoolEnd}}</span>{{end}}{{if .Offered}}, {{num .Offered}} offered{{end}}{{if .Declined}}, {{num .Declined}} declined{{end}}</p>
+<p class="sub">pool {{num .PoolUsed}} of {{num .PoolSize}} in use{{if .RangeStart.IsValid}}, range <span class="mono">{{.RangeStart}}&ndash;{{.RangeEnd}}</span>{{end}}{{if .Offered}}, {{num .Offered}} offered{{end}}{{if .Declined}}, {{num .Declined}} declined{{end}}</p>
 {{- with .LeaseFileError}}
 <p class="alert">lease file: {{.}}</p>
 {{- end}}
@@ -521,7 +521,7 @@ footer a { color: inherit; }
 {{- range $leases.Shown}}
 <tr>
 <td class="mono">{{.MAC}}</td>
-<td class="mono">{{.Address}}</td>
+<td class="mono">{{.Addr}}</td>
 <td>{{with .Hostname}}{{.}}{{else}}<span class="none">none</span>{{end}}</td>
 <td>{{with when $.Time .Expiry}}{{.}}{{else}}<span class="none">none</span>{{end}}</td>
 <td>{{.Kind}}</td>
@@ -590,9 +590,9 @@ footer a { color: inherit; }
 <h2>IPv6 router advertisements heard on {{.Interface}}</h2>
 <div class="wrap"><table class="narrow">
 <tbody>
-<tr><td>routers</td><td class="mono">{{range .Routers}}<div>{{.Address}} {{.MAC}} {{.Preference}}{{with .Reachability}} {{.}}{{end}}, until {{with when $.Time .Expires}}{{.}}{{else}}none{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>routers</td><td class="mono">{{range .Routers}}<div>{{.Addr}} {{.MAC}} {{.Preference}}{{with .Reachability}} {{.}}{{end}}, until {{with when $.Time .Expires}}{{.}}{{else}}none{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>prefixes</td><td class="mono">{{range .Prefixes}}<div>{{.Prefix}}{{if .OnLink}} on-link{{end}}{{if .Autonomous}} autonomous{{end}}, valid until {{with when $.Time .ValidUntil}}{{.}}{{else}}none{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
-<tr><td>DNS</td><td class="mono">{{with addrs .DNS}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>DNS</td><td class="mono">{{with addrs .DNSServers}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>MTU</td><td>{{with .MTU}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>events</td><td class="drops-cell">{{template "counts" .Counters}}</td></tr>
 <tr><td>drops</td><td class="drops-cell">{{template "drops" .Drops}}</td></tr>
@@ -604,7 +604,7 @@ footer a { color: inherit; }
 <h2>IPv6 router advertisements sent on {{.Interface}}</h2>
 <div class="wrap"><table class="narrow">
 <tbody>
-<tr><td>prefixes</td><td class="mono">{{range .Prefixes}}<div>{{.Prefix}}{{if .Deprecated}} <span class="badge down">withdrawn</span>{{end}} preferred until {{with when $.Time .PreferredUntil}}{{.}}{{else}}none{{end}}, valid until {{with when $.Time .ValidUntil}}{{.}}{{else}}none{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>prefixes</td><td class="mono">{{range .Prefixes}}<div>{{.Prefix}}{{if .Withdrawn}} <span class="badge down">withdrawn</span>{{end}} preferred until {{with when $.Time .PreferredUntil}}{{.}}{{else}}none{{end}}, valid until {{with when $.Time .ValidUntil}}{{.}}{{else}}none{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>flags</td><td class="mono">{{if .Managed}}M {{end}}{{if .Other}}O{{end}}{{if not (or .Managed .Other)}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>RDNSS</td><td class="mono">{{with addrs .RDNSS}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>DNSSL</td><td class="mono">{{range .DNSSL}}<div>{{.}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>

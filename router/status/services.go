@@ -8,67 +8,31 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gvrouter/gvrouter/services/dhcp4client"
+	"github.com/gvrouter/gvrouter/services/dhcp4server"
+	"github.com/gvrouter/gvrouter/services/dnsforward"
 )
 
 // This file holds the Snapshot sections of the router's own services: the
-// WAN DHCPv4 clients, the LAN DHCPv4 servers and the DNS forwarder. They
-// are plain data: the router copies them from the service packages' Status
-// methods, so this package imports none of them.
+// WAN DHCPv4 clients, the LAN DHCPv4 servers and the DNS forwarder. A
+// section embeds its service's JSON-tagged Status as it is (this package
+// imports the services, never the reverse), adding only what the router
+// knows: the interface, where an upstream came from. Counters and Drops
+// maps come from each service's Stats (services/svcstats), so a new
+// counter or field shows here and in the metrics with no change to this
+// package but the template block that shows it.
 
-// DHCPClient is one interface's DHCPv4 client (RFC 2131) and the lease it
-// holds.
+// DHCPClient is one interface's DHCPv4 client (RFC 2131): the client's
+// own Status, with the lease it holds and its counters, encoded as it
+// is. The Server's copy always has a Lease, zero when the client holds
+// none (Addr invalid), so the JSON keeps its keys and the page needs no
+// nil checks.
 type DHCPClient struct {
 	// Interface is the interface the client runs on, e.g. "wan" or
 	// "eth0.2".
 	Interface string `json:"interface"`
-	// State is the RFC 2131 §4.4 state in lower case: "init",
-	// "selecting", "requesting", "bound", "renewing", "rebinding",
-	// "init-reboot" or "rebooting" (see DHCPClientStates).
-	State string `json:"state"`
-	// Address is the leased address with the subnet mask (option 1), e.g.
-	// 198.51.100.2/24; zero (JSON "") when the client holds no lease.
-	Address netip.Prefix `json:"address"`
-	// Server is the server identifier (option 54); zero when none.
-	Server netip.Addr `json:"server"`
-	// Routers are the routers of option 3, in the server's order.
-	Routers []netip.Addr `json:"routers"`
-	// Routes are the classless static routes of option 121 (RFC 3442),
-	// which replace Routers when present, e.g. {To: "0.0.0.0/0", Via:
-	// "198.51.100.1"}; Dev is left empty (it is Interface).
-	Routes []Route `json:"routes"`
-	// DNS are the domain name servers of option 6.
-	DNS []netip.Addr `json:"dns"`
-	// Domain is the domain name of option 15, e.g. "isp.example"; "" when
-	// none.
-	Domain string `json:"domain"`
-	// MTU is the interface MTU of option 26 as applied, e.g. 1492; 0 when
-	// the lease has none or it was ignored (below the family's minimum,
-	// counted as the "mtu_ignored" event).
-	MTU int `json:"mtu"`
-	// Acquired is when the lease was last acknowledged (the DHCPACK that
-	// bound or extended it); zero when none.
-	Acquired time.Time `json:"acquired,omitzero"`
-	// Renew is T1 (option 58, RFC 2131 §4.4.5): when the client unicasts a
-	// DHCPREQUEST to Server; zero when no lease.
-	Renew time.Time `json:"renew,omitzero"`
-	// Rebind is T2 (option 59): when the client broadcasts a DHCPREQUEST
-	// to any server; zero when no lease.
-	Rebind time.Time `json:"rebind,omitzero"`
-	// Expiry is when the lease (option 51) ends and the address is
-	// removed; zero when no lease.
-	Expiry time.Time `json:"expiry,omitzero"`
-	// LastError says why the client lost or could not get a lease, e.g.
-	// "lease lost at 12:00:01: expired" or "DHCPNAK from 198.51.100.1";
-	// "" when nothing went wrong since the last lease was bound. The page
-	// shows it as a notice.
-	LastError string `json:"last_error"`
-	// Counters counts the client's events by name: messages sent
-	// (discover, request, decline, release), received (offer, ack, nak),
-	// and renew, rebind, expired, mtu_ignored and the like.
-	Counters map[string]uint64 `json:"counters"`
-	// Drops counts received messages the client dropped, by reason, e.g.
-	// {"wrong_xid": 2, "malformed": 1}.
-	Drops map[string]uint64 `json:"drops"`
+	dhcp4client.Status
 }
 
 // DHCPClientStates are the client states of RFC 2131 §4.4 (figure 5) as
@@ -76,6 +40,15 @@ type DHCPClient struct {
 // for each.
 var DHCPClientStates = []string{
 	"init", "selecting", "requesting", "bound", "renewing", "rebinding", "init-reboot", "rebooting",
+}
+
+// Held returns the lease the client holds, zero (Addr invalid) when
+// none; unlike the embedded Lease it is never nil.
+func (c *DHCPClient) Held() dhcp4client.Lease {
+	if c.Lease == nil {
+		return dhcp4client.Lease{}
+	}
+	return *c.Lease
 }
 
 // Bound reports whether the client holds a lease it may use: bound,
@@ -88,124 +61,30 @@ func (c *DHCPClient) Bound() bool {
 	return false
 }
 
-// DHCPServer is one LAN interface's DHCPv4 server (RFC 2131) and its
-// lease table.
+// DHCPServer is one LAN interface's DHCPv4 server (RFC 2131): the
+// server's own Status with its lease table and counters, encoded as it is.
 type DHCPServer struct {
 	// Interface is the interface served, e.g. "lan".
 	Interface string `json:"interface"`
-	// PoolStart and PoolEnd are the first and last address of the dynamic
-	// range, e.g. 192.168.1.100 and 192.168.1.249.
-	PoolStart netip.Addr `json:"pool_start"`
-	PoolEnd   netip.Addr `json:"pool_end"`
-	// PoolSize is the number of addresses in the range, e.g. 150.
-	PoolSize int `json:"pool_size"`
-	// PoolUsed is how many of them are bound, offered or quarantined,
-	// e.g. 37.
-	PoolUsed int `json:"pool_used"`
-	// Offered is how many of PoolUsed an OFFER holds for now; Declined how
-	// many are quarantined after a DHCPDECLINE (RFC 2131 §4.3.3).
-	Offered  int `json:"offered"`
-	Declined int `json:"declined"`
-	// Leases are the lease table, static leases included, sorted by
-	// address (by the Server).
-	Leases []DHCPLease `json:"leases"`
-	// LeaseFileError is what is wrong with the lease file: the last write
-	// failed, or it was corrupt at start and replaced; "" when nothing is.
-	LeaseFileError string `json:"lease_file_error"`
-	// Counters counts the server's events by name: messages received
-	// (discover, request, decline, release, inform), sent (offer, ack,
-	// nak), and pool_exhausted, expired, lease_writes and the like.
-	Counters map[string]uint64 `json:"counters"`
-	// Drops counts received messages dropped, by reason, e.g.
-	// {"wrong_magic_cookie": 3}.
-	Drops map[string]uint64 `json:"drops"`
+	dhcp4server.Status
 }
 
-// DHCPLease is one row of a DHCPServer's lease table. Hostname comes from
-// the client (option 12) and is shown as text, never as markup.
-type DHCPLease struct {
-	// MAC is the client's hardware address, e.g. "02:00:00:00:01:0a".
-	MAC string `json:"mac"`
-	// Address is the leased address.
-	Address netip.Addr `json:"address"`
-	// Hostname is the static lease's name, else the client's option 12;
-	// "" when none.
-	Hostname string `json:"hostname"`
-	// Expiry is when the lease ends; zero for a static lease whose client
-	// has not been seen.
-	Expiry time.Time `json:"expiry,omitzero"`
-	// Static is true for a lease from the config (by MAC), false for one
-	// from the range.
-	Static bool `json:"static"`
-	// State is "bound", "expired" or "released" (kept as the client's
-	// previous address), or "unused" (a static lease not yet asked for);
-	// "" means bound.
-	State string `json:"state,omitempty"`
-}
+// DHCPLease is one row of a DHCPServer's lease table.
+type DHCPLease = dhcp4server.Lease
 
-// LeaseState returns l.State, "bound" when it is empty.
-func (l *DHCPLease) LeaseState() string {
-	if l.State == "" {
-		return "bound"
-	}
-	return l.State
-}
-
-// Kind returns "static" or "dynamic".
-func (l *DHCPLease) Kind() string {
-	if l.Static {
-		return "static"
-	}
-	return "dynamic"
-}
-
-// DNS is the DNS forwarder: where it listens, where it forwards, and its
-// cache and upstream counters.
+// DNS is the DNS forwarder: its own Status (where it listens, its cache
+// and upstream counters) encoded as it is, with the upstreams and where
+// each came from.
 //
-// Upstream latency is a histogram: LatencySum and LatencyCount are
-// required and give the mean; LatencyBuckets are optional cumulative
-// buckets. The metrics export it as the histogram
-// gvrouter_dns_upstream_latency_seconds, with only the +Inf bucket (its
-// count) when LatencyBuckets is empty.
+// Upstream latency is a histogram: LatencySum and LatencyCount give the
+// mean; LatencyBuckets are optional cumulative buckets. The metrics
+// export it as the histogram gvrouter_dns_upstream_latency_seconds, with
+// only the +Inf bucket (its count) when LatencyBuckets is empty.
 type DNS struct {
-	// Listen are the addresses served, e.g. ["192.168.1.1:53"] (UDP and
-	// TCP on each).
-	Listen []string `json:"listen"`
-	// Upstreams are the servers queries are forwarded to, in order.
+	dnsforward.Status
+	// Upstreams are the servers queries are forwarded to, in order, with
+	// their source (Status.Upstreams without it).
 	Upstreams []DNSUpstream `json:"upstreams"`
-	// Queries counts queries received from clients, by transport: "udp"
-	// and "tcp".
-	Queries map[string]uint64 `json:"queries"`
-	// CacheHits counts queries answered from the cache (negative answers,
-	// RFC 2308, included); CacheMisses those that were not and were
-	// forwarded or answered locally.
-	CacheHits   uint64 `json:"cache_hits"`
-	CacheMisses uint64 `json:"cache_misses"`
-	// CacheEntries is the number of answers cached now; CacheMax the
-	// cache's bound (0 when unknown).
-	CacheEntries int `json:"cache_entries"`
-	CacheMax     int `json:"cache_max"`
-	// LocalAnswers counts queries answered from the leases and static
-	// hosts (A and PTR), never forwarded.
-	LocalAnswers uint64 `json:"local_answers"`
-	// InFlight is the number of upstream queries awaiting an answer now.
-	InFlight int `json:"in_flight"`
-	// UpstreamQueries counts queries sent upstream, TCP retries after TC
-	// included.
-	UpstreamQueries uint64 `json:"upstream_queries"`
-	// UpstreamErrors counts failed upstream queries by kind: "timeout",
-	// "network", "servfail", "refused", "malformed" and the like.
-	UpstreamErrors map[string]uint64 `json:"upstream_errors"`
-	// LatencySum is the total time, in seconds, upstreams took to answer
-	// the LatencyCount answered queries.
-	LatencySum   float64 `json:"latency_sum_seconds"`
-	LatencyCount uint64  `json:"latency_count"`
-	// LatencyBuckets are optional cumulative latency buckets sorted by LE,
-	// without +Inf (that is LatencyCount).
-	LatencyBuckets []LatencyBucket `json:"latency_buckets,omitempty"`
-	// Drops counts messages dropped, by reason, e.g. {"malformed": 2,
-	// "answer_mismatch": 1, "in_flight_full": 0}.
-	Drops map[string]uint64 `json:"drops"`
 
 	// Rates are the current rates (set by the Server).
 	Rates DNSRates `json:"rates"`
@@ -222,10 +101,7 @@ type DNSUpstream struct {
 
 // LatencyBucket is one cumulative histogram bucket: Count observations
 // took at most LE seconds.
-type LatencyBucket struct {
-	LE    float64 `json:"le"`
-	Count uint64  `json:"count"`
-}
+type LatencyBucket = dnsforward.LatencyBucket
 
 // DNSRates are the forwarder's rates over the last sample interval.
 type DNSRates struct {
@@ -271,9 +147,15 @@ func normalizeServices(snap *Snapshot) {
 		snap.DHCPClients = slices.Clone(snap.DHCPClients)
 		for k := range snap.DHCPClients {
 			c := &snap.DHCPClients[k]
-			c.Routers = cloneAddrs(c.Routers)
-			c.DNS = cloneAddrs(c.DNS)
-			c.Routes = append(make([]Route, 0, len(c.Routes)), c.Routes...)
+			l := dhcp4client.Lease{}
+			if c.Lease != nil {
+				l = *c.Lease
+			}
+			l.ServerMAC = slices.Clone(l.ServerMAC)
+			l.Routers = cloneAddrs(l.Routers)
+			l.DNS = cloneAddrs(l.DNS)
+			l.Routes = append(make([]dhcp4client.Route, 0, len(l.Routes)), l.Routes...)
+			c.Lease = &l
 			c.Counters = cloneMap(c.Counters)
 			c.Drops = cloneMap(c.Drops)
 		}
@@ -283,14 +165,15 @@ func normalizeServices(snap *Snapshot) {
 		for k := range snap.DHCPServers {
 			s := &snap.DHCPServers[k]
 			s.Leases = append(make([]DHCPLease, 0, len(s.Leases)), s.Leases...)
-			slices.SortStableFunc(s.Leases, func(a, b DHCPLease) int { return a.Address.Compare(b.Address) })
+			slices.SortStableFunc(s.Leases, func(a, b DHCPLease) int { return a.Addr.Compare(b.Addr) })
 			s.Counters = cloneMap(s.Counters)
 			s.Drops = cloneMap(s.Drops)
 		}
 	}
 	if d := snap.DNS; d != nil {
 		n := *d
-		n.Listen = append(make([]string, 0, len(d.Listen)), d.Listen...)
+		n.Listen = append(make([]netip.AddrPort, 0, len(d.Listen)), d.Listen...)
+		n.Status.Upstreams = slices.Clone(d.Status.Upstreams)
 		n.Upstreams = append(make([]DNSUpstream, 0, len(d.Upstreams)), d.Upstreams...)
 		if d.LatencyBuckets != nil {
 			n.LatencyBuckets = slices.Clone(d.LatencyBuckets)

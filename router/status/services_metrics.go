@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gvrouter/gvrouter/services/dhcp4client"
 )
 
 // servicesCollector exports the DHCP client, DHCP server and DNS sections
@@ -151,20 +153,24 @@ func (c *servicesCollector) Collect(ch chan<- prometheus.Metric) {
 		if cl.State != "" && !slices.Contains(DHCPClientStates, cl.State) {
 			gauge(c.clientState, 1, cl.Interface, cl.State)
 		}
-		if cl.Address.IsValid() {
+		l := cl.Lease
+		if l == nil {
+			l = &dhcp4client.Lease{}
+		}
+		if l.Addr.IsValid() {
 			server := ""
-			if cl.Server.IsValid() {
-				server = cl.Server.String()
+			if l.Server.IsValid() {
+				server = l.Server.String()
 			}
-			gauge(c.clientLease, 1, cl.Interface, cl.Address.String(), server)
+			gauge(c.clientLease, 1, cl.Interface, l.Addr.String(), server)
 		}
 		gauge(c.clientError, bool01(cl.LastError != ""), cl.Interface)
 		for _, t := range []struct {
 			desc *prometheus.Desc
 			at   time.Time
 		}{
-			{c.clientAcquired, cl.Acquired}, {c.clientRenew, cl.Renew},
-			{c.clientRebind, cl.Rebind}, {c.clientExpiry, cl.Expiry},
+			{c.clientAcquired, l.Acquired}, {c.clientRenew, l.T1},
+			{c.clientRebind, l.T2}, {c.clientExpiry, l.Expiry},
 		} {
 			if !t.at.IsZero() {
 				gauge(t.desc, float64(t.at.UnixMilli())/1e3, cl.Interface)
@@ -188,7 +194,7 @@ func (c *servicesCollector) Collect(ch chan<- prometheus.Metric) {
 		leases := map[[2]string]int{{"static", "bound"}: 0, {"dynamic", "bound"}: 0}
 		for k := range sv.Leases {
 			l := &sv.Leases[k]
-			leases[[2]string{l.Kind(), l.LeaseState()}]++
+			leases[[2]string{l.Kind(), string(l.LeaseState())}]++
 		}
 		for k, n := range leases {
 			gauge(c.serverLeases, float64(n), sv.Interface, k[0], k[1])

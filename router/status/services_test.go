@@ -17,6 +17,9 @@ import (
 	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/status/statustest"
+	"github.com/gvrouter/gvrouter/services/dhcp4client"
+	"github.com/gvrouter/gvrouter/services/dhcp4server"
+	"github.com/gvrouter/gvrouter/services/dnsforward"
 )
 
 // sampled is when newServer's second sample is taken: the page's "now".
@@ -94,7 +97,7 @@ func TestServicesJSON(t *testing.T) {
 	// The Server sorts leases by address.
 	var order []string
 	for _, l := range got.DHCPServers[0].Leases {
-		order = append(order, l.Address.String())
+		order = append(order, l.Addr.String())
 	}
 	if w := "192.168.1.2 192.168.1.3 192.168.1.100 192.168.1.101"; strings.Join(order, " ") != w {
 		t.Errorf("lease order = %v, want %s", order, w)
@@ -107,17 +110,17 @@ func TestServicesJSON(t *testing.T) {
 func TestServicesNormalized(t *testing.T) {
 	a := netip.MustParseAddr
 	leases := []status.DHCPLease{
-		{MAC: "02:00:00:00:00:0b", Address: a("192.168.1.11")},
-		{MAC: "02:00:00:00:00:0a", Address: a("192.168.1.10")},
+		{MAC: dhcp4server.MAC{2, 0, 0, 0, 0, 0x0b}, Addr: a("192.168.1.11")},
+		{MAC: dhcp4server.MAC{2, 0, 0, 0, 0, 0x0a}, Addr: a("192.168.1.10")},
 	}
 	src := &aliasingSource{snap: status.Snapshot{
-		DHCPClients: []status.DHCPClient{{Interface: "wan", State: "selecting"}},
-		DHCPServers: []status.DHCPServer{{Interface: "lan", Leases: leases}},
+		DHCPClients: []status.DHCPClient{{Interface: "wan", Status: dhcp4client.Status{State: "selecting"}}},
+		DHCPServers: []status.DHCPServer{{Interface: "lan", Status: dhcp4server.Status{Leases: leases}}},
 		DNS:         &status.DNS{},
 	}}
 	s := status.New(src, nil)
 	s.Sample()
-	if got := src.snap.DHCPServers[0].Leases[0].Address; got != a("192.168.1.11") {
+	if got := src.snap.DHCPServers[0].Leases[0].Addr; got != a("192.168.1.11") {
 		t.Errorf("Source's first lease after a sample = %v, want 192.168.1.11 (unsorted)", got)
 	}
 	raw := body(t, get(t, s.Handler(), "GET", "/api/status"))
@@ -146,14 +149,14 @@ func TestServicesNormalized(t *testing.T) {
 
 // TestServicesDNSRate checks queries_per_second between two samples.
 func TestServicesDNSRate(t *testing.T) {
-	snap := status.Snapshot{DNS: &status.DNS{Queries: map[string]uint64{"udp": 100, "tcp": 10}}}
+	snap := status.Snapshot{DNS: &status.DNS{Status: dnsforward.Status{Queries: map[string]uint64{"udp": 100, "tcp": 10}}}}
 	src := statustest.New(snap)
 	clk := fakeclock.NewAt(t0)
 	s := status.New(src, nil)
 	s.SetClock(clk.Now)
 	s.Sample()
 	clk.Forward(2 * time.Second)
-	snap.DNS = &status.DNS{Queries: map[string]uint64{"udp": 150, "tcp": 20}}
+	snap.DNS = &status.DNS{Status: dnsforward.Status{Queries: map[string]uint64{"udp": 150, "tcp": 20}}}
 	src.Set(snap)
 	if got := s.Sample().DNS.Rates.QueriesPerSecond; got != 30 {
 		t.Errorf("QueriesPerSecond over 60 queries in 2 s = %v, want 30", got)
@@ -217,9 +220,7 @@ func TestServicesLeaseLost(t *testing.T) {
 	snap := servicesSnapshot()
 	c := &snap.DHCPClients[0]
 	c.State = "selecting"
-	c.Address, c.Server = netip.Prefix{}, netip.Addr{}
-	c.Routers, c.Routes, c.DNS, c.Domain, c.MTU = nil, nil, nil, "", 0
-	c.Acquired, c.Renew, c.Rebind, c.Expiry = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	c.Lease = nil // as the client reports it: no lease
 	c.LastError = "lease lost at 12:00:01: expired"
 	s, _, _ := newServer(t, snap)
 	page := body(t, get(t, s.Handler(), "GET", "/"))
@@ -260,7 +261,8 @@ func TestServicesLeaseLost(t *testing.T) {
 func TestServicesPageEscapes(t *testing.T) {
 	snap := servicesSnapshot()
 	snap.DHCPServers[0].Leases[0].Hostname = `<script>alert("x")</script>`
-	snap.DHCPServers[0].Leases[1].MAC = `<img src=x onerror=alert(1)>`
+	// A MAC is bytes (dhcp4server.MAC), so it cannot carry markup.
+	snap.DHCPServers[0].Leases[1].Hostname = `<img src=x onerror=alert(1)>`
 	snap.DHCPServers[0].LeaseFileError = `<b>disk</b>`
 	snap.DHCPClients[0].Domain = `"><iframe src=//evil>`
 	snap.DHCPClients[0].LastError = `NAK: <svg onload=alert(1)>`
@@ -413,7 +415,7 @@ func TestServicesMetrics(t *testing.T) {
 // TestServicesMetricsHistogramWithoutBuckets checks that sum and count
 // alone give a histogram with only the +Inf bucket.
 func TestServicesMetricsHistogramWithoutBuckets(t *testing.T) {
-	s, _, _ := newServer(t, status.Snapshot{DNS: &status.DNS{LatencySum: 1.5, LatencyCount: 3}})
+	s, _, _ := newServer(t, status.Snapshot{DNS: &status.DNS{Status: dnsforward.Status{LatencySum: 1.5, LatencyCount: 3}}})
 	f := scrape(t, s)["gvrouter_dns_upstream_latency_seconds"]
 	h := f.GetMetric()[0].GetHistogram()
 	if b := h.GetBucket(); h.GetSampleCount() != 3 || h.GetSampleSum() != 1.5 || len(b) != 1 || b[0].GetCumulativeCount() != 3 {
@@ -426,7 +428,7 @@ func TestServicesMetricsHistogramWithoutBuckets(t *testing.T) {
 func TestServicesMetricsBadInput(t *testing.T) {
 	snap := servicesSnapshot()
 	snap.DHCPClients = append(snap.DHCPClients, snap.DHCPClients[0])
-	snap.DHCPServers = append(snap.DHCPServers, snap.DHCPServers[0], status.DHCPServer{Interface: "bad\xff", PoolSize: 9})
+	snap.DHCPServers = append(snap.DHCPServers, snap.DHCPServers[0], status.DHCPServer{Interface: "bad\xff", Status: dhcp4server.Status{PoolSize: 9}})
 	snap.DNS.Upstreams = append(snap.DNS.Upstreams, snap.DNS.Upstreams[0])
 	s, _, _ := newServer(t, snap)
 	fams := scrape(t, s)
@@ -444,11 +446,11 @@ func TestServicesMetricsBadInput(t *testing.T) {
 // TestServicesPageLeaseCap checks that a huge lease table is cut at
 // 1,000 rows on the page and whole in the JSON.
 func TestServicesPageLeaseCap(t *testing.T) {
-	snap := status.Snapshot{DHCPServers: []status.DHCPServer{{Interface: "lan", PoolSize: 2000, PoolUsed: 1005}}}
+	snap := status.Snapshot{DHCPServers: []status.DHCPServer{{Interface: "lan", Status: dhcp4server.Status{PoolSize: 2000, PoolUsed: 1005}}}}
 	for i := range 1005 {
 		snap.DHCPServers[0].Leases = append(snap.DHCPServers[0].Leases, status.DHCPLease{
-			MAC:     fmt.Sprintf("02:00:00:00:%02x:%02x", i>>8, i&0xff),
-			Address: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}),
+			MAC:  dhcp4server.MAC{2, 0, 0, 0, byte(i >> 8), byte(i)},
+			Addr: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}),
 		})
 	}
 	s, _, _ := newServer(t, snap)

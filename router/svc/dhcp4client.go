@@ -2,7 +2,6 @@ package svc
 
 import (
 	"net/netip"
-	"strings"
 
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
@@ -140,35 +139,9 @@ func (m *Manager) DHCP4ClientsStatus(lost func(iface string) string) []status.DH
 			continue
 		}
 		st := cl.Status()
-		ss := cl.Stats()
 		iface := s.ifc.Name()
-		c := status.DHCPClient{
-			Interface: iface,
-			State:     strings.ToLower(st.State),
-			LastError: joinNonEmpty(lost(iface), joinNonEmpty(st.LastError, st.LeaseFileError)),
-			Counters: map[string]uint64{
-				"discover": ss.Discovers.Load(), "offer": ss.Offers.Load(), "request": ss.Requests.Load(),
-				"ack": ss.Acks.Load(), "nak": ss.Naks.Load(), "decline": ss.Declines.Load(),
-				"release": ss.Releases.Load(), "renew": ss.Renewals.Load(), "rebind": ss.Rebinds.Load(),
-				"expired": ss.Expiries.Load(), "mtu_ignored": ss.MTUIgnored.Load(),
-				"lease_file_errors": ss.LeaseFileErrors.Load(), "send_errors": ss.SendErrors.Load(),
-				"probe_errors": ss.ProbeErrors.Load(),
-			},
-			Drops: map[string]uint64{
-				"malformed": ss.Drops.Malformed.Load(), "not_reply": ss.Drops.NotReply.Load(),
-				"hwaddr": ss.Drops.HWAddr.Load(), "unexpected": ss.Drops.Unexpected.Load(),
-				"xid": ss.Drops.XID.Load(), "type": ss.Drops.Type.Load(), "server_id": ss.Drops.ServerID.Load(),
-				"client_id": ss.Drops.ClientID.Load(), "address": ss.Drops.Address.Load(),
-				"lease_time": ss.Drops.LeaseTime.Load(),
-			},
-		}
-		if l := st.Lease; l != nil {
-			c.Address, c.Server, c.Routers, c.DNS, c.Domain, c.MTU = l.Addr, l.Server, l.Routers, l.DNS, l.Domain, l.MTU
-			c.Acquired, c.Renew, c.Rebind, c.Expiry = l.Acquired, l.T1, l.T2, l.Expiry
-			for _, rt := range l.Routes {
-				c.Routes = append(c.Routes, status.Route{To: rt.Dst.String(), Via: rt.Via.String()})
-			}
-		}
+		st.LastError = joinNonEmpty(lost(iface), joinNonEmpty(st.LastError, st.LeaseFileError))
+		c := status.DHCPClient{Interface: iface, Status: st}
 		out = append(out, c)
 	}
 	return out

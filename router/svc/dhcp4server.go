@@ -20,7 +20,10 @@ const dhcpServerQueue = 256
 // dhcp4ServerSpec is the DHCP server a lan interface's dhcp_server: asks
 // for. cfg is the config in force.
 func dhcp4ServerSpec(e *env, cfg *config.Config, ic config.Interface) (spec, error) {
-	s := ic.DHCPServer
+	dir, err := e.Dir("dhcp4")
+	if err != nil {
+		return spec{}, err
+	}
 	var own netip.Prefix
 	for _, p := range ic.Addresses {
 		if p.Addr().Is4() {
@@ -28,36 +31,14 @@ func dhcp4ServerSpec(e *env, cfg *config.Config, ic config.Interface) (spec, err
 			break
 		}
 	}
-	dir, err := e.Dir("dhcp4")
-	if err != nil {
-		return spec{}, err
-	}
-	dc := dhcp4server.Config{
-		ServerAddr: own.Addr(),
-		Subnet:     own.Masked(),
-		RangeStart: s.RangeStart,
-		RangeEnd:   s.RangeEnd,
-		LeaseTime:  s.LeaseTimeOrDefault(),
-		Router:     s.Router,
-		DNS:        s.DNS,
-		Domain:     s.Domain,
-		MTU:        s.MTU,
-		NTP:        s.NTP,
-		LeaseFile:  dir + "/" + ic.Name + ".json",
-		// 0 = the server's defaults.
-		NewLeaseBurst: s.NewLeaseBurst,
-		NewLeaseRate:  float64(s.NewLeasesPerMinute) / 60,
-	}
+	// The config's Validate ran the same settings through the server's
+	// Validate; only the runtime's parts are added here.
+	dc := ic.DHCPServer.ServerConfig(own)
+	dc.LeaseFile = dir + "/" + ic.Name + ".json"
 	if dc.Domain == "" {
 		dc.Domain = cfg.DomainName()
 	}
 	// DNS nil hands out ServerAddr: the router's forwarder (dnsWanted).
-	for _, rt := range s.Routes {
-		dc.Routes = append(dc.Routes, dhcp4server.Route{To: rt.To, Via: rt.Via})
-	}
-	for _, st := range s.Static {
-		dc.Static = append(dc.Static, dhcp4server.StaticLease{MAC: st.MAC, Addr: st.Address, Hostname: st.Hostname})
-	}
 	if err := dc.Validate(); err != nil {
 		return spec{}, err
 	}
@@ -110,33 +91,8 @@ func (m *Manager) DHCP4ServersStatus() []status.DHCPServer {
 			continue
 		}
 		st := srv.Status()
-		ss := srv.Stats()
-		d := status.DHCPServer{
-			Interface: s.ifc.Name(),
-			PoolStart: st.RangeStart, PoolEnd: st.RangeEnd,
-			PoolSize: st.PoolSize, PoolUsed: st.PoolUsed,
-			Offered: st.Offered, Declined: st.Declined,
-			LeaseFileError: joinNonEmpty(m.leaseFileProblems[s.ifc.Name()], st.LeaseFileError),
-			Counters: map[string]uint64{
-				"received": ss.Received.Load(), "discover": ss.Discover.Load(), "request": ss.Request.Load(),
-				"decline": ss.Decline.Load(), "release": ss.Release.Load(), "inform": ss.Inform.Load(),
-				"offer": ss.Offer.Load(), "ack": ss.Ack.Load(), "nak": ss.Nak.Load(),
-				"pool_exhausted": ss.PoolExhausted.Load(), "other_server": ss.OtherServer.Load(),
-				"no_record": ss.NoRecord.Load(), "expired": ss.Expired.Load(), "send_errors": ss.SendErrors.Load(),
-				"lease_writes": ss.LeaseWrites.Load(), "lease_write_errors": ss.LeaseWriteErrors.Load(),
-				"lease_file_corrupt": ss.LeaseFileCorrupt.Load(),
-			},
-			Drops: map[string]uint64{},
-		}
-		for i := range ss.Drops {
-			d.Drops[dhcp4server.DropReason(i).String()] = ss.Drops[i].Load()
-		}
-		for _, l := range st.Leases {
-			d.Leases = append(d.Leases, status.DHCPLease{
-				MAC: l.MAC.String(), Address: l.Addr, Hostname: l.Hostname, Expiry: l.Expiry,
-				Static: l.Static, State: string(l.State),
-			})
-		}
+		st.LeaseFileError = joinNonEmpty(m.leaseFileProblems[s.ifc.Name()], st.LeaseFileError)
+		d := status.DHCPServer{Interface: s.ifc.Name(), Status: st}
 		out = append(out, d)
 	}
 	return out

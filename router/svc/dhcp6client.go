@@ -121,16 +121,8 @@ func (m *Manager) DHCP6ClientStatus() *status.DHCPv6Client {
 			State:     strings.ToLower(st.State),
 			DUID:      hex.EncodeToString(st.DUID),
 			LastError: joinNonEmpty(st.LastError, st.LeaseFileError),
-			Counters: map[string]uint64{
-				"solicit": ss.Solicits.Load(), "advertise": ss.Advertises.Load(), "request": ss.Requests.Load(),
-				"renew": ss.Renews.Load(), "rebind": ss.Rebinds.Load(), "release": ss.Releases.Load(),
-				"reply": ss.Replies.Load(), "renewals": ss.Renewals.Load(), "rebindings": ss.Rebindings.Load(),
-				"expired": ss.Expiries.Load(), "lost": ss.Losses.Load(), "no_prefix_avail": ss.NoPrefixAvail.Load(),
-				"no_binding": ss.NoBinding.Load(), "request_refused": ss.RequestRefused.Load(),
-				"exhausted": ss.Exhausted.Load(), "lease_file_errors": ss.LeaseFileErrors.Load(),
-				"duid_file_errors": ss.DUIDFileErrors.Load(), "send_errors": ss.SendErrors.Load(),
-			},
-			Drops: dhcp6ClientDrops(&ss.Drops),
+			Counters:  ss.Counters(),
+			Drops:     ss.DropCounts(),
 		}
 		if l := st.Lease; l != nil {
 			d.ServerDUID = hex.EncodeToString(l.ServerID)
@@ -148,15 +140,6 @@ func (m *Manager) DHCP6ClientStatus() *status.DHCPv6Client {
 		return d
 	}
 	return nil
-}
-
-func dhcp6ClientDrops(d *dhcp6client.Drops) map[string]uint64 {
-	return map[string]uint64{
-		"malformed": d.Malformed.Load(), "relay": d.Relay.Load(), "not_server": d.NotServer.Load(),
-		"type": d.Type.Load(), "unexpected": d.Unexpected.Load(), "xid": d.XID.Load(),
-		"client_id": d.ClientID.Load(), "server_id": d.ServerID.Load(), "no_prefix": d.NoPrefix.Load(),
-		"status": d.Status.Load(),
-	}
 }
 
 // linkLocal is the EUI-64 link-local address netstack generates for mac,

@@ -110,18 +110,7 @@ func (m *Manager) DHCP6ServersStatus() []status.DHCPv6Server {
 		if !ok {
 			continue
 		}
-		st := srv.Status()
-		ss := srv.Stats()
-		d := status.DHCPv6Server{
-			Interface: s.ifc.Name(), DNS: st.DNS, Domains: st.Domains,
-			Counters: map[string]uint64{
-				"received": ss.Received.Load(), "replied": ss.Replied.Load(), "send_errors": ss.SendErrors.Load(),
-			},
-			Drops: map[string]uint64{},
-		}
-		for i := range ss.Drops {
-			d.Drops[dhcp6server.DropReason(i).String()] = ss.Drops[i].Load()
-		}
+		d := status.DHCPv6Server{Interface: s.ifc.Name(), Status: srv.Status()}
 		out = append(out, d)
 	}
 	return out

@@ -215,43 +215,15 @@ func (m *Manager) DNSStatus() *status.DNS {
 	if s == nil {
 		return nil
 	}
-	set, live := s.spec.(dnsSettings), s.live.(dnsLive)
+	live := s.live.(dnsLive)
 	f := s.impl.(*dnsforward.Forwarder)
-	st := f.Status()
-	d := &status.DNS{
-		Queries:         map[string]uint64{"udp": st.QueriesUDP, "tcp": st.QueriesTCP},
-		CacheHits:       st.CacheHits,
-		CacheMisses:     st.CacheMisses,
-		CacheEntries:    st.CacheEntries,
-		CacheMax:        set.CacheSize,
-		LocalAnswers:    st.LocalAnswers,
-		InFlight:        st.InFlight,
-		UpstreamQueries: st.UpstreamQueries,
-		UpstreamErrors: map[string]uint64{
-			"network": st.UpstreamErrors, "timeout": st.UpstreamTimeouts, "rcode": st.UpstreamRcodeErrors,
-			"malformed": st.UpstreamMalformed, "no_upstream": st.NoUpstream,
-		},
-		LatencySum:   st.LatencySum.Seconds(),
-		LatencyCount: st.LatencyCount,
-		Drops: map[string]uint64{
-			"malformed": st.Malformed, "answer_mismatch": st.UpstreamMismatched, "answer_spoofed": st.UpstreamSpoofed,
-			"in_flight_full": st.InFlightDrops, "tcp_conns_full": st.TCPConnsRefused,
-		},
-	}
-	for _, ap := range st.Listen {
-		d.Listen = append(d.Listen, ap.String())
-	}
+	d := &status.DNS{Status: f.Status()}
 	source := "dhcp"
 	if live.Upstreams != nil {
 		source = "config"
 	}
-	for _, u := range st.Upstreams {
+	for _, u := range d.Status.Upstreams {
 		d.Upstreams = append(d.Upstreams, status.DNSUpstream{Address: u.String(), Source: source})
-	}
-	var cum uint64
-	for i, le := range dnsforward.LatencyBuckets {
-		cum += st.Latency[i]
-		d.LatencyBuckets = append(d.LatencyBuckets, status.LatencyBucket{LE: le.Seconds(), Count: cum})
 	}
 	return d
 }

@@ -145,24 +145,7 @@ func (m *Manager) RAAdvertisersStatus() []status.RAAdvertiser {
 		if !ok {
 			continue
 		}
-		st := adv.Status()
-		ss := adv.Stats()
-		a := status.RAAdvertiser{
-			Interface: s.ifc.Name(), RDNSS: st.RDNSS, DNSSL: st.DNSSL, Managed: st.Managed, Other: st.Other,
-			RouterLifetime: st.RouterLifetime, MTU: st.MTU,
-			Counters: map[string]uint64{
-				"sent": ss.Sent.Load(), "solicited_sent": ss.SolicitedSent.Load(), "rs_received": ss.RSReceived.Load(),
-				"rs_coalesced": ss.RSCoalesced.Load(), "other_router_ra": ss.OtherRA.Load(), "send_errors": ss.SendErrors.Load(),
-			},
-			Drops: map[string]uint64{},
-		}
-		for i := range ss.Drops {
-			a.Drops[ra.DropReason(i).String()] = ss.Drops[i].Load()
-		}
-		for _, p := range st.Prefixes {
-			a.Prefixes = append(a.Prefixes, status.RAPrefix{Prefix: p.Prefix, OnLink: true, Autonomous: true,
-				PreferredUntil: p.PreferredUntil, ValidUntil: p.ValidUntil, Deprecated: p.Withdrawn})
-		}
+		a := status.RAAdvertiser{Interface: s.ifc.Name(), Status: adv.Status()}
 		out = append(out, a)
 	}
 	return out

@@ -2,7 +2,6 @@ package svc
 
 import (
 	"net/netip"
-	"time"
 
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/learned"
@@ -91,31 +90,7 @@ func (m *Manager) RALearnersStatus() []status.RALearner {
 		if !ok {
 			continue
 		}
-		st := l.State()
-		ss := l.Stats()
-		x := status.RALearner{
-			Interface: s.ifc.Name(), DNS: st.DNSServers(), MTU: st.MTU,
-			Counters: map[string]uint64{"ra": ss.Received.Load(), "expired": ss.Expired.Load(),
-				"too_many":    ss.RoutersFull.Load() + ss.PrefixesFull.Load() + ss.DNSFull.Load(),
-				"mtu_ignored": ss.MTUIgnored.Load(), "rs_sent": ss.RSSent.Load(), "options_ignored": ss.OptionsIgnored.Load(),
-				"prefixes_ignored": ss.PrefixesIgnored.Load(), "prefix_too_short": ss.PrefixTooShort.Load(),
-				"prefix_overlap_ignored": ss.PrefixOverlapIgnored.Load(), "routers_full": ss.RoutersFull.Load(),
-				"prefixes_full": ss.PrefixesFull.Load(), "routers_replaced": ss.RoutersReplaced.Load(),
-				"ns_sent": ss.NSSent.Load(), "router_unreachable": ss.RouterUnreachable.Load(),
-				"probe_answers_lost": ss.ProbeAnswersLost.Load(), "send_errors": ss.SendErrors.Load()},
-			Drops: map[string]uint64{},
-		}
-		for i := range ss.Drops {
-			x.Drops[ra.DropReason(i).String()] = ss.Drops[i].Load()
-		}
-		for _, rt := range st.Routers {
-			x.Routers = append(x.Routers, status.RARouter{Address: rt.Addr, MAC: rt.MAC.String(), Preference: rt.Preference.String(),
-				Reachability: rt.Reachability.String(), Expires: rt.Expires})
-		}
-		for _, p := range st.Prefixes {
-			x.Prefixes = append(x.Prefixes, status.RAPrefix{Prefix: p.Prefix, OnLink: p.OnLink, Autonomous: p.Autonomous,
-				ValidUntil: p.ValidUntil, PreferredUntil: p.PreferredUntil, Deprecated: !p.PreferredUntil.IsZero() && !p.PreferredUntil.After(time.Now())})
-		}
+		x := status.RALearner{Interface: s.ifc.Name(), LearnerStatus: l.Status()}
 		out = append(out, x)
 	}
 	return out

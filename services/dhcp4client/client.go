@@ -193,7 +193,8 @@ type Client struct {
 	status Status
 }
 
-// New returns a Client for cfg; Run starts it.
+// New returns a Client for cfg, which Validate must accept; Run starts
+// it.
 func New(cfg Config) (*Client, error) {
 	if cfg.Transport == nil {
 		return nil, errors.New("dhcp4client: no Transport")
@@ -201,11 +202,8 @@ func New(cfg Config) (*Client, error) {
 	if len(cfg.HWAddr) != 6 {
 		return nil, fmt.Errorf("dhcp4client: HWAddr %v is not an Ethernet MAC", cfg.HWAddr)
 	}
-	if len(cfg.ClientID) == 1 || len(cfg.ClientID) > 255 {
-		return nil, fmt.Errorf("dhcp4client: client identifier of %d bytes, want 2 to 255 (RFC 2132 §9.14)", len(cfg.ClientID))
-	}
-	if len(cfg.Hostname) > 255 {
-		return nil, fmt.Errorf("dhcp4client: hostname of %d bytes, want at most 255", len(cfg.Hostname))
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.MinMTU == 0 {
 		cfg.MinMTU = DefaultMinMTU
@@ -229,7 +227,7 @@ func New(cfg Config) (*Client, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{cfg: cfg, clock: cfg.Clock, rnd: cfg.Rand, log: log}
-	c.status.State = Init.String()
+	c.status.State = strings.ToLower(Init.String())
 	return c, nil
 }
 
@@ -242,6 +240,7 @@ func (c *Client) Status() Status {
 	defer c.mu.Unlock()
 	s := c.status
 	s.Lease = s.Lease.clone()
+	s.Counters, s.Drops = c.stats.Counters(), c.stats.DropCounts()
 	return s
 }
 
@@ -319,7 +318,7 @@ func (c *Client) Run(ctx context.Context) error {
 func (c *Client) publish() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.status.State = c.state.String()
+	c.status.State = strings.ToLower(c.state.String())
 	c.status.Since = c.since
 	c.status.Lease = c.lease.clone()
 	c.status.Next = c.next

@@ -46,7 +46,7 @@ func TestRFC2131_4_4_1_Acquire(t *testing.T) {
 			c.ClientID = append([]byte{1}, clientMAC...)
 			c.Hostname = "gvrouter"
 		}).start()
-		if got := h.c.Status().State; got != "SELECTING" {
+		if got := h.c.Status().State; got != "selecting" {
 			t.Errorf("state after start = %s, want SELECTING", got)
 		}
 		d := h.one(dhcpv4.MessageTypeDiscover)
@@ -92,7 +92,7 @@ func TestRFC2131_4_4_1_Acquire(t *testing.T) {
 		if !r.msg.ClientIPAddr.IsUnspecified() || !r.msg.IsBroadcast() {
 			t.Errorf("SELECTING DHCPREQUEST ciaddr %v broadcast %v, want 0.0.0.0 and set", r.msg.ClientIPAddr, r.msg.IsBroadcast())
 		}
-		if got := h.c.Status(); got.State != "REQUESTING" || got.Offered != offered {
+		if got := h.c.Status(); got.State != "requesting" || got.Offered != offered {
 			t.Errorf("Status = %s offered %v, want REQUESTING %v", got.State, got.Offered, offered)
 		}
 
@@ -122,7 +122,7 @@ func TestRFC2131_4_4_1_Acquire(t *testing.T) {
 			t.Errorf("lease (-want +got):\n%s", diff)
 		}
 		st := h.c.Status()
-		if st.State != "BOUND" || st.Next != want.T1 || cmp.Diff(want, st.Lease, eq) != "" {
+		if st.State != "bound" || st.Next != want.T1 || cmp.Diff(want, st.Lease, eq) != "" {
 			t.Errorf("Status = %+v, want BOUND, next %v, lease %+v", st, want.T1, want)
 		}
 		s := h.c.Stats()
@@ -212,7 +212,7 @@ func TestRFC2131_4_4_1_RequestGivesUp(t *testing.T) {
 		}
 		h.clk.Advance(time.Nanosecond)
 		h.one(dhcpv4.MessageTypeDiscover)
-		if got := h.c.Status().State; got != "SELECTING" {
+		if got := h.c.Status().State; got != "selecting" {
 			t.Errorf("state = %s, want SELECTING", got)
 		}
 	})
@@ -252,7 +252,7 @@ func TestRFC2131_4_4_5_RenewAtT1(t *testing.T) {
 		if rn.msg.TransactionID == r.msg.TransactionID {
 			t.Errorf("renewal reuses the xid of the first exchange")
 		}
-		if got := h.c.Status().State; got != "RENEWING" {
+		if got := h.c.Status().State; got != "renewing" {
 			t.Errorf("state = %s, want RENEWING", got)
 		}
 		h.clk.Advance(time.Second)
@@ -261,7 +261,7 @@ func TestRFC2131_4_4_5_RenewAtT1(t *testing.T) {
 			t.Errorf("OnLease after a renewal with the same configuration = %+v, want no call", ch)
 		}
 		st := h.c.Status()
-		if want := l.T1.Add(10 * time.Minute); st.State != "BOUND" || !st.Lease.T1.Equal(want) || !st.Lease.Acquired.Equal(l.T1) {
+		if want := l.T1.Add(10 * time.Minute); st.State != "bound" || !st.Lease.T1.Equal(want) || !st.Lease.Acquired.Equal(l.T1) {
 			t.Errorf("after the renewal: %s, acquired %v, T1 %v; want BOUND, %v, %v", st.State, st.Lease.Acquired, st.Lease.T1, l.T1, want)
 		}
 		if got := h.c.Stats().Renewals.Load(); got != 1 {
@@ -327,7 +327,7 @@ func TestRFC2131_4_4_5_RebindAtT2(t *testing.T) {
 		h.clk.AdvanceTo(l.T2)
 		out := h.tr.take()
 		last := out[len(out)-1]
-		if got := h.c.Status().State; got != "REBINDING" || last.p.Dst.Addr() != bcast {
+		if got := h.c.Status().State; got != "rebinding" || last.p.Dst.Addr() != bcast {
 			t.Fatalf("at T2: state %s, last sent to %v; want REBINDING, broadcast", got, last.p.Dst)
 		}
 		// The old server answers RENEWING-style from another server id:
@@ -337,7 +337,7 @@ func TestRFC2131_4_4_5_RebindAtT2(t *testing.T) {
 		if len(ch) != 1 || ch[0].new == nil || ch[0].new.Server != server2IP || !bytes.Equal(ch[0].new.ServerMAC, server2MAC) {
 			t.Fatalf("OnLease after rebinding to a new server = %+v, want one call with server %v", ch, server2IP)
 		}
-		if got := h.c.Status().State; got != "BOUND" {
+		if got := h.c.Status().State; got != "bound" {
 			t.Errorf("state = %s, want BOUND", got)
 		}
 		if len(h.prober.asked) != 1 {
@@ -371,7 +371,7 @@ func TestRFC2131_4_4_5_Expiry(t *testing.T) {
 			t.Errorf("DHCPDISCOVER after expiry from %v, want 0.0.0.0", d.p.Src)
 		}
 		st := h.c.Status()
-		if st.State != "SELECTING" || st.Lease != nil || h.c.Stats().Expiries.Load() != 1 {
+		if st.State != "selecting" || st.Lease != nil || h.c.Stats().Expiries.Load() != 1 {
 			t.Errorf("after expiry: %s lease %v expiries %d, want SELECTING, none, 1", st.State, st.Lease, h.c.Stats().Expiries.Load())
 		}
 	})
@@ -471,7 +471,7 @@ func TestRFC2131_3_2_InitReboot(t *testing.T) {
 			if opt(r.msg, dhcpv4.OptionServerIdentifier) != nil || !r.msg.ClientIPAddr.IsUnspecified() {
 				t.Errorf("INIT-REBOOT DHCPREQUEST with option 54 or ciaddr %v (RFC 2131 §4.3.2: MUST NOT, 0)", r.msg.ClientIPAddr)
 			}
-			if st := h.c.Status(); st.State != "REBOOTING" || st.Offered != l.Addr.Addr() || st.Lease != nil {
+			if st := h.c.Status(); st.State != "rebooting" || st.Offered != l.Addr.Addr() || st.Lease != nil {
 				t.Errorf("Status = %+v, want REBOOTING for %v with no lease applied yet", st, l.Addr.Addr())
 			}
 			// Any server may answer INIT-REBOOT.
@@ -646,7 +646,7 @@ func TestRFC2131_3_1_5_DeclineInUse(t *testing.T) {
 		if _, err := os.Stat(h.cfg.LeaseFile); !os.IsNotExist(err) {
 			t.Errorf("lease file for a declined address: %v, want none", err)
 		}
-		if st := h.c.Status(); st.State != "INIT" || !st.Next.Equal(epoch.Add(DefaultDeclineWait)) {
+		if st := h.c.Status(); st.State != "init" || !st.Next.Equal(epoch.Add(DefaultDeclineWait)) {
 			t.Errorf("Status after DHCPDECLINE = %s next %v, want INIT until %v", st.State, st.Next, epoch.Add(DefaultDeclineWait))
 		}
 		h.clk.Advance(DefaultDeclineWait - time.Nanosecond)
@@ -721,7 +721,7 @@ func TestRFC2131_4_4_6_ReleaseOnStop(t *testing.T) {
 				if !os.IsNotExist(statErr) {
 					t.Errorf("lease file after release: %v, want removed", statErr)
 				}
-				if got := h.c.Status().State; got != "STOPPED" {
+				if got := h.c.Status().State; got != "stopped" {
 					t.Errorf("state after Run = %s, want STOPPED", got)
 				}
 			})
@@ -809,7 +809,7 @@ func TestRFC2131_4_4_DropChecks(t *testing.T) {
 				if got := d.Total(); got != 1 {
 					t.Errorf("Drops.Total = %d, want 1", got)
 				}
-				if got := h.c.Status().State; got != tc.state {
+				if got := h.c.Status().State; got != strings.ToLower(tc.state) {
 					t.Errorf("state after a dropped answer = %s, want %s", got, tc.state)
 				}
 				h.none()

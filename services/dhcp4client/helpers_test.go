@@ -294,7 +294,7 @@ func (h *harness) bind(mods ...func(*dhcpv4.DHCPv4)) *Lease {
 	if len(ch) != 1 || ch[0].old != nil || ch[0].new == nil {
 		h.t.Fatalf("OnLease calls after the first DHCPACK = %+v, want one (nil, lease)", ch)
 	}
-	if got := h.c.Status().State; got != "BOUND" {
+	if got := h.c.Status().State; got != "bound" {
 		h.t.Fatalf("state after DHCPACK = %s, want BOUND", got)
 	}
 	return ch[0].new

@@ -409,7 +409,7 @@ func testInteropLease(t *testing.T) {
 	// state too, or the status read below can still say RENEWING.
 	waitFor(t, 10*time.Second, "the renewal at T1", func() bool {
 		st := cs.c.Status()
-		return cs.c.Stats().Acks.Load() >= 2 && st.State == "BOUND" && st.Lease != nil && st.Lease.Acquired.After(l.Acquired)
+		return cs.c.Stats().Acks.Load() >= 2 && st.State == "bound" && st.Lease != nil && st.Lease.Acquired.After(l.Acquired)
 	})
 	rn, ok := w.find(start, isRenew)
 	if !ok {
@@ -426,7 +426,7 @@ func testInteropLease(t *testing.T) {
 	st := cs.c.Status()
 	// The renewal's lease counts from its DHCPREQUEST, sent at T1 (the
 	// timer's own latency, times speedup, is the slack).
-	if st.State != "BOUND" || st.Lease.Acquired.Before(l.T1) || st.Lease.Acquired.After(l.T1.Add(slack)) {
+	if st.State != "bound" || st.Lease.Acquired.Before(l.T1) || st.Lease.Acquired.After(l.T1.Add(slack)) {
 		t.Errorf("after the renewal: %s, acquired %v; want BOUND, acquired at the first lease's T1 %v", st.State, st.Lease.Acquired, l.T1)
 	}
 	if !strings.Contains(log.String(), "DHCPACK(s0) "+addr.String()) {
@@ -461,7 +461,7 @@ func testInteropLease(t *testing.T) {
 	if _, ok := w.find(killed, isRenew); !ok {
 		t.Errorf("no unicast renewal between the server's end and T2:\n%s", w.dump())
 	}
-	if st := cs.c.Status(); st.State != "REBINDING" || st.Since.Before(l2.T2) || st.Since.After(l2.T2.Add(slack)) {
+	if st := cs.c.Status(); st.State != "rebinding" || st.Since.Before(l2.T2) || st.Since.After(l2.T2.Add(slack)) {
 		t.Errorf("status %s since %v, want REBINDING since T2 %v", st.State, st.Since, l2.T2)
 	}
 	t.Logf("rebinding after %v", time.Since(start))

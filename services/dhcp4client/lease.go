@@ -25,39 +25,39 @@ type Route struct {
 type Lease struct {
 	// Addr is the leased address (yiaddr) with the subnet mask (option
 	// 1; the address's class when the server sent none).
-	Addr netip.Prefix
+	Addr netip.Prefix `json:"address"`
 	// Server is the server identifier (option 54), where RENEWING
 	// unicasts to (RFC 2131 §4.4.5).
-	Server netip.Addr
+	Server netip.Addr `json:"server"`
 	// ServerMAC is the Ethernet source of the last DHCPACK, the next hop
 	// of the unicast DHCPREQUEST in RENEWING and of the DHCPRELEASE.
-	ServerMAC net.HardwareAddr
+	ServerMAC net.HardwareAddr `json:"-"`
 	// Routers is option 3 as sent, in order of preference.
-	Routers []netip.Addr
+	Routers []netip.Addr `json:"routers"`
 	// Routes are the routes to install: option 121 (RFC 3442) when the
 	// server sent a valid one, which then overrides option 3 (RFC 3442
 	// §3: "the DHCP client MUST ignore the Router option"); else a
 	// default route via the first router of option 3; else none.
-	Routes []Route
+	Routes []Route `json:"routes"`
 	// DNS is option 6, the DNS servers in order of preference.
-	DNS []netip.Addr
+	DNS []netip.Addr `json:"dns"`
 	// Domain is option 15, the domain name.
-	Domain string
+	Domain string `json:"domain"`
 	// MTU is option 26, the interface MTU; 0 when the server sent none or
 	// one below Config.MinMTU (then counted in Stats.MTUIgnored).
-	MTU int
+	MTU int `json:"mtu"`
 	// Acquired is when the client sent the DHCPREQUEST this DHCPACK
 	// answered: lease times count from it (RFC 2131 §4.4.1).
-	Acquired time.Time
+	Acquired time.Time `json:"acquired,omitzero"`
 	// T1 is when the client starts RENEWING: option 58, else half the
 	// lease (RFC 2131 §4.4.5).
-	T1 time.Time
+	T1 time.Time `json:"renew,omitzero"`
 	// T2 is when the client starts REBINDING: option 59, else 7/8 of the
 	// lease (RFC 2131 §4.4.5).
-	T2 time.Time
+	T2 time.Time `json:"rebind,omitzero"`
 	// Expiry is when the lease ends (option 51). An infinite lease
 	// (0xffffffff) ends in 100 years.
-	Expiry time.Time
+	Expiry time.Time `json:"expiry,omitzero"`
 }
 
 // clone returns a deep copy of l (nil for nil).

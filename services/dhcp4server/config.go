@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/gvrouter/gvrouter/services/svcconfig"
 )
 
 // Defaults for the zero values of Config.
@@ -36,6 +38,24 @@ const (
 	// Config.NewLeaseRate is 0: guests arriving one at a time never wait,
 	// and a starvation flood needs minutes, not a second, for a range.
 	DefaultNewLeaseRate = 1.0
+)
+
+// Bounds of Config.LeaseTime, MTU and Static.
+const (
+	// MinLeaseTime is the shortest lease: below it, renewals (at half the
+	// lease, RFC 2131 §4.4.5) would be most of the traffic.
+	MinLeaseTime = 10 * time.Second
+	// MaxLeaseTime is the longest lease, a year: well within option 51's
+	// 32 bits of seconds (RFC 2132 §9.2), and no address should be held
+	// longer by a client that left.
+	MaxLeaseTime = 365 * 24 * time.Hour
+	// MinMTU and MaxMTU bound option 26: RFC 2132 §5.1 allows 68, but
+	// every IPv4 host must take 576-byte datagrams (RFC 791), and a
+	// smaller MTU only breaks clients.
+	MinMTU = 576
+	MaxMTU = 65535
+	// MaxStaticLeases bounds Config.Static, beyond any LAN's fixed hosts.
+	MaxStaticLeases = 4096
 )
 
 // Bounds of Config.NewLeaseBurst and NewLeaseRate: a range holds at most
@@ -151,179 +171,132 @@ type Config struct {
 	Log *slog.Logger
 }
 
-// FieldError is one thing Validate found wrong, with the Config field it
-// is about, so that the router can point at the line of its own file
-// that set that field.
-type FieldError struct {
-	// Field is the Config field: "ServerAddr", "Subnet", "Range" (the
-	// pair RangeStart-RangeEnd), "LeaseTime", "Router", "DNS", "NTP",
-	// "Domain", "MTU", "Routes", "Static", "OfferHold",
-	// "DeclineQuarantine", "NewLeaseBurst", "NewLeaseRate".
-	Field string
-	// Index is the element of a list field (Router, DNS, NTP, Routes,
-	// Static), -1 for other fields.
-	Index int
-	// Sub is the element's field ("MAC", "Addr", "Hostname", "To", "Via"),
-	// or "".
-	Sub string
-	// Msg says what is wrong, e.g. "range 192.168.1.1-192.168.1.50
-	// covers the server's address 192.168.1.1".
-	Msg string
-}
-
-// Error implements error: "dhcp4server: Static[1].Addr: ...".
-func (e *FieldError) Error() string {
-	f := e.Field
-	if e.Index >= 0 {
-		f += fmt.Sprintf("[%d]", e.Index)
-	}
-	if e.Sub != "" {
-		f += "." + e.Sub
-	}
-	return "dhcp4server: " + f + ": " + e.Msg
-}
-
-// Errors is what Validate returns: every FieldError found, in field
-// order.
-type Errors []*FieldError
-
-// Error implements error, one line per FieldError.
-func (es Errors) Error() string {
-	s := make([]string, len(es))
-	for i, e := range es {
-		s[i] = e.Error()
-	}
-	return strings.Join(s, "\n")
-}
-
-// Unwrap returns the FieldErrors, for errors.As.
-func (es Errors) Unwrap() []error {
-	out := make([]error, len(es))
-	for i, e := range es {
-		out[i] = e
-	}
-	return out
-}
-
-// Validate checks the config and returns nil or Errors: the subnet and
-// server address are IPv4 and the server is a host of the subnet; the
-// range is inside the subnet (network and broadcast addresses excluded)
-// and covers neither the server's address nor a static lease's; static
-// leases are inside the subnet, with unique MACs and addresses; options
-// are IPv4 and in range.
+// Validate checks the config and returns nil or every problem found,
+// joined, each one a *svcconfig.FieldError naming the config key (the
+// YAML key of the router's dhcp_server: section, e.g. "range" or
+// "static.1.address"): the subnet and server address are IPv4 and the
+// server is a host of the subnet; the range is inside the subnet (network
+// and broadcast addresses excluded) and covers neither the server's
+// address nor a static lease's; static leases are inside the subnet, with
+// unique MACs and addresses; options are IPv4 and in range.
 func (c *Config) Validate() error {
-	var es Errors
-	add := func(field string, index int, sub, format string, args ...any) {
-		es = append(es, &FieldError{Field: field, Index: index, Sub: sub, Msg: fmt.Sprintf(format, args...)})
-	}
+	l := svcconfig.NewList("dhcp4server")
 	subnetOK := c.Subnet.IsValid() && c.Subnet.Addr().Is4() && c.Subnet.Bits() <= 30
 	if !subnetOK {
-		add("Subnet", -1, "", "%v is not an IPv4 prefix of at most /30", c.Subnet)
+		l.Add("subnet", "%v is not an IPv4 prefix of at most /30", c.Subnet)
 	}
 	net4 := c.Subnet.Masked()
 	host := func(a netip.Addr) bool {
 		return subnetOK && a.Is4() && net4.Contains(a) && a != net4.Addr() && a != lastAddr(net4)
 	}
 	if !c.ServerAddr.Is4() {
-		add("ServerAddr", -1, "", "%v is not an IPv4 address", c.ServerAddr)
+		l.Add("server_addr", "%v is not an IPv4 address", c.ServerAddr)
 	} else if subnetOK && !host(c.ServerAddr) {
-		add("ServerAddr", -1, "", "%v is not a host address of the subnet %v", c.ServerAddr, net4)
+		l.Add("server_addr", "%v is not a host address of the subnet %v", c.ServerAddr, net4)
 	}
 	inRange := func(a netip.Addr) bool { return !a.Less(c.RangeStart) && !c.RangeEnd.Less(a) }
 	rangeOK := false
 	switch {
+	case !c.RangeStart.IsValid() && !c.RangeEnd.IsValid():
+		l.Add("range", "is required, e.g. %s", exampleRange(net4))
 	case !c.RangeStart.Is4() || !c.RangeEnd.Is4():
-		add("Range", -1, "", "range %v-%v: both ends must be IPv4 addresses", c.RangeStart, c.RangeEnd)
+		l.Add("range", "%v-%v: both ends must be IPv4 addresses", c.RangeStart, c.RangeEnd)
 	case c.RangeEnd.Less(c.RangeStart):
-		add("Range", -1, "", "range %v-%v: the first address is above the last", c.RangeStart, c.RangeEnd)
+		l.Add("range", "%v-%v: the first address is above the last", c.RangeStart, c.RangeEnd)
 	case subnetOK && (!host(c.RangeStart) || !host(c.RangeEnd)):
-		add("Range", -1, "", "range %v-%v is not inside the subnet %v (network and broadcast excluded)", c.RangeStart, c.RangeEnd, net4)
+		l.Add("range", "%v-%v is not inside the subnet %v (network and broadcast excluded)", c.RangeStart, c.RangeEnd, net4)
 	case c.ServerAddr.Is4() && inRange(c.ServerAddr):
-		add("Range", -1, "", "range %v-%v covers the server's address %v", c.RangeStart, c.RangeEnd, c.ServerAddr)
+		l.Add("range", "%v-%v covers the server's own address %v", c.RangeStart, c.RangeEnd, c.ServerAddr)
 	default:
 		rangeOK = true
 	}
-	if c.LeaseTime < 0 || c.LeaseTime > math.MaxUint32*time.Second {
-		add("LeaseTime", -1, "", "%v is not between 0 and 2^32-1 s (RFC 2132 §9.2)", c.LeaseTime)
-	} else if c.LeaseTime != 0 && c.LeaseTime < 2*time.Second {
-		add("LeaseTime", -1, "", "%v is shorter than 2 s", c.LeaseTime)
+	if c.LeaseTime != 0 && (c.LeaseTime < MinLeaseTime || c.LeaseTime > MaxLeaseTime) {
+		l.Add("lease_time", "%s out of range %s..%s", svcconfig.Duration(c.LeaseTime), svcconfig.Duration(MinLeaseTime), svcconfig.Duration(MaxLeaseTime))
 	}
-	for _, l := range []struct {
-		field string
+	for _, list := range []struct {
+		key   string
 		addrs []netip.Addr
-	}{{"Router", c.Router}, {"DNS", c.DNS}, {"NTP", c.NTP}} {
-		for i, a := range l.addrs {
+	}{{"router", c.Router}, {"dns", c.DNS}, {"ntp", c.NTP}} {
+		for i, a := range list.addrs {
 			if !a.Is4() {
-				add(l.field, i, "", "%v is not an IPv4 address", a)
+				l.Add(svcconfig.Key(list.key, i), "%v is not an IPv4 address", a)
 			}
 		}
 	}
 	if c.Domain != "" {
 		if err := checkDomain(c.Domain); err != nil {
-			add("Domain", -1, "", "%q: %v", c.Domain, err)
+			l.Add("domain", "%q: %v", c.Domain, err)
 		}
 	}
-	if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) {
-		add("MTU", -1, "", "%d is not between 68 and 65535 (RFC 2132 §5.1)", c.MTU)
+	if c.MTU != 0 && (c.MTU < MinMTU || c.MTU > MaxMTU) {
+		l.Add("mtu", "%d out of range %d..%d (RFC 2132 §5.1: at least 68; hosts must take 576)", c.MTU, MinMTU, MaxMTU)
 	}
 	for i, r := range c.Routes {
 		switch {
 		case !r.To.IsValid() || !r.To.Addr().Is4():
-			add("Routes", i, "To", "%v is not an IPv4 prefix", r.To)
+			l.Add(svcconfig.Key("routes", i, "to"), "%v is not an IPv4 prefix", r.To)
 		case r.To != r.To.Masked():
-			add("Routes", i, "To", "%v has host bits set (RFC 3442 §2: %v)", r.To, r.To.Masked())
+			l.Add(svcconfig.Key("routes", i, "to"), "%v has host bits set (RFC 3442 §2: %v)", r.To, r.To.Masked())
 		}
 		if !r.Via.Is4() || (!r.Via.IsUnspecified() && subnetOK && !net4.Contains(r.Via)) {
-			add("Routes", i, "Via", "%v is not an IPv4 address in the subnet %v", r.Via, net4)
+			l.Add(svcconfig.Key("routes", i, "via"), "%v is not an IPv4 address in the subnet %v", r.Via, net4)
 		}
+	}
+	if len(c.Static) > MaxStaticLeases {
+		l.Add("static", "%d static leases, at most %d", len(c.Static), MaxStaticLeases)
 	}
 	macs := map[string]int{}
 	addrs := map[netip.Addr]int{}
 	for i, s := range c.Static {
 		if len(s.MAC) != 6 {
-			add("Static", i, "MAC", "%q is not a 6-byte Ethernet address", s.MAC.String())
+			l.Add(svcconfig.Key("static", i, "mac"), "%q is not a 6-byte Ethernet address", s.MAC.String())
 		} else if j, ok := macs[string(s.MAC)]; ok {
-			add("Static", i, "MAC", "%v is also Static[%d]'s", s.MAC, j)
+			l.AddClash(svcconfig.Key("static", i, "mac"), svcconfig.Key("static", j, "mac"), "%v is listed twice", s.MAC)
 		} else {
 			macs[string(s.MAC)] = i
 		}
+		addr := svcconfig.Key("static", i, "address")
 		switch {
 		case !s.Addr.Is4():
-			add("Static", i, "Addr", "%v is not an IPv4 address", s.Addr)
+			l.Add(addr, "%v is not an IPv4 address", s.Addr)
 		case subnetOK && !host(s.Addr):
-			add("Static", i, "Addr", "%v is not a host address of the subnet %v", s.Addr, net4)
+			l.Add(addr, "%v is not a host address of the subnet %v", s.Addr, net4)
 		case s.Addr == c.ServerAddr:
-			add("Static", i, "Addr", "%v is the server's own address", s.Addr)
+			l.Add(addr, "%v is the server's own address", s.Addr)
 		case rangeOK && inRange(s.Addr):
-			add("Static", i, "Addr", "%v lies inside the range %v-%v", s.Addr, c.RangeStart, c.RangeEnd)
+			l.Add(addr, "%v lies inside the dynamic range %v-%v; put static leases outside it", s.Addr, c.RangeStart, c.RangeEnd)
 		default:
 			if j, ok := addrs[s.Addr]; ok {
-				add("Static", i, "Addr", "%v is also Static[%d]'s", s.Addr, j)
+				l.AddClash(addr, svcconfig.Key("static", j, "address"), "%v is listed twice", s.Addr)
 			}
 			addrs[s.Addr] = i
 		}
 		if s.Hostname != "" && sanitizeHostname(s.Hostname) != strings.ToLower(s.Hostname) {
-			add("Static", i, "Hostname", "%q is not a host name label (letters, digits, '-', at most 63)", s.Hostname)
+			l.Add(svcconfig.Key("static", i, "hostname"), "%q is not a host name label (letters, digits, '-', at most 63)", s.Hostname)
 		}
 	}
 	if c.OfferHold < 0 {
-		add("OfferHold", -1, "", "%v is negative", c.OfferHold)
+		l.Add("offer_hold", "%v is negative", c.OfferHold)
 	}
 	if c.DeclineQuarantine < 0 {
-		add("DeclineQuarantine", -1, "", "%v is negative", c.DeclineQuarantine)
+		l.Add("decline_quarantine", "%v is negative", c.DeclineQuarantine)
 	}
 	if c.NewLeaseBurst < 0 || c.NewLeaseBurst > MaxNewLeaseBurst {
-		add("NewLeaseBurst", -1, "", "%d is not between 1 and %d", c.NewLeaseBurst, MaxNewLeaseBurst)
+		l.Add("new_lease_burst", "%d is not between 1 and %d", c.NewLeaseBurst, MaxNewLeaseBurst)
 	}
-	if r := c.NewLeaseRate; r < 0 || r > MaxNewLeaseRate || math.IsNaN(r) {
-		add("NewLeaseRate", -1, "", "%v is not between 0.001 and %d a second", r, MaxNewLeaseRate)
-	} else if r != 0 && r < 0.001 {
-		add("NewLeaseRate", -1, "", "%v is not between 0.001 and %d a second", r, MaxNewLeaseRate)
+	if r := c.NewLeaseRate; r < 0 || r > MaxNewLeaseRate || math.IsNaN(r) || r != 0 && r < 0.001 {
+		l.Add("new_lease_rate", "%v is not between 0.001 and %d a second", r, MaxNewLeaseRate)
 	}
-	if len(es) == 0 {
-		return nil
+	return l.Err()
+}
+
+// exampleRange suggests a range for subnet: .100 to .249 on a /24.
+func exampleRange(p netip.Prefix) string {
+	if p.Bits() == 24 && p.Addr().Is4() {
+		b := p.Addr().As4()
+		return fmt.Sprintf("%d.%d.%d.100-%d.%d.%d.249", b[0], b[1], b[2], b[0], b[1], b[2])
 	}
-	return es
+	return "FIRST-LAST"
 }
 
 // withDefaults returns c with its zero values replaced.

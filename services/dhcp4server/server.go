@@ -536,6 +536,7 @@ func (s *Server) Status() Status {
 		RangeStart: s.cfg.RangeStart, RangeEnd: s.cfg.RangeEnd,
 		PoolSize: s.size, LeaseFile: s.cfg.LeaseFile,
 		LeaseFileError: s.fileErr, LeaseFileProblem: s.problem,
+		Counters: s.stats.Counters(), Drops: s.stats.DropCounts(),
 	}
 	for _, b := range s.byAddr {
 		if s.inPool(b.addr) && b.busy(now) {
@@ -550,7 +551,7 @@ func (s *Server) Status() Status {
 		if b.static == nil && b.expiry.IsZero() {
 			continue
 		}
-		l := Lease{MAC: slices.Clone(b.mac), ClientID: slices.Clone(b.clientID), Addr: b.addr,
+		l := Lease{MAC: MAC(slices.Clone(b.mac)), ClientID: slices.Clone(b.clientID), Addr: b.addr,
 			Hostname: b.hostname, Expiry: b.expiry, Static: b.static != nil}
 		if b.static != nil && b.static.Hostname != "" {
 			l.Hostname = strings.ToLower(b.static.Hostname)

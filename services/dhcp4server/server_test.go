@@ -3,7 +3,6 @@ package dhcp4server
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"math"
 	"net"
 	"net/netip"
@@ -15,67 +14,68 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
 	"github.com/gvrouter/gvrouter/services/rawudp"
+	"github.com/gvrouter/gvrouter/services/svcconfig"
 )
 
 func TestValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		mod  func(*Config)
-		want []string // "Field[i].Sub" of each FieldError
+		want []string // the Key of each FieldError, "<Other" after it if set
 	}{
 		{"valid", func(*Config) {}, nil},
-		{"subnet v6", func(c *Config) { c.Subnet = netip.MustParsePrefix("fd00::/64") }, []string{"Subnet"}},
-		{"server outside subnet", func(c *Config) { c.ServerAddr = ip("10.0.0.1") }, []string{"ServerAddr"}},
-		{"server is network address", func(c *Config) { c.ServerAddr = ip("192.168.1.0") }, []string{"ServerAddr"}},
-		{"range outside subnet", func(c *Config) { c.RangeEnd = ip("192.168.2.10") }, []string{"Range"}},
-		{"range covers broadcast", func(c *Config) { c.RangeEnd = ip("192.168.1.255") }, []string{"Range"}},
-		{"range reversed", func(c *Config) { c.RangeStart, c.RangeEnd = c.RangeEnd, c.RangeStart }, []string{"Range"}},
-		{"range covers server", func(c *Config) { c.RangeStart = ip("192.168.1.1") }, []string{"Range"}},
-		{"range missing", func(c *Config) { c.RangeStart = netip.Addr{} }, []string{"Range"}},
-		{"range covers static", func(c *Config) { c.Static[0].Addr = ip("192.168.1.105") }, []string{"Static[0].Addr"}},
-		{"static outside subnet", func(c *Config) { c.Static[0].Addr = ip("10.1.1.1") }, []string{"Static[0].Addr"}},
-		{"static is server", func(c *Config) { c.Static[0].Addr = srvAddr }, []string{"Static[0].Addr"}},
+		{"subnet v6", func(c *Config) { c.Subnet = netip.MustParsePrefix("fd00::/64") }, []string{"subnet"}},
+		{"server outside subnet", func(c *Config) { c.ServerAddr = ip("10.0.0.1") }, []string{"server_addr"}},
+		{"server is network address", func(c *Config) { c.ServerAddr = ip("192.168.1.0") }, []string{"server_addr"}},
+		{"range outside subnet", func(c *Config) { c.RangeEnd = ip("192.168.2.10") }, []string{"range"}},
+		{"range covers broadcast", func(c *Config) { c.RangeEnd = ip("192.168.1.255") }, []string{"range"}},
+		{"range reversed", func(c *Config) { c.RangeStart, c.RangeEnd = c.RangeEnd, c.RangeStart }, []string{"range"}},
+		{"range covers server", func(c *Config) { c.RangeStart = ip("192.168.1.1") }, []string{"range"}},
+		{"range half missing", func(c *Config) { c.RangeStart = netip.Addr{} }, []string{"range"}},
+		{"range missing", func(c *Config) { c.RangeStart, c.RangeEnd = netip.Addr{}, netip.Addr{} }, []string{"range"}},
+		{"lease time too short", func(c *Config) { c.LeaseTime = MinLeaseTime - time.Second }, []string{"lease_time"}},
+		{"lease time too long", func(c *Config) { c.LeaseTime = MaxLeaseTime + time.Second }, []string{"lease_time"}},
+		{"mtu below 576", func(c *Config) { c.MTU = MinMTU - 1 }, []string{"mtu"}},
+		{"router v6", func(c *Config) { c.Router = []netip.Addr{ip("fd00::1")} }, []string{"router.0"}},
+		{"range covers static", func(c *Config) { c.Static[0].Addr = ip("192.168.1.105") }, []string{"static.0.address"}},
+		{"static outside subnet", func(c *Config) { c.Static[0].Addr = ip("10.1.1.1") }, []string{"static.0.address"}},
+		{"static is server", func(c *Config) { c.Static[0].Addr = srvAddr }, []string{"static.0.address"}},
 		{"static duplicate mac and addr", func(c *Config) {
 			c.Static = append(c.Static, StaticLease{MAC: staticMAC, Addr: staticIP})
-		}, []string{"Static[1].MAC", "Static[1].Addr"}},
-		{"static bad mac", func(c *Config) { c.Static[0].MAC = net.HardwareAddr{1, 2, 3} }, []string{"Static[0].MAC"}},
-		{"static bad hostname", func(c *Config) { c.Static[0].Hostname = "no spaces" }, []string{"Static[0].Hostname"}},
-		{"lease time negative", func(c *Config) { c.LeaseTime = -time.Second }, []string{"LeaseTime"}},
-		{"dns v6", func(c *Config) { c.DNS = []netip.Addr{srvAddr, ip("fd00::1")} }, []string{"DNS[1]"}},
-		{"mtu too small", func(c *Config) { c.MTU = 67 }, []string{"MTU"}},
-		{"domain bad", func(c *Config) { c.Domain = "a..b" }, []string{"Domain"}},
+		}, []string{"static.1.mac<static.0.mac", "static.1.address<static.0.address"}},
+		{"static bad mac", func(c *Config) { c.Static[0].MAC = net.HardwareAddr{1, 2, 3} }, []string{"static.0.mac"}},
+		{"static bad hostname", func(c *Config) { c.Static[0].Hostname = "no spaces" }, []string{"static.0.hostname"}},
+		{"lease time negative", func(c *Config) { c.LeaseTime = -time.Second }, []string{"lease_time"}},
+		{"dns v6", func(c *Config) { c.DNS = []netip.Addr{srvAddr, ip("fd00::1")} }, []string{"dns.1"}},
+		{"mtu too small", func(c *Config) { c.MTU = 67 }, []string{"mtu"}},
+		{"domain bad", func(c *Config) { c.Domain = "a..b" }, []string{"domain"}},
 		{"route host bits", func(c *Config) {
 			c.Routes = []Route{{To: netip.MustParsePrefix("10.0.0.1/8"), Via: ip("192.168.1.254")}}
-		}, []string{"Routes[0].To"}},
+		}, []string{"routes.0.to"}},
 		{"route via off-subnet", func(c *Config) {
 			c.Routes = []Route{{To: netip.MustParsePrefix("10.0.0.0/8"), Via: ip("172.16.0.1")}}
-		}, []string{"Routes[0].Via"}},
-		{"negative hold", func(c *Config) { c.OfferHold = -1 }, []string{"OfferHold"}},
-		{"negative new-lease burst", func(c *Config) { c.NewLeaseBurst = -1 }, []string{"NewLeaseBurst"}},
-		{"new-lease burst beyond any range", func(c *Config) { c.NewLeaseBurst = MaxNewLeaseBurst + 1 }, []string{"NewLeaseBurst"}},
-		{"negative new-lease rate", func(c *Config) { c.NewLeaseRate = -1 }, []string{"NewLeaseRate"}},
-		{"new-lease rate too small", func(c *Config) { c.NewLeaseRate = 0.0001 }, []string{"NewLeaseRate"}},
-		{"new-lease rate NaN", func(c *Config) { c.NewLeaseRate = math.NaN() }, []string{"NewLeaseRate"}},
+		}, []string{"routes.0.via"}},
+		{"negative hold", func(c *Config) { c.OfferHold = -1 }, []string{"offer_hold"}},
+		{"negative new-lease burst", func(c *Config) { c.NewLeaseBurst = -1 }, []string{"new_lease_burst"}},
+		{"new-lease burst beyond any range", func(c *Config) { c.NewLeaseBurst = MaxNewLeaseBurst + 1 }, []string{"new_lease_burst"}},
+		{"negative new-lease rate", func(c *Config) { c.NewLeaseRate = -1 }, []string{"new_lease_rate"}},
+		{"new-lease rate too small", func(c *Config) { c.NewLeaseRate = 0.0001 }, []string{"new_lease_rate"}},
+		{"new-lease rate NaN", func(c *Config) { c.NewLeaseRate = math.NaN() }, []string{"new_lease_rate"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testConfig(10)
 			tc.mod(&c)
 			err := c.Validate()
 			var got []string
-			var es Errors
-			if errors.As(err, &es) {
-				for _, e := range es {
-					f := e.Field
-					if e.Index >= 0 {
-						f += "[" + string(rune('0'+e.Index)) + "]"
-					}
-					if e.Sub != "" {
-						f += "." + e.Sub
-					}
-					got = append(got, f)
+			for _, e := range svcconfig.Fields(err) {
+				k := e.Key
+				if e.Other != "" {
+					k += "<" + e.Other
 				}
-			} else if err != nil {
-				t.Fatalf("Validate() = %v, not Errors", err)
+				got = append(got, k)
+			}
+			if n := len(svcconfig.Fields(err)); err != nil && n != len(multi(err)) {
+				t.Fatalf("Validate() = %v: %d of %d problems are *svcconfig.FieldError", err, n, len(multi(err)))
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("Validate() = %v (%v), want fields %v", got, err, tc.want)
@@ -88,6 +88,19 @@ func TestValidate(t *testing.T) {
 	if _, err := New(Config{}, nil); err == nil {
 		t.Error("New(Config{}) = nil error, want Validate's")
 	}
+	c := testConfig(10)
+	c.Static = make([]StaticLease, MaxStaticLeases+1)
+	if fe := svcconfig.Fields(c.Validate()); len(fe) == 0 || fe[0].Key != "static" {
+		t.Errorf("Validate() with %d static leases: first problem %v, want one of key static", len(c.Static), fe)
+	}
+}
+
+// multi returns the errors joined in err (errors.Join), or err alone.
+func multi(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // TestRFC2131_4_3_1_AddressChoice checks the order of §4.3.1: static
@@ -659,9 +672,9 @@ func TestStatusAndHosts(t *testing.T) {
 		t.Errorf("PoolSize, PoolUsed, Offered = %d, %d, %d, want 5, 3, 1", st.PoolSize, st.PoolUsed, st.Offered)
 	}
 	want := []Lease{
-		{MAC: staticMAC, Addr: staticIP, Hostname: "nas", Static: true, State: LeaseUnused},
-		{MAC: mac(1), Addr: a, Hostname: "desk", Expiry: clk.Now().Add(time.Hour), State: LeaseBound},
-		{MAC: mac(2), Addr: b, Expiry: clk.Now().Add(time.Hour), State: LeaseBound},
+		{MAC: MAC(staticMAC), Addr: staticIP, Hostname: "nas", Static: true, State: LeaseUnused},
+		{MAC: MAC(mac(1)), Addr: a, Hostname: "desk", Expiry: clk.Now().Add(time.Hour), State: LeaseBound},
+		{MAC: MAC(mac(2)), Addr: b, Expiry: clk.Now().Add(time.Hour), State: LeaseBound},
 	}
 	if len(st.Leases) != len(want) {
 		t.Fatalf("Status().Leases = %+v, want %+v", st.Leases, want)

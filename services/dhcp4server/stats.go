@@ -1,10 +1,12 @@
 package dhcp4server
 
 import (
-	"net"
 	"net/netip"
 	"sync/atomic"
 	"time"
+
+	"github.com/gvrouter/gvrouter/services/hwaddr"
+	"github.com/gvrouter/gvrouter/services/svcstats"
 )
 
 // DropReason is why a received datagram got no answer and changed
@@ -71,37 +73,57 @@ func (r DropReason) String() string {
 	return dropNames[r]
 }
 
-// Stats counts what the server did. Fields are read with Load.
+// Stats counts what the server did. Fields are read with Load; each
+// event counter's tag names it for the status page and the metrics
+// (Counters).
 type Stats struct {
-	Received atomic.Uint64 // datagrams handed to the server
+	Received atomic.Uint64 `counter:"events/received"` // datagrams handed to the server
 
 	// Messages received, by type.
-	Discover, Request, Decline, Release, Inform atomic.Uint64
+	Discover atomic.Uint64 `counter:"events/discover"`
+	Request  atomic.Uint64 `counter:"events/request"`
+	Decline  atomic.Uint64 `counter:"events/decline"`
+	Release  atomic.Uint64 `counter:"events/release"`
+	Inform   atomic.Uint64 `counter:"events/inform"`
 	// Messages sent, by type.
-	Offer, Ack, Nak atomic.Uint64
+	Offer atomic.Uint64 `counter:"events/offer"`
+	Ack   atomic.Uint64 `counter:"events/ack"`
+	Nak   atomic.Uint64 `counter:"events/nak"`
 
 	// PoolExhausted counts DISCOVERs left unanswered because no address
 	// of the range was free.
-	PoolExhausted atomic.Uint64
+	PoolExhausted atomic.Uint64 `counter:"events/pool_exhausted"`
 	// OtherServer counts REQUESTs in SELECTING that chose another server,
 	// which released our offer (RFC 2131 §4.3.2).
-	OtherServer atomic.Uint64
+	OtherServer atomic.Uint64 `counter:"events/other_server"`
 	// NoRecord counts INIT-REBOOT REQUESTs from clients the server has no
 	// record of, which it must not answer (RFC 2131 §4.3.2).
-	NoRecord atomic.Uint64
+	NoRecord atomic.Uint64 `counter:"events/no_record"`
 	// Expired counts bound leases that reached their expiry.
-	Expired atomic.Uint64
-	// Drops counts the datagrams dropped, by reason.
+	Expired atomic.Uint64 `counter:"events/expired"`
+	// Drops counts the datagrams dropped, by reason (DropCounts).
 	Drops [NumDropReasons]atomic.Uint64
 	// SendErrors counts replies the transport refused.
-	SendErrors atomic.Uint64
+	SendErrors atomic.Uint64 `counter:"events/send_errors"`
 
 	// LeaseWrites counts lease-file writes; LeaseWriteErrors the failed
 	// ones.
-	LeaseWrites, LeaseWriteErrors atomic.Uint64
+	LeaseWrites      atomic.Uint64 `counter:"events/lease_writes"`
+	LeaseWriteErrors atomic.Uint64 `counter:"events/lease_write_errors"`
 	// LeaseFileCorrupt counts lease files found unreadable or inconsistent
 	// at start and replaced.
-	LeaseFileCorrupt atomic.Uint64
+	LeaseFileCorrupt atomic.Uint64 `counter:"events/lease_file_corrupt"`
+}
+
+// Counters returns the event counters by their tag's name, e.g.
+// {"discover": 3, "offer": 3, "pool_exhausted": 0}: the status page's
+// events and gvrouter_dhcp_server_events_total.
+func (s *Stats) Counters() map[string]uint64 { return svcstats.Counters(s, "events") }
+
+// DropCounts returns Drops by reason name (DropReason.String), e.g.
+// {"wrong_magic_cookie": 3}.
+func (s *Stats) DropCounts() map[string]uint64 {
+	return svcstats.ByName(s.Drops[:], func(i int) string { return DropReason(i).String() })
 }
 
 func (s *Stats) drop(r DropReason) { s.Drops[r].Add(1) }
@@ -117,39 +139,85 @@ const (
 	LeaseUnused   LeaseState = "unused"   // a static lease whose client has not been seen
 )
 
-// Lease is one row of the lease table.
+// MAC is a client's hardware address that JSON and the page show as
+// text, e.g. "02:00:00:00:01:0a".
+type MAC = hwaddr.MAC
+
+// Lease is one row of the lease table. Hostname comes from the client
+// (option 12, sanitized) and is shown as text, never as markup.
 type Lease struct {
-	MAC      net.HardwareAddr
-	ClientID []byte // option 61 as received; nil = keyed by MAC
-	Addr     netip.Addr
-	Hostname string    // the static lease's, else option 12 sanitized; "" = none
-	Expiry   time.Time // zero for an unused static lease
-	Static   bool
-	State    LeaseState
+	// MAC is the client's hardware address.
+	MAC MAC `json:"mac"`
+	// ClientID is option 61 as received; nil = keyed by MAC. The page
+	// names clients by MAC, so the JSON leaves it out.
+	ClientID []byte `json:"-"`
+	// Addr is the leased address.
+	Addr netip.Addr `json:"address"`
+	// Hostname is the static lease's name, else option 12 sanitized; ""
+	// = none.
+	Hostname string `json:"hostname"`
+	// Expiry is when the lease ends; zero for an unused static lease.
+	Expiry time.Time `json:"expiry,omitzero"`
+	// Static is true for a lease from Config.Static, false for one from
+	// the range.
+	Static bool `json:"static"`
+	// State is where the lease stands; "" (a literal in a test) reads as
+	// bound.
+	State LeaseState `json:"state,omitempty"`
 }
 
-// Status is a snapshot of the server for the status page.
+// LeaseState returns l.State, "bound" when it is empty.
+func (l *Lease) LeaseState() LeaseState {
+	if l.State == "" {
+		return LeaseBound
+	}
+	return l.State
+}
+
+// Kind returns "static" or "dynamic".
+func (l *Lease) Kind() string {
+	if l.Static {
+		return "static"
+	}
+	return "dynamic"
+}
+
+// Status is a snapshot of the server: the status page shows it and
+// /api/status encodes it as it is (router/status DHCPServer), so a new
+// field or counter needs no glue in the router.
 type Status struct {
-	ServerAddr           netip.Addr
-	Subnet               netip.Prefix
-	RangeStart, RangeEnd netip.Addr
-	// PoolSize is the number of addresses in the range.
-	PoolSize int
+	// ServerAddr is the server's own address, e.g. 192.168.1.1; Subnet
+	// the LAN it serves, e.g. 192.168.1.0/24.
+	ServerAddr netip.Addr   `json:"server"`
+	Subnet     netip.Prefix `json:"subnet"`
+	// RangeStart and RangeEnd are the first and last address of the
+	// dynamic range, e.g. 192.168.1.100 and 192.168.1.249.
+	RangeStart netip.Addr `json:"pool_start"`
+	RangeEnd   netip.Addr `json:"pool_end"`
+	// PoolSize is the number of addresses in the range, e.g. 150.
+	PoolSize int `json:"pool_size"`
 	// PoolUsed is the range's addresses now bound, offered or
-	// quarantined.
-	PoolUsed int
+	// quarantined, e.g. 37.
+	PoolUsed int `json:"pool_used"`
 	// Offered and Declined are the range's addresses held by an OFFER or
-	// quarantined after a DHCPDECLINE.
-	Offered, Declined int
+	// quarantined after a DHCPDECLINE (RFC 2131 §4.3.3).
+	Offered  int `json:"offered"`
+	Declined int `json:"declined"`
 	// Leases are the bound, expired and released leases and every static
 	// one, by address.
-	Leases []Lease
+	Leases []Lease `json:"leases"`
 	// LeaseFile is Config.LeaseFile.
-	LeaseFile string
+	LeaseFile string `json:"lease_file"`
 	// LeaseFileError is the error of the last lease-file write when it
-	// failed (ACKs then wait), "" once one succeeds.
-	LeaseFileError string
+	// failed (ACKs then wait), "" once one succeeds. The router adds
+	// its own lease-file problems here.
+	LeaseFileError string `json:"lease_file_error"`
 	// LeaseFileProblem is what was wrong with the lease file at start
 	// (unreadable, or corrupt and replaced); "" = nothing.
-	LeaseFileProblem string
+	LeaseFileProblem string `json:"lease_file_problem"`
+	// Counters are Stats.Counters: messages received (discover,
+	// request, ...), sent (offer, ack, nak), pool_exhausted and the like.
+	Counters map[string]uint64 `json:"counters"`
+	// Drops are Stats.DropCounts, e.g. {"wrong_magic_cookie": 3}.
+	Drops map[string]uint64 `json:"drops"`
 }

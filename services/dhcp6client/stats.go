@@ -3,30 +3,32 @@ package dhcp6client
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/gvrouter/gvrouter/services/svcstats"
 )
 
 // Stats counts what a Client did. Fields are read with Load.
 type Stats struct {
-	Solicits   atomic.Uint64 // Solicits sent, retransmissions included
-	Advertises atomic.Uint64 // Advertises accepted (usable, whether chosen or not)
-	Requests   atomic.Uint64 // Requests sent, retransmissions included
-	Renews     atomic.Uint64 // Renews sent, retransmissions included
-	Rebinds    atomic.Uint64 // Rebinds sent (at T2 and to confirm a saved lease), retransmissions included
-	Releases   atomic.Uint64 // Releases sent, retransmissions included
-	Replies    atomic.Uint64 // Replies accepted, to every kind of message
+	Solicits   atomic.Uint64 `counter:"events/solicit"`   // Solicits sent, retransmissions included
+	Advertises atomic.Uint64 `counter:"events/advertise"` // Advertises accepted (usable, whether chosen or not)
+	Requests   atomic.Uint64 `counter:"events/request"`   // Requests sent, retransmissions included
+	Renews     atomic.Uint64 `counter:"events/renew"`     // Renews sent, retransmissions included
+	Rebinds    atomic.Uint64 `counter:"events/rebind"`    // Rebinds sent (at T2 and to confirm a saved lease), retransmissions included
+	Releases   atomic.Uint64 `counter:"events/release"`   // Releases sent, retransmissions included
+	Replies    atomic.Uint64 `counter:"events/reply"`     // Replies accepted, to every kind of message
 
-	Renewals       atomic.Uint64 // times the client entered RENEW (at T1)
-	Rebindings     atomic.Uint64 // times the client entered REBIND (at T2)
-	Expiries       atomic.Uint64 // prefixes and addresses withdrawn at the end of their valid lifetime
-	Losses         atomic.Uint64 // leases lost entirely (every prefix expired), back to SOLICIT
-	NoPrefixAvail  atomic.Uint64 // IA_PDs with status NoPrefixAvail, in Advertises and Replies
-	NoBinding      atomic.Uint64 // Replies to Renew or Rebind whose IA_PD had status NoBinding (then Request)
-	RequestRefused atomic.Uint64 // Replies to Request without a usable prefix: back to SOLICIT after a back-off
-	Exhausted      atomic.Uint64 // exchanges given up after MRC or MRD (RFC 8415 §15)
+	Renewals       atomic.Uint64 `counter:"events/renewals"`        // times the client entered RENEW (at T1)
+	Rebindings     atomic.Uint64 `counter:"events/rebindings"`      // times the client entered REBIND (at T2)
+	Expiries       atomic.Uint64 `counter:"events/expired"`         // prefixes and addresses withdrawn at the end of their valid lifetime
+	Losses         atomic.Uint64 `counter:"events/lost"`            // leases lost entirely (every prefix expired), back to SOLICIT
+	NoPrefixAvail  atomic.Uint64 `counter:"events/no_prefix_avail"` // IA_PDs with status NoPrefixAvail, in Advertises and Replies
+	NoBinding      atomic.Uint64 `counter:"events/no_binding"`      // Replies to Renew or Rebind whose IA_PD had status NoBinding (then Request)
+	RequestRefused atomic.Uint64 `counter:"events/request_refused"` // Replies to Request without a usable prefix: back to SOLICIT after a back-off
+	Exhausted      atomic.Uint64 `counter:"events/exhausted"`       // exchanges given up after MRC or MRD (RFC 8415 §15)
 
-	LeaseFileErrors atomic.Uint64 // lease files unreadable, corrupt or truncated; failed writes
-	DUIDFileErrors  atomic.Uint64 // DUID files unreadable or corrupt (replaced); failed writes
-	SendErrors      atomic.Uint64 // messages the Transport refused
+	LeaseFileErrors atomic.Uint64 `counter:"events/lease_file_errors"` // lease files unreadable, corrupt or truncated; failed writes
+	DUIDFileErrors  atomic.Uint64 `counter:"events/duid_file_errors"`  // DUID files unreadable or corrupt (replaced); failed writes
+	SendErrors      atomic.Uint64 `counter:"events/send_errors"`       // messages the Transport refused
 
 	// Drops are the messages received and not used, by reason. A drop
 	// changes nothing: the exchange in flight carries on.
@@ -35,17 +37,24 @@ type Stats struct {
 
 // Drops counts received messages the client did not use, by reason.
 type Drops struct {
-	Malformed  atomic.Uint64 // not a DHCPv6 message: too short, truncated or unparsable options
-	Relay      atomic.Uint64 // Relay-forward or Relay-reply, which are never for a client (RFC 8415 §19)
-	NotServer  atomic.Uint64 // not from UDP port 547
-	Type       atomic.Uint64 // a type the state does not take: an Advertise after SOLICIT, a Reply in SOLICIT, Reconfigure, a client's message
-	Unexpected atomic.Uint64 // no exchange pending (INIT, BOUND)
-	XID        atomic.Uint64 // transaction id not the pending exchange's (RFC 8415 §16.3, §16.10)
-	ClientID   atomic.Uint64 // Client Identifier missing or not our DUID (RFC 8415 §16.3, §16.10)
-	ServerID   atomic.Uint64 // Server Identifier missing or invalid, or not the server REQUEST, RENEW or RELEASE is with
-	NoPrefix   atomic.Uint64 // no usable prefix in our IA_PD: an Advertise (RFC 8415 §18.2.9), or a Reply to Renew or Rebind that renews nothing
-	Status     atomic.Uint64 // a message-level Status Code other than Success (UnspecFail, UseMulticast, NoAddrsAvail, ...)
+	Malformed  atomic.Uint64 `counter:"drops/malformed"`  // not a DHCPv6 message: too short, truncated or unparsable options
+	Relay      atomic.Uint64 `counter:"drops/relay"`      // Relay-forward or Relay-reply, which are never for a client (RFC 8415 §19)
+	NotServer  atomic.Uint64 `counter:"drops/not_server"` // not from UDP port 547
+	Type       atomic.Uint64 `counter:"drops/type"`       // a type the state does not take: an Advertise after SOLICIT, a Reply in SOLICIT, Reconfigure, a client's message
+	Unexpected atomic.Uint64 `counter:"drops/unexpected"` // no exchange pending (INIT, BOUND)
+	XID        atomic.Uint64 `counter:"drops/xid"`        // transaction id not the pending exchange's (RFC 8415 §16.3, §16.10)
+	ClientID   atomic.Uint64 `counter:"drops/client_id"`  // Client Identifier missing or not our DUID (RFC 8415 §16.3, §16.10)
+	ServerID   atomic.Uint64 `counter:"drops/server_id"`  // Server Identifier missing or invalid, or not the server REQUEST, RENEW or RELEASE is with
+	NoPrefix   atomic.Uint64 `counter:"drops/no_prefix"`  // no usable prefix in our IA_PD: an Advertise (RFC 8415 §18.2.9), or a Reply to Renew or Rebind that renews nothing
+	Status     atomic.Uint64 `counter:"drops/status"`     // a message-level Status Code other than Success (UnspecFail, UseMulticast, NoAddrsAvail, ...)
 }
+
+// Counters returns the event counters by their tag's name, e.g.
+// {"solicit": 1, "reply": 1}: the status page's events and the metrics.
+func (s *Stats) Counters() map[string]uint64 { return svcstats.Counters(s, "events") }
+
+// DropCounts returns Drops by reason, e.g. {"xid": 2, "malformed": 0}.
+func (s *Stats) DropCounts() map[string]uint64 { return svcstats.Counters(s, "drops") }
 
 // Total is the sum of the drops.
 func (d *Drops) Total() uint64 {

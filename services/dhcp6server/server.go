@@ -103,6 +103,8 @@ func (s *Server) Status() Status {
 		RefreshTime: s.cfg.RefreshTime,
 		Running:     s.running.Load(),
 		Sources:     s.limit.size(),
+		Counters:    s.stats.Counters(),
+		Drops:       s.stats.DropCounts(),
 	}
 }
 

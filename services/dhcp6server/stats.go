@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"time"
+
+	"github.com/gvrouter/gvrouter/services/svcstats"
 )
 
 // DropReason is why a received datagram got no answer. Every datagram the
@@ -79,13 +81,23 @@ func (r DropReason) String() string {
 // grow.
 type Stats struct {
 	// Received counts the datagrams the transport handed to the server.
-	Received atomic.Uint64
+	Received atomic.Uint64 `counter:"events/received"`
 	// Replied counts the Replies the transport accepted.
-	Replied atomic.Uint64
+	Replied atomic.Uint64 `counter:"events/replied"`
 	// SendErrors counts the Replies the transport refused.
-	SendErrors atomic.Uint64
+	SendErrors atomic.Uint64 `counter:"events/send_errors"`
 	// Drops counts the datagrams dropped, by reason.
 	Drops [NumDropReasons]atomic.Uint64
+}
+
+// Counters returns the event counters by their tag's name, e.g.
+// {"received": 4, "replied": 3}: the status page's events and the
+// metrics.
+func (s *Stats) Counters() map[string]uint64 { return svcstats.Counters(s, "events") }
+
+// DropCounts returns Drops by reason name (DropReason.String).
+func (s *Stats) DropCounts() map[string]uint64 {
+	return svcstats.ByName(s.Drops[:], func(i int) string { return DropReason(i).String() })
 }
 
 func (s *Stats) drop(r DropReason) { s.Drops[r].Add(1) }
@@ -93,17 +105,22 @@ func (s *Stats) drop(r DropReason) { s.Drops[r].Add(1) }
 // Status is a snapshot of the server for the status page.
 type Status struct {
 	// Addr is the link-local address the server answers from.
-	Addr netip.Addr
+	Addr netip.Addr `json:"address"`
 	// ServerID is the server's DUID (DUID-LL, RFC 8415 §11.4) as sent in
-	// the Server Identifier option.
-	ServerID []byte
+	// the Server Identifier option; the page does not show it.
+	ServerID []byte `json:"-"`
 	// DNS and Domains are the options in force (SetOptions).
-	DNS     []netip.Addr
-	Domains []string
-	// RefreshTime is the Information Refresh Time sent.
-	RefreshTime time.Duration
+	DNS     []netip.Addr `json:"dns"`
+	Domains []string     `json:"domains"`
+	// RefreshTime is the Information Refresh Time sent (RFC 8415
+	// §21.23), in JSON as nanoseconds.
+	RefreshTime time.Duration `json:"refresh_time"`
 	// Running reports whether Run is in progress.
-	Running bool
+	Running bool `json:"running"`
 	// Sources is the number of sources the rate limiter tracks now.
-	Sources int
+	Sources int `json:"sources"`
+	// Counters are Stats.Counters: messages received and answered and
+	// the like; Drops are Stats.DropCounts, by reason.
+	Counters map[string]uint64 `json:"counters"`
+	Drops    map[string]uint64 `json:"drops"`
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	crand "crypto/rand"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/gvrouter/gvrouter/services/svcconfig"
 )
 
 // Defaults for the zero values of Config.
@@ -182,8 +183,69 @@ type Config struct {
 	Log *slog.Logger
 }
 
-// Validate reports every problem of c at once.
+// Bounds of the cache settings.
+const (
+	// MaxMaxEntries bounds Config.MaxEntries: a million answers is
+	// hundreds of megabytes, beyond any board.
+	MaxMaxEntries = 1 << 20
+	// MaxMaxTTL bounds Config.MaxTTL: RFC 8767 §5 caps stale data at 7
+	// days, and no cache should hold an answer longer.
+	MaxMaxTTL = 7 * 24 * time.Hour
+)
+
+// Validate checks the settings (not the Dial and Listen funcs, which New
+// checks) and returns nil or every problem found, joined, each one a
+// *svcconfig.FieldError naming the config key (the YAML key of the
+// router's dns: section, e.g. "cache.max_ttl" or "upstreams.1").
 func (c *Config) Validate() error {
+	l := svcconfig.NewList("dnsforward")
+	if c.Domain != "" {
+		if _, ok := dns.IsDomainName(c.Domain); !ok || strings.HasPrefix(c.Domain, ".") || c.Domain == "." {
+			l.Add("domain", "%q is not a domain name", c.Domain)
+		}
+	}
+	for i, u := range c.Upstreams {
+		if !u.IsValid() || u.Port() == 0 {
+			l.Add(svcconfig.Key("upstreams", i), "%v is not an address and port", u)
+		}
+	}
+	for i, p := range c.LocalPrefixes {
+		if !p.IsValid() {
+			l.Add(svcconfig.Key("local_prefixes", i), "%v is not a prefix", p)
+		}
+	}
+	if c.MaxEntries < 0 || c.MaxEntries > MaxMaxEntries {
+		l.Add("cache.size", "%d out of range 0..%d", c.MaxEntries, MaxMaxEntries)
+	}
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"max_bytes", c.MaxBytes}, {"max_in_flight", c.MaxInFlight}, {"max_tcp_conns", c.MaxTCPConns}} {
+		if f.v < 0 {
+			l.Add(f.key, "%d is negative", f.v)
+		}
+	}
+	for _, f := range []struct {
+		key string
+		v   time.Duration
+	}{{"cache.min_ttl", c.MinTTL}, {"cache.max_ttl", c.MaxTTL}, {"negative_max_ttl", c.NegativeMaxTTL}, {"local_ttl", c.LocalTTL},
+		{"timeout", c.Timeout}, {"tcp_idle_timeout", c.TCPIdleTimeout}} {
+		if f.v < 0 {
+			l.Add(f.key, "%s is negative", svcconfig.Duration(f.v))
+		}
+	}
+	if c.MaxTTL > MaxMaxTTL {
+		l.Add("cache.max_ttl", "%s is above %s", svcconfig.Duration(c.MaxTTL), svcconfig.Duration(MaxMaxTTL))
+	}
+	if c.MaxTTL > 0 && c.MinTTL > c.MaxTTL {
+		l.Add("cache.min_ttl", "%s is above max_ttl %s", svcconfig.Duration(c.MinTTL), svcconfig.Duration(c.MaxTTL))
+	}
+	return l.Err()
+}
+
+// checkFuncs checks what New needs beyond Validate: the Dial funcs, and
+// the Listen funcs both or neither.
+func (c *Config) checkFuncs() error {
 	var errs []error
 	if c.DialUDP == nil {
 		errs = append(errs, errors.New("dnsforward: DialUDP is required"))
@@ -193,41 +255,6 @@ func (c *Config) Validate() error {
 	}
 	if (c.ListenUDP == nil) != (c.ListenTCP == nil) {
 		errs = append(errs, errors.New("dnsforward: ListenUDP and ListenTCP are set together"))
-	}
-	if c.Domain != "" {
-		if _, ok := dns.IsDomainName(c.Domain); !ok || strings.HasPrefix(c.Domain, ".") || c.Domain == "." {
-			errs = append(errs, fmt.Errorf("dnsforward: Domain %q is not a domain name", c.Domain))
-		}
-	}
-	for i, u := range c.Upstreams {
-		if !u.IsValid() || u.Port() == 0 {
-			errs = append(errs, fmt.Errorf("dnsforward: Upstreams[%d] %v is not an address and port", i, u))
-		}
-	}
-	for i, p := range c.LocalPrefixes {
-		if !p.IsValid() {
-			errs = append(errs, fmt.Errorf("dnsforward: LocalPrefixes[%d] is not a prefix", i))
-		}
-	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"MaxEntries", c.MaxEntries}, {"MaxBytes", c.MaxBytes}, {"MaxInFlight", c.MaxInFlight}, {"MaxTCPConns", c.MaxTCPConns}} {
-		if f.v < 0 {
-			errs = append(errs, fmt.Errorf("dnsforward: %s %d is negative", f.name, f.v))
-		}
-	}
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{{"MinTTL", c.MinTTL}, {"MaxTTL", c.MaxTTL}, {"NegativeMaxTTL", c.NegativeMaxTTL}, {"LocalTTL", c.LocalTTL},
-		{"Timeout", c.Timeout}, {"TCPIdleTimeout", c.TCPIdleTimeout}} {
-		if f.v < 0 {
-			errs = append(errs, fmt.Errorf("dnsforward: %s %v is negative", f.name, f.v))
-		}
-	}
-	if c.MaxTTL > 0 && c.MinTTL > c.MaxTTL {
-		errs = append(errs, fmt.Errorf("dnsforward: MinTTL %v is above MaxTTL %v", c.MinTTL, c.MaxTTL))
 	}
 	return errors.Join(errs...)
 }

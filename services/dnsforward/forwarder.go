@@ -3,6 +3,7 @@ package dnsforward
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
 	"slices"
@@ -112,9 +113,10 @@ func newScratch() *scratch {
 	return &scratch{key: make([]byte, 0, 256+5), out: make([]byte, 0, 2048)}
 }
 
-// New returns a forwarder for cfg (see Config.Validate).
+// New returns a forwarder for cfg, or the problems Config.Validate and
+// the checks of its funcs found.
 func New(cfg Config) (*Forwarder, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(cfg.Validate(), cfg.checkFuncs()); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()

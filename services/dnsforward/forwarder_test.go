@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
+
+	"github.com/gvrouter/gvrouter/services/svcconfig"
 )
 
 func answerStrings(rrs []dns.RR) []string {
@@ -39,9 +42,9 @@ func TestUpstreamAnswerAndCacheHit(t *testing.T) {
 		t.Errorf("upstream saw %d queries, want 1 (then cached)", n)
 	}
 	st := f.Status()
-	if st.CacheHits != 2 || st.CacheMisses != 1 || st.QueriesUDP != 2 || st.QueriesTCP != 1 || st.UpstreamQueries != 1 {
+	if st.CacheHits != 2 || st.CacheMisses != 1 || st.Queries["udp"] != 2 || st.Queries["tcp"] != 1 || st.UpstreamQueries != 1 {
 		t.Errorf("Status() hits %d misses %d udp %d tcp %d upstream %d, want 2 1 2 1 1",
-			st.CacheHits, st.CacheMisses, st.QueriesUDP, st.QueriesTCP, st.UpstreamQueries)
+			st.CacheHits, st.CacheMisses, st.Queries["udp"], st.Queries["tcp"], st.UpstreamQueries)
 	}
 	if st.LatencyCount != 1 || st.LatencyMean <= 0 {
 		t.Errorf("Status() latency count %d mean %v, want 1 and > 0", st.LatencyCount, st.LatencyMean)
@@ -337,8 +340,8 @@ func TestInFlightLimit(t *testing.T) {
 	}
 	release()
 	wg.Wait()
-	if st := f.Status(); st.InFlightDrops < 1 {
-		t.Errorf("InFlightDrops = %d, want >= 1", st.InFlightDrops)
+	if st := f.Status(); st.Drops["in_flight_full"] < 1 {
+		t.Errorf("InFlightDrops = %d, want >= 1", st.Drops["in_flight_full"])
 	}
 }
 
@@ -348,8 +351,8 @@ func TestServfail(t *testing.T) {
 		if r := f.ask(t, "udp", question("x.example.", dns.TypeA)); r.Rcode != dns.RcodeServerFailure {
 			t.Errorf("rcode = %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
 		}
-		if st := f.Status(); st.NoUpstream != 1 || st.ServFail != 1 {
-			t.Errorf("NoUpstream %d ServFail %d, want 1 1", st.NoUpstream, st.ServFail)
+		if st := f.Status(); st.UpstreamErrors["no_upstream"] != 1 || st.ServFail != 1 {
+			t.Errorf("NoUpstream %d ServFail %d, want 1 1", st.UpstreamErrors["no_upstream"], st.ServFail)
 		}
 	})
 	t.Run("upstream silent", func(t *testing.T) {
@@ -362,8 +365,8 @@ func TestServfail(t *testing.T) {
 		if r := f.ask(t, "udp", question("x.example.", dns.TypeA)); r.Rcode != dns.RcodeServerFailure {
 			t.Errorf("rcode = %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
 		}
-		if st := f.Status(); st.UpstreamTimeouts != 2 || st.UpstreamQueries != 2 {
-			t.Errorf("UpstreamTimeouts %d of %d queries, want 2 of 2 (one upstream, two attempts)", st.UpstreamTimeouts, st.UpstreamQueries)
+		if st := f.Status(); st.UpstreamErrors["timeout"] != 2 || st.UpstreamQueries != 2 {
+			t.Errorf("UpstreamTimeouts %d of %d queries, want 2 of 2 (one upstream, two attempts)", st.UpstreamErrors["timeout"], st.UpstreamQueries)
 		}
 		// SERVFAIL is not cached.
 		f.ask(t, "udp", question("x.example.", dns.TypeA))
@@ -378,8 +381,8 @@ func TestServfail(t *testing.T) {
 		if r := f.ask(t, "udp", question("x.example.", dns.TypeA)); r.Rcode != dns.RcodeServerFailure {
 			t.Errorf("rcode = %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
 		}
-		if st := f.Status(); st.UpstreamRcodeErrors != 2 {
-			t.Errorf("UpstreamRcodeErrors = %d, want 2", st.UpstreamRcodeErrors)
+		if st := f.Status(); st.UpstreamErrors["rcode"] != 2 {
+			t.Errorf("UpstreamRcodeErrors = %d, want 2", st.UpstreamErrors["rcode"])
 		}
 	})
 	t.Run("upstream refuses connection", func(t *testing.T) {
@@ -394,8 +397,8 @@ func TestServfail(t *testing.T) {
 		if d := time.Since(start); d > time.Second {
 			t.Errorf("SERVFAIL after %v, want it before the timeout", d)
 		}
-		if st := f.Status(); st.UpstreamErrors != 2 {
-			t.Errorf("UpstreamErrors = %d, want 2", st.UpstreamErrors)
+		if st := f.Status(); st.UpstreamErrors["network"] != 2 {
+			t.Errorf("UpstreamErrors = %d, want 2", st.UpstreamErrors["network"])
 		}
 	})
 }
@@ -410,8 +413,8 @@ func TestUpstreamFailoverAndSetUpstreams(t *testing.T) {
 	}
 	// The one that answered is asked first next time.
 	f.ask(t, "udp", question("g.example.", dns.TypeA))
-	if st := f.Status(); st.UpstreamTimeouts != 1 || st.UpstreamQueries != 3 {
-		t.Errorf("UpstreamTimeouts %d of %d, want 1 of 3", st.UpstreamTimeouts, st.UpstreamQueries)
+	if st := f.Status(); st.UpstreamErrors["timeout"] != 1 || st.UpstreamQueries != 3 {
+		t.Errorf("UpstreamTimeouts %d of %d, want 1 of 3", st.UpstreamErrors["timeout"], st.UpstreamQueries)
 	}
 	other := newUpstream(t, "h.example. 300 IN A 192.0.2.3")
 	f.SetUpstreams([]netip.AddrPort{other.addr})
@@ -561,7 +564,7 @@ func TestSpoofedAnswers_RFC5452_9_1(t *testing.T) {
 	send(s.pc, bad[:len(bad)-3]) // right ID and question, cut short
 	waitFor(t, "the spoofs counted", func() bool {
 		st := f.Status()
-		return st.UpstreamMismatched == 5 && st.UpstreamSpoofed == 1 && st.UpstreamMalformed == 1
+		return st.Drops["answer_mismatch"] == 5 && st.Drops["answer_spoofed"] == 1 && st.UpstreamErrors["malformed"] == 1
 	})
 	real := answer(func(m *dns.Msg) { m.Answer = []dns.RR{mustRR(t, "victim.example. 300 IN A 192.0.2.1")} })
 	send(s.pc, real)
@@ -591,8 +594,8 @@ func Test0x20(t *testing.T) {
 	if r := f2.ask(t, "udp", question("mixedcaseletters.example.", dns.TypeA)); r.Rcode != dns.RcodeServerFailure {
 		t.Errorf("rcode = %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
 	}
-	if st := f2.Status(); st.UpstreamMismatched != 2 {
-		t.Errorf("UpstreamMismatched = %d, want 2", st.UpstreamMismatched)
+	if st := f2.Status(); st.Drops["answer_mismatch"] != 2 {
+		t.Errorf("UpstreamMismatched = %d, want 2", st.Drops["answer_mismatch"])
 	}
 }
 
@@ -661,8 +664,8 @@ func TestTCPLimits(t *testing.T) {
 	if _, err := c2.Read(make([]byte, 1)); err == nil {
 		t.Error("second connection over MaxTCPConns read data, want it closed")
 	}
-	if st := f.Status(); st.TCPConnsRefused != 1 {
-		t.Errorf("TCPConnsRefused = %d, want 1", st.TCPConnsRefused)
+	if st := f.Status(); st.Drops["tcp_conns_full"] != 1 {
+		t.Errorf("TCPConnsRefused = %d, want 1", st.Drops["tcp_conns_full"])
 	}
 	// The idle first one is closed after TCPIdleTimeout.
 	c1.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -728,21 +731,48 @@ func TestConfigValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cfg  Config
-		want []string
+		want []string // the Key of each FieldError
 	}{
-		{"no dials", Config{}, []string{"DialUDP is required", "DialTCP is required"}},
-		{"bad fields", Config{DialUDP: loopbackDialUDP, DialTCP: loopbackDialTCP, Domain: "bad..name", MaxEntries: -1,
-			MinTTL: time.Hour, MaxTTL: time.Minute, Upstreams: []netip.AddrPort{{}}},
-			[]string{"Domain", "MaxEntries", "MinTTL", "Upstreams[0]"}},
-		{"listen half set", Config{DialUDP: loopbackDialUDP, DialTCP: loopbackDialTCP,
-			ListenUDP: func(netip.AddrPort) (net.PacketConn, error) { return nil, errors.New("unused") }},
-			[]string{"ListenUDP and ListenTCP"}},
+		{"zero", Config{}, nil},
+		{"bad fields", Config{Domain: "bad..name", MaxEntries: -1, MinTTL: time.Hour, MaxTTL: time.Minute,
+			Upstreams: []netip.AddrPort{netip.MustParseAddrPort("192.0.2.53:53"), {}}},
+			[]string{"domain", "upstreams.1", "cache.size", "cache.min_ttl"}},
+		{"cache too big", Config{MaxEntries: MaxMaxEntries + 1}, []string{"cache.size"}},
+		{"cache at its bound", Config{MaxEntries: MaxMaxEntries, MaxTTL: MaxMaxTTL}, nil},
+		{"max ttl above 7 days", Config{MaxTTL: MaxMaxTTL + time.Second}, []string{"cache.max_ttl"}},
+		{"negatives", Config{MinTTL: -1, Timeout: -time.Second, MaxInFlight: -1, LocalPrefixes: []netip.Prefix{{}}},
+			[]string{"local_prefixes.0", "max_in_flight", "cache.min_ttl", "timeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
+			var got []string
+			for _, e := range svcconfig.Fields(err) {
+				got = append(got, e.Key)
+			}
+			if !slices.Equal(got, tc.want) || len(svcconfig.Others(err)) > 0 {
+				t.Errorf("Validate() = %v (%v), want keys %v", got, err, tc.want)
+			}
+			if err != nil && !strings.HasPrefix(err.Error(), "dnsforward: ") {
+				t.Errorf("Validate() = %q, want the dnsforward: prefix", err)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want []string
+	}{
+		{"no dials", Config{}, []string{"DialUDP is required", "DialTCP is required"}},
+		{"listen half set", Config{DialUDP: loopbackDialUDP, DialTCP: loopbackDialTCP,
+			ListenUDP: func(netip.AddrPort) (net.PacketConn, error) { return nil, errors.New("unused") }},
+			[]string{"ListenUDP and ListenTCP"}},
+		{"bad field", Config{DialUDP: loopbackDialUDP, DialTCP: loopbackDialTCP, MaxEntries: -1}, []string{"cache.size"}},
+	} {
+		t.Run("New "+tc.name, func(t *testing.T) {
+			_, err := New(tc.cfg)
 			for _, w := range tc.want {
 				if err == nil || !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %v, want it to mention %q", err, w)
+					t.Errorf("New() = %v, want it to mention %q", err, w)
 				}
 			}
 		})

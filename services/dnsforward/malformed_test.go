@@ -95,9 +95,9 @@ func TestMalformedQueries(t *testing.T) {
 		{"OPT with options", cat(hdr(flagRD, 1, 0, 0, 1), wwwExample, typeAIN, unhex("00 0029 04d0 00 00 0000 000c 000a 0008 0102030405060708")), dns.RcodeSuccess, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := f.Status().Malformed
+			before := f.Status().Drops["malformed"]
 			reply := f.rawAsk(t, tc.msg, 300*time.Millisecond)
-			if got := f.Status().Malformed - before; got != tc.malformed {
+			if got := f.Status().Drops["malformed"] - before; got != tc.malformed {
 				t.Errorf("Malformed rose by %d, want %d", got, tc.malformed)
 			}
 			if tc.rcode == none {
@@ -147,13 +147,13 @@ func TestMalformedTCP(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			before := f.Status().Malformed
+			before := f.Status().Drops["malformed"]
 			go c.Write(tc.msg) // may fail: the forwarder closes the connection
 			c.SetReadDeadline(time.Now().Add(2 * time.Second))
 			if n, err := io.ReadAll(c); len(n) != 0 || (err != nil && !isReset(err)) {
 				t.Errorf("read %d bytes, %v; want the connection closed", len(n), err)
 			}
-			if got := f.Status().Malformed - before; got != 1 {
+			if got := f.Status().Drops["malformed"] - before; got != 1 {
 				t.Errorf("Malformed rose by %d, want 1", got)
 			}
 		})

@@ -38,39 +38,47 @@ const (
 type Status struct {
 	// Prefixes are the prefixes announced now, the withdrawn ones
 	// (Withdrawn) last.
-	Prefixes []AnnouncedPrefix
+	Prefixes []AnnouncedPrefix `json:"prefixes"`
 	// RDNSS and DNSSL are the DNS servers and search domains announced.
-	RDNSS []netip.Addr
-	DNSSL []string
+	RDNSS []netip.Addr `json:"rdnss"`
+	DNSSL []string     `json:"dnssl"`
 	// Managed, Other and HopLimit are the M and O flags and the Cur Hop
 	// Limit announced.
-	Managed, Other bool
-	HopLimit       uint8
+	Managed  bool  `json:"managed"`
+	Other    bool  `json:"other"`
+	HopLimit uint8 `json:"hop_limit"`
 	// RouterLifetime is the Router Lifetime announced, 0 with
 	// NotDefaultRouter.
-	RouterLifetime time.Duration
+	RouterLifetime time.Duration `json:"router_lifetime_ns"`
 	// MTU is the MTU option announced; 0 for none.
-	MTU int
+	MTU int `json:"mtu"`
 	// MinInterval and MaxInterval bound the unsolicited RAs' interval.
-	MinInterval, MaxInterval time.Duration
+	MinInterval time.Duration `json:"min_interval_ns"`
+	MaxInterval time.Duration `json:"max_interval_ns"`
 	// Running reports whether Run is in progress.
-	Running bool
+	Running bool `json:"running"`
 	// LastSent is when the last RA went; zero before the first.
-	LastSent time.Time
+	LastSent time.Time `json:"last_sent,omitzero"`
 	// NextSend is when the next one is due; zero when not running.
-	NextSend time.Time
+	NextSend time.Time `json:"next_send,omitzero"`
+	// Counters are Stats.Counters: "sent", "solicited_sent",
+	// "rs_received" and the like; Drops are Stats.DropCounts, the RSs
+	// and RAs refused by reason.
+	Counters map[string]uint64 `json:"counters"`
+	Drops    map[string]uint64 `json:"drops"`
 }
 
 // AnnouncedPrefix is a prefix with the ends of the lifetimes announced
 // for it now.
 type AnnouncedPrefix struct {
-	Prefix netip.Prefix
+	Prefix netip.Prefix `json:"prefix"`
 	// ValidUntil and PreferredUntil are now plus the lifetimes announced;
 	// zero for Infinity.
-	ValidUntil, PreferredUntil time.Time
+	ValidUntil     time.Time `json:"valid_until,omitzero"`
+	PreferredUntil time.Time `json:"preferred_until,omitzero"`
 	// Withdrawn: removed by SetPrefixes and announced deprecated until
 	// ValidUntil (see the package doc, "Renumbering").
-	Withdrawn bool
+	Withdrawn bool `json:"deprecated"`
 }
 
 // Advertiser sends one LAN interface's Router Advertisements and answers
@@ -267,6 +275,7 @@ func (a *Advertiser) Status() Status {
 		HopLimit: a.cfg.HopLimit, RouterLifetime: a.routerLifetime(), MTU: a.cfg.MTU,
 		MinInterval: a.cfg.MinInterval, MaxInterval: a.cfg.MaxInterval,
 		Running: a.running.Load(), LastSent: a.lastSent, NextSend: a.nextSend,
+		Counters: a.stats.Counters(), Drops: a.stats.DropCounts(),
 	}
 	for _, p := range a.prefixes {
 		if v, pr := lifetimes(p, now); v > 0 {

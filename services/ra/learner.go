@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/mdlayher/ndp"
+
+	"github.com/gvrouter/gvrouter/services/hwaddr"
 )
 
 // Learner bounds and RFC 4861 §10 host constants.
@@ -69,6 +71,21 @@ const (
 	PreferenceHigh   Preference = 1
 )
 
+// MarshalText implements encoding.TextMarshaler: String.
+func (p Preference) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler, the inverse of
+// MarshalText.
+func (p *Preference) UnmarshalText(b []byte) error {
+	for _, x := range []Preference{PreferenceLow, PreferenceMedium, PreferenceHigh} {
+		if x.String() == string(b) {
+			*p = x
+			return nil
+		}
+	}
+	return fmt.Errorf("ra: unknown router preference %q", b)
+}
+
 // String returns "low", "medium" or "high".
 func (p Preference) String() string {
 	switch p {
@@ -94,48 +111,50 @@ func preference(p ndp.Preference) Preference {
 type Router struct {
 	// Addr is its link-local address, e.g. fe80::1, the next hop of a
 	// default route through it.
-	Addr netip.Addr
+	Addr netip.Addr `json:"address"`
 	// MAC is its Ethernet address: the RA's Source Link-Layer Address
 	// option, else the frame's source.
-	MAC net.HardwareAddr
+	MAC hwaddr.MAC `json:"mac"`
 	// Preference is the RA's Default Router Preference.
-	Preference Preference
+	Preference Preference `json:"preference"`
 	// Expires is when its Router Lifetime ends, unless a later RA
 	// renews it.
-	Expires time.Time
+	Expires time.Time `json:"expires,omitzero"`
 	// Reachability is whether it answers neighbor solicitations (see
 	// nud.go).
-	Reachability Reachability
+	Reachability Reachability `json:"reachability"`
 }
 
 // LearnedPrefix is a prefix learnt from the Prefix Information options
 // of RAs (see the package doc, "Learner").
 type LearnedPrefix struct {
 	// Prefix is the prefix, e.g. 2001:db8:1::/64; never link-local.
-	Prefix netip.Prefix
+	Prefix netip.Prefix `json:"prefix"`
 	// OnLink and Autonomous are the L and A flags of the latest option;
 	// Autonomous only for a /64 (RFC 4862 §5.5.3 d).
-	OnLink, Autonomous bool
+	OnLink     bool `json:"on_link"`
+	Autonomous bool `json:"autonomous"`
 	// ValidUntil and PreferredUntil are when it stops being valid and
 	// preferred; zero for Infinity.
-	ValidUntil, PreferredUntil time.Time
+	ValidUntil     time.Time `json:"valid_until,omitzero"`
+	PreferredUntil time.Time `json:"preferred_until,omitzero"`
 }
 
 // DNSServer is a recursive DNS server learnt from RDNSS options (RFC
 // 8106 §5.1).
 type DNSServer struct {
-	Addr netip.Addr
+	Addr netip.Addr `json:"address"`
 	// Expires is when its lifetime ends; zero for Infinity.
-	Expires time.Time
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 // SearchDomain is a domain learnt from DNSSL options (RFC 8106 §5.2).
 type SearchDomain struct {
 	// Domain is the name, lower case, without a final dot, e.g.
 	// "isp.example".
-	Domain string
+	Domain string `json:"domain"`
 	// Expires is when its lifetime ends; zero for Infinity.
-	Expires time.Time
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 // State is what a Learner knows of its link.
@@ -144,21 +163,22 @@ type State struct {
 	// (RFC 4861 §6.3.6, RFC 4191 §3.2): reachable ones first, then
 	// those being probed, unreachable ones last; within each, most
 	// preferred first, then by address.
-	Routers []Router
+	Routers []Router `json:"routers"`
 	// Prefixes are the prefixes, ordered by address.
-	Prefixes []LearnedPrefix
+	Prefixes []LearnedPrefix `json:"prefixes"`
 	// RDNSS and DNSSL are the DNS servers and search domains, in the
 	// order first learnt.
-	RDNSS []DNSServer
-	DNSSL []SearchDomain
+	RDNSS []DNSServer    `json:"rdnss"`
+	DNSSL []SearchDomain `json:"dnssl"`
 	// MTU is the last MTU option of 1280 or more; 0 for none. The
 	// caller caps it by the link's own MTU.
-	MTU int
+	MTU int `json:"mtu"`
 	// HopLimit is the last Cur Hop Limit that was not 0; 0 for none.
-	HopLimit uint8
+	HopLimit uint8 `json:"hop_limit"`
 	// Managed and Other are the M and O flags of the last RA: whether
 	// DHCPv6 offers addresses, or other configuration.
-	Managed, Other bool
+	Managed bool `json:"managed"`
+	Other   bool `json:"other"`
 }
 
 // OnLinkPrefixes returns the prefixes with the L flag: the routes on the
@@ -304,6 +324,22 @@ func (l *Learner) State() State {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.st.clone()
+}
+
+// LearnerStatus is a snapshot of a Learner: the status page shows it and
+// /api/status encodes it as it is (router/status RALearner), so a new
+// field or counter needs no glue in the router.
+type LearnerStatus struct {
+	State
+	// Counters are LearnerStats.Counters: "ra", "router_unreachable" and
+	// the like; Drops are LearnerStats.DropCounts, by reason.
+	Counters map[string]uint64 `json:"counters"`
+	Drops    map[string]uint64 `json:"drops"`
+}
+
+// Status returns the learnt State with the counters.
+func (l *Learner) Status() LearnerStatus {
+	return LearnerStatus{State: l.State(), Counters: l.stats.Counters(), Drops: l.stats.DropCounts()}
 }
 
 // Deliver is the link's tap (it implements the router's stack.Tap): it
@@ -497,7 +533,7 @@ func (l *Learner) applyRouterLocked(r learnedRA, ra *ndp.RouterAdvertisement, no
 		return
 	}
 	l.sawRouter.Store(true)
-	e := Router{Addr: r.src, MAC: r.mac, Preference: preference(ra.RouterSelectionPreference), Expires: now.Add(ra.RouterLifetime)}
+	e := Router{Addr: r.src, MAC: hwaddr.MAC(r.mac), Preference: preference(ra.RouterSelectionPreference), Expires: now.Add(ra.RouterLifetime)}
 	switch {
 	case i >= 0:
 		e.Reachability = st.Routers[i].Reachability

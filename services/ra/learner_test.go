@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip/header"
+
+	"github.com/gvrouter/gvrouter/services/hwaddr"
 )
 
 // lrnHarness runs a Learner on a fake clock and a recording link, inside
@@ -214,7 +216,7 @@ func TestRFC4861_6_3_4_DefaultRouter(t *testing.T) {
 		h := newLrn(t, nil).start()
 		slla := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x99}
 		h.deliver(raFrame(otherMAC, otherLL, raICMP(raHdr{lifetime: 30}, optSLLAOf(slla))))
-		want := []Router{{Addr: otherLL, MAC: slla, Expires: epoch.Add(30 * time.Second)}}
+		want := []Router{{Addr: otherLL, MAC: hwaddr.MAC(slla), Expires: epoch.Add(30 * time.Second)}}
 		if st := h.lastChange(); !slices.EqualFunc(st.Routers, want, sameRouter) {
 			t.Fatalf("routers %+v, want %+v", st.Routers, want)
 		}

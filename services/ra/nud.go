@@ -1,6 +1,7 @@
 package ra
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"time"
@@ -72,6 +73,21 @@ const (
 	// Unreachable: a round of maxProbes solicitations went unanswered.
 	Unreachable
 )
+
+// MarshalText implements encoding.TextMarshaler: String.
+func (r Reachability) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler, the inverse of
+// MarshalText.
+func (r *Reachability) UnmarshalText(b []byte) error {
+	for _, x := range []Reachability{Probing, Reachable, Unreachable} {
+		if x.String() == string(b) {
+			*r = x
+			return nil
+		}
+	}
+	return fmt.Errorf("ra: unknown reachability %q", b)
+}
 
 // String returns "probing", "reachable" or "unreachable".
 func (r Reachability) String() string {

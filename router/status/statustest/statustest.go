@@ -3,12 +3,16 @@ package statustest
 
 import (
 	"maps"
+	"net"
 	"net/netip"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/services/dhcp4client"
+	"github.com/gvrouter/gvrouter/services/dhcp4server"
+	"github.com/gvrouter/gvrouter/services/dnsforward"
 )
 
 // Source is a status.Source that returns whatever was last Set. It is safe
@@ -98,9 +102,14 @@ func Clone(snap status.Snapshot) status.Snapshot {
 		snap.DHCPClients = slices.Clone(snap.DHCPClients)
 		for k := range snap.DHCPClients {
 			c := &snap.DHCPClients[k]
-			c.Routers = slices.Clone(c.Routers)
-			c.Routes = slices.Clone(c.Routes)
-			c.DNS = slices.Clone(c.DNS)
+			if l := c.Lease; l != nil {
+				n := *l
+				n.ServerMAC = slices.Clone(l.ServerMAC)
+				n.Routers = slices.Clone(l.Routers)
+				n.Routes = slices.Clone(l.Routes)
+				n.DNS = slices.Clone(l.DNS)
+				c.Lease = &n
+			}
 			c.Counters = maps.Clone(c.Counters)
 			c.Drops = maps.Clone(c.Drops)
 		}
@@ -117,6 +126,7 @@ func Clone(snap status.Snapshot) status.Snapshot {
 	if d := snap.DNS; d != nil {
 		n := *d
 		n.Listen = slices.Clone(d.Listen)
+		n.Status.Upstreams = slices.Clone(d.Status.Upstreams)
 		n.Upstreams = slices.Clone(d.Upstreams)
 		n.LatencyBuckets = slices.Clone(d.LatencyBuckets)
 		n.Queries = maps.Clone(d.Queries)
@@ -136,41 +146,61 @@ func WithServices(snap status.Snapshot, now time.Time) status.Snapshot {
 	a := netip.MustParseAddr
 	acquired := now.Add(-2 * time.Hour).Truncate(time.Second)
 	snap.DHCPClients = []status.DHCPClient{{
-		Interface: "wan", State: "bound",
-		Address: netip.MustParsePrefix("198.51.100.2/30"), Server: a("198.51.100.1"),
-		Routers: []netip.Addr{a("198.51.100.1")},
-		Routes:  []status.Route{{To: "0.0.0.0/0", Via: "198.51.100.1"}, {To: "203.0.113.0/24", Via: "198.51.100.1"}},
-		DNS:     []netip.Addr{a("198.51.100.53"), a("198.51.100.54")},
-		Domain:  "isp.example", MTU: 1492,
-		Acquired: acquired,
-		Renew:    now.Add(3*time.Hour + 2*time.Minute).Truncate(time.Second),
-		Rebind:   acquired.Add(8*time.Hour + 45*time.Minute),
-		Expiry:   acquired.Add(10 * time.Hour),
-		Counters: map[string]uint64{"discover": 1, "offer": 1, "request": 3, "ack": 3, "renew": 2},
-		Drops:    map[string]uint64{"wrong_xid": 2},
-	}}
-	snap.DHCPServers = []status.DHCPServer{{
-		Interface: "lan", PoolStart: a("192.168.1.100"), PoolEnd: a("192.168.1.249"),
-		PoolSize: 150, PoolUsed: 37, Offered: 1, Declined: 1,
-		Leases: []status.DHCPLease{
-			{MAC: "02:00:00:00:01:0a", Address: a("192.168.1.100"), Hostname: "laptop", Expiry: now.Add(11 * time.Hour).Truncate(time.Second)},
-			{MAC: "02:00:00:00:01:0b", Address: a("192.168.1.101"), Hostname: "phone", Expiry: now.Add(-5 * time.Minute).Truncate(time.Second), State: "expired"},
-			{MAC: "02:00:00:00:01:02", Address: a("192.168.1.2"), Hostname: "nas", Expiry: now.Add(12 * time.Hour).Truncate(time.Second), Static: true, State: "bound"},
-			{MAC: "02:00:00:00:01:03", Address: a("192.168.1.3"), Hostname: "printer", Static: true, State: "unused"},
+		Interface: "wan",
+		Status: dhcp4client.Status{
+			State: "bound",
+			Lease: &dhcp4client.Lease{
+				Addr: netip.MustParsePrefix("198.51.100.2/30"), Server: a("198.51.100.1"),
+				Routers: []netip.Addr{a("198.51.100.1")},
+				Routes: []dhcp4client.Route{
+					{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: a("198.51.100.1")},
+					{Dst: netip.MustParsePrefix("203.0.113.0/24"), Via: a("198.51.100.1")},
+				},
+				DNS:      []netip.Addr{a("198.51.100.53"), a("198.51.100.54")},
+				Domain:   "isp.example",
+				MTU:      1492,
+				Acquired: acquired,
+				T1:       now.Add(3*time.Hour + 2*time.Minute).Truncate(time.Second),
+				T2:       acquired.Add(8*time.Hour + 45*time.Minute),
+				Expiry:   acquired.Add(10 * time.Hour),
+			},
+			Counters: map[string]uint64{"discover": 1, "offer": 1, "request": 3, "ack": 3, "renew": 2},
+			Drops:    map[string]uint64{"wrong_xid": 2},
 		},
-		Counters: map[string]uint64{"discover": 40, "offer": 40, "request": 120, "ack": 118, "nak": 2, "release": 3},
-		Drops:    map[string]uint64{"wrong_magic_cookie": 3, "malformed": 0},
+	}}
+	mac := func(s string) dhcp4server.MAC {
+		hw, err := net.ParseMAC(s)
+		if err != nil {
+			panic(err)
+		}
+		return dhcp4server.MAC(hw)
+	}
+	snap.DHCPServers = []status.DHCPServer{{
+		Interface: "lan", Status: dhcp4server.Status{
+			RangeStart: a("192.168.1.100"), RangeEnd: a("192.168.1.249"),
+			PoolSize: 150, PoolUsed: 37, Offered: 1, Declined: 1,
+			Leases: []status.DHCPLease{
+				{MAC: mac("02:00:00:00:01:0a"), Addr: a("192.168.1.100"), Hostname: "laptop", Expiry: now.Add(11 * time.Hour).Truncate(time.Second)},
+				{MAC: mac("02:00:00:00:01:0b"), Addr: a("192.168.1.101"), Hostname: "phone", Expiry: now.Add(-5 * time.Minute).Truncate(time.Second), State: "expired"},
+				{MAC: mac("02:00:00:00:01:02"), Addr: a("192.168.1.2"), Hostname: "nas", Expiry: now.Add(12 * time.Hour).Truncate(time.Second), Static: true, State: "bound"},
+				{MAC: mac("02:00:00:00:01:03"), Addr: a("192.168.1.3"), Hostname: "printer", Static: true, State: "unused"},
+			},
+			Counters: map[string]uint64{"discover": 40, "offer": 40, "request": 120, "ack": 118, "nak": 2, "release": 3},
+			Drops:    map[string]uint64{"wrong_magic_cookie": 3, "malformed": 0},
+		},
 	}}
 	snap.DNS = &status.DNS{
-		Listen:    []string{"192.168.1.1:53"},
+		Status: dnsforward.Status{
+			Listen:    []netip.AddrPort{netip.MustParseAddrPort("192.168.1.1:53")},
+			Queries:   map[string]uint64{"udp": 12_000, "tcp": 40},
+			CacheHits: 9_000, CacheMisses: 3_040, CacheEntries: 812, CacheMax: 10_000,
+			LocalAnswers: 150, InFlight: 2, UpstreamQueries: 2_900,
+			UpstreamErrors: map[string]uint64{"timeout": 4, "servfail": 1},
+			LatencySum:     2_900 * 0.0123, LatencyCount: 2_900,
+			LatencyBuckets: []status.LatencyBucket{{LE: 0.005, Count: 1_000}, {LE: 0.025, Count: 2_500}, {LE: 0.1, Count: 2_880}, {LE: 1, Count: 2_899}},
+			Drops:          map[string]uint64{"malformed": 2, "answer_mismatch": 1},
+		},
 		Upstreams: []status.DNSUpstream{{Address: "198.51.100.53:53", Source: "dhcp"}, {Address: "198.51.100.54:53", Source: "dhcp"}},
-		Queries:   map[string]uint64{"udp": 12_000, "tcp": 40},
-		CacheHits: 9_000, CacheMisses: 3_040, CacheEntries: 812, CacheMax: 10_000,
-		LocalAnswers: 150, InFlight: 2, UpstreamQueries: 2_900,
-		UpstreamErrors: map[string]uint64{"timeout": 4, "servfail": 1},
-		LatencySum:     2_900 * 0.0123, LatencyCount: 2_900,
-		LatencyBuckets: []status.LatencyBucket{{LE: 0.005, Count: 1_000}, {LE: 0.025, Count: 2_500}, {LE: 0.1, Count: 2_880}, {LE: 1, Count: 2_899}},
-		Drops:          map[string]uint64{"malformed": 2, "answer_mismatch": 1},
 	}
 	return snap
 }
