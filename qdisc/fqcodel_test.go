@@ -500,6 +500,7 @@ func benchFQ(b *testing.B, cfg Config, frames [][]byte) {
 	out := make([][]byte, len(frames))
 	b.ReportAllocs()
 	b.SetBytes(int64(len(frames[0])))
+	b.ResetTimer()
 	now := int64(0)
 	for i := 0; i < b.N; i += len(frames) {
 		now += 10_000
@@ -508,8 +509,8 @@ func benchFQ(b *testing.B, cfg Config, frames [][]byte) {
 	}
 }
 
-// BenchmarkFQCoDel reports ns and allocations per packet for a batch of 64
-// frames enqueued and dequeued.
+// BenchmarkFQCoDel reports ns and allocations per packet (one op) for
+// batches of 64 frames enqueued and dequeued.
 func BenchmarkFQCoDel(b *testing.B) {
 	batch := func(n int) [][]byte {
 		f := make([][]byte, 64)
@@ -532,6 +533,7 @@ func BenchmarkShaped(b *testing.B) {
 	}
 	out := make([][]byte, 64)
 	b.ReportAllocs()
+	b.ResetTimer()
 	now := int64(0)
 	for i := 0; i < b.N; i += len(frames) {
 		q.Enqueue(now, frames)
