@@ -35,13 +35,14 @@ func DefaultCoDelParams() CoDelParams {
 type Verdict uint8
 
 const (
-	// Deliver: send the packet; this dequeue is over.
+	// Deliver means send the packet; this dequeue is over.
 	Deliver Verdict = iota
-	// Drop: free the packet and Judge the next head packet of the same queue
-	// (the RFC's "while" loop continues).
+	// Drop means free the packet and Judge the next head packet of the
+	// same queue (the RFC's "while" loop continues).
 	Drop
-	// Mark: set ECN CE on the packet and send it; this dequeue is over. Judge
-	// returns Mark only when the params enable ECN and the caller said ect.
+	// Mark means set ECN CE on the packet and send it; this dequeue is
+	// over. Judge returns Mark only when the params enable ECN and the
+	// caller said ect.
 	Mark
 )
 

@@ -5,17 +5,18 @@ import (
 	"fmt"
 )
 
-// Link-layer framing of ShaperConfig.Framing.
+// Framing is the link-layer framing of ShaperConfig.Framing.
 type Framing uint8
 
 const (
-	// FramingNone: the wire carries len+Overhead bytes.
+	// FramingNone means the wire carries len+Overhead bytes.
 	FramingNone Framing = iota
-	// FramingATM: ADSL's AAL5 puts the frame in 48-byte cell payloads, each
-	// sent as a 53-byte cell (ITU-T I.363.5): bytes = ceil(n/48)*53.
+	// FramingATM is ADSL's AAL5 (ITU-T I.363.5), which puts the frame in
+	// 48-byte cell payloads, each sent as a 53-byte cell:
+	// bytes = ceil(n/48)*53.
 	FramingATM
-	// FramingPTM: VDSL2's 64/65-octet encapsulation (ITU-T G.992.3 Annex N,
-	// G.993.2): bytes = ceil(n*65/64).
+	// FramingPTM is the 64/65-octet encapsulation of VDSL2's PTM mode
+	// (IEEE 802.3 clause 61, ITU-T G.993.2): bytes = ceil(n*65/64).
 	FramingPTM
 )
 

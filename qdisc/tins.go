@@ -131,33 +131,35 @@ func (q *FQCoDel) pickTin(now int64) int {
 	return best
 }
 
-// TinStats are the counters of one tin.
+// TinStats are the counters of one tin, JSON-tagged for the status page.
 type TinStats struct {
 	// SentPackets and SentBytes count frames handed to the caller.
-	SentPackets, SentBytes uint64
+	SentPackets uint64 `json:"sent_packets"`
+	SentBytes   uint64 `json:"sent_bytes"`
 	// CoDelDrops counts packets CoDel dropped (sojourn above target for an interval).
-	CoDelDrops uint64
+	CoDelDrops uint64 `json:"codel_drops"`
 	// ECNMarks counts packets CoDel marked CE instead of dropping.
-	ECNMarks uint64
+	ECNMarks uint64 `json:"ecn_marks"`
 	// OverlimitDrops counts packets dropped from the fattest flow because the pool was full.
-	OverlimitDrops uint64
+	OverlimitDrops uint64 `json:"overlimit_drops"`
 	// BacklogPackets and BacklogBytes are what the tin holds now.
-	BacklogPackets, BacklogBytes uint64
+	BacklogPackets uint64 `json:"backlog_packets"`
+	BacklogBytes   uint64 `json:"backlog_bytes"`
 	// Delay is a moving average (1/8 weight) of the queueing delay of sent packets, ns.
-	Delay int64
+	Delay int64 `json:"delay_ns"`
 	// PeakDelay is the largest queueing delay of a sent packet, ns.
-	PeakDelay int64
+	PeakDelay int64 `json:"peak_delay_ns"`
 }
 
-// Stats are an FQCoDel's counters.
+// Stats are an FQCoDel's counters, JSON-tagged for the status page.
 type Stats struct {
 	// Tins holds NumTins tins, indexed as Diffserv's tins (TinBulk, ...).
-	Tins    [MaxTins]TinStats
-	NumTins int
+	Tins    [MaxTins]TinStats `json:"tins"`
+	NumTins int               `json:"num_tins"`
 	// OversizeDrops counts frames longer than Config.FrameSize, dropped at Enqueue.
-	OversizeDrops uint64
+	OversizeDrops uint64 `json:"oversize_drops"`
 	// Limit is the packet limit (pool slots) of all queues together.
-	Limit int
+	Limit int `json:"limit_packets"`
 	// MemoryBytes is the memory allocated by New: the bound under any traffic.
-	MemoryBytes int
+	MemoryBytes int `json:"memory_bytes"`
 }
