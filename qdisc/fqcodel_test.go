@@ -545,3 +545,29 @@ func BenchmarkShaped(b *testing.B) {
 		}
 	}
 }
+
+// TestStatsConcurrent: Stats may be read from another goroutine (the
+// status page) while the owner enqueues and dequeues; run with -race.
+func TestStatsConcurrent(t *testing.T) {
+	q := mustNew(t, Config{})
+	frames := [][]byte{udp4("10.0.0.1", "192.0.2.1", 1, 80, 200), udp4("10.0.0.2", "192.0.2.1", 2, 80, 300)}
+	done := make(chan struct{})
+	var last Stats
+	go func() {
+		defer close(done)
+		for i := 0; i < 1000; i++ {
+			last = q.Stats()
+		}
+	}()
+	out := make([][]byte, 1)
+	for i := 0; i < 1000; i++ {
+		q.Enqueue(int64(i)*ms, frames)
+		q.Dequeue(int64(i)*ms, out)
+	}
+	<-done
+	// Every packet is accounted for: sent, dropped or still queued.
+	if st := q.Stats().Tins[0]; st.SentPackets != 1000 || st.SentPackets+st.CoDelDrops+st.OverlimitDrops+st.BacklogPackets != 2000 {
+		t.Errorf("stats %+v, want 1000 sent and sent+dropped+queued = 2000", st)
+	}
+	_ = last
+}
