@@ -631,3 +631,7 @@ func (q *FQCoDel) Stats() Stats {
 	defer q.mu.Unlock()
 	return q.pub
 }
+
+// SetRate changes Config.Rate, the rate the tin thresholds are shares of
+// (a reload changed the shaper's rate); queued packets stay.
+func (q *FQCoDel) SetRate(rate uint64) { q.rate = rate }
