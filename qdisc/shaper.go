@@ -24,11 +24,14 @@ const (
 const (
 	MinOverhead = -64
 	MaxOverhead = 256
-	// maxLag is the most a backlogged shaper may fall behind its clock and
-	// catch up in a burst, so a caller that polls late (a timer that fired
-	// late, a full TX ring) keeps the average rate without a line-rate
-	// burst longer than 1 ms.
-	maxLag = 1_000_000 // ns
+	// DefaultMaxLag is the most a backlogged shaper may fall behind its
+	// clock and catch up in a burst (ShaperConfig.MaxLag), so a caller
+	// that polls late (a timer that fired late, a full TX ring) keeps the
+	// average rate without a line-rate burst longer than 1 ms.
+	DefaultMaxLag = 1_000_000 // ns
+	// MaxMaxLag bounds ShaperConfig.MaxLag: 100 ms at line rate is a
+	// burst no bottleneck buffer should have to take.
+	MaxMaxLag = 100_000_000 // ns
 )
 
 // ShaperConfig configures a Shaper. Overhead counts from the start of the IP
@@ -61,6 +64,11 @@ type ShaperConfig struct {
 	// turn into a shaper that sends nothing. Charged drops count their IP
 	// length plus Overhead, without MPU or framing.
 	Ingress bool
+	// MaxLag is how far, in ns, a late caller may catch up at line rate,
+	// e.g. 4_000_000; 0 is DefaultMaxLag. A user-space caller whose
+	// timer wakes it a millisecond late (Go's timers when idle) needs
+	// more than the default to reach the configured rate.
+	MaxLag int64
 }
 
 // Validate reports every configuration problem at once.
@@ -74,6 +82,9 @@ func (c *ShaperConfig) Validate() error {
 	}
 	if c.MPU < 0 || c.MPU > 1500 {
 		errs = append(errs, fmt.Errorf("qdisc: mpu %d out of range 0..1500", c.MPU))
+	}
+	if c.MaxLag < 0 || c.MaxLag > MaxMaxLag {
+		errs = append(errs, fmt.Errorf("qdisc: max lag %d ns out of range 0..%d", c.MaxLag, MaxMaxLag))
 	}
 	if c.Framing > FramingPTM {
 		errs = append(errs, fmt.Errorf("qdisc: unknown framing %d", c.Framing))
@@ -125,6 +136,9 @@ func NewShaper(cfg ShaperConfig, q *FQCoDel) (*Shaper, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.MaxLag == 0 {
+		cfg.MaxLag = DefaultMaxLag
+	}
 	return &Shaper{cfg: cfg, q: q, idle: true}, nil
 }
 
@@ -142,8 +156,8 @@ func (s *Shaper) charge(n int) {
 func (s *Shaper) Dequeue(now int64, out [][]byte) (n int, next int64) {
 	q := s.q
 	q.reclaim()
-	if s.idle || s.next < now-maxLag {
-		s.next = max(s.next, now-maxLag)
+	if lag := s.cfg.MaxLag; s.idle || s.next < now-lag {
+		s.next = max(s.next, now-lag)
 		if s.idle {
 			s.next = max(s.next, now)
 		}
