@@ -548,7 +548,7 @@ func (d *decoder) host(c *Config, e entry) {
 // but whose service the router does not run yet; a config using one is
 // refused rather than silently left unserved.
 var notYetRunning = map[string]bool{
-	"sqm": true, // package qdisc is not yet on the data path
+	"sqm-download": true, // sqm shapes upload only so far
 }
 
 // validateServices checks the services against the interfaces.
