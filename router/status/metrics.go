@@ -18,6 +18,7 @@ func newRegistry(s *Server) *prometheus.Registry {
 		newServicesCollector(s),
 		newIPv6Collector(s),
 		newNeighborCollector(s),
+		newSQMCollector(s),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
