@@ -1,0 +1,216 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The bloated modem of the SQM tests: a 20 Mbit/s htb with a 1,000-packet
+// FIFO (600 ms of full frames), as a cable or DSL modem's upload buffer.
+const (
+	modemRate    = "20mbit"
+	modemFIFO    = "1000"
+	modemIFB     = "ifb0"
+	sqmUpload    = "19mbit"
+	sqmUploadBps = 19e6
+)
+
+// addModem puts the bloated modem on the upload path: the WAN host's
+// ingress (frames from the router) is redirected to an IFB with htb at
+// modemRate and a pfifo of modemFIFO packets. The router's port bypasses
+// qdiscs (PACKET_QDISC_BYPASS), so the buffer must sit past the link, as
+// a modem's does.
+func addModem(ctx context.Context, l *lab) error {
+	for _, s := range [][]string{
+		{"ip", "link", "add", modemIFB, "type", "ifb"},
+		{"ip", "link", "set", modemIFB, "up"},
+		{"tc", "qdisc", "add", "dev", modemIFB, "root", "handle", "1:", "htb", "default", "1"},
+		{"tc", "class", "add", "dev", modemIFB, "parent", "1:", "classid", "1:1", "htb", "rate", modemRate, "quantum", "1514"},
+		{"tc", "qdisc", "add", "dev", modemIFB, "parent", "1:1", "pfifo", "limit", modemFIFO},
+		{"tc", "qdisc", "add", "dev", hostIf, "handle", "ffff:", "ingress"},
+		{"tc", "filter", "add", "dev", hostIf, "parent", "ffff:", "protocol", "all", "u32", "match", "u32", "0", "0",
+			"action", "mirred", "egress", "redirect", "dev", modemIFB},
+	} {
+		if err := nsRun(ctx, l.wanNS, s[0], s[1:]...); err != nil {
+			return fmt.Errorf("modem: %w", err)
+		}
+	}
+	return nil
+}
+
+// loadResult is one measurement under load: the upload's goodput and the
+// ping's round trips beside it.
+type loadResult struct {
+	bps                 float64
+	avgRTT, maxRTT      float64 // ms
+	pingSent, pingRecvd int
+}
+
+var pingSummary = regexp.MustCompile(`rtt min/avg/max/mdev = ([\d.]+)/([\d.]+)/([\d.]+)/`)
+var pingCounts = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`)
+
+// uploadUnderLoad runs iperf3 from the LAN host to the WAN host (8 TCP
+// streams, 12 s, the first 2 omitted) and, from second 3 to 11, ping
+// (iputils, every 200 ms) along the same path.
+func uploadUnderLoad(ctx context.Context, l *lab) (loadResult, error) {
+	var r loadResult
+	ctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	defer cancel()
+	cli := command(ctx, l.lanNS, "iperf3", "-c", wanHost4.Addr().String(), "-p", strconv.Itoa(benchPort),
+		"-t", "12", "-O", "2", "-P", "8", "-J")
+	var cliOut bytes.Buffer
+	cli.Stdout = &cliOut
+	if err := cli.Start(); err != nil {
+		return r, err
+	}
+	time.Sleep(3 * time.Second)
+	pingOut, pingErr := output(ctx, l.lanNS, "ping", "-n", "-q", "-c", "40", "-i", "0.2", "-W", "2", wanHost4.Addr().String())
+	cliErr := cli.Wait()
+	bps, err := parseIperf(cliOut.Bytes())
+	if err != nil {
+		return r, fmt.Errorf("iperf3: %w (exit %v)", err, cliErr)
+	}
+	r.bps = bps
+	m := pingSummary.FindSubmatch(pingOut)
+	c := pingCounts.FindSubmatch(pingOut)
+	if m == nil || c == nil {
+		return r, fmt.Errorf("ping: no summary (%v):\n%s", pingErr, pingOut)
+	}
+	r.avgRTT, _ = strconv.ParseFloat(string(m[2]), 64)
+	r.maxRTT, _ = strconv.ParseFloat(string(m[3]), 64)
+	r.pingSent, _ = strconv.Atoi(string(c[1]))
+	r.pingRecvd, _ = strconv.Atoi(string(c[2]))
+	return r, nil
+}
+
+// withWANSQM returns the lab config with sqm: added to the wan interface.
+func withWANSQM(cfg []byte, sqm string) ([]byte, error) {
+	var out strings.Builder
+	done := false
+	for line := range strings.Lines(string(cfg)) {
+		out.WriteString(line)
+		if t := strings.TrimSpace(line); t == "role: wan" && !done {
+			indent := line[:len(line)-len(strings.TrimLeft(line, " "))]
+			out.WriteString(indent + "sqm: " + sqm + "\n")
+			done = true
+		}
+	}
+	if !done {
+		return nil, fmt.Errorf("lab config has no \"role: wan\" line:\n%s", cfg)
+	}
+	return []byte(out.String()), nil
+}
+
+// reloadRouter writes cfg and sends SIGHUP, then waits for the router's
+// "reloaded" log line.
+func reloadRouter(l *lab, cfg []byte) error {
+	cfgPath := filepath.Join(l.dir, "lab.yaml")
+	logPath := filepath.Join(l.dir, "router.log")
+	before := strings.Count(tail(logPath, 1<<20), "msg=reloaded")
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		return err
+	}
+	if err := l.router.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(proofTimeout); strings.Count(tail(logPath, 1<<20), "msg=reloaded") <= before; {
+		if time.Now().After(deadline) || l.router.exited() {
+			return fmt.Errorf("router did not reload:\n%s", tail(logPath, 3000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}
+
+// TestSQMUpload: behind a bloated modem (20 Mbit/s, 1,000-packet FIFO)
+// eight saturating upload streams make the ping beside them wait for the
+// modem's buffer; with sqm: {upload: 19mbit} on the wan interface the
+// router's FQ-CoDel holds the queue and the ping's round trip stays
+// short, while the upload keeps most of the shaped rate.
+func TestSQMUpload(t *testing.T) {
+	requirePrivileged(t, "iperf3", "tc", "ping")
+	runWithHookTimeout(t, 4*time.Minute, func(l *lab) error {
+		ctx := context.Background()
+		if err := addModem(ctx, l); err != nil {
+			return err
+		}
+		srv, err := startChild(l.log, "iperf3 server", l.wanNS, filepath.Join(l.dir, "iperf3-server.log"), "iperf3", "-s", "-p", strconv.Itoa(benchPort))
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		if err := waitListening(ctx, l.wanNS, benchPort, srv); err != nil {
+			return err
+		}
+
+		bloated, err := uploadUnderLoad(ctx, l)
+		if err != nil {
+			return fmt.Errorf("without sqm: %w", err)
+		}
+		t.Logf("without sqm: upload %.2f Mbit/s, ping avg %.1f ms max %.1f ms (%d/%d replies)",
+			bloated.bps/1e6, bloated.avgRTT, bloated.maxRTT, bloated.pingRecvd, bloated.pingSent)
+
+		orig, err := os.ReadFile(filepath.Join(l.dir, "lab.yaml"))
+		if err != nil {
+			return err
+		}
+		cfg, err := withWANSQM(orig, "{upload: "+sqmUpload+"}")
+		if err != nil {
+			return err
+		}
+		if err := reloadRouter(l, cfg); err != nil {
+			return err
+		}
+		shaped, err := uploadUnderLoad(ctx, l)
+		if err != nil {
+			return fmt.Errorf("with sqm: %w", err)
+		}
+		t.Logf("with sqm upload %s: upload %.2f Mbit/s (%.0f %%), ping avg %.1f ms max %.1f ms (%d/%d replies)",
+			sqmUpload, shaped.bps/1e6, 100*shaped.bps/sqmUploadBps, shaped.avgRTT, shaped.maxRTT, shaped.pingRecvd, shaped.pingSent)
+
+		var errs []string
+		snap, err := l.statusSince(ctx, time.Time{})
+		if err != nil {
+			return err
+		}
+		if len(snap.SQM) != 1 || snap.SQM[0].Direction != "upload" || snap.SQM[0].Rate != sqmUploadBps {
+			errs = append(errs, fmt.Sprintf("status sqm = %+v, want the wan's upload at %s", snap.SQM, sqmUpload))
+		} else {
+			q := snap.SQM[0]
+			tin := q.Queue.Tins[0]
+			t.Logf("status sqm %s %s: sent %d packets, codel drops %d, ecn marks %d, overlimit drops %d, delay %.2f ms, peak %.2f ms, write errors %d, oversize %d",
+				q.Interface, q.Direction, tin.SentPackets, tin.CoDelDrops, tin.ECNMarks, tin.OverlimitDrops,
+				float64(tin.Delay)/1e6, float64(tin.PeakDelay)/1e6, q.WriteErrors, q.Queue.OversizeDrops)
+			// The upload crossed the shaper, and CoDel acted on its queue.
+			if tin.SentBytes < uint64(shaped.bps/8*8) || tin.CoDelDrops+tin.ECNMarks == 0 {
+				errs = append(errs, fmt.Sprintf("status sqm tin: sent %d bytes, %d drops + %d marks; want the upload's bytes and CoDel at work",
+					tin.SentBytes, tin.CoDelDrops, tin.ECNMarks))
+			}
+		}
+		if bloated.avgRTT < 50 {
+			errs = append(errs, fmt.Sprintf("without sqm the ping averaged %.1f ms: the modem shows no bloat (want >= 50 ms)", bloated.avgRTT))
+		}
+		if shaped.avgRTT > 15 {
+			errs = append(errs, fmt.Sprintf("with sqm the ping averaged %.1f ms, want <= 15 ms", shaped.avgRTT))
+		}
+		if shaped.bps < 0.85*sqmUploadBps {
+			errs = append(errs, fmt.Sprintf("with sqm the upload made %.2f Mbit/s, want >= 85 %% of %s", shaped.bps/1e6, sqmUpload))
+		}
+		if shaped.pingRecvd < shaped.pingSent*9/10 {
+			errs = append(errs, fmt.Sprintf("with sqm %d of %d pings answered", shaped.pingRecvd, shaped.pingSent))
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("%s", strings.Join(errs, "; "))
+		}
+		return nil
+	})
+}
