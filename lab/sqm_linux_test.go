@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -47,6 +48,62 @@ func addModem(ctx context.Context, l *lab) error {
 	return nil
 }
 
+// Beyond the WAN host: a server namespace in farNet, so the download
+// crosses the WAN host as forwarded traffic. The WAN host's own TCP
+// would not fill the modem's FIFO: TCP small queues keep a local
+// sender's packets out of its qdisc, while a forwarded packet is no
+// socket's.
+var (
+	farGateway = netip.MustParsePrefix("198.18.77.1/24")
+	farServer  = netip.MustParsePrefix("198.18.77.5/24")
+)
+
+// addFarServer builds the server namespace behind the WAN host and
+// returns its name; teardown removes it with the lab's own.
+func addFarServer(ctx context.Context, l *lab) (string, error) {
+	far := l.prefix + "-far"
+	if err := addNetns(ctx, far); err != nil {
+		return "", err
+	}
+	l.namespaces = append(l.namespaces, far)
+	for _, s := range [][]string{
+		{l.wanNS, "ip", "link", "add", "far0", "type", "veth", "peer", "name", hostIf, "netns", far},
+		{l.wanNS, "ip", "addr", "add", farGateway.String(), "dev", "far0"},
+		{l.wanNS, "ip", "link", "set", "far0", "up"},
+		{l.wanNS, "ip", "route", "replace", farNet.String(), "dev", "far0"},
+		{l.wanNS, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"},
+		{far, "ip", "link", "set", "lo", "up"},
+		{far, "ip", "addr", "add", farServer.String(), "dev", hostIf},
+		{far, "ip", "link", "set", hostIf, "up"},
+		{far, "ip", "route", "add", "default", "via", farGateway.Addr().String()},
+	} {
+		if err := nsRun(ctx, s[0], s[1], s[2:]...); err != nil {
+			return "", fmt.Errorf("far server: %w", err)
+		}
+	}
+	for _, e := range []struct{ ns, ifname string }{{l.wanNS, "far0"}, {far, hostIf}} {
+		if err := setWireLike(e.ns, e.ifname); err != nil {
+			return "", err
+		}
+	}
+	return far, nil
+}
+
+// addDownloadModem is addModem's download side: the WAN host's egress
+// towards the router gets the same htb and FIFO.
+func addDownloadModem(ctx context.Context, l *lab) error {
+	for _, s := range [][]string{
+		{"tc", "qdisc", "add", "dev", hostIf, "root", "handle", "1:", "htb", "default", "1"},
+		{"tc", "class", "add", "dev", hostIf, "parent", "1:", "classid", "1:1", "htb", "rate", modemRate, "quantum", "1514"},
+		{"tc", "qdisc", "add", "dev", hostIf, "parent", "1:1", "pfifo", "limit", modemFIFO},
+	} {
+		if err := nsRun(ctx, l.wanNS, s[0], s[1:]...); err != nil {
+			return fmt.Errorf("download modem: %w", err)
+		}
+	}
+	return nil
+}
+
 // loadResult is one measurement under load: the upload's goodput and the
 // ping's round trips beside it.
 type loadResult struct {
@@ -62,18 +119,27 @@ var pingCounts = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`)
 // streams, 12 s, the first 2 omitted) and, from second 3 to 11, ping
 // (iputils, every 200 ms) along the same path.
 func uploadUnderLoad(ctx context.Context, l *lab) (loadResult, error) {
+	return underLoad(ctx, l, wanHost4.Addr(), false)
+}
+
+// underLoad is uploadUnderLoad to server to, or the download from it
+// with reverse (iperf3 -R).
+func underLoad(ctx context.Context, l *lab, to netip.Addr, reverse bool) (loadResult, error) {
 	var r loadResult
 	ctx, cancel := context.WithTimeout(ctx, 40*time.Second)
 	defer cancel()
-	cli := command(ctx, l.lanNS, "iperf3", "-c", wanHost4.Addr().String(), "-p", strconv.Itoa(benchPort),
-		"-t", "12", "-O", "2", "-P", "8", "-J")
+	args := []string{"-c", to.String(), "-p", strconv.Itoa(benchPort), "-t", "12", "-O", "2", "-P", "8", "-J"}
+	if reverse {
+		args = append(args, "-R")
+	}
+	cli := command(ctx, l.lanNS, "iperf3", args...)
 	var cliOut bytes.Buffer
 	cli.Stdout = &cliOut
 	if err := cli.Start(); err != nil {
 		return r, err
 	}
 	time.Sleep(3 * time.Second)
-	pingOut, pingErr := output(ctx, l.lanNS, "ping", "-n", "-q", "-c", "40", "-i", "0.2", "-W", "2", wanHost4.Addr().String())
+	pingOut, pingErr := output(ctx, l.lanNS, "ping", "-n", "-q", "-c", "40", "-i", "0.2", "-W", "2", to.String())
 	cliErr := cli.Wait()
 	bps, err := parseIperf(cliOut.Bytes())
 	if err != nil {
@@ -204,6 +270,99 @@ func TestSQMUpload(t *testing.T) {
 		}
 		if shaped.bps < 0.85*sqmUploadBps {
 			errs = append(errs, fmt.Sprintf("with sqm the upload made %.2f Mbit/s, want >= 85 %% of %s", shaped.bps/1e6, sqmUpload))
+		}
+		if shaped.pingRecvd < shaped.pingSent*9/10 {
+			errs = append(errs, fmt.Sprintf("with sqm %d of %d pings answered", shaped.pingRecvd, shaped.pingSent))
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("%s", strings.Join(errs, "; "))
+		}
+		return nil
+	})
+}
+
+// TestSQMDownload: the download side of TestSQMUpload. A server beyond
+// the WAN host sends eight streams to the LAN host through the modem's
+// download FIFO; with sqm: {download: 19mbit} the router's ingress-mode
+// FQ-CoDel (shaping what arrives on the wan before it is forwarded)
+// holds the queue by ECN marks, and the ping beside the download stays
+// short.
+func TestSQMDownload(t *testing.T) {
+	requirePrivileged(t, "iperf3", "tc", "ping", "sysctl")
+	runWithHookTimeout(t, 4*time.Minute, func(l *lab) error {
+		ctx := context.Background()
+		far, err := addFarServer(ctx, l)
+		if err != nil {
+			return err
+		}
+		if err := addDownloadModem(ctx, l); err != nil {
+			return err
+		}
+		// The LAN host asks for ECN (RFC 3168), so CoDel marks the
+		// download instead of dropping it: in ingress mode a drop
+		// still costs its share of the rate.
+		if err := nsRun(ctx, l.lanNS, "sysctl", "-q", "-w", "net.ipv4.tcp_ecn=1"); err != nil {
+			return err
+		}
+		srv, err := startChild(l.log, "iperf3 server", far, filepath.Join(l.dir, "iperf3-far.log"), "iperf3", "-s", "-p", strconv.Itoa(benchPort))
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		if err := waitListening(ctx, far, benchPort, srv); err != nil {
+			return err
+		}
+		bloated, err := underLoad(ctx, l, farServer.Addr(), true)
+		if err != nil {
+			return fmt.Errorf("without sqm: %w", err)
+		}
+		t.Logf("without sqm: download %.2f Mbit/s, ping avg %.1f ms max %.1f ms (%d/%d replies)",
+			bloated.bps/1e6, bloated.avgRTT, bloated.maxRTT, bloated.pingRecvd, bloated.pingSent)
+
+		orig, err := os.ReadFile(filepath.Join(l.dir, "lab.yaml"))
+		if err != nil {
+			return err
+		}
+		cfg, err := withWANSQM(orig, "{download: "+sqmUpload+"}")
+		if err != nil {
+			return err
+		}
+		if err := reloadRouter(l, cfg); err != nil {
+			return err
+		}
+		shaped, err := underLoad(ctx, l, farServer.Addr(), true)
+		if err != nil {
+			return fmt.Errorf("with sqm: %w", err)
+		}
+		t.Logf("with sqm download %s: download %.2f Mbit/s (%.0f %%), ping avg %.1f ms max %.1f ms (%d/%d replies)",
+			sqmUpload, shaped.bps/1e6, 100*shaped.bps/sqmUploadBps, shaped.avgRTT, shaped.maxRTT, shaped.pingRecvd, shaped.pingSent)
+
+		var errs []string
+		snap, err := l.statusSince(ctx, time.Time{})
+		if err != nil {
+			return err
+		}
+		if len(snap.SQM) != 1 || snap.SQM[0].Direction != "download" || snap.SQM[0].Rate != sqmUploadBps {
+			errs = append(errs, fmt.Sprintf("status sqm = %+v, want the wan's download at %s", snap.SQM, sqmUpload))
+		} else {
+			q := snap.SQM[0]
+			tin := q.Queue.Tins[0]
+			t.Logf("status sqm %s %s: sent %d packets, codel drops %d, ecn marks %d, overlimit drops %d, delay %.2f ms, peak %.2f ms, write errors %d, oversize %d",
+				q.Interface, q.Direction, tin.SentPackets, tin.CoDelDrops, tin.ECNMarks, tin.OverlimitDrops,
+				float64(tin.Delay)/1e6, float64(tin.PeakDelay)/1e6, q.WriteErrors, q.Queue.OversizeDrops)
+			if tin.SentBytes < uint64(shaped.bps/8*8) || tin.ECNMarks == 0 {
+				errs = append(errs, fmt.Sprintf("status sqm tin: sent %d bytes, %d drops + %d marks; want the download's bytes and CoDel marking",
+					tin.SentBytes, tin.CoDelDrops, tin.ECNMarks))
+			}
+		}
+		if bloated.avgRTT < 50 {
+			errs = append(errs, fmt.Sprintf("without sqm the ping averaged %.1f ms: the modem shows no bloat (want >= 50 ms)", bloated.avgRTT))
+		}
+		if shaped.avgRTT > 15 {
+			errs = append(errs, fmt.Sprintf("with sqm the ping averaged %.1f ms, want <= 15 ms", shaped.avgRTT))
+		}
+		if shaped.bps < 0.85*sqmUploadBps {
+			errs = append(errs, fmt.Sprintf("with sqm the download made %.2f Mbit/s, want >= 85 %% of %s", shaped.bps/1e6, sqmUpload))
 		}
 		if shaped.pingRecvd < shaped.pingSent*9/10 {
 			errs = append(errs, fmt.Sprintf("with sqm %d of %d pings answered", shaped.pingRecvd, shaped.pingSent))

@@ -256,6 +256,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	}
 	r.net = n
 	r.cfg = cfg
+	r.bindSQMLocked(cfg)
 	r.setListenPolicyLocked(cfg)
 	if err := r.applyNATLocked(); err != nil {
 		return nil, fmt.Errorf("nat: %w", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/sqm"
+	"github.com/gvrouter/gvrouter/stack"
 )
 
 // sqmQueues are the shaped directions of one wan interface (config sqm:).
@@ -32,6 +33,59 @@ func sqmParams(s *config.SQM, rate uint64, mtu int) sqm.Params {
 // sqmWriterLocked returns what interface ic writes to: its upload Queue in
 // front of w when sqm: shapes its upload, else w. The Queue is made on
 // first use and reconfigured after (a rate change keeps its backlog);
+// shapedInput is a download Queue's output: the interface's receive path.
+type shapedInput struct{ ifc *stack.Interface }
+
+func (s shapedInput) WriteFrames(frames [][]byte) (int, error) {
+	s.ifc.DeliverShaped(frames)
+	return len(frames), nil
+}
+
+// bindSQMLocked puts a download Queue in front of the receive path of
+// each wan interface whose sqm: shapes download, takes it away from the
+// others, then closes the queues cfg no longer has (pruneSQMLocked).
+// Call it after every Apply: an interface Apply recreated is a new one.
+// r.mu must be held.
+func (r *Router) bindSQMLocked(cfg *config.Config) {
+	for i := range cfg.Interfaces {
+		ic := &cfg.Interfaces[i]
+		ifc := r.net.Interface(ic.Name)
+		if ifc == nil {
+			continue
+		}
+		if ic.SQM == nil || ic.SQM.Download == 0 {
+			ifc.SetIngressShaper(nil)
+			continue
+		}
+		if r.sqm == nil {
+			r.sqm = make(map[string]*sqmQueues)
+		}
+		qs := r.sqm[ic.Name]
+		if qs == nil {
+			qs = &sqmQueues{}
+			r.sqm[ic.Name] = qs
+		}
+		p := sqmParams(ic.SQM, ic.SQM.Download, int(ifc.MTU()))
+		out := shapedInput{ifc}
+		if qs.download == nil {
+			q, err := sqm.New(sqm.Download, p, r.nat.engine.InsideHost, out)
+			if err != nil {
+				r.log.Error("sqm download", "interface", ic.Name, "err", err)
+				ifc.SetIngressShaper(nil)
+				continue
+			}
+			qs.download = q
+		} else {
+			if err := qs.download.Reconfigure(p); err != nil {
+				r.log.Error("sqm download", "interface", ic.Name, "err", err)
+			}
+			qs.download.SetOutput(out)
+		}
+		ifc.SetIngressShaper(qs.download)
+	}
+	r.pruneSQMLocked(cfg)
+}
+
 // pruneSQMLocked closes the ones no longer configured. r.mu must be held.
 func (r *Router) sqmWriterLocked(ic *config.Interface, mtu int, w hw.FrameWriter) hw.FrameWriter {
 	if ic.SQM == nil || ic.SQM.Upload == 0 {

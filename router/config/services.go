@@ -547,9 +547,7 @@ func (d *decoder) host(c *Config, e entry) {
 // notYetRunning names the service keys this version parses and checks
 // but whose service the router does not run yet; a config using one is
 // refused rather than silently left unserved.
-var notYetRunning = map[string]bool{
-	"sqm-download": true, // sqm shapes upload only so far
-}
+var notYetRunning = map[string]bool{}
 
 // validateServices checks the services against the interfaces.
 func (c *Config) validateServices(l *errorList) {

@@ -173,9 +173,6 @@ func (c *Config) validateSQM(l *errorList) {
 			continue
 		}
 		what := interfaceWhat(ifc.Name) + ": sqm"
-		if notYetRunning["sqm-download"] && s.Download != 0 {
-			l.add(s.src.at("download", s.Pos), "%s: download shaping is %s yet", what, errNotSupportedSuffix)
-		}
 		if ifc.Role != RoleWAN && ifc.Role != "" {
 			l.add(s.Pos, "%s: sqm is for wan interfaces (this one is %s): it shapes the uplink both ways", what, quote(ifc.Role))
 		}

@@ -96,18 +96,6 @@ func TestParseSQMErrors(t *testing.T) {
 	}
 }
 
-// TestSQMNotYetRunning: until download shaping runs, a config with
-// sqm: download is refused, not silently left unshaped; upload runs.
-func TestSQMNotYetRunning(t *testing.T) {
-	_, err := Parse("sqm.yaml", []byte(sqmConfig("{upload: 20mbit, download: 100mbit}")))
-	if err == nil || !strings.Contains(err.Error(), "sqm.yaml:12:37: interface \"wan\": sqm: download shaping is not supported by this version yet") {
-		t.Errorf("Parse = %v, want the not-yet-running error", err)
-	}
-	if _, err := Parse("sqm.yaml", []byte(sqmConfig("{upload: 20mbit}"))); err != nil {
-		t.Errorf("upload alone: %v", err)
-	}
-}
-
 // TestSQMEqual: a reload sees an sqm change on the interface, not a move.
 func TestSQMEqual(t *testing.T) {
 	allServices(t)
