@@ -87,6 +87,12 @@ func (e *Endpoint) HandleBatch(queue int, frames []hw.Frame) {
 		defer e.tx.end()
 	}
 	e.captureRx(frames)
+	if sh := e.shapeIn.Load(); sh != nil {
+		// Download shaping, as in Endpoint.receive (shapein.go).
+		if frames = sh.shapeFrames(frames); len(frames) == 0 {
+			return
+		}
+	}
 	e.handleFrames(frames)
 }
 
