@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -366,6 +367,150 @@ func TestSQMDownload(t *testing.T) {
 		}
 		if shaped.pingRecvd < shaped.pingSent*9/10 {
 			errs = append(errs, fmt.Sprintf("with sqm %d of %d pings answered", shaped.pingRecvd, shaped.pingSent))
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("%s", strings.Join(errs, "; "))
+		}
+		return nil
+	})
+}
+
+// secondLANHost is the fairness test's second LAN host, beside the lab's.
+var secondLANHost = netip.MustParsePrefix("10.77.1.3/24")
+
+// addSecondLANHost bridges the LAN host's link so a second host can sit
+// on it: the LAN host's address moves to the bridge, which keeps the
+// LAN host's MAC (the router's neighbour entry stays right), and a new
+// namespace with secondLANHost joins the bridge. It returns the new
+// namespace's name.
+func addSecondLANHost(ctx context.Context, l *lab) (string, error) {
+	mac, err := output(ctx, l.lanNS, "cat", "/sys/class/net/"+hostIf+"/address")
+	if err != nil {
+		return "", err
+	}
+	lan2 := l.prefix + "-lan2"
+	if err := addNetns(ctx, lan2); err != nil {
+		return "", err
+	}
+	l.namespaces = append(l.namespaces, lan2)
+	for _, s := range [][]string{
+		{l.lanNS, "ip", "link", "add", "name", "br0", "type", "bridge"},
+		{l.lanNS, "ip", "link", "set", "br0", "address", strings.TrimSpace(string(mac))},
+		{l.lanNS, "ip", "addr", "flush", "dev", hostIf},
+		{l.lanNS, "ip", "link", "set", hostIf, "master", "br0"},
+		{l.lanNS, "ip", "addr", "add", lanHost4.String(), "dev", "br0"},
+		{l.lanNS, "ip", "link", "set", "br0", "up"},
+		{l.lanNS, "ip", "route", "replace", "default", "via", lanRouter4.Addr().String(), "dev", "br0"},
+		{l.lanNS, "ip", "link", "add", "lan2p", "type", "veth", "peer", "name", hostIf, "netns", lan2},
+		{l.lanNS, "ip", "link", "set", "lan2p", "master", "br0"},
+		{l.lanNS, "ip", "link", "set", "lan2p", "up"},
+		{lan2, "ip", "link", "set", "lo", "up"},
+		{lan2, "ip", "addr", "add", secondLANHost.String(), "dev", hostIf},
+		{lan2, "ip", "link", "set", hostIf, "up"},
+		{lan2, "ip", "route", "add", "default", "via", lanRouter4.Addr().String()},
+	} {
+		if err := nsRun(ctx, s[0], s[1], s[2:]...); err != nil {
+			return "", fmt.Errorf("second LAN host: %w", err)
+		}
+	}
+	for _, e := range []struct{ ns, ifname string }{{l.lanNS, "lan2p"}, {lan2, hostIf}} {
+		if err := setWireLike(e.ns, e.ifname); err != nil {
+			return "", err
+		}
+	}
+	return lan2, nil
+}
+
+// hostShares runs 16 upload streams from the LAN host and one from the
+// second LAN host at once (12 s, the first 2 omitted) and returns each
+// host's goodput in bit/s.
+func hostShares(ctx context.Context, l *lab, lan2 string) (many, one float64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	defer cancel()
+	run := func(ns string, port, streams int, out *bytes.Buffer) *exec.Cmd {
+		c := command(ctx, ns, "iperf3", "-c", wanHost4.Addr().String(), "-p", strconv.Itoa(port),
+			"-t", "12", "-O", "2", "-P", strconv.Itoa(streams), "-J")
+		c.Stdout = out
+		return c
+	}
+	var outMany, outOne bytes.Buffer
+	cm, co := run(l.lanNS, benchPort, 16, &outMany), run(lan2, benchPort+1, 1, &outOne)
+	if err := cm.Start(); err != nil {
+		return 0, 0, err
+	}
+	if err := co.Start(); err != nil {
+		cm.Wait()
+		return 0, 0, err
+	}
+	em, eo := cm.Wait(), co.Wait()
+	if many, err = parseIperf(outMany.Bytes()); err != nil {
+		return 0, 0, fmt.Errorf("16 streams: %w (exit %v)", err, em)
+	}
+	if one, err = parseIperf(outOne.Bytes()); err != nil {
+		return 0, 0, fmt.Errorf("1 stream: %w (exit %v)", err, eo)
+	}
+	return many, one, nil
+}
+
+// TestSQMHostFairness: one LAN host with 16 upload flows beside one with
+// a single flow, behind the bloated modem. Without sqm the modem's FIFO
+// shares by flows (the single flow gets about 1/17); with sqm the
+// router's per-host fairness, keyed by the inside address before NAT
+// (both hosts leave as the WAN address), gives each host about half.
+func TestSQMHostFairness(t *testing.T) {
+	requirePrivileged(t, "iperf3", "tc")
+	runWithHookTimeout(t, 4*time.Minute, func(l *lab) error {
+		ctx := context.Background()
+		if err := addModem(ctx, l); err != nil {
+			return err
+		}
+		lan2, err := addSecondLANHost(ctx, l)
+		if err != nil {
+			return err
+		}
+		for _, port := range []int{benchPort, benchPort + 1} {
+			srv, err := startChild(l.log, "iperf3 server", l.wanNS, filepath.Join(l.dir, fmt.Sprintf("iperf3-%d.log", port)), "iperf3", "-s", "-p", strconv.Itoa(port))
+			if err != nil {
+				return err
+			}
+			defer srv.stop()
+			if err := waitListening(ctx, l.wanNS, port, srv); err != nil {
+				return err
+			}
+		}
+		many, one, err := hostShares(ctx, l, lan2)
+		if err != nil {
+			return fmt.Errorf("without sqm: %w", err)
+		}
+		before := one / (many + one)
+		t.Logf("without sqm: 16 flows %.2f Mbit/s, 1 flow %.2f Mbit/s: the single flow's host has %.1f %%", many/1e6, one/1e6, 100*before)
+
+		orig, err := os.ReadFile(filepath.Join(l.dir, "lab.yaml"))
+		if err != nil {
+			return err
+		}
+		cfg, err := withWANSQM(orig, "{upload: "+sqmUpload+"}")
+		if err != nil {
+			return err
+		}
+		if err := reloadRouter(l, cfg); err != nil {
+			return err
+		}
+		many, one, err = hostShares(ctx, l, lan2)
+		if err != nil {
+			return fmt.Errorf("with sqm: %w", err)
+		}
+		after := one / (many + one)
+		t.Logf("with sqm upload %s: 16 flows %.2f Mbit/s, 1 flow %.2f Mbit/s: the single flow's host has %.1f %%", sqmUpload, many/1e6, one/1e6, 100*after)
+		var errs []string
+		if before > 0.25 {
+			errs = append(errs, fmt.Sprintf("without sqm the single flow's host had %.1f %%: the modem shared by hosts, not flows (want <= 25 %%)", 100*before))
+		}
+		if after < 0.40 || after > 0.60 {
+			errs = append(errs, fmt.Sprintf("with sqm the single flow's host had %.1f %%, want 40..60 %%", 100*after))
+		}
+		if many+one < 0.85*sqmUploadBps {
+			errs = append(errs, fmt.Sprintf("with sqm both hosts made %.2f Mbit/s, want >= 85 %% of %s", (many+one)/1e6, sqmUpload))
 		}
 		if len(errs) > 0 {
 			return fmt.Errorf("%s", strings.Join(errs, "; "))
