@@ -104,6 +104,7 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 	} else if err := r.net.Apply(sc); err != nil {
 		errs = append(errs, fmt.Errorf("netstack: %w", err))
 	}
+	r.bindSQMLocked(cfg)
 	r.cfg = cfg
 	r.setListenPolicyLocked(cfg)
 	r.net.SetUnassigned6(r.learned.state.Unassigned())

@@ -86,6 +86,9 @@ type Router struct {
 
 	// macsec holds the SecYs by name (macsec.go); under mu.
 	macsec map[string]*runningSecY
+	// sqm holds the shaped directions of wan interfaces by interface
+	// name (sqm.go); under mu.
+	sqm map[string]*sqmQueues
 	// mkaRand is the MKA participants' source of MIs and SAKs; nil means
 	// crypto/rand (WithMKARand).
 	mkaRand io.Reader
@@ -253,6 +256,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	}
 	r.net = n
 	r.cfg = cfg
+	r.bindSQMLocked(cfg)
 	r.setListenPolicyLocked(cfg)
 	if err := r.applyNATLocked(); err != nil {
 		return nil, fmt.Errorf("nat: %w", err)
@@ -355,7 +359,7 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 			MAC:          rp.port.HardwareAddr(),
 			MTU:          uint32(mtu),
 			Addresses:    slices.Clone(ic.Addresses),
-			Writer:       rp.captureWriter(),
+			Writer:       r.sqmWriterLocked(&ic, mtu, rp.captureWriter()),
 			VLAN:         vids,
 			VLANProtocol: tpid,
 			PCP:          uint8(ic.PCP),
@@ -531,6 +535,7 @@ func (r *Router) Close() error {
 	if r.net != nil {
 		r.net.Close()
 	}
+	r.closeSQMLocked()
 	r.mu.Unlock()
 	r.wg.Wait()
 	r.state.lock.Unlock()

@@ -49,6 +49,7 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 	s.DNS = r.svc.DNSStatus()
 	s.IPv6 = r.ipv6StatusLocked()
 	s.Neighbors = r.neighborsStatusLocked()
+	s.SQM = r.sqmStatusLocked()
 	fs := r.net.FragmentStats()
 	s.Fragments = &status.Fragments{Tracked: fs.Tracked, Evicted: fs.Evicted}
 	for _, ic := range r.cfg.Interfaces {

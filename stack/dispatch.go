@@ -27,7 +27,9 @@ import (
 //     capture (capture.go Endpoint.captureRx), MACsec frames to the SecY
 //     (MACsecLink.divert), whose plaintext comes back to its own
 //     interface (macsec.go MACsecLink.Receive: that interface's capture,
-//     then Endpoint.handleFrames, stage 5 on).
+//     then Endpoint.handleFrames, stage 5 on). With a download shaper
+//     (shapein.go, sqm) the frames are queued there instead and come
+//     back through Interface.DeliverShaped, stage 5 on.
 //  5. Receive run (dispatch.go Endpoint.handleFramesInto): counters, the
 //     raw-frame taps (frametap.go Endpoint.tapFrames), the run's state
 //     read once (rxRun), each frame to handleFrame; a superframe to
@@ -65,8 +67,9 @@ import (
 // 12. Transmit (fastpath.go sendSet.send at the port batch's end;
 //     endpoint.go Endpoint.flushTx, sendPendingLocked): the egress
 //     interface's capture (capture.go Endpoint.captureTx), one
-//     WriteFrames per egress interface (its port's writer, or macsec.go
-//     MACsecLink); then txBatcher.end (txbatch.go) sends what netstack
+//     WriteFrames per egress interface (its port's writer, macsec.go
+//     MACsecLink, or an upload shaper, package sqm, whose goroutine
+//     writes to the port); then txBatcher.end (txbatch.go) sends what netstack
 //     deferred, before the ring block goes back to the kernel.
 
 // HandleBatch is the endpoint's hw.BatchHandler. It validates each frame,
@@ -84,6 +87,12 @@ func (e *Endpoint) HandleBatch(queue int, frames []hw.Frame) {
 		defer e.tx.end()
 	}
 	e.captureRx(frames)
+	if sh := e.shapeIn.Load(); sh != nil {
+		// Download shaping, as in Endpoint.receive (shapein.go).
+		if frames = sh.shapeFrames(frames); len(frames) == 0 {
+			return
+		}
+	}
 	e.handleFrames(frames)
 }
 

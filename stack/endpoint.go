@@ -93,6 +93,9 @@ type Endpoint struct {
 
 	// macsec is the SecY sitting on this interface, if any (macsec.go).
 	macsec atomic.Pointer[MACsecLink]
+	// shapeIn is the interface's download shaper, nil without one
+	// (shapein.go).
+	shapeIn atomic.Pointer[ingressShaper]
 
 	// taps is the interface's raw-frame taps (frametap.go), nil when
 	// there is none; replaced under tapMu.

@@ -319,6 +319,13 @@ func (e *Endpoint) receive(frames []hw.Frame, ss *sendSet) {
 			return
 		}
 	}
+	if sh := e.shapeIn.Load(); sh != nil {
+		// Download shaping (sqm): the frames come back through
+		// DeliverShaped when the shaper lets them go.
+		if frames = sh.shapeFrames(frames); len(frames) == 0 {
+			return
+		}
+	}
 	e.handleFramesInto(frames, ss)
 }
 

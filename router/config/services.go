@@ -562,7 +562,7 @@ func (d *decoder) host(c *Config, e entry) {
 // but whose service the router does not run yet; a config using one is
 // refused rather than silently left unserved.
 var notYetRunning = map[string]bool{
-	"pppoe": true, // the pppoe package runs; its WAN wiring (issue 39 stage 2) does not yet
+	"pppoe": true, // the pppoe package and router/pppoelink run; the router does not put them on a WAN yet
 }
 
 // validateServices checks the services against the interfaces.

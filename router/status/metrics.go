@@ -19,6 +19,7 @@ func newRegistry(s *Server) *prometheus.Registry {
 		newPPPoECollector(s),
 		newIPv6Collector(s),
 		newNeighborCollector(s),
+		newSQMCollector(s),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -169,6 +169,7 @@ footer a { color: inherit; }
 <section id="s-interfaces">{{template "interfaces" .Snapshot}}</section>
 <section id="s-ports">{{template "ports" .Snapshot}}</section>
 <section id="s-conntrack">{{template "conntrack" .Snapshot}}</section>
+<section id="s-sqm">{{template "sqm" .Snapshot}}</section>
 <section id="s-hosts">{{template "hosts" .}}</section>
 <section id="s-services">{{template "services" .Snapshot}}</section>
 <section id="s-ipv6">{{template "ipv6" .Snapshot}}</section>

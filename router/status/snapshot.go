@@ -76,6 +76,9 @@ type Snapshot struct {
 	// (neighbors.go): the hosts on the LAN the router has heard from;
 	// nil before the router runs.
 	Neighbors []Neighbor `json:"neighbors,omitempty"`
+	// SQM is the shaped directions of wan interfaces (sqm.go), by
+	// interface then direction; nil when no sqm: is configured.
+	SQM []SQM `json:"sqm,omitempty"`
 }
 
 // HTTP is the status server's connections.

@@ -1,0 +1,520 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The bloated modem of the SQM tests: a 20 Mbit/s htb with a 1,000-packet
+// FIFO (600 ms of full frames), as a cable or DSL modem's upload buffer.
+const (
+	modemRate    = "20mbit"
+	modemFIFO    = "1000"
+	modemIFB     = "ifb0"
+	sqmUpload    = "19mbit"
+	sqmUploadBps = 19e6
+)
+
+// addModem puts the bloated modem on the upload path: the WAN host's
+// ingress (frames from the router) is redirected to an IFB with htb at
+// modemRate and a pfifo of modemFIFO packets. The router's port bypasses
+// qdiscs (PACKET_QDISC_BYPASS), so the buffer must sit past the link, as
+// a modem's does.
+func addModem(ctx context.Context, l *lab) error {
+	for _, s := range [][]string{
+		{"ip", "link", "add", modemIFB, "type", "ifb"},
+		{"ip", "link", "set", modemIFB, "up"},
+		{"tc", "qdisc", "add", "dev", modemIFB, "root", "handle", "1:", "htb", "default", "1"},
+		{"tc", "class", "add", "dev", modemIFB, "parent", "1:", "classid", "1:1", "htb", "rate", modemRate, "quantum", "1514"},
+		{"tc", "qdisc", "add", "dev", modemIFB, "parent", "1:1", "pfifo", "limit", modemFIFO},
+		{"tc", "qdisc", "add", "dev", hostIf, "handle", "ffff:", "ingress"},
+		{"tc", "filter", "add", "dev", hostIf, "parent", "ffff:", "protocol", "all", "u32", "match", "u32", "0", "0",
+			"action", "mirred", "egress", "redirect", "dev", modemIFB},
+	} {
+		if err := nsRun(ctx, l.wanNS, s[0], s[1:]...); err != nil {
+			return fmt.Errorf("modem: %w", err)
+		}
+	}
+	return nil
+}
+
+// Beyond the WAN host: a server namespace in farNet, so the download
+// crosses the WAN host as forwarded traffic. The WAN host's own TCP
+// would not fill the modem's FIFO: TCP small queues keep a local
+// sender's packets out of its qdisc, while a forwarded packet is no
+// socket's.
+var (
+	farGateway = netip.MustParsePrefix("198.18.77.1/24")
+	farServer  = netip.MustParsePrefix("198.18.77.5/24")
+)
+
+// addFarServer builds the server namespace behind the WAN host and
+// returns its name; teardown removes it with the lab's own.
+func addFarServer(ctx context.Context, l *lab) (string, error) {
+	far := l.prefix + "-far"
+	if err := addNetns(ctx, far); err != nil {
+		return "", err
+	}
+	l.namespaces = append(l.namespaces, far)
+	for _, s := range [][]string{
+		{l.wanNS, "ip", "link", "add", "far0", "type", "veth", "peer", "name", hostIf, "netns", far},
+		{l.wanNS, "ip", "addr", "add", farGateway.String(), "dev", "far0"},
+		{l.wanNS, "ip", "link", "set", "far0", "up"},
+		{l.wanNS, "ip", "route", "replace", farNet.String(), "dev", "far0"},
+		{l.wanNS, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"},
+		{far, "ip", "link", "set", "lo", "up"},
+		{far, "ip", "addr", "add", farServer.String(), "dev", hostIf},
+		{far, "ip", "link", "set", hostIf, "up"},
+		{far, "ip", "route", "add", "default", "via", farGateway.Addr().String()},
+	} {
+		if err := nsRun(ctx, s[0], s[1], s[2:]...); err != nil {
+			return "", fmt.Errorf("far server: %w", err)
+		}
+	}
+	for _, e := range []struct{ ns, ifname string }{{l.wanNS, "far0"}, {far, hostIf}} {
+		if err := setWireLike(e.ns, e.ifname); err != nil {
+			return "", err
+		}
+	}
+	return far, nil
+}
+
+// addDownloadModem is addModem's download side: the WAN host's egress
+// towards the router gets the same htb and FIFO.
+func addDownloadModem(ctx context.Context, l *lab) error {
+	for _, s := range [][]string{
+		{"tc", "qdisc", "add", "dev", hostIf, "root", "handle", "1:", "htb", "default", "1"},
+		{"tc", "class", "add", "dev", hostIf, "parent", "1:", "classid", "1:1", "htb", "rate", modemRate, "quantum", "1514"},
+		{"tc", "qdisc", "add", "dev", hostIf, "parent", "1:1", "pfifo", "limit", modemFIFO},
+	} {
+		if err := nsRun(ctx, l.wanNS, s[0], s[1:]...); err != nil {
+			return fmt.Errorf("download modem: %w", err)
+		}
+	}
+	return nil
+}
+
+// loadResult is one measurement under load: the upload's goodput and the
+// ping's round trips beside it.
+type loadResult struct {
+	bps                 float64
+	avgRTT, maxRTT      float64 // ms
+	pingSent, pingRecvd int
+}
+
+var pingSummary = regexp.MustCompile(`rtt min/avg/max/mdev = ([\d.]+)/([\d.]+)/([\d.]+)/`)
+var pingCounts = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`)
+
+// uploadUnderLoad runs iperf3 from the LAN host to the WAN host (8 TCP
+// streams, 12 s, the first 2 omitted) and, from second 3 to 11, ping
+// (iputils, every 200 ms) along the same path.
+func uploadUnderLoad(ctx context.Context, l *lab) (loadResult, error) {
+	return underLoad(ctx, l, wanHost4.Addr(), false)
+}
+
+// underLoad is uploadUnderLoad to server to, or the download from it
+// with reverse (iperf3 -R).
+func underLoad(ctx context.Context, l *lab, to netip.Addr, reverse bool) (loadResult, error) {
+	var r loadResult
+	ctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	defer cancel()
+	args := []string{"-c", to.String(), "-p", strconv.Itoa(benchPort), "-t", "12", "-O", "2", "-P", "8", "-J"}
+	if reverse {
+		args = append(args, "-R")
+	}
+	cli := command(ctx, l.lanNS, "iperf3", args...)
+	var cliOut bytes.Buffer
+	cli.Stdout = &cliOut
+	if err := cli.Start(); err != nil {
+		return r, err
+	}
+	time.Sleep(3 * time.Second)
+	pingOut, pingErr := output(ctx, l.lanNS, "ping", "-n", "-q", "-c", "40", "-i", "0.2", "-W", "2", to.String())
+	cliErr := cli.Wait()
+	bps, err := parseIperf(cliOut.Bytes())
+	if err != nil {
+		return r, fmt.Errorf("iperf3: %w (exit %v)", err, cliErr)
+	}
+	r.bps = bps
+	m := pingSummary.FindSubmatch(pingOut)
+	c := pingCounts.FindSubmatch(pingOut)
+	if m == nil || c == nil {
+		return r, fmt.Errorf("ping: no summary (%v):\n%s", pingErr, pingOut)
+	}
+	r.avgRTT, _ = strconv.ParseFloat(string(m[2]), 64)
+	r.maxRTT, _ = strconv.ParseFloat(string(m[3]), 64)
+	r.pingSent, _ = strconv.Atoi(string(c[1]))
+	r.pingRecvd, _ = strconv.Atoi(string(c[2]))
+	return r, nil
+}
+
+// withWANSQM returns the lab config with sqm: added to the wan interface.
+func withWANSQM(cfg []byte, sqm string) ([]byte, error) {
+	var out strings.Builder
+	done := false
+	for line := range strings.Lines(string(cfg)) {
+		out.WriteString(line)
+		if t := strings.TrimSpace(line); t == "role: wan" && !done {
+			indent := line[:len(line)-len(strings.TrimLeft(line, " "))]
+			out.WriteString(indent + "sqm: " + sqm + "\n")
+			done = true
+		}
+	}
+	if !done {
+		return nil, fmt.Errorf("lab config has no \"role: wan\" line:\n%s", cfg)
+	}
+	return []byte(out.String()), nil
+}
+
+// reloadRouter writes cfg and sends SIGHUP, then waits for the router's
+// "reloaded" log line.
+func reloadRouter(l *lab, cfg []byte) error {
+	cfgPath := filepath.Join(l.dir, "lab.yaml")
+	logPath := filepath.Join(l.dir, "router.log")
+	before := strings.Count(tail(logPath, 1<<20), "msg=reloaded")
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		return err
+	}
+	if err := l.router.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(proofTimeout); strings.Count(tail(logPath, 1<<20), "msg=reloaded") <= before; {
+		if time.Now().After(deadline) || l.router.exited() {
+			return fmt.Errorf("router did not reload:\n%s", tail(logPath, 3000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}
+
+// TestSQMUpload: behind a bloated modem (20 Mbit/s, 1,000-packet FIFO)
+// eight saturating upload streams make the ping beside them wait for the
+// modem's buffer; with sqm: {upload: 19mbit} on the wan interface the
+// router's FQ-CoDel holds the queue and the ping's round trip stays
+// short, while the upload keeps most of the shaped rate.
+func TestSQMUpload(t *testing.T) {
+	requirePrivileged(t, "iperf3", "tc", "ping")
+	runWithHookTimeout(t, 4*time.Minute, func(l *lab) error {
+		ctx := context.Background()
+		if err := addModem(ctx, l); err != nil {
+			return err
+		}
+		srv, err := startChild(l.log, "iperf3 server", l.wanNS, filepath.Join(l.dir, "iperf3-server.log"), "iperf3", "-s", "-p", strconv.Itoa(benchPort))
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		if err := waitListening(ctx, l.wanNS, benchPort, srv); err != nil {
+			return err
+		}
+
+		bloated, err := uploadUnderLoad(ctx, l)
+		if err != nil {
+			return fmt.Errorf("without sqm: %w", err)
+		}
+		t.Logf("without sqm: upload %.2f Mbit/s, ping avg %.1f ms max %.1f ms (%d/%d replies)",
+			bloated.bps/1e6, bloated.avgRTT, bloated.maxRTT, bloated.pingRecvd, bloated.pingSent)
+
+		orig, err := os.ReadFile(filepath.Join(l.dir, "lab.yaml"))
+		if err != nil {
+			return err
+		}
+		cfg, err := withWANSQM(orig, "{upload: "+sqmUpload+"}")
+		if err != nil {
+			return err
+		}
+		if err := reloadRouter(l, cfg); err != nil {
+			return err
+		}
+		shaped, err := uploadUnderLoad(ctx, l)
+		if err != nil {
+			return fmt.Errorf("with sqm: %w", err)
+		}
+		t.Logf("with sqm upload %s: upload %.2f Mbit/s (%.0f %%), ping avg %.1f ms max %.1f ms (%d/%d replies)",
+			sqmUpload, shaped.bps/1e6, 100*shaped.bps/sqmUploadBps, shaped.avgRTT, shaped.maxRTT, shaped.pingRecvd, shaped.pingSent)
+
+		var errs []string
+		snap, err := l.statusSince(ctx, time.Time{})
+		if err != nil {
+			return err
+		}
+		if len(snap.SQM) != 1 || snap.SQM[0].Direction != "upload" || snap.SQM[0].Rate != sqmUploadBps {
+			errs = append(errs, fmt.Sprintf("status sqm = %+v, want the wan's upload at %s", snap.SQM, sqmUpload))
+		} else {
+			q := snap.SQM[0]
+			tin := q.Queue.Tins[0]
+			t.Logf("status sqm %s %s: sent %d packets, codel drops %d, ecn marks %d, overlimit drops %d, delay %.2f ms, peak %.2f ms, write errors %d, oversize %d",
+				q.Interface, q.Direction, tin.SentPackets, tin.CoDelDrops, tin.ECNMarks, tin.OverlimitDrops,
+				float64(tin.Delay)/1e6, float64(tin.PeakDelay)/1e6, q.WriteErrors, q.Queue.OversizeDrops)
+			// The upload crossed the shaper, and CoDel acted on its queue.
+			if tin.SentBytes < uint64(shaped.bps/8*8) || tin.CoDelDrops+tin.ECNMarks == 0 {
+				errs = append(errs, fmt.Sprintf("status sqm tin: sent %d bytes, %d drops + %d marks; want the upload's bytes and CoDel at work",
+					tin.SentBytes, tin.CoDelDrops, tin.ECNMarks))
+			}
+		}
+		if bloated.avgRTT < 50 {
+			errs = append(errs, fmt.Sprintf("without sqm the ping averaged %.1f ms: the modem shows no bloat (want >= 50 ms)", bloated.avgRTT))
+		}
+		if shaped.avgRTT > 15 {
+			errs = append(errs, fmt.Sprintf("with sqm the ping averaged %.1f ms, want <= 15 ms", shaped.avgRTT))
+		}
+		if shaped.bps < 0.85*sqmUploadBps {
+			errs = append(errs, fmt.Sprintf("with sqm the upload made %.2f Mbit/s, want >= 85 %% of %s", shaped.bps/1e6, sqmUpload))
+		}
+		if shaped.pingRecvd < shaped.pingSent*9/10 {
+			errs = append(errs, fmt.Sprintf("with sqm %d of %d pings answered", shaped.pingRecvd, shaped.pingSent))
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("%s", strings.Join(errs, "; "))
+		}
+		return nil
+	})
+}
+
+// TestSQMDownload: the download side of TestSQMUpload. A server beyond
+// the WAN host sends eight streams to the LAN host through the modem's
+// download FIFO; with sqm: {download: 19mbit} the router's ingress-mode
+// FQ-CoDel (shaping what arrives on the wan before it is forwarded)
+// holds the queue by ECN marks, and the ping beside the download stays
+// short.
+func TestSQMDownload(t *testing.T) {
+	requirePrivileged(t, "iperf3", "tc", "ping", "sysctl")
+	runWithHookTimeout(t, 4*time.Minute, func(l *lab) error {
+		ctx := context.Background()
+		far, err := addFarServer(ctx, l)
+		if err != nil {
+			return err
+		}
+		if err := addDownloadModem(ctx, l); err != nil {
+			return err
+		}
+		// The LAN host asks for ECN (RFC 3168), so CoDel marks the
+		// download instead of dropping it: in ingress mode a drop
+		// still costs its share of the rate.
+		if err := nsRun(ctx, l.lanNS, "sysctl", "-q", "-w", "net.ipv4.tcp_ecn=1"); err != nil {
+			return err
+		}
+		srv, err := startChild(l.log, "iperf3 server", far, filepath.Join(l.dir, "iperf3-far.log"), "iperf3", "-s", "-p", strconv.Itoa(benchPort))
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		if err := waitListening(ctx, far, benchPort, srv); err != nil {
+			return err
+		}
+		bloated, err := underLoad(ctx, l, farServer.Addr(), true)
+		if err != nil {
+			return fmt.Errorf("without sqm: %w", err)
+		}
+		t.Logf("without sqm: download %.2f Mbit/s, ping avg %.1f ms max %.1f ms (%d/%d replies)",
+			bloated.bps/1e6, bloated.avgRTT, bloated.maxRTT, bloated.pingRecvd, bloated.pingSent)
+
+		orig, err := os.ReadFile(filepath.Join(l.dir, "lab.yaml"))
+		if err != nil {
+			return err
+		}
+		cfg, err := withWANSQM(orig, "{download: "+sqmUpload+"}")
+		if err != nil {
+			return err
+		}
+		if err := reloadRouter(l, cfg); err != nil {
+			return err
+		}
+		shaped, err := underLoad(ctx, l, farServer.Addr(), true)
+		if err != nil {
+			return fmt.Errorf("with sqm: %w", err)
+		}
+		t.Logf("with sqm download %s: download %.2f Mbit/s (%.0f %%), ping avg %.1f ms max %.1f ms (%d/%d replies)",
+			sqmUpload, shaped.bps/1e6, 100*shaped.bps/sqmUploadBps, shaped.avgRTT, shaped.maxRTT, shaped.pingRecvd, shaped.pingSent)
+
+		var errs []string
+		snap, err := l.statusSince(ctx, time.Time{})
+		if err != nil {
+			return err
+		}
+		if len(snap.SQM) != 1 || snap.SQM[0].Direction != "download" || snap.SQM[0].Rate != sqmUploadBps {
+			errs = append(errs, fmt.Sprintf("status sqm = %+v, want the wan's download at %s", snap.SQM, sqmUpload))
+		} else {
+			q := snap.SQM[0]
+			tin := q.Queue.Tins[0]
+			t.Logf("status sqm %s %s: sent %d packets, codel drops %d, ecn marks %d, overlimit drops %d, delay %.2f ms, peak %.2f ms, write errors %d, oversize %d",
+				q.Interface, q.Direction, tin.SentPackets, tin.CoDelDrops, tin.ECNMarks, tin.OverlimitDrops,
+				float64(tin.Delay)/1e6, float64(tin.PeakDelay)/1e6, q.WriteErrors, q.Queue.OversizeDrops)
+			if tin.SentBytes < uint64(shaped.bps/8*8) || tin.ECNMarks == 0 {
+				errs = append(errs, fmt.Sprintf("status sqm tin: sent %d bytes, %d drops + %d marks; want the download's bytes and CoDel marking",
+					tin.SentBytes, tin.CoDelDrops, tin.ECNMarks))
+			}
+		}
+		if bloated.avgRTT < 50 {
+			errs = append(errs, fmt.Sprintf("without sqm the ping averaged %.1f ms: the modem shows no bloat (want >= 50 ms)", bloated.avgRTT))
+		}
+		if shaped.avgRTT > 15 {
+			errs = append(errs, fmt.Sprintf("with sqm the ping averaged %.1f ms, want <= 15 ms", shaped.avgRTT))
+		}
+		if shaped.bps < 0.85*sqmUploadBps {
+			errs = append(errs, fmt.Sprintf("with sqm the download made %.2f Mbit/s, want >= 85 %% of %s", shaped.bps/1e6, sqmUpload))
+		}
+		if shaped.pingRecvd < shaped.pingSent*9/10 {
+			errs = append(errs, fmt.Sprintf("with sqm %d of %d pings answered", shaped.pingRecvd, shaped.pingSent))
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("%s", strings.Join(errs, "; "))
+		}
+		return nil
+	})
+}
+
+// secondLANHost is the fairness test's second LAN host, beside the lab's.
+var secondLANHost = netip.MustParsePrefix("10.77.1.3/24")
+
+// addSecondLANHost bridges the LAN host's link so a second host can sit
+// on it: the LAN host's address moves to the bridge, which keeps the
+// LAN host's MAC (the router's neighbour entry stays right), and a new
+// namespace with secondLANHost joins the bridge. It returns the new
+// namespace's name.
+func addSecondLANHost(ctx context.Context, l *lab) (string, error) {
+	mac, err := output(ctx, l.lanNS, "cat", "/sys/class/net/"+hostIf+"/address")
+	if err != nil {
+		return "", err
+	}
+	lan2 := l.prefix + "-lan2"
+	if err := addNetns(ctx, lan2); err != nil {
+		return "", err
+	}
+	l.namespaces = append(l.namespaces, lan2)
+	for _, s := range [][]string{
+		{l.lanNS, "ip", "link", "add", "name", "br0", "type", "bridge"},
+		{l.lanNS, "ip", "link", "set", "br0", "address", strings.TrimSpace(string(mac))},
+		{l.lanNS, "ip", "addr", "flush", "dev", hostIf},
+		{l.lanNS, "ip", "link", "set", hostIf, "master", "br0"},
+		{l.lanNS, "ip", "addr", "add", lanHost4.String(), "dev", "br0"},
+		{l.lanNS, "ip", "link", "set", "br0", "up"},
+		{l.lanNS, "ip", "route", "replace", "default", "via", lanRouter4.Addr().String(), "dev", "br0"},
+		{l.lanNS, "ip", "link", "add", "lan2p", "type", "veth", "peer", "name", hostIf, "netns", lan2},
+		{l.lanNS, "ip", "link", "set", "lan2p", "master", "br0"},
+		{l.lanNS, "ip", "link", "set", "lan2p", "up"},
+		{lan2, "ip", "link", "set", "lo", "up"},
+		{lan2, "ip", "addr", "add", secondLANHost.String(), "dev", hostIf},
+		{lan2, "ip", "link", "set", hostIf, "up"},
+		{lan2, "ip", "route", "add", "default", "via", lanRouter4.Addr().String()},
+	} {
+		if err := nsRun(ctx, s[0], s[1], s[2:]...); err != nil {
+			return "", fmt.Errorf("second LAN host: %w", err)
+		}
+	}
+	for _, e := range []struct{ ns, ifname string }{{l.lanNS, "lan2p"}, {lan2, hostIf}} {
+		if err := setWireLike(e.ns, e.ifname); err != nil {
+			return "", err
+		}
+	}
+	return lan2, nil
+}
+
+// hostShares runs 16 upload streams from the LAN host and one from the
+// second LAN host at once (12 s, the first 2 omitted) and returns each
+// host's goodput in bit/s.
+func hostShares(ctx context.Context, l *lab, lan2 string) (many, one float64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	defer cancel()
+	run := func(ns string, port, streams int, out *bytes.Buffer) *exec.Cmd {
+		c := command(ctx, ns, "iperf3", "-c", wanHost4.Addr().String(), "-p", strconv.Itoa(port),
+			"-t", "12", "-O", "2", "-P", strconv.Itoa(streams), "-J")
+		c.Stdout = out
+		return c
+	}
+	var outMany, outOne bytes.Buffer
+	cm, co := run(l.lanNS, benchPort, 16, &outMany), run(lan2, benchPort+1, 1, &outOne)
+	if err := cm.Start(); err != nil {
+		return 0, 0, err
+	}
+	if err := co.Start(); err != nil {
+		cm.Wait()
+		return 0, 0, err
+	}
+	em, eo := cm.Wait(), co.Wait()
+	if many, err = parseIperf(outMany.Bytes()); err != nil {
+		return 0, 0, fmt.Errorf("16 streams: %w (exit %v)", err, em)
+	}
+	if one, err = parseIperf(outOne.Bytes()); err != nil {
+		return 0, 0, fmt.Errorf("1 stream: %w (exit %v)", err, eo)
+	}
+	return many, one, nil
+}
+
+// TestSQMHostFairness: one LAN host with 16 upload flows beside one with
+// a single flow, behind the bloated modem. Without sqm the modem's FIFO
+// shares by flows (the single flow gets about 1/17); with sqm the
+// router's per-host fairness, keyed by the inside address before NAT
+// (both hosts leave as the WAN address), gives each host about half.
+func TestSQMHostFairness(t *testing.T) {
+	requirePrivileged(t, "iperf3", "tc")
+	runWithHookTimeout(t, 4*time.Minute, func(l *lab) error {
+		ctx := context.Background()
+		if err := addModem(ctx, l); err != nil {
+			return err
+		}
+		lan2, err := addSecondLANHost(ctx, l)
+		if err != nil {
+			return err
+		}
+		for _, port := range []int{benchPort, benchPort + 1} {
+			srv, err := startChild(l.log, "iperf3 server", l.wanNS, filepath.Join(l.dir, fmt.Sprintf("iperf3-%d.log", port)), "iperf3", "-s", "-p", strconv.Itoa(port))
+			if err != nil {
+				return err
+			}
+			defer srv.stop()
+			if err := waitListening(ctx, l.wanNS, port, srv); err != nil {
+				return err
+			}
+		}
+		many, one, err := hostShares(ctx, l, lan2)
+		if err != nil {
+			return fmt.Errorf("without sqm: %w", err)
+		}
+		before := one / (many + one)
+		t.Logf("without sqm: 16 flows %.2f Mbit/s, 1 flow %.2f Mbit/s: the single flow's host has %.1f %%", many/1e6, one/1e6, 100*before)
+
+		orig, err := os.ReadFile(filepath.Join(l.dir, "lab.yaml"))
+		if err != nil {
+			return err
+		}
+		cfg, err := withWANSQM(orig, "{upload: "+sqmUpload+"}")
+		if err != nil {
+			return err
+		}
+		if err := reloadRouter(l, cfg); err != nil {
+			return err
+		}
+		many, one, err = hostShares(ctx, l, lan2)
+		if err != nil {
+			return fmt.Errorf("with sqm: %w", err)
+		}
+		after := one / (many + one)
+		t.Logf("with sqm upload %s: 16 flows %.2f Mbit/s, 1 flow %.2f Mbit/s: the single flow's host has %.1f %%", sqmUpload, many/1e6, one/1e6, 100*after)
+		var errs []string
+		if before > 0.25 {
+			errs = append(errs, fmt.Sprintf("without sqm the single flow's host had %.1f %%: the modem shared by hosts, not flows (want <= 25 %%)", 100*before))
+		}
+		if after < 0.40 || after > 0.60 {
+			errs = append(errs, fmt.Sprintf("with sqm the single flow's host had %.1f %%, want 40..60 %%", 100*after))
+		}
+		if many+one < 0.85*sqmUploadBps {
+			errs = append(errs, fmt.Sprintf("with sqm both hosts made %.2f Mbit/s, want >= 85 %% of %s", (many+one)/1e6, sqmUpload))
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("%s", strings.Join(errs, "; "))
+		}
+		return nil
+	})
+}
