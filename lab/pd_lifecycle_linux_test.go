@@ -104,7 +104,7 @@ func TestLabDelegationLifecycle(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if d.DUID != duid1 || !bytes.Equal(duidFile, duidFile2) {
+		if !bytes.Equal(d.DUID, duid1) || !bytes.Equal(duidFile, duidFile2) {
 			return fmt.Errorf("DUID after restart %s (file %x), before %s (file %x): want it kept", d.DUID, duidFile2, duid1, duidFile)
 		}
 		if d.Prefixes[0].Prefix != pd1 || subnetID(pd1, lan1) != storedSubnetID {

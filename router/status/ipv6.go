@@ -8,54 +8,30 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gvrouter/gvrouter/services/dhcp6client"
 	"github.com/gvrouter/gvrouter/services/dhcp6server"
 	"github.com/gvrouter/gvrouter/services/ra"
 )
 
 // This file holds the Snapshot sections of home-network IPv6: the
 // delegating wan's DHCPv6 client, the RAs learned on wan interfaces, the
-// RAs sent on lan interfaces and the stateless DHCPv6 servers. The RA
-// and DHCPv6 server sections embed their service's Status as it is; the
-// DHCPv6 client is still plain data copied by router/svc.
+// RAs sent on lan interfaces and the stateless DHCPv6 servers. Each
+// embeds its service's Status as it is.
 
 // DHCPv6Client is the DHCPv6 client (RFC 8415) of the delegating wan
-// interface and the prefix it holds.
+// interface and the prefix it holds: the client's own Status (state,
+// the lease's prefixes, address, DNS and domains, T1 and T2, DUIDs,
+// counters) encoded as it is. The copy the page gets always has a Lease
+// (zero when none), so the JSON keeps its keys and the template needs no
+// nil checks.
 type DHCPv6Client struct {
 	// Interface is the wan interface, e.g. "wan".
 	Interface string `json:"interface"`
-	// State is the client's state in lower case, e.g. "soliciting",
-	// "requesting", "bound", "renewing", "rebinding".
-	State string `json:"state"`
-	// Prefixes are the delegated prefixes (IA_PD), e.g. 2001:db8:aa00::/56.
-	Prefixes []DelegatedPrefix `json:"prefixes"`
-	// Address is the wan's own address by IA_NA; zero (JSON "") when not
-	// asked for or not given.
-	Address netip.Addr `json:"address"`
-	// ServerDUID is the delegating server's DUID in hex; "" when none.
-	ServerDUID string `json:"server_duid"`
-	// DUID is the router's own DUID in hex, stable across restarts.
-	DUID string `json:"duid"`
-	// Renew and Rebind are T1 and T2 of the IA_PD; zero when none.
-	Renew  time.Time `json:"renew,omitzero"`
-	Rebind time.Time `json:"rebind,omitzero"`
-	// DNS and Domains are options 23 and 24.
-	DNS     []netip.Addr `json:"dns"`
-	Domains []string     `json:"domains"`
-	// LastError says why the client has no delegation, e.g. "NoPrefixAvail
-	// from server"; "" when nothing went wrong.
-	LastError string `json:"last_error"`
-	// Counters counts messages sent and received and events by name;
-	// Drops counts received messages dropped, by reason.
-	Counters map[string]uint64 `json:"counters"`
-	Drops    map[string]uint64 `json:"drops"`
+	dhcp6client.Status
 }
 
 // DelegatedPrefix is one delegated prefix with its lifetimes' ends.
-type DelegatedPrefix struct {
-	Prefix         netip.Prefix `json:"prefix"`
-	PreferredUntil time.Time    `json:"preferred_until,omitzero"`
-	ValidUntil     time.Time    `json:"valid_until,omitzero"`
-}
+type DelegatedPrefix = dhcp6client.Prefix
 
 // RALearner is what the RAs heard on a wan interface taught it (as
 // Linux's accept_ra=2): the learner's own Status (routers, most
@@ -117,8 +93,17 @@ func normalizeIPv6(snap *Snapshot) {
 	strs := func(a []string) []string { return append(make([]string, 0, len(a)), a...) }
 	if d := v.Delegation; d != nil {
 		c := *d
-		c.Prefixes = append(make([]DelegatedPrefix, 0, len(d.Prefixes)), d.Prefixes...)
-		c.DNS, c.Domains = addrs(d.DNS), strs(d.Domains)
+		l := dhcp6client.Lease{}
+		if d.Lease != nil {
+			l = *d.Lease
+		}
+		if l.Address != nil {
+			a := *l.Address
+			l.Address = &a
+		}
+		l.Prefixes = append(make([]DelegatedPrefix, 0, len(l.Prefixes)), l.Prefixes...)
+		l.DNS, l.Domains = addrs(l.DNS), strs(l.Domains)
+		c.Lease = &l
 		c.Counters, c.Drops = cloneMap(d.Counters), cloneMap(d.Drops)
 		n.Delegation = &c
 	}
@@ -233,7 +218,11 @@ func (c *ipv6Collector) Collect(ch chan<- prometheus.Metric) {
 	unix := func(t time.Time) float64 { return float64(t.UnixMilli()) / 1e3 }
 	if d := v.Delegation; d != nil {
 		seen := map[netip.Prefix]bool{}
-		for _, p := range d.Prefixes {
+		l := d.Lease
+		if l == nil {
+			l = &dhcp6client.Lease{}
+		}
+		for _, p := range l.Prefixes {
 			if seen[p.Prefix] {
 				continue
 			}
@@ -246,8 +235,8 @@ func (c *ipv6Collector) Collect(ch chan<- prometheus.Metric) {
 				gauge(c.pdPreferred, unix(p.PreferredUntil), d.Interface, p.Prefix.String())
 			}
 		}
-		if !d.Renew.IsZero() {
-			gauge(c.pdRenew, unix(d.Renew), d.Interface)
+		if !l.T1.IsZero() {
+			gauge(c.pdRenew, unix(l.T1), d.Interface)
 		}
 		counters(c.pdEvents, d.Counters, d.Interface)
 		counters(c.pdDrops, d.Drops, d.Interface)

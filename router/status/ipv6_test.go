@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/services/dhcp6client"
 	"github.com/gvrouter/gvrouter/services/dhcp6server"
 	"github.com/gvrouter/gvrouter/services/hwaddr"
 	"github.com/gvrouter/gvrouter/services/ra"
@@ -22,12 +23,17 @@ func ipv6Snapshot() status.Snapshot {
 	now := sampled
 	snap.IPv6 = &status.IPv6{
 		Delegation: &status.DHCPv6Client{
-			Interface: "wan", State: "bound",
-			Prefixes:   []status.DelegatedPrefix{{Prefix: p("2001:db8:aa00::/56"), PreferredUntil: now.Add(time.Hour), ValidUntil: now.Add(2 * time.Hour)}},
-			ServerDUID: "000300010200000000aa", DUID: "00030001020000000001",
-			Renew: now.Add(30 * time.Minute), Rebind: now.Add(48 * time.Minute),
-			DNS: []netip.Addr{a("2001:db8::53")}, Domains: []string{"isp.example"},
-			Counters: map[string]uint64{"solicit": 1, "reply": 2}, Drops: map[string]uint64{"wrong_xid": 3},
+			Interface: "wan",
+			Status: dhcp6client.Status{
+				State: "bound",
+				Lease: &dhcp6client.Lease{
+					Prefixes: []status.DelegatedPrefix{{Prefix: p("2001:db8:aa00::/56"), PreferredUntil: now.Add(time.Hour), ValidUntil: now.Add(2 * time.Hour)}},
+					T1:       now.Add(30 * time.Minute), T2: now.Add(48 * time.Minute),
+					DNS: []netip.Addr{a("2001:db8::53")}, Domains: []string{"isp.example"},
+				},
+				Server: dhcp6client.DUID{0, 3, 0, 1, 2, 0, 0, 0, 0, 0xaa}, DUID: dhcp6client.DUID{0, 3, 0, 1, 2, 0, 0, 0, 0, 1},
+				Counters: map[string]uint64{"solicit": 1, "reply": 2}, Drops: map[string]uint64{"wrong_xid": 3},
+			},
 		},
 		LANPrefixes: map[string]netip.Prefix{"lan": p("2001:db8:aa00:1::/64")},
 		WANRA: []status.RALearner{{

@@ -574,11 +574,11 @@ footer a { color: inherit; }
 <tr><td>last error</td><td class="drops">{{.LastError}}</td></tr>
 {{- end}}
 <tr><td>prefixes</td><td class="mono">{{range .Prefixes}}<div>{{.Prefix}} preferred {{with when $.Time .PreferredUntil}}{{.}}{{else}}none{{end}}, valid {{with when $.Time .ValidUntil}}{{.}}{{else}}none{{end}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
-<tr><td>address</td><td class="mono">{{if .Address.IsValid}}{{.Address}}{{else}}<span class="none">none</span>{{end}}</td></tr>
-<tr><td>server DUID</td><td class="mono">{{with .ServerDUID}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>address</td><td class="mono">{{with .Address}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>server DUID</td><td class="mono">{{with .Server}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>our DUID</td><td class="mono">{{with .DUID}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
-<tr><td>renew (T1)</td><td>{{with when $.Time .Renew}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
-<tr><td>rebind (T2)</td><td>{{with when $.Time .Rebind}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>renew (T1)</td><td>{{with when $.Time .T1}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
+<tr><td>rebind (T2)</td><td>{{with when $.Time .T2}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>DNS</td><td class="mono">{{with addrs .DNS}}{{.}}{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>domains</td><td class="mono">{{range .Domains}}<div>{{.}}</div>{{else}}<span class="none">none</span>{{end}}</td></tr>
 <tr><td>events</td><td class="drops-cell">{{template "counts" .Counters}}</td></tr>

@@ -1,10 +1,8 @@
 package svc
 
 import (
-	"encoding/hex"
 	"net"
 	"net/netip"
-	"strings"
 
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/learned"
@@ -115,28 +113,10 @@ func (m *Manager) DHCP6ClientStatus() *status.DHCPv6Client {
 			continue
 		}
 		st := cl.Status()
-		ss := cl.Stats()
-		d := &status.DHCPv6Client{
-			Interface: s.ifc.Name(),
-			State:     strings.ToLower(st.State),
-			DUID:      hex.EncodeToString(st.DUID),
-			LastError: joinNonEmpty(st.LastError, st.LeaseFileError),
-			Counters:  ss.Counters(),
-			Drops:     ss.DropCounts(),
+		if st.LeaseFileError != "" {
+			st.LastError = joinNonEmpty(st.LastError, st.LeaseFileError)
 		}
-		if l := st.Lease; l != nil {
-			d.ServerDUID = hex.EncodeToString(l.ServerID)
-			d.Renew, d.Rebind = l.T1, l.T2
-			d.DNS, d.Domains = l.DNS, l.Domains
-			if l.Address != nil {
-				d.Address = l.Address.Addr
-			}
-			for _, p := range l.Prefixes {
-				d.Prefixes = append(d.Prefixes, status.DelegatedPrefix{Prefix: p.Prefix, PreferredUntil: p.PreferredUntil, ValidUntil: p.ValidUntil})
-			}
-		} else if len(st.Server) > 0 {
-			d.ServerDUID = hex.EncodeToString(st.Server)
-		}
+		d := &status.DHCPv6Client{Interface: s.ifc.Name(), Status: st}
 		return d
 	}
 	return nil

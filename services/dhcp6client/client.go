@@ -44,9 +44,9 @@ const (
 	Stopped                 // Run has returned
 )
 
-var stateNames = [...]string{"INIT", "SOLICIT", "REQUEST", "BOUND", "RENEW", "REBIND", "CONFIRMING", "RELEASE", "STOPPED"}
+var stateNames = [...]string{"init", "solicit", "request", "bound", "renew", "rebind", "confirming", "release", "stopped"}
 
-// String is the state's name, e.g. "BOUND".
+// String is the state's name, e.g. "bound".
 func (s State) String() string {
 	if s < 0 || int(s) >= len(stateNames) {
 		return fmt.Sprintf("State(%d)", int(s))
@@ -230,8 +230,9 @@ func (c *Client) Status() Status {
 	defer c.mu.Unlock()
 	s := c.status
 	s.Lease = s.Lease.clone()
-	s.DUID = append([]byte(nil), s.DUID...)
-	s.Server = append([]byte(nil), s.Server...)
+	s.DUID = append(DUID(nil), s.DUID...)
+	s.Server = append(DUID(nil), s.Server...)
+	s.Counters, s.Drops = c.stats.Counters(), c.stats.DropCounts()
 	return s
 }
 

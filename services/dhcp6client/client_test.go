@@ -71,7 +71,7 @@ func hints(t *testing.T, ia *dhcpv6.OptIAPD) []netip.Prefix {
 func TestRFC8415_18_2_1_Solicit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil).start()
-		if got := h.state(); got != "INIT" {
+		if got := h.state(); got != "init" {
 			t.Errorf("state at start = %s, want INIT", got)
 		}
 		// The middle source draws half of SOL_MAX_DELAY.
@@ -100,7 +100,7 @@ func TestRFC8415_18_2_1_Solicit(t *testing.T) {
 		if s.msg.Options.IANA() != nil {
 			t.Errorf("IA_NA without Config.WantAddress")
 		}
-		if got := h.state(); got != "SOLICIT" {
+		if got := h.state(); got != "solicit" {
 			t.Errorf("state = %s, want SOLICIT", got)
 		}
 		h.clk.Advance(firstSolicitRT - time.Nanosecond)
@@ -238,7 +238,7 @@ func TestRFC8415_18_2_1_Advertise(t *testing.T) {
 			if got := raw(r.msg, dhcpv6.OptionElapsedTime); !bytes.Equal(got, []byte{0, 0}) {
 				t.Errorf("Request's Elapsed Time %x, want 0: a new exchange", got)
 			}
-			if st := h.c.Status(); st.State != "REQUEST" || !bytes.Equal(st.Server, server2DUID) {
+			if st := h.c.Status(); st.State != "request" || !bytes.Equal(st.Server, server2DUID) {
 				t.Errorf("Status %s server %x, want REQUEST %x", st.State, st.Server, server2DUID)
 			}
 			if got := h.c.Stats().Advertises.Load(); got != 3 {
@@ -299,7 +299,7 @@ func TestRFC8415_18_2_2_RequestGivesUp(t *testing.T) {
 		}
 		h.clk.Advance(time.Nanosecond)
 		h.one(dhcpv6.MessageTypeSolicit)
-		if got := h.c.Stats().Exhausted.Load(); got != 1 || h.state() != "SOLICIT" {
+		if got := h.c.Stats().Exhausted.Load(); got != 1 || h.state() != "solicit" {
 			t.Errorf("Exhausted %d in %s, want 1 in SOLICIT", got, h.state())
 		}
 	})
@@ -337,7 +337,7 @@ func TestRFC8415_18_2_10_1_Bind(t *testing.T) {
 			t.Errorf("lease (-want +got):\n%s", diff)
 		}
 		st := h.c.Status()
-		if st.State != "BOUND" || !st.Next.Equal(want.T1) || cmp.Diff(want, st.Lease, eq) != "" || !bytes.Equal(st.Server, serverDUID) {
+		if st.State != "bound" || !st.Next.Equal(want.T1) || cmp.Diff(want, st.Lease, eq) != "" || !bytes.Equal(st.Server, serverDUID) {
 			t.Errorf("Status = %+v, want BOUND, next %v", st, want.T1)
 		}
 		if got := h.c.Stats().Replies.Load(); got != 1 {
@@ -398,7 +398,7 @@ func TestRFC8415_21_21_T1T2(t *testing.T) {
 			r := h.one(dhcpv6.MessageTypeRequest)
 			h.inject(pkt(server(r.msg, dhcpv6.MessageTypeReply, serverDUID,
 				withIAPD(iaPDOpt(50*time.Minute, 40*time.Minute, prefixOpt(delegated, time.Hour, 2*time.Hour)))), serverLL, serverMAC))
-			if ch := h.takeChanges(); len(ch) != 0 || h.c.Stats().RequestRefused.Load() != 1 || h.state() != "INIT" {
+			if ch := h.takeChanges(); len(ch) != 0 || h.c.Stats().RequestRefused.Load() != 1 || h.state() != "init" {
 				t.Errorf("OnChange %v, RequestRefused %d, %s; want none, 1, INIT", ch, h.c.Stats().RequestRefused.Load(), h.state())
 			}
 		})
@@ -426,7 +426,7 @@ func TestRFC8415_18_2_4_RenewRebindExpiry(t *testing.T) {
 		if !rn.msg.Options.RequestedOptions().Contains(dhcpv6.OptionDNSRecursiveNameServer) {
 			t.Errorf("Renew without the Option Request option")
 		}
-		if st := h.c.Status(); st.State != "RENEW" || st.Lease == nil {
+		if st := h.c.Status(); st.State != "renew" || st.Lease == nil {
 			t.Errorf("Status %s lease %v, want RENEW with the lease", st.State, st.Lease)
 		}
 		// REN_TIMEOUT 10 s doubling to REN_MAX_RT 600 s, until T2 (18 min on).
@@ -449,7 +449,7 @@ func TestRFC8415_18_2_4_RenewRebindExpiry(t *testing.T) {
 		if got := hints(t, iaPDOf(t, rb.msg)); !slices.Equal(got, []netip.Prefix{delegated}) || rb.msg.TransactionID == rn.msg.TransactionID {
 			t.Errorf("Rebind names %v, xid %v; want %v and a new xid", got, rb.msg.TransactionID, delegated)
 		}
-		if s := h.c.Stats(); h.state() != "REBIND" || s.Renewals.Load() != 1 || s.Rebindings.Load() != 1 || s.Exhausted.Load() != 1 {
+		if s := h.c.Stats(); h.state() != "rebind" || s.Renewals.Load() != 1 || s.Rebindings.Load() != 1 || s.Exhausted.Load() != 1 {
 			t.Errorf("%s, renewals %d, rebindings %d, exhausted %d; want REBIND, 1, 1, 1", h.state(), s.Renewals.Load(), s.Rebindings.Load(), s.Exhausted.Load())
 		}
 		end := l.Prefixes[0].ValidUntil
@@ -467,7 +467,7 @@ func TestRFC8415_18_2_4_RenewRebindExpiry(t *testing.T) {
 			t.Fatalf("OnChange at the end of the valid lifetime = %v, want one nil", ch)
 		}
 		s := h.one(dhcpv6.MessageTypeSolicit)
-		if !s.at.Equal(end) || h.state() != "SOLICIT" {
+		if !s.at.Equal(end) || h.state() != "solicit" {
 			t.Errorf("Solicit at %v in %s, want at %v in SOLICIT", s.at, h.state(), end)
 		}
 		if st := h.c.Stats(); st.Losses.Load() != 1 || st.Expiries.Load() != 1 {
@@ -486,7 +486,7 @@ func TestRFC8415_18_2_10_1_Renewed(t *testing.T) {
 		h.clk.AdvanceTo(l.T1)
 		rn := h.one(dhcpv6.MessageTypeRenew)
 		h.inject(pkt(server(rn.msg, dhcpv6.MessageTypeReply, server2DUID), server2LL, serverMAC))
-		if got := h.c.Stats().Drops.ServerID.Load(); got != 1 || h.state() != "RENEW" {
+		if got := h.c.Stats().Drops.ServerID.Load(); got != 1 || h.state() != "renew" {
 			t.Errorf("Reply from another server in RENEW: Drops.ServerID %d, %s; want 1, RENEW", got, h.state())
 		}
 		h.clk.Advance(3 * time.Second)
@@ -504,7 +504,7 @@ func TestRFC8415_18_2_10_1_Renewed(t *testing.T) {
 		if diff := cmp.Diff(want, n.Prefixes, eq); diff != "" || !n.Acquired.Equal(rn.at) || !n.T1.Equal(rn.at.Add(time.Hour)) {
 			t.Errorf("renewed prefixes (-want +got):\n%s\nacquired %v T1 %v, want %v, %v", diff, n.Acquired, n.T1, rn.at, rn.at.Add(time.Hour))
 		}
-		if h.state() != "BOUND" {
+		if h.state() != "bound" {
 			t.Errorf("state %s after the renewal, want BOUND", h.state())
 		}
 		h.clk.AdvanceTo(n.T1)
@@ -529,14 +529,14 @@ func TestRFC8415_18_2_10_1_NoPrefixAvail(t *testing.T) {
 		s := h.one(dhcpv6.MessageTypeSolicit)
 		h.inject(pkt(server(s.msg, dhcpv6.MessageTypeAdvertise, serverDUID, noPrefix, withOption(dhcpv6.OptPreference(255))), serverLL, serverMAC))
 		h.none()
-		if d := h.c.Stats().Drops.NoPrefix.Load(); d != 1 || h.state() != "SOLICIT" {
+		if d := h.c.Stats().Drops.NoPrefix.Load(); d != 1 || h.state() != "solicit" {
 			t.Errorf("Advertise with NoPrefixAvail: Drops.NoPrefix %d in %s, want 1 in SOLICIT (RFC 8415 §18.2.9)", d, h.state())
 		}
 		for i, wait := range []time.Duration{solTimeout, 2 * solTimeout, 4 * solTimeout} {
 			h.inject(pkt(server(s.msg, dhcpv6.MessageTypeAdvertise, serverDUID, withOption(dhcpv6.OptPreference(255))), serverLL, serverMAC))
 			r := h.one(dhcpv6.MessageTypeRequest)
 			h.inject(pkt(server(r.msg, dhcpv6.MessageTypeReply, serverDUID, noPrefix), serverLL, serverMAC))
-			if h.state() != "INIT" || h.c.Stats().RequestRefused.Load() != uint64(i+1) {
+			if h.state() != "init" || h.c.Stats().RequestRefused.Load() != uint64(i+1) {
 				t.Fatalf("refusal %d: %s, RequestRefused %d; want INIT, %d", i+1, h.state(), h.c.Stats().RequestRefused.Load(), i+1)
 			}
 			h.clk.Advance(wait - time.Nanosecond)
@@ -570,7 +570,7 @@ func TestRFC8415_18_2_10_1_NoBinding(t *testing.T) {
 			t.Errorf("NoBinding %d, or OnChange called: the lease stays until it expires", h.c.Stats().NoBinding.Load())
 		}
 		h.inject(pkt(server(r.msg, dhcpv6.MessageTypeReply, serverDUID), serverLL, serverMAC))
-		if ch := h.takeChanges(); len(ch) != 1 || ch[0] == nil || h.state() != "BOUND" {
+		if ch := h.takeChanges(); len(ch) != 1 || ch[0] == nil || h.state() != "bound" {
 			t.Errorf("after the Request's Reply: %v in %s, want one lease in BOUND", ch, h.state())
 		}
 	})
@@ -592,7 +592,7 @@ func TestPrefixExpiry(t *testing.T) {
 		if len(ch) != 1 || ch[0] == nil || len(ch[0].Prefixes) != 1 || ch[0].Prefixes[0].Prefix != delegated {
 			t.Fatalf("OnChange at %v's expiry = %+v, want a lease with %v only", delegated2, ch, delegated)
 		}
-		if h.state() != "REBIND" || h.c.Stats().Expiries.Load() != 1 {
+		if h.state() != "rebind" || h.c.Stats().Expiries.Load() != 1 {
 			t.Errorf("%s, Expiries %d; want REBIND (past T2), 1", h.state(), h.c.Stats().Expiries.Load())
 		}
 	})

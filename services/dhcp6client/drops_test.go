@@ -163,7 +163,7 @@ func TestRFC8415_16_Drops(t *testing.T) {
 				func(d *Drops) *atomic.Uint64 { return &d.NoPrefix }},
 			{"Reply from another server", replyTo(server2DUID), 0, func(d *Drops) *atomic.Uint64 { return &d.ServerID }},
 		})
-		if st := h.c.Status(); st.State != "RENEW" || st.Lease == nil {
+		if st := h.c.Status(); st.State != "renew" || st.Lease == nil {
 			t.Errorf("after the drops: %s, lease %v; want RENEW with the lease", st.State, st.Lease)
 		}
 	})

@@ -319,7 +319,7 @@ func (h *harness) bind(mods ...func(*dhcpv6.Message)) *Lease {
 	if len(ch) != 1 || ch[0] == nil {
 		h.t.Fatalf("OnChange calls after the first Reply = %+v, want one with a lease", ch)
 	}
-	if got := h.state(); got != "BOUND" {
+	if got := h.state(); got != "bound" {
 		h.t.Fatalf("state after Reply = %s, want BOUND", got)
 	}
 	return ch[0]

@@ -427,7 +427,7 @@ func testInteropLease(t *testing.T) {
 	}); !ok {
 		t.Errorf("no Reply from kea to the Renew:\n%s", w.dump())
 	}
-	if st := cs.c.Status(); st.State != "BOUND" || cs.c.Stats().Renewals.Load() != 1 {
+	if st := cs.c.Status(); st.State != "bound" || cs.c.Stats().Renewals.Load() != 1 {
 		t.Errorf("after the renewal: %s, renewals %d; want BOUND, 1", st.State, cs.c.Stats().Renewals.Load())
 	}
 	t.Logf("renewed after %v", time.Since(start))
@@ -641,14 +641,14 @@ func TestInteropScapy(t *testing.T) {
 
 	expect("advertise-junk-done")
 	waitFor(t, 2*time.Second, "the bad Advertises counted", drops(map[string]uint64{"xid": 1, "malformed": 1, "relay": 1, "client": 1, "noprefix": 1}))
-	if st, s := cs.c.Status(), cs.c.Stats(); st.State != "SOLICIT" || s.Advertises.Load() != 0 || s.Requests.Load() != 0 || len(cs.changes) != 0 {
+	if st, s := cs.c.Status(), cs.c.Stats(); st.State != "solicit" || s.Advertises.Load() != 0 || s.Requests.Load() != 0 || len(cs.changes) != 0 {
 		t.Fatalf("after the bad Advertises: %s, advertises %d, requests %d; want SOLICIT, 0, 0", st.State, s.Advertises.Load(), s.Requests.Load())
 	}
 	goOn()
 	expect("advertise-sent")
 	expect("reply-junk-done")
 	waitFor(t, 2*time.Second, "the bad Replies counted", drops(map[string]uint64{"xid": 2, "malformed": 2, "relay": 2, "client": 2, "noprefix": 1, "server": 1}))
-	if st := cs.c.Status(); st.State != "REQUEST" || st.Lease != nil || len(cs.changes) != 0 || cs.c.Stats().Replies.Load() != 0 {
+	if st := cs.c.Status(); st.State != "request" || st.Lease != nil || len(cs.changes) != 0 || cs.c.Stats().Replies.Load() != 0 {
 		t.Fatalf("after the bad Replies: %s, lease %v; want REQUEST without one", st.State, st.Lease)
 	}
 	goOn()

@@ -15,15 +15,32 @@ import (
 // Prefix is one delegated prefix (an IAPREFIX, RFC 8415 §21.22).
 type Prefix struct {
 	// Prefix is the delegated prefix, e.g. 2001:db8:aa00::/56.
-	Prefix netip.Prefix
+	Prefix netip.Prefix `json:"prefix"`
 	// PreferredLifetime and ValidLifetime are the lifetimes the server
 	// gave; Infinite stands for 0xffffffff.
-	PreferredLifetime, ValidLifetime time.Duration
+	PreferredLifetime time.Duration `json:"-"`
+	ValidLifetime     time.Duration `json:"-"`
 	// PreferredUntil and ValidUntil are when the lifetimes end, counted
 	// from Lease.Acquired of the Reply that gave them. Past ValidUntil
 	// the prefix is withdrawn.
-	PreferredUntil, ValidUntil time.Time
+	PreferredUntil time.Time `json:"preferred_until"`
+	ValidUntil     time.Time `json:"valid_until"`
 }
+
+// String is the address, "" for none.
+func (a *Address) String() string {
+	if a == nil {
+		return ""
+	}
+	return a.Addr.String()
+}
+
+// MarshalText is the address alone, as the status page shows it.
+func (a *Address) MarshalText() ([]byte, error) { return a.Addr.MarshalText() }
+
+// UnmarshalText reads the address alone (a status page's JSON); the
+// lifetimes stay zero.
+func (a *Address) UnmarshalText(b []byte) error { return a.Addr.UnmarshalText(b) }
 
 // Address is an address leased in an IA_NA (an IAADDR, RFC 8415 §21.6).
 type Address struct {
@@ -48,29 +65,31 @@ const infiniteSpan = 100 * 365 * 24 * time.Hour
 type Lease struct {
 	// Prefixes are the delegated prefixes not yet expired, in the order
 	// the server sent them. A lease always has at least one.
-	Prefixes []Prefix
+	Prefixes []Prefix `json:"prefixes"`
 	// Address is the IA_NA address; nil when none was asked for or given.
-	Address *Address
+	// JSON has only the address itself (null for none).
+	Address *Address `json:"address"`
 	// DNS are the recursive DNS servers (option 23, RFC 8415 §21 and RFC
 	// 3646), in order of preference.
-	DNS []netip.Addr
+	DNS []netip.Addr `json:"dns"`
 	// Domains is the domain search list (option 24, RFC 3646).
-	Domains []string
+	Domains []string `json:"domains"`
 	// ServerID is the server's DUID (option 2), the server Renew and
-	// Release name.
-	ServerID []byte
+	// Release name; Status.Server shows it.
+	ServerID []byte `json:"-"`
 	// ServerAddr and ServerMAC are the IPv6 and Ethernet source of the
 	// last Reply (a relay's when the server is behind one).
-	ServerAddr netip.Addr
-	ServerMAC  net.HardwareAddr
+	ServerAddr netip.Addr       `json:"server_addr"`
+	ServerMAC  net.HardwareAddr `json:"-"`
 	// Acquired is when the client sent the message the last Reply
 	// answered: lifetimes, T1 and T2 count from it, so that none outlasts
 	// the server's own count.
-	Acquired time.Time
+	Acquired time.Time `json:"acquired,omitzero"`
 	// T1 is when the client renews and T2 when it rebinds (RFC 8415
 	// §18.2.4, §18.2.5): the IAs' T1 and T2, or 0.5 and 0.8 of the
 	// shortest preferred lifetime where the server sent 0 (§21.21).
-	T1, T2 time.Time
+	T1 time.Time `json:"renew,omitzero"`
+	T2 time.Time `json:"rebind,omitzero"`
 }
 
 // clone returns a deep copy of l (nil for nil).

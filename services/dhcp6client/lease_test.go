@@ -61,7 +61,7 @@ func TestRFC8415_18_2_12_SavedLease(t *testing.T) {
 				t.Fatalf("DUID after a restart %x, want the saved %x", h2.c.DUID(), h.c.DUID())
 			}
 			rb := h2.one(dhcpv6.MessageTypeRebind)
-			if !rb.at.Equal(h2.clk.Now()) || h2.state() != "CONFIRMING" {
+			if !rb.at.Equal(h2.clk.Now()) || h2.state() != "confirming" {
 				t.Errorf("Rebind at %v in %s, want at once in CONFIRMING", rb.at, h2.state())
 			}
 			if raw(rb.msg, dhcpv6.OptionServerID) != nil || !slices.Equal(hints(t, iaPDOf(t, rb.msg)), []netip.Prefix{delegated}) {
@@ -75,7 +75,7 @@ func TestRFC8415_18_2_12_SavedLease(t *testing.T) {
 			if len(ch) != 1 || ch[0] == nil || ch[0].Prefixes[0].Prefix != l.Prefixes[0].Prefix || !bytes.Equal(ch[0].ServerID, server2DUID) {
 				t.Fatalf("OnChange after the confirmation = %+v, want the lease from %x", ch, server2DUID)
 			}
-			if h2.state() != "BOUND" || h2.c.Stats().Rebinds.Load() != 1 || h2.c.Stats().Solicits.Load() != 0 {
+			if h2.state() != "bound" || h2.c.Stats().Rebinds.Load() != 1 || h2.c.Stats().Solicits.Load() != 0 {
 				t.Errorf("%s, Rebinds %d, Solicits %d; want BOUND, 1, 0", h2.state(), h2.c.Stats().Rebinds.Load(), h2.c.Stats().Solicits.Load())
 			}
 		})
@@ -108,7 +108,7 @@ func TestRFC8415_18_2_12_SavedLease(t *testing.T) {
 			if diff := cmp.Diff(l, ch[0], eq); diff != "" {
 				t.Errorf("lease applied (-saved +got):\n%s", diff)
 			}
-			if h2.state() != "BOUND" {
+			if h2.state() != "bound" {
 				t.Errorf("state %s, want BOUND (before T1)", h2.state())
 			}
 			h2.clk.AdvanceTo(l.T1)
@@ -121,7 +121,7 @@ func TestRFC8415_18_2_12_SavedLease(t *testing.T) {
 			h2 := restart(t, h, l.T2.Sub(h.clk.Now())+time.Minute, nil).start()
 			h2.clk.Advance(cnfMaxRD)
 			h2.tr.take()
-			if ch := h2.takeChanges(); len(ch) != 1 || h2.state() != "REBIND" {
+			if ch := h2.takeChanges(); len(ch) != 1 || h2.state() != "rebind" {
 				t.Errorf("unconfirmed lease past T2: %v in %s, want applied in REBIND", ch, h2.state())
 			}
 		})
@@ -130,7 +130,7 @@ func TestRFC8415_18_2_12_SavedLease(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			h, l := bound(t, nil)
 			h2 := restart(t, h, l.Prefixes[0].ValidUntil.Sub(h.clk.Now()), nil).start()
-			if h2.state() != "INIT" {
+			if h2.state() != "init" {
 				t.Errorf("state with an expired saved lease %s, want INIT", h2.state())
 			}
 			h2.clk.Advance(solMaxDelay)
@@ -143,7 +143,7 @@ func TestRFC8415_18_2_12_SavedLease(t *testing.T) {
 			data, _ := os.ReadFile(h.cfg.LeaseFile)
 			os.WriteFile(h.cfg.LeaseFile, data[:len(data)/2], 0o600)
 			h2 := restart(t, h, time.Minute, nil).start()
-			if h2.state() != "INIT" || h2.c.Stats().LeaseFileErrors.Load() != 1 || h2.c.Status().LeaseFileError == "" {
+			if h2.state() != "init" || h2.c.Stats().LeaseFileErrors.Load() != 1 || h2.c.Status().LeaseFileError == "" {
 				t.Errorf("truncated lease file: %s, LeaseFileErrors %d, %q; want INIT, 1, the error", h2.state(), h2.c.Stats().LeaseFileErrors.Load(), h2.c.Status().LeaseFileError)
 			}
 			h2.bind()
@@ -160,7 +160,7 @@ func TestRFC8415_18_2_12_SavedLease(t *testing.T) {
 			if bytes.Equal(h2.c.DUID(), h.c.DUID()) {
 				t.Fatalf("new DUID %x equals the old one", h2.c.DUID())
 			}
-			if h2.state() != "INIT" || h2.c.Stats().LeaseFileErrors.Load() != 0 {
+			if h2.state() != "init" || h2.c.Stats().LeaseFileErrors.Load() != 0 {
 				t.Errorf("lease of another DUID: %s, LeaseFileErrors %d; want INIT, 0", h2.state(), h2.c.Stats().LeaseFileErrors.Load())
 			}
 		})
@@ -281,7 +281,7 @@ func TestRFC8415_18_2_7_Release(t *testing.T) {
 				if want := []time.Duration{time.Second}; !slices.Equal(at, want) {
 					t.Errorf("Release retransmissions at %v, want %v", at, want)
 				}
-				if got := h.c.Stats().Releases.Load(); got != 2 || h.state() != "STOPPED" {
+				if got := h.c.Stats().Releases.Load(); got != 2 || h.state() != "stopped" {
 					t.Errorf("Releases %d in %s, want 2 in STOPPED", got, h.state())
 				}
 			})

@@ -1,6 +1,7 @@
 package dhcp6client
 
 import (
+	"encoding/hex"
 	"sync/atomic"
 	"time"
 
@@ -62,31 +63,61 @@ func (d *Drops) Total() uint64 {
 		d.XID.Load() + d.ClientID.Load() + d.ServerID.Load() + d.NoPrefix.Load() + d.Status.Load()
 }
 
-// Status is a snapshot of a Client for the status page.
+// Status is a snapshot of a Client: the status page shows it and
+// /api/status encodes it as it is (router/status DHCPv6Client), so a new
+// field or counter needs no glue in the router.
 type Status struct {
-	// State is the state's name, e.g. "BOUND" (see the package doc).
-	State string
+	// State is the state's name in lower case, e.g. "bound" (see the
+	// package doc).
+	State string `json:"state"`
 	// Since is when the client entered State.
-	Since time.Time
+	Since time.Time `json:"since,omitzero"`
 	// Lease is the applied lease (prefixes and their lifetimes, T1, T2,
-	// server DUID, DNS, domains), nil when there is none.
-	Lease *Lease
-	// DUID is the client's own DUID.
-	DUID []byte
+	// DNS, domains), nil when there is none. Its fields are at the top of
+	// the JSON object (prefixes, address, dns, domains, server_addr,
+	// acquired, renew, rebind), left out when there is no lease.
+	*Lease
+	// DUID is the client's own DUID, hex in JSON.
+	DUID DUID `json:"duid"`
 	// Server is the DUID of the server the client is asking in REQUEST
 	// (the chosen Advertise's), else the lease's; nil when none.
-	Server []byte
+	Server DUID `json:"server_duid"`
 	// Next is when the client next acts by itself (a transmission, T1,
 	// T2, an expiry); zero when it only waits.
-	Next time.Time
+	Next time.Time `json:"next,omitzero"`
 	// LastError is the last error the client logged (a failed send, a
 	// lease or DUID file error), "" if none.
-	LastError string
+	LastError string `json:"last_error"`
 	// LeaseFileError is the last lease file error (a corrupt or truncated
 	// file, which was ignored and is replaced at the next Reply, or a
 	// failed write), "" if none.
-	LeaseFileError string
+	LeaseFileError string `json:"lease_file_error"`
 	// DUIDFileError is the last DUID file error (a corrupt file, which
 	// was replaced by a new DUID, or a failed write), "" if none.
-	DUIDFileError string
+	DUIDFileError string `json:"duid_file_error"`
+	// Counters are Stats.Counters: messages sent and received, renewals,
+	// expiries and the like.
+	Counters map[string]uint64 `json:"counters"`
+	// Drops are Stats.DropCounts, e.g. {"wrong_xid": 2}.
+	Drops map[string]uint64 `json:"drops"`
+}
+
+// DUID is a DHCP unique identifier (RFC 8415 §11); it reads as hex, in
+// JSON and on the status page.
+type DUID []byte
+
+// String is d in hex, "" for none.
+func (d DUID) String() string { return hex.EncodeToString(d) }
+
+// MarshalText is d in hex.
+func (d DUID) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText reads d from hex.
+func (d *DUID) UnmarshalText(b []byte) error {
+	v, err := hex.DecodeString(string(b))
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
 }
