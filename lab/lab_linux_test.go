@@ -92,7 +92,12 @@ func freePort(t *testing.T) int {
 // work, the status page answers in the LAN
 // and at 127.0.0.1:PORT here, the router's counters rise while the kernel
 // of the router namespace forwards nothing, and everything is gone after.
+//
+// It runs beside the parallel tests as the one untagged lab (gvl<pid>) of
+// the process: theirs are all tagged, so its checks of the gvl<pid>
+// namespaces and run directory see its own lab only.
 func TestRun(t *testing.T) {
+	parallelLab(t)
 	requirePrivileged(t)
 	bin := buildRouter(t)
 	port := freePort(t)
