@@ -139,9 +139,9 @@ func writeOwner(prefix string, pid int) (string, error) {
 }
 
 // cleanStale removes the namespaces and run directories of earlier lab
-// runs whose owner process is gone. It keeps names that are not gvl<pid>-*,
-// runs whose owner is alive and the run of process self. It returns the
-// namespaces it removed.
+// runs whose owner process is gone. It keeps names that are not gvl<pid>-*
+// or gvl<pid>t<n>-*, runs whose owner is alive and the runs of process
+// self. It returns the namespaces it removed.
 func cleanStale(ctx context.Context, log *slog.Logger, self int) ([]string, error) {
 	var removed []string
 	var errs []error
