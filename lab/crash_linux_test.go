@@ -24,7 +24,12 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	switch os.Getenv(helperEnv) {
 	case "":
-		os.Exit(m.Run())
+		if !flagSet("test.parallel") {
+			flag.Set("test.parallel", strconv.Itoa(maxParallel))
+		}
+		code := m.Run()
+		removeRouterBuilds()
+		os.Exit(code)
 	case "crash":
 		l := newLab(Options{}, os.Getpid())
 		if _, err := writeOwner(l.prefix, os.Getpid()); err != nil {
@@ -59,6 +64,19 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+}
+
+// maxParallel is go test's -parallel for the lab unless the command line
+// sets it: enough for every parallel test at once, since labSlots and
+// parallelLongLab decide how many run (go test's default, GOMAXPROCS,
+// would be 2 on CI and could start the longest test last).
+const maxParallel = 64
+
+// flagSet reports whether the command line set flag name.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // startHelper starts this test binary as a lab process and returns it with

@@ -171,6 +171,7 @@ type crashResult struct {
 // counted ipv6_header_chain drops on both interfaces, and never have let a
 // long-chain packet reach the far host.
 func TestLabOnePacketCrash(t *testing.T) {
+	parallelLab(t)
 	requirePrivileged(t)
 	requireScapy(t)
 	runWithHook(t, func(l *lab) error {

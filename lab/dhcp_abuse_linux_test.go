@@ -150,6 +150,7 @@ elif mode == "discover":
 // renewals or the static lease; the router's RSS growth is stated and
 // bounded.
 func TestLabDHCPServerAbuse(t *testing.T) {
+	parallelLab(t)
 	requirePrivileged(t, "udhcpc")
 	requireScapy(t)
 	runWithHook(t, func(l *lab) error {
@@ -296,6 +297,7 @@ func countEvents(path, event string) int {
 // lease in its table; then it corrupts the lease file, and the restarted
 // router reports it, keeps it as .corrupt and serves on.
 func TestLabDHCPLeaseCrash(t *testing.T) {
+	parallelLab(t)
 	requireScapy(t)
 	runWithHook(t, func(l *lab) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -33,6 +33,7 @@ exit 0
 // (the lab's lease is 20 s), shows up in the status page's lease table
 // with the hostname it sent, and its release frees the lease.
 func TestLabDHCPServerUdhcpc(t *testing.T) {
+	parallelLab(t)
 	requirePrivileged(t, "udhcpc")
 	runWithHook(t, func(l *lab) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -65,6 +65,7 @@ func (l *lab) dnsStatus(ctx context.Context) (*status.DNS, error) {
 // (RFC 7766 §5); a DHCP client's hostname answered locally, by A and
 // PTR; and no answer on the router's WAN address, from either side.
 func TestLabDNSForwarder(t *testing.T) {
+	parallelLab(t)
 	requirePrivileged(t, "dig", "udhcpc")
 	runWithHook(t, func(l *lab) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -281,6 +282,7 @@ const dnsSpoofTable = "gvrlabdnsspoof"
 // answers again the name resolves to its real address: nothing forged
 // entered the cache.
 func TestLabDNSSpoofedAnswer(t *testing.T) {
+	parallelLab(t)
 	requirePrivileged(t, "dig", "nft")
 	requireScapy(t)
 	runWithHook(t, func(l *lab) error {

@@ -78,6 +78,7 @@ print(json.dumps({"udp": answers, "tcp": tcp, "good": DNS(data).an.rdata if DNS(
 // FORMERR, counted as malformed, nothing reaches the ISP, and the
 // forwarder answers a good query afterwards.
 func TestLabDNSMalformed(t *testing.T) {
+	parallelLab(t)
 	requireScapy(t)
 	runWithHook(t, func(l *lab) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

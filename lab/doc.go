@@ -6,7 +6,8 @@
 //
 // Each run owns three namespaces named after its prefix, "gvl<pid>" (the
 // lab process's PID): gvl<pid>-lan (the LAN host), gvl<pid>-rtr (the router)
-// and gvl<pid>-wan (the WAN host). Two veth pairs join them:
+// and gvl<pid>-wan (the WAN host). A process that runs several labs at once
+// (the package's tests) tags each, gvl<pid>t<n>. Two veth pairs join them:
 //
 //	LAN host eth0 10.77.1.2/24 fd77:1::2/64
 //	    ⇅ veth

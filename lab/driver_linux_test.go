@@ -21,6 +21,7 @@ import (
 // XDP program is attached while the router runs, and that RX VLAN
 // stripping is off on the ports then.
 func TestRunAFXDP(t *testing.T) {
+	parallelLab(t)
 	runAFXDP(t, TopologyVeth, natProofs)
 }
 
@@ -28,6 +29,7 @@ func TestRunAFXDP(t *testing.T) {
 // router's eth0 receives the emulated switch's 802.1Q-tagged frames on
 // af_xdp, where tags stay in-band.
 func TestRunAFXDPBCM47094(t *testing.T) {
+	parallelLab(t)
 	runAFXDP(t, TopologyBCM47094, natProofs)
 }
 
@@ -63,7 +65,9 @@ func runAFXDP(t *testing.T, topology string, proofs []string) {
 	port := freePort(t)
 	var out bytes.Buffer
 	hookRan := false
+	tag := nextRunTag()
 	opt := Options{
+		runTag:       tag,
 		RouterBinary: bin,
 		StatusPort:   port,
 		Topology:     topology,
@@ -121,7 +125,7 @@ func runAFXDP(t *testing.T, topology string, proofs []string) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	if ns := labNamespaces(t, os.Getpid()); len(ns) != 0 {
+	if ns := runNamespaces(t, runPrefix(os.Getpid())+tag); len(ns) != 0 {
 		t.Errorf("namespaces left after Run: %v", ns)
 	}
 }

@@ -107,6 +107,7 @@ func fakeRouter(args []string) error {
 // NAT here) and the proofs that the kernel stayed out fail, and Run still
 // tears everything down.
 func TestRunFakeRouter(t *testing.T) {
+	parallelLongLab(t)
 	requirePrivileged(t)
 	wrapper := filepath.Join(t.TempDir(), "router")
 	script := fmt.Sprintf("#!/bin/sh\n%s=fakerouter exec %q -test.run='^$' \"$@\"\n", helperEnv, os.Args[0])
@@ -115,10 +116,12 @@ func TestRunFakeRouter(t *testing.T) {
 	}
 	var out bytes.Buffer
 	var routerPID int
+	tag := nextRunTag()
 	err := Run(context.Background(), Options{
 		RouterBinary: wrapper,
 		Log:          testLogger(t),
 		Stdout:       &out,
+		runTag:       tag,
 		testHook: func(l *lab) error {
 			routerPID = l.router.cmd.Process.Pid
 			return nil
@@ -152,7 +155,7 @@ func TestRunFakeRouter(t *testing.T) {
 	if !strings.Contains(err.Error(), "15 of 25 proofs failed") {
 		t.Errorf("Run() error = %v, want 15 of 25 proofs failed", err)
 	}
-	if ns := labNamespaces(t, os.Getpid()); len(ns) != 0 {
+	if ns := runNamespaces(t, runPrefix(os.Getpid())+tag); len(ns) != 0 {
 		t.Errorf("namespaces left after Run: %v", ns)
 	}
 	if routerPID == 0 {

@@ -187,6 +187,7 @@ func routerCounters(ctx context.Context, l *lab) (fwInput, unsolicited uint64, e
 // protocol: the answers reach the LAN host (IPv4 through masquerade's
 // address-only NAT: the WAN host sees the router's WAN address).
 func TestFirewallEveryProtocol(t *testing.T) {
+	parallelLab(t)
 	requireScapy(t)
 	runWithHook(t, func(l *lab) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -205,6 +205,7 @@ type fragAttack struct {
 // answers incomplete chains with Parameter Problem code 3, and the wan
 // interface's drop counters rose by reason.
 func TestFragmentEvasionScapy(t *testing.T) {
+	parallelLab(t)
 	requirePrivileged(t)
 	requireScapy(t)
 	runWithHook(t, func(l *lab) error {

@@ -54,6 +54,7 @@ var lanHost4b = netip.MustParsePrefix("10.77.1.3/24")
 // The lab's own TCP hairpin proof (a port forward reflected for the LAN)
 // ran before the hook.
 func TestHairpinHolePunch(t *testing.T) {
+	parallelLab(t)
 	runWithHook(t, func(l *lab) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -57,6 +57,7 @@ var hostB4 = netip.MustParseAddr("10.77.1.3")
 // early-dropped and the second host's new flows and the router's
 // upstream queries are refused (table_full).
 func TestLabHostLimits(t *testing.T) {
+	parallelLab(t)
 	requirePrivileged(t, "dig")
 	var out bytes.Buffer
 	opt := Options{
@@ -65,6 +66,7 @@ func TestLabHostLimits(t *testing.T) {
 		Log:          testLogger(t),
 		Stdout:       &out,
 		conntrackMax: hostLimitMax,
+		runTag:       nextRunTag(),
 		testHook: func(l *lab) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()

@@ -141,6 +141,7 @@ func ingressDrops(ctx context.Context, l *lab) (spoofed, inside uint64, err erro
 // get no answer either: it would leave the WAN with an inside source
 // ("inside_source_out" on the wan interface).
 func TestIngressSpoofedSources(t *testing.T) {
+	parallelLab(t)
 	requireScapy(t)
 	runWithHook(t, func(l *lab) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -91,6 +91,10 @@ type Options struct {
 	// cfgEdits change the router's lab config before it is written
 	// (tests: more status listeners).
 	cfgEdits []func(*labConfig)
+	// runTag, if set ("t<n>"), follows the PID in the run's prefix,
+	// gvl<pid>t<n>: its namespaces and run directory are its own, so tests
+	// in one process can run labs side by side.
+	runTag string
 }
 
 const (

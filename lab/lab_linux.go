@@ -24,7 +24,7 @@ type lab struct {
 	opt    Options
 	log    *slog.Logger
 	out    io.Writer
-	prefix string // "gvl<pid>"
+	prefix string // "gvl<pid>", or "gvl<pid>t<n>" with Options.runTag
 	dir    string // runDir/prefix: owner file, config, logs
 	lanNS  string
 	rtrNS  string
@@ -149,7 +149,7 @@ func Run(ctx context.Context, opt Options) (err error) {
 
 // newLab returns the state of the run of process pid.
 func newLab(opt Options, pid int) *lab {
-	l := &lab{opt: opt, log: opt.Log, out: opt.Stdout, prefix: runPrefix(pid)}
+	l := &lab{opt: opt, log: opt.Log, out: opt.Stdout, prefix: runPrefix(pid) + opt.runTag}
 	l.cfgEdits = slices.Clip(opt.cfgEdits)
 	l.msOpt.parallel = opt.macsecParallel
 	l.msOpt.mka, l.msOpt.mkaRekey = opt.macsecMKA, opt.macsecMKARekey

@@ -11,22 +11,38 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gvrouter/gvrouter/internal/netnstest"
 )
 
-// buildRouter builds cmd/gvrouter into the test's temporary directory.
+// buildRouter returns cmd/gvrouter built for this test process.
 func buildRouter(t *testing.T) string {
 	t.Helper()
 	return buildRouterTags(t, "")
+}
+
+// routerBuilds holds this test process's builds of cmd/gvrouter, one per
+// set of build tags: every lab test runs the router, and a build (its
+// link above all) takes seconds of CPU that the tests would otherwise
+// repeat one after another. TestMain removes dir.
+var routerBuilds struct {
+	mu   sync.Mutex // held while building, so that a second caller waits for the build
+	dir  string
+	bins map[string]string // build tags → binary
 }
 
 // buildRouterTags is buildRouter with build tags, e.g. "labmka".
 func buildRouterTags(t *testing.T, tags string) string {
 	t.Helper()
 	skipOrFail := func(format string, args ...any) { t.Helper(); netnstest.SkipOrFail(t, format, args...) }
+	routerBuilds.mu.Lock()
+	defer routerBuilds.mu.Unlock()
+	if bin, ok := routerBuilds.bins[tags]; ok {
+		return bin
+	}
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		skipOrFail("go env GOMOD: %v", err)
@@ -35,13 +51,29 @@ func buildRouterTags(t *testing.T, tags string) string {
 	if m, _ := filepath.Glob(filepath.Join(root, "cmd", "gvrouter", "*.go")); len(m) == 0 {
 		skipOrFail("no cmd/gvrouter in %s", root)
 	}
-	bin := filepath.Join(t.TempDir(), "router")
+	if routerBuilds.dir == "" {
+		if routerBuilds.dir, err = os.MkdirTemp("", "gvlab-router-"); err != nil {
+			t.Fatal(err)
+		}
+		routerBuilds.bins = map[string]string{}
+	}
+	bin := filepath.Join(routerBuilds.dir, fmt.Sprintf("router%d", len(routerBuilds.bins)))
 	cmd := exec.Command("go", "build", "-tags", tags, "-o", bin, "./cmd/gvrouter")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/gvrouter: %v\n%s", err, out)
 	}
+	routerBuilds.bins[tags] = bin
 	return bin
+}
+
+// removeRouterBuilds removes the builds of buildRouterTags.
+func removeRouterBuilds() {
+	routerBuilds.mu.Lock()
+	defer routerBuilds.mu.Unlock()
+	if routerBuilds.dir != "" {
+		os.RemoveAll(routerBuilds.dir)
+	}
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
@@ -60,7 +92,12 @@ func freePort(t *testing.T) int {
 // work, the status page answers in the LAN
 // and at 127.0.0.1:PORT here, the router's counters rise while the kernel
 // of the router namespace forwards nothing, and everything is gone after.
+//
+// It runs beside the parallel tests as the one untagged lab (gvl<pid>) of
+// the process: theirs are all tagged, so its checks of the gvl<pid>
+// namespaces and run directory see its own lab only.
 func TestRun(t *testing.T) {
+	parallelLab(t)
 	requirePrivileged(t)
 	bin := buildRouter(t)
 	port := freePort(t)
@@ -192,18 +229,21 @@ func TestRun(t *testing.T) {
 // in the LAN; the router received the LAN's and WAN's frames tagged, and
 // everything is gone after.
 func TestRunBCM47094(t *testing.T) {
+	parallelLab(t)
 	requirePrivileged(t)
 	bin := buildRouter(t)
 	port := freePort(t)
 	var out bytes.Buffer
+	tag := nextRunTag()
 	opt := Options{
 		RouterBinary: bin,
 		StatusPort:   port,
 		Topology:     TopologyBCM47094,
 		Log:          testLogger(t),
 		Stdout:       &out,
+		runTag:       tag,
 		testHook: func(l *lab) error {
-			if got := labNamespaces(t, os.Getpid()); len(got) != 4 {
+			if got := runNamespaces(t, l.prefix); len(got) != 4 {
 				return fmt.Errorf("lab namespaces = %v, want 4", got)
 			}
 			body, err := httpGet(context.Background(), l.lanNS, "http://10.77.1.1/api/status")
@@ -252,7 +292,7 @@ func TestRunBCM47094(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	if ns := labNamespaces(t, os.Getpid()); len(ns) != 0 {
+	if ns := runNamespaces(t, runPrefix(os.Getpid())+tag); len(ns) != 0 {
 		t.Errorf("namespaces left after Run: %v", ns)
 	}
 }

@@ -15,6 +15,7 @@ import (
 // router runs: the status page shows the interface and its port down, then
 // up, and traffic crosses again without a restart.
 func TestLinkFlap(t *testing.T) {
+	parallelLab(t)
 	runWithHook(t, func(l *lab) error {
 		ctx := context.Background()
 		waitState := func(want string) error {

@@ -68,6 +68,7 @@ var pcapngMagic = []byte{0x0a, 0x0d, 0x0d, 0x0a}
 // kernel through the TAP, loopback) needs none. On the code before the fix
 // the LAN host got 200 and frames from host:80 and from the kernel socket.
 func TestLabCaptureRights(t *testing.T) {
+	parallelLab(t)
 	requirePrivileged(t, "curl", "tshark")
 	var out bytes.Buffer
 	const socketPort = 8081
@@ -81,6 +82,7 @@ func TestLabCaptureRights(t *testing.T) {
 			c.Status.Listen = append(c.Status.Listen, "host:80", "0.0.0.0:"+strconv.Itoa(socketPort))
 		}},
 		testHook: func(l *lab) error { return checkCaptureRights(t, l, socketPort) },
+		runTag:   nextRunTag(),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -165,6 +167,7 @@ func checkCaptureRights(t *testing.T, l *lab, socketPort int) error {
 // the code before the fix Host evil.example got 200 with the LAN's leases
 // and MACs.
 func TestLabStatusRebinding(t *testing.T) {
+	parallelLab(t)
 	requirePrivileged(t, "curl")
 	var out bytes.Buffer
 	opt := Options{
@@ -173,6 +176,7 @@ func TestLabStatusRebinding(t *testing.T) {
 		Log:          testLogger(t),
 		Stdout:       &out,
 		testHook:     func(l *lab) error { return checkRebinding(t, l) },
+		runTag:       nextRunTag(),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

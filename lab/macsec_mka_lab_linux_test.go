@@ -155,22 +155,27 @@ func udpStream(ctx context.Context, l *lab, n int, gap time.Duration) (int, []st
 // mkaLabCipher is the suite of TestMACsecMKA's SecYs.
 const mkaLabCipher = "gcm-aes-xpn-128"
 
-// mkaIperfSeconds and mkaIperfRate shape the TCP flows of mkaIperf: 60 s
-// (six rolls at rekey 10s), paced below what the two routers forward
+// mkaLabRekey is router 1's rekey interval: the shortest the config
+// allows (config.MinMKARekey), so that the rolls the test needs come
+// soonest.
+const mkaLabRekey = 5 * time.Second
+
+// mkaIperfSeconds and mkaIperfRate shape the TCP flows of mkaIperf: 30 s
+// (six rolls at mkaLabRekey), paced below what the two routers forward
 // under -race on two cores.
 //
 // mkaLostNoise is how many more lost segments (see mkaIperf) the flow
 // across the rolls may show than the one without them: runs here showed
 // 0 or 1 in either flow, with and without load.
 const (
-	mkaIperfSeconds = 60
+	mkaIperfSeconds = 30
 	mkaIperfRate    = "200M"
 	mkaLostNoise    = 5
 )
 
-// mkaIperf runs two iperf3 flows from host A to host B: 60 s while router
-// 1 rolls the SAK every 10 s, then, after a reload of router 1 that sets
-// no rekey (changed in place: same participant, same SAK), 60 s without
+// mkaIperf runs two iperf3 flows from host A to host B: 30 s while router
+// 1 rolls the SAK every 5 s, then, after a reload of router 1 that sets
+// no rekey (changed in place: same participant, same SAK), 30 s without
 // rolls. Across the rolls neither router counts a late, invalid or
 // SA-less frame, and the flow loses no more segments than the one
 // without rolls.
@@ -286,8 +291,8 @@ func mkaIperf(ctx context.Context, t *testing.T, l *lab) error {
 		return fr, errs
 	}
 	rolled, errs := flow("across the rolls")
-	if len(errs) == 0 && rolled.rolls < mkaIperfSeconds/10-1 {
-		errs = append(errs, fmt.Errorf("router 2: %d SAK rolls during %d s of rekey every 10 s, want >= %d", rolled.rolls, mkaIperfSeconds, mkaIperfSeconds/10-1))
+	if want := uint64(mkaIperfSeconds*time.Second/mkaLabRekey) - 1; len(errs) == 0 && rolled.rolls < want {
+		errs = append(errs, fmt.Errorf("router 2: %d SAK rolls during %d s of rekey every %v, want >= %d", rolled.rolls, mkaIperfSeconds, mkaLabRekey, want))
 	}
 	if len(errs) != 0 {
 		return errors.Join(errs...)
@@ -355,11 +360,11 @@ func waitLog(ctx context.Context, path, line string, d time.Duration) error {
 
 // TestMACsecMKA runs the MACsec lab keyed by MKA alone (no static SAK), on
 // the XPN suite: both routers share a CAK, router 1 (priority 0) is key
-// server and rolls the SAK every 10 s. The proofs (ping, TCP both ways)
+// server and rolls the SAK every 5 s. The proofs (ping, TCP both ways)
 // cross the link; a UDP stream across at least two rolls loses no frame to
 // the rolls and the receiving router counts no late, invalid or SA-less
-// frame; a 60 s TCP flow across six rolls counts none either and its
-// retransmits are printed beside a 60 s flow's without rolls; with router 2
+// frame; a 30 s TCP flow across six rolls counts none either and its
+// retransmits are printed beside a 30 s flow's without rolls; with router 2
 // killed, router 1 drops it after the MKA life time and sends no protected
 // frame; restarted, router 2 rejoins and traffic crosses again.
 func TestMACsecMKA(t *testing.T) {
@@ -380,7 +385,7 @@ func TestMACsecMKA(t *testing.T) {
 		Stdout:         &out,
 		routerArgs:     []string{"-debug"},
 		macsecMKA:      true,
-		macsecMKARekey: "10s",
+		macsecMKARekey: mkaLabRekey.String(),
 		// XPN: the suite for high-rate links, router to router only
 		// (wpa_supplicant 2.10 has none).
 		macsecCipher: mkaLabCipher,
@@ -423,7 +428,8 @@ func TestMACsecMKA(t *testing.T) {
 				return fmt.Errorf("router 1 after router 2's reload: %v, mka %+v; want no peer timeout", err, m.MKA)
 			}
 
-			// Rolls during traffic: 25 s of UDP at 500 datagrams/s.
+			// Rolls during traffic: 12.5 s of UDP at 500 datagrams/s,
+			// two and a half rekey intervals.
 			bad2, bad1 := rxBad(m2), rxBad(m1)
 			rolls := m2.MKA.Counters["sak_rolls"]
 			kn := m2.MKA.Latest.KN
@@ -433,7 +439,7 @@ func TestMACsecMKA(t *testing.T) {
 			if err := errors.Join(err1, err2); err != nil {
 				return err
 			}
-			const datagrams = 12500
+			const datagrams = 6250
 			n, missing, err := udpStream(ctx, l, datagrams, 2*time.Millisecond)
 			if err != nil {
 				return err
@@ -458,7 +464,7 @@ func TestMACsecMKA(t *testing.T) {
 				return err
 			}
 			if got := m2.MKA.Counters["sak_rolls"] - rolls; got < 2 || m2.MKA.Latest == nil || m2.MKA.Latest.KN < kn+2 {
-				errs = append(errs, fmt.Errorf("router 2: %d SAK rolls during 25 s of rekey every 10 s, latest key %+v (was kn %d); want >= 2", got, m2.MKA.Latest, kn))
+				errs = append(errs, fmt.Errorf("router 2: %d SAK rolls during 12.5 s of rekey every %v, latest key %+v (was kn %d); want >= 2", got, mkaLabRekey, m2.MKA.Latest, kn))
 			}
 			if v := m1.Counters["OutPktsNoActiveSA"] - noSA; v != 0 {
 				errs = append(errs, fmt.Errorf("router 1 OutPktsNoActiveSA rose by %d across the rolls, want 0", v))
@@ -479,7 +485,7 @@ func TestMACsecMKA(t *testing.T) {
 				return err
 			}
 
-			// TCP flows (iperf3, 60 s) across six more rolls and without.
+			// TCP flows (iperf3, 30 s) across six more rolls and without.
 			if err := mkaIperf(ctx, t, l); err != nil {
 				return err
 			}

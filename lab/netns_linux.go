@@ -31,11 +31,14 @@ const (
 	prefixHead = "gvl"
 )
 
-// nsNameRE matches namespace names a lab run creates: gvl<pid>-<role>.
-var nsNameRE = regexp.MustCompile(`^` + prefixHead + `([0-9]+)-([a-z0-9]+)$`)
+// nsNameRE matches namespace names a lab run creates: gvl<pid>-<role>,
+// or gvl<pid>t<n>-<role> for run n of a process that runs several labs
+// at once (Options.runTag). Submatches: the run's prefix, the PID.
+var nsNameRE = regexp.MustCompile(`^(` + prefixHead + `([0-9]+)(?:t[0-9]+)?)-[a-z0-9]+$`)
 
-// prefixRE matches a run directory name: gvl<pid>.
-var prefixRE = regexp.MustCompile(`^` + prefixHead + `([0-9]+)$`)
+// prefixRE matches a run directory name: gvl<pid> or gvl<pid>t<n>.
+// Submatches as nsNameRE's.
+var prefixRE = regexp.MustCompile(`^(` + prefixHead + `([0-9]+)(?:t[0-9]+)?)$`)
 
 // runPrefix is the prefix of this process's lab run.
 func runPrefix(pid int) string { return prefixHead + strconv.Itoa(pid) }
@@ -92,7 +95,11 @@ func procCPU(pid int) (time.Duration, error) {
 // ownerAlive reports whether the run with owner pid still has its owner.
 // A PID that exists but started at another time than the owner file says
 // belongs to a new process: the owner is gone.
-func ownerAlive(pid int) bool {
+func ownerAlive(pid int) bool { return runOwnerAlive(runPrefix(pid), pid) }
+
+// runOwnerAlive is ownerAlive for the run with prefix prefix (the owner
+// file of a tagged run is in its own directory).
+func runOwnerAlive(prefix string, pid int) bool {
 	if pid <= 0 {
 		return false
 	}
@@ -102,7 +109,7 @@ func ownerAlive(pid int) bool {
 		// doubt never removes a live run's namespaces.
 		return !errors.Is(err, fs.ErrNotExist)
 	}
-	b, err := os.ReadFile(filepath.Join(runDir, runPrefix(pid), "owner"))
+	b, err := os.ReadFile(filepath.Join(runDir, prefix, "owner"))
 	if err != nil {
 		return true // no owner file (yet): the PID alone decides
 	}
@@ -132,22 +139,22 @@ func writeOwner(prefix string, pid int) (string, error) {
 }
 
 // cleanStale removes the namespaces and run directories of earlier lab
-// runs whose owner process is gone. It keeps names that are not gvl<pid>-*,
-// runs whose owner is alive and the run of process self. It returns the
-// namespaces it removed.
+// runs whose owner process is gone. It keeps names that are not gvl<pid>-*
+// or gvl<pid>t<n>-*, runs whose owner is alive and the runs of process
+// self. It returns the namespaces it removed.
 func cleanStale(ctx context.Context, log *slog.Logger, self int) ([]string, error) {
 	var removed []string
 	var errs []error
-	alive := map[int]bool{}
-	isStale := func(pidStr string) bool {
+	alive := map[string]bool{} // by run prefix
+	isStale := func(prefix, pidStr string) bool {
 		pid, err := strconv.Atoi(pidStr)
 		if err != nil || pid == self {
 			return false
 		}
-		a, ok := alive[pid]
+		a, ok := alive[prefix]
 		if !ok {
-			a = ownerAlive(pid)
-			alive[pid] = a
+			a = runOwnerAlive(prefix, pid)
+			alive[prefix] = a
 		}
 		return !a
 	}
@@ -157,7 +164,7 @@ func cleanStale(ctx context.Context, log *slog.Logger, self int) ([]string, erro
 	}
 	for _, e := range ents {
 		m := nsNameRE.FindStringSubmatch(e.Name())
-		if m == nil || !isStale(m[1]) {
+		if m == nil || !isStale(m[1], m[2]) {
 			continue
 		}
 		log.Info("lab: removing namespace of a dead run", "netns", e.Name())
@@ -173,7 +180,7 @@ func cleanStale(ctx context.Context, log *slog.Logger, self int) ([]string, erro
 	}
 	for _, e := range dirs {
 		m := prefixRE.FindStringSubmatch(e.Name())
-		if m == nil || !isStale(m[1]) {
+		if m == nil || !isStale(m[1], m[2]) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(runDir, e.Name())); err != nil {

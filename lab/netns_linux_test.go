@@ -55,6 +55,11 @@ func TestCleanStale(t *testing.T) {
 	self := os.Getpid()
 	// reused's owner file names another start time: its PID now belongs
 	// to a process that is not the lab run that made the namespace.
+	deadTagged := filepath.Join(runDir, runPrefix(dead)+"t3")
+	if err := os.MkdirAll(deadTagged, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(deadTagged) })
 	for _, pid := range []int{dead, reused} {
 		dir := filepath.Join(runDir, runPrefix(pid))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -72,11 +77,15 @@ func TestCleanStale(t *testing.T) {
 		{fmt.Sprintf("gvl%d-lan", dead), true},
 		{fmt.Sprintf("gvl%d-rtr", dead), true},
 		{fmt.Sprintf("gvl%d-wan", reused), true},
+		{fmt.Sprintf("gvl%dt3-wan", dead), true}, // a tagged run (Options.runTag)
 		{fmt.Sprintf("gvl%d-lan", live), false},
+		{fmt.Sprintf("gvl%dt3-lan", live), false},
 		{fmt.Sprintf("gvl%d-lan", self), false},
-		{fmt.Sprintf("xgvl%d-lan", dead), false}, // foreign prefix
-		{fmt.Sprintf("gvl%d", dead), false},      // not a lab namespace name
-		{fmt.Sprintf("gvl%d-LAN", dead), false},  // not a lab namespace name
+		{fmt.Sprintf("gvl%dt3-lan", self), false},
+		{fmt.Sprintf("gvl%dx3-lan", dead), false}, // not a lab namespace name
+		{fmt.Sprintf("xgvl%d-lan", dead), false},  // foreign prefix
+		{fmt.Sprintf("gvl%d", dead), false},       // not a lab namespace name
+		{fmt.Sprintf("gvl%d-LAN", dead), false},   // not a lab namespace name
 		{fmt.Sprintf("test-%d", dead), false},
 	}
 	for _, tc := range tests {
@@ -106,9 +115,9 @@ func TestCleanStale(t *testing.T) {
 			t.Errorf("cleanStale() removed %s, which is no lab namespace", n)
 		}
 	}
-	for _, pid := range []int{dead, reused} {
-		if _, err := os.Stat(filepath.Join(runDir, runPrefix(pid))); !os.IsNotExist(err) {
-			t.Errorf("run directory of dead owner %d: stat error %v, want not exist", pid, err)
+	for _, dir := range []string{filepath.Join(runDir, runPrefix(dead)), filepath.Join(runDir, runPrefix(reused)), deadTagged} {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("run directory %s of a dead owner: stat error %v, want not exist", dir, err)
 		}
 	}
 }

@@ -49,6 +49,7 @@ const storedSubnetID = 7
 //     withdraws the delegation: no LAN /64 from it, no route, no longer
 //     in the RAs, and the host's address in it deprecated or gone.
 func TestLabDelegationLifecycle(t *testing.T) {
+	parallelLongLab(t)
 	requirePrivileged(t, "kea-dhcp6", "radvd", "ping")
 	runWithHookTimeout(t, 6*time.Minute, func(l *lab) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -2,10 +2,12 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -31,7 +33,7 @@ type proxy struct {
 // startProxy listens on listenAddr in the caller's namespace and forwards
 // each connection to to, dialled from namespace ns.
 func startProxy(log *slog.Logger, listenAddr, ns, to string) (*proxy, error) {
-	ln, err := net.Listen("tcp", listenAddr)
+	ln, err := listenAgain(func() (net.Listener, error) { return net.Listen("tcp", listenAddr) })
 	if err != nil {
 		return nil, err
 	}
@@ -133,11 +135,31 @@ func dialIn(ctx context.Context, ns, addr string, timeout time.Duration) (net.Co
 
 // listenIn listens on a TCP address with a socket created in namespace ns.
 func listenIn(ns, addr string) (net.Listener, error) {
-	var ln net.Listener
-	err := inNetns(ns, func() error {
-		var err error
-		ln, err = net.Listen("tcp", addr)
-		return err
+	return listenAgain(func() (ln net.Listener, err error) {
+		err = inNetns(ns, func() error {
+			ln, err = net.Listen("tcp", addr)
+			return err
+		})
+		return ln, err
 	})
+}
+
+// listenAgain calls listen until it fails with anything but an address
+// in use, for up to listenRetry. A listener on the same address that was
+// closed a moment ago (a proof's before, freePort's) may still listen: a
+// child this process forked meanwhile holds the socket until it execs,
+// when the close-on-exec flag closes it. With labs side by side the
+// process forks all the time, and a re-listen right after a close failed
+// now and then.
+func listenAgain(listen func() (net.Listener, error)) (net.Listener, error) {
+	ln, err := listen()
+	for deadline := time.Now().Add(listenRetry); errors.Is(err, syscall.EADDRINUSE) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		ln, err = listen()
+	}
 	return ln, err
 }
+
+// listenRetry bounds listenAgain: a forked child execs within
+// milliseconds, seconds on a loaded machine.
+const listenRetry = 3 * time.Second

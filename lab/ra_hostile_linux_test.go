@@ -147,6 +147,7 @@ func wanRACounters(s status.Snapshot, wan string) map[string]uint64 {
 // router owns, the router routed all of them out of the wan and sent the
 // LAN host's NSs there.
 func TestLabRAHostilePrefixes(t *testing.T) {
+	parallelLab(t)
 	requirePrivileged(t)
 	requireScapy(t)
 	runWithHook(t, func(l *lab) error {
@@ -264,6 +265,7 @@ func (l *lab) sampleIPv6(ctx context.Context, d time.Duration, from, to netip.Ad
 // routers that answer its neighbour solicitations, the bogus router became
 // the default and every sample failed.
 func TestLabRAUnreachableRouter(t *testing.T) {
+	parallelLongLab(t)
 	requirePrivileged(t, "ping")
 	requireScapy(t)
 	runWithHookTimeout(t, 4*time.Minute, func(l *lab) error {

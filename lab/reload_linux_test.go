@@ -20,6 +20,7 @@ import (
 // is refused with file:line:column in the log while the running config
 // stays in force.
 func TestReload(t *testing.T) {
+	parallelLab(t)
 	extra := netip.MustParseAddr("10.77.1.9")
 	runWithHook(t, func(l *lab) error {
 		ctx := context.Background()

@@ -203,11 +203,15 @@ func TestBenchKernel(t *testing.T) {
 	}
 }
 
-// labNamespaces lists the namespaces of the run of process pid.
-func labNamespaces(t *testing.T, pid int) []string {
+// labNamespaces lists the namespaces of the run of process pid (not
+// those of its tagged runs: Options.runTag).
+func labNamespaces(t *testing.T, pid int) []string { return runNamespaces(t, runPrefix(pid)) }
+
+// runNamespaces lists the namespaces of the run with prefix prefix.
+func runNamespaces(t *testing.T, prefix string) []string {
 	var ns []string
 	for _, n := range listNetns(t) {
-		if strings.HasPrefix(n, runPrefix(pid)+"-") {
+		if strings.HasPrefix(n, prefix+"-") {
 			ns = append(ns, n)
 		}
 	}

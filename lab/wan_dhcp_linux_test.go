@@ -102,6 +102,7 @@ func (w *wireCapture) wait(ctx context.Context, since time.Time, d time.Duration
 //   - the server returns with another address: the router takes it and
 //     masquerade follows (a new flow leaves from the new address).
 func TestLabWANDHCP(t *testing.T) {
+	parallelLongLab(t)
 	requirePrivileged(t, "dnsmasq", "ping")
 	runWithHookTimeout(t, 6*time.Minute, func(l *lab) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
