@@ -27,6 +27,7 @@ import (
 	"github.com/gvrouter/gvrouter/router/natstatus"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/svc"
+	"github.com/gvrouter/gvrouter/sqm"
 	"github.com/gvrouter/gvrouter/stack"
 	"github.com/gvrouter/gvrouter/statedir"
 )
@@ -86,9 +87,9 @@ type Router struct {
 
 	// macsec holds the SecYs by name (macsec.go); under mu.
 	macsec map[string]*runningSecY
-	// sqm holds the shaped directions of wan interfaces by interface
-	// name (sqm.go); under mu.
-	sqm map[string]*sqmQueues
+	// sqm holds the shaped directions of wan interfaces (sqm.go); made
+	// with the NAT engine, which finds each frame's inside host.
+	sqm *sqm.Set
 	// mkaRand is the MKA participants' source of MIs and SAKs; nil means
 	// crypto/rand (WithMKARand).
 	mkaRand io.Reader
@@ -238,6 +239,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	}
 	ec := natrules.EngineConfig(cfg)
 	r.nat.engine, r.nat.max = natengine.New(ec), ec.MaxConns
+	r.sqm = sqm.NewSet(r.nat.engine.InsideHost, log.With("component", "sqm"))
 	for _, pc := range cfg.Ports {
 		if err := r.openPortLocked(cfg, pc); err != nil {
 			return nil, err
@@ -359,7 +361,7 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 			MAC:          rp.port.HardwareAddr(),
 			MTU:          uint32(mtu),
 			Addresses:    slices.Clone(ic.Addresses),
-			Writer:       r.sqmWriterLocked(&ic, mtu, rp.captureWriter()),
+			Writer:       r.sqm.Writer(ic.Name, sqmParams(&ic, true, mtu), rp.captureWriter()),
 			VLAN:         vids,
 			VLANProtocol: tpid,
 			PCP:          uint8(ic.PCP),
@@ -535,7 +537,9 @@ func (r *Router) Close() error {
 	if r.net != nil {
 		r.net.Close()
 	}
-	r.closeSQMLocked()
+	if r.sqm != nil {
+		r.sqm.Close()
+	}
 	r.mu.Unlock()
 	r.wg.Wait()
 	r.state.lock.Unlock()

@@ -6,28 +6,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gvrouter/gvrouter/qdisc"
+	"github.com/gvrouter/gvrouter/sqm"
 )
 
-// SQM is one shaped direction of a wan interface (config sqm:): its
-// settings and the qdisc's counters as qdisc.Stats has them.
+// SQM is one shaped direction of a wan interface (config sqm:): the sqm
+// package's Status (interface, direction, rate, overhead, diffserv, tin
+// names, write errors, the qdisc's counters per tin) as it is.
 type SQM struct {
-	// Interface is the wan interface, e.g. "wan".
-	Interface string `json:"interface"`
-	// Direction is "upload" (leaving the interface) or "download"
-	// (arriving, shaped in ingress mode).
-	Direction string `json:"direction"`
-	// Rate is the shaped rate in bit/s, e.g. 20000000.
-	Rate uint64 `json:"rate_bps"`
-	// Overhead is the link-layer overhead per packet in bytes, e.g. 44.
-	Overhead int `json:"overhead"`
-	// Diffserv is "besteffort" or "diffserv3".
-	Diffserv string `json:"diffserv"`
-	// TinNames names Queue.Tins, e.g. ["bulk", "best effort", "voice"].
-	TinNames []string `json:"tin_names"`
-	// WriteErrors counts frames the port refused after shaping.
-	WriteErrors uint64 `json:"write_errors"`
-	// Queue is the FQ-CoDel's counters per tin.
-	Queue qdisc.Stats `json:"queue"`
+	sqm.Status
 }
 
 // TinRows returns the tins in use with their names, for the page.

@@ -7,6 +7,7 @@ import (
 	"github.com/gvrouter/gvrouter/qdisc"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/status/statustest"
+	"github.com/gvrouter/gvrouter/sqm"
 )
 
 // TestSQMStatus: the shaped directions show on the page (per tin delay,
@@ -16,8 +17,8 @@ func TestSQMStatus(t *testing.T) {
 	q := qdisc.Stats{NumTins: 3, Limit: 4096}
 	q.Tins[1] = qdisc.TinStats{SentPackets: 1200, SentBytes: 1_800_000, CoDelDrops: 17, ECNMarks: 5, OverlimitDrops: 2,
 		BacklogPackets: 9, BacklogBytes: 13_500, Delay: 3_250_000, PeakDelay: 41_000_000}
-	snap := status.Snapshot{SQM: []status.SQM{{Interface: "wan", Direction: "upload", Rate: 20_000_000, Overhead: 44,
-		Diffserv: "diffserv3", TinNames: []string{"bulk", "best effort", "voice"}, Queue: q}}}
+	snap := status.Snapshot{SQM: []status.SQM{{sqm.Status{Interface: "wan", Stats: sqm.Stats{Direction: "upload", Rate: 20_000_000, Overhead: 44,
+		Diffserv: "diffserv3", TinNames: []string{"bulk", "best effort", "voice"}, Queue: q}}}}}
 	s := status.New(statustest.New(snap), nil)
 	s.Sample()
 
