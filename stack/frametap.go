@@ -309,6 +309,19 @@ func (e *Endpoint) writeFrame(frame []byte) error {
 	return err
 }
 
+// FrameLink is what a protocol that speaks raw frames on an interface
+// (MKA, a PPPoE session) needs of it: taps for the frames it answers and
+// a way to send its own. *Interface implements it; the glue packages
+// (router/mkalink, router/pppoelink) take it instead of the Interface.
+type FrameLink interface {
+	// AddTap registers t for the frames m matches; remove unregisters it.
+	AddTap(m TapMatch, t Tap) (remove func(), err error)
+	// WriteFrame sends one untagged Ethernet frame; it copies frame.
+	WriteFrame(frame []byte) error
+}
+
+var _ FrameLink = (*Interface)(nil)
+
 // AddTap registers t for the frames this interface receives that match m
 // (see Tap and TapMatch) and returns the function that removes it again
 // (safe to call more than once). Taps are offered a frame in the order

@@ -24,15 +24,8 @@ import (
 	"github.com/gvrouter/gvrouter/stack"
 )
 
-// Lower is the SecY's lower interface; *stack.Interface implements it.
-type Lower interface {
-	// AddTap registers t for the frames m matches; remove unregisters it.
-	AddTap(m stack.TapMatch, t stack.Tap) (remove func(), err error)
-	// WriteFrame sends one untagged Ethernet frame; it copies frame.
-	WriteFrame(frame []byte) error
-}
-
-var _ Lower = (*stack.Interface)(nil)
+// Lower is the SecY's lower interface.
+type Lower = stack.FrameLink
 
 // Tunables.
 const (

@@ -21,16 +21,8 @@ import (
 	"github.com/gvrouter/gvrouter/stack"
 )
 
-// Lower is the WAN interface the session runs on; *stack.Interface
-// implements it.
-type Lower interface {
-	// AddTap registers t for the frames m matches; remove unregisters it.
-	AddTap(m stack.TapMatch, t stack.Tap) (remove func(), err error)
-	// WriteFrame sends one untagged Ethernet frame; it copies frame.
-	WriteFrame(frame []byte) error
-}
-
-var _ Lower = (*stack.Interface)(nil)
+// Lower is the WAN interface the session runs on.
+type Lower = stack.FrameLink
 
 // Tunables.
 const (
