@@ -1,0 +1,35 @@
+// Package wireguard runs WireGuard interfaces inside the router's
+// netstack with golang.zx2c4.com/wireguard's device package, the
+// reference userspace implementation (Tailscale runs it over gVisor the
+// same way). The kernel never sees the traffic: the encrypted side is a
+// conn.Bind (Bind) over UDP sockets the caller opens in its WAN netstack,
+// and the clear side is a tun.Device (TUN) that is also a point-to-point
+// stack.LinkEndpoint the router adds as a NIC.
+//
+// Data path, in processing order:
+//
+//	netstack NIC -> TUN.WritePackets (tun.go): queue, one reference each
+//	device reader -> TUN.Read (tun.go): copy out, release
+//	device encrypts -> Bind.Send (bind.go): one datagram per buffer
+//	socket -> Bind receive function (bind.go): classify, count, drop junk,
+//	          cached Endpoint per source
+//	device decrypts -> TUN.Write (tun.go): copy into netstack
+//
+// None of these allocates per packet (TestAllocs). What the device
+// rejects it reports through its Logger; DeviceStats.Logger counts those
+// events by reason. Keys are wg(8)'s base64 (keys.go, ReadKeyFile for
+// 0600 key files); Config renders the device's UAPI text.
+//
+// This is the first stage of issue 40. Done: the Bind, the TUN, keys and
+// key files, Config with Validate and UAPI, the counters, `gvrouter wg
+// genkey|pubkey`, and the config block (router/config, refused as not yet
+// running). The next stage wires it: a router NIC per interface with a
+// firewall role/zone, routes from allowed IPs, the Bind over the WAN
+// netstack's *stack.UDPConn (with the NAT engine reserving the port),
+// endpoint host names re-resolved when a peer stops answering, `gvrouter
+// wg peer NAME` printing a client config and a QR code, per-peer status
+// and metrics (handshake age, endpoint, rx/tx bytes, allowed IPs from
+// IpcGet), cookie replies under a handshake flood, a count of transport
+// packets for unknown receiver indices, and interop with Linux WireGuard
+// in the linuxpeer QEMU guest.
+package wireguard
