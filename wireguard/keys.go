@@ -67,15 +67,18 @@ func (k Key) hex() string { return hex.EncodeToString(k[:]) }
 // is ignored. Errors never quote s, which may be a private key.
 func ParseKey(s string) (Key, error) {
 	s = strings.TrimSpace(s)
-	var k Key
 	if len(s) != base64.StdEncoding.EncodedLen(KeyLen) {
 		return Key{}, ErrKeyText
 	}
-	n, err := base64.StdEncoding.Strict().Decode(k[:], []byte(s))
+	// Decode writes up to DecodedLen (33) bytes: 44 characters without
+	// padding hold more than a key.
+	var buf [KeyLen + 1]byte
+	defer clear(buf[:])
+	n, err := base64.StdEncoding.Strict().Decode(buf[:], []byte(s))
 	if err != nil || n != KeyLen {
 		return Key{}, ErrKeyText
 	}
-	return k, nil
+	return Key(buf[:KeyLen]), nil
 }
 
 // MaxKeyFileMode is the loosest mode a key file may have: readable and
