@@ -45,7 +45,7 @@ func allowWireGuard(t *testing.T) {
 }
 
 type wgFiles struct {
-	priv, psk, peer wireguard.Key
+	priv, psk, peer  wireguard.Key
 	keyFile, pskFile string
 }
 
