@@ -69,6 +69,11 @@ type BindStats struct {
 	RxUnknownType atomic.Uint64
 	// RxBadSize counts handshake messages of the wrong length, dropped.
 	RxBadSize atomic.Uint64
+	// RxUnknownIndex counts transport packets and cookie replies naming
+	// a receiver index this device did not hand out in the last
+	// indexMemory (forged, or for a long-gone session); the device drops
+	// them.
+	RxUnknownIndex atomic.Uint64
 	// RxErrors counts socket read errors other than a close.
 	RxErrors atomic.Uint64
 	// TxDatagrams counts datagrams sent; TxErrors those the socket
@@ -90,6 +95,8 @@ type Bind struct {
 	v4, v6 PacketConn
 
 	cache [endpointCacheSize]atomic.Pointer[Endpoint]
+
+	indices indexSet
 }
 
 var _ conn.Bind = (*Bind)(nil)
@@ -186,13 +193,18 @@ func (b *Bind) accept(p []byte) bool {
 	switch binary.LittleEndian.Uint32(p) {
 	case msgTransport:
 		b.Stats.RxTransport.Add(1)
+		b.checkIndex(binary.LittleEndian.Uint32(p[4:]))
 		return true
 	case msgInitiation:
 		return b.sized(p, sizeInitiation, &b.Stats.RxInitiations)
 	case msgResponse:
 		return b.sized(p, sizeResponse, &b.Stats.RxResponses)
 	case msgCookieReply:
-		return b.sized(p, sizeCookieReply, &b.Stats.RxCookieReplies)
+		if !b.sized(p, sizeCookieReply, &b.Stats.RxCookieReplies) {
+			return false
+		}
+		b.checkIndex(binary.LittleEndian.Uint32(p[4:]))
+		return true
 	}
 	b.Stats.RxUnknownType.Add(1)
 	return false
@@ -269,6 +281,7 @@ func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 	}
 	var first error
 	for _, p := range bufs {
+		b.noteIndex(p)
 		if _, err := c.WriteToUDPAddrPort(p, e.AddrPort); err != nil {
 			b.Stats.TxErrors.Add(1)
 			if first == nil {

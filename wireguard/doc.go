@@ -12,7 +12,8 @@
 //	device reader -> TUN.Read (tun.go): copy out, release
 //	device encrypts -> Bind.Send (bind.go): one datagram per buffer
 //	socket -> Bind receive function (bind.go): classify, count, drop junk,
-//	          cached Endpoint per source
+//	          count unknown receiver indices (index.go), cached Endpoint
+//	          per source
 //	device decrypts -> TUN.Write (tun.go): copy into netstack
 //
 // None of these allocates per packet (TestAllocs). What the device
@@ -29,7 +30,9 @@
 // endpoint host names re-resolved when a peer stops answering, `gvrouter
 // wg peer NAME` printing a client config and a QR code, per-peer status
 // and metrics (handshake age, endpoint, rx/tx bytes, allowed IPs from
-// IpcGet), cookie replies under a handshake flood, a count of transport
-// packets for unknown receiver indices, and interop with Linux WireGuard
-// in the linuxpeer QEMU guest.
+// IpcGet) on the status page and /metrics with the counters here, and
+// interop with Linux WireGuard in the linuxpeer QEMU guest. Tested here
+// already: a handshake flood gets cookie replies (TestHandshakeFlood),
+// random UDP, replays and unknown receiver indices are counted
+// (TestBadInput).
 package wireguard

@@ -215,6 +215,9 @@ func TestTunnel(t *testing.T) {
 		t.Errorf("bind counters: a got %d responses, b %d initiations and %d transport packets; want each > 0",
 			a.bind.Stats.RxResponses.Load(), b.bind.Stats.RxInitiations.Load(), b.bind.Stats.RxTransport.Load())
 	}
+	if x, y := a.bind.Stats.RxUnknownIndex.Load(), b.bind.Stats.RxUnknownIndex.Load(); x != 0 || y != 0 {
+		t.Errorf("RxUnknownIndex = %d, %d on a live tunnel; want 0", x, y)
+	}
 	if a.tun.Stats.TxPackets.Load() == 0 || b.tun.Stats.RxPackets.Load() == 0 {
 		t.Errorf("tun counters: a sent %d, b received %d; want > 0", a.tun.Stats.TxPackets.Load(), b.tun.Stats.RxPackets.Load())
 	}
@@ -295,6 +298,7 @@ func TestBadInput(t *testing.T) {
 		{"bind RxShort", b.bind.Stats.RxShort.Load(), 1},
 		{"bind RxUnknownType", b.bind.Stats.RxUnknownType.Load(), 1},
 		{"bind RxBadSize", b.bind.Stats.RxBadSize.Load(), 1},
+		{"bind RxUnknownIndex", b.bind.Stats.RxUnknownIndex.Load(), 1},
 		{"device HandshakeReplay", b.stats.HandshakeReplay.Load(), 1},
 		{"device InvalidMAC1", b.stats.InvalidMAC1.Load(), 1},
 	} {
@@ -303,6 +307,68 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 	ping(t, b, a) // still up
+}
+
+// TestHandshakeFlood: a flood of initiations (a captured one, replayed
+// thousands of times, so MAC1 is valid) puts the device under load; it
+// answers with cookie replies instead of doing Diffie-Hellman for each
+// (whitepaper §5.3), the attacker's socket receives them, the handshake
+// queue stays bounded and the tunnel survives.
+func TestHandshakeFlood(t *testing.T) {
+	a, b := pair(t)
+	ping(t, a, b)
+	var init []byte
+	a.mu.Lock()
+	for _, d := range a.sent {
+		if len(d) == sizeInitiation && d[0] == msgInitiation {
+			init = d
+		}
+	}
+	a.mu.Unlock()
+	attacker, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer attacker.Close()
+	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), b.port))
+	cookies := make(chan int, 1)
+	go func() {
+		n := 0
+		buf := make([]byte, 2048)
+		attacker.SetReadDeadline(time.Now().Add(15 * time.Second))
+		for {
+			m, err := attacker.Read(buf)
+			if err != nil {
+				break
+			}
+			if m == sizeCookieReply && buf[0] == msgCookieReply {
+				n++
+				if n == 1 {
+					cookies <- n
+				}
+			}
+		}
+	}()
+	var got bool
+	for round := 0; round < 20 && !got; round++ {
+		for range 2000 {
+			attacker.WriteToUDP(init, to)
+		}
+		select {
+		case <-cookies:
+			got = true
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if !got {
+		t.Fatalf("no cookie reply reached the flooder; b counted %d cookie replies sent, %d replays, %d initiations received",
+			b.stats.CookieRepliesSent.Load(), b.stats.HandshakeReplay.Load(), b.bind.Stats.RxInitiations.Load())
+	}
+	if b.stats.CookieRepliesSent.Load() == 0 {
+		t.Errorf("CookieRepliesSent = 0 though the flooder got a cookie reply")
+	}
+	time.Sleep(500 * time.Millisecond) // let the queue drain
+	ping(t, b, a)
 }
 
 // fakeConn returns the same datagram to every read and discards writes.
