@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"golang.zx2c4.com/wireguard/device"
+
+	"github.com/gvrouter/gvrouter/hw"
+	gvstack "github.com/gvrouter/gvrouter/stack"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -33,7 +36,9 @@ type node struct {
 	stats DeviceStats
 	s     *stack.Stack
 	addr  netip.Addr // inside the tunnel
-	port  uint16     // the UDP listen port on 127.0.0.1
+	port  uint16     // the UDP listen port on underlay
+	// underlay is the address the Bind's socket has.
+	underlay netip.Addr
 
 	mu   sync.Mutex
 	sent [][]byte // datagrams the Bind sent, when recording
@@ -52,14 +57,9 @@ func (c recordConn) WriteToUDPAddrPort(b []byte, a netip.AddrPort) (int, error) 
 	return c.UDPConn.WriteToUDPAddrPort(b, a)
 }
 
-func newNode(t *testing.T, addr string) *node {
-	t.Helper()
-	n := &node{addr: netip.MustParseAddr(addr)}
-	var err error
-	if n.key, err = GenerateKey(); err != nil {
-		t.Fatal(err)
-	}
-	n.bind = NewBind(func(network string, port uint16) (PacketConn, error) {
+// loopback opens the Bind's socket on 127.0.0.1 in the kernel.
+func loopback(n *node) Listener {
+	return func(network string, port uint16) (PacketConn, error) {
 		if network != "udp4" {
 			return nil, nil
 		}
@@ -68,7 +68,22 @@ func newNode(t *testing.T, addr string) *node {
 			return nil, err
 		}
 		return recordConn{c, n}, nil
-	})
+	}
+}
+
+func newNode(t *testing.T, addr string) *node {
+	return newNodeOn(t, addr, loopback)
+}
+
+// newNodeOn is newNode with the Bind's sockets from listen.
+func newNodeOn(t *testing.T, addr string, listen func(*node) Listener) *node {
+	t.Helper()
+	n := &node{addr: netip.MustParseAddr(addr), underlay: netip.MustParseAddr("127.0.0.1")}
+	var err error
+	if n.key, err = GenerateKey(); err != nil {
+		t.Fatal(err)
+	}
+	n.bind = NewBind(listen(n))
 	n.tun = NewTUN("wg0", 0)
 	n.s = stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol},
@@ -111,7 +126,7 @@ func (n *node) configure(t *testing.T, peers ...Peer) {
 func (n *node) peerOf(withEndpoint bool) Peer {
 	p := Peer{Name: n.addr.String(), PublicKey: n.key.PublicKey(), AllowedIPs: []netip.Prefix{netip.PrefixFrom(n.addr, 32)}}
 	if withEndpoint {
-		p.Endpoint = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), n.port)
+		p.Endpoint = netip.AddrPortFrom(n.underlay, n.port)
 	}
 	return p
 }
@@ -221,6 +236,90 @@ func TestTunnel(t *testing.T) {
 	if a.tun.Stats.TxPackets.Load() == 0 || b.tun.Stats.RxPackets.Load() == 0 {
 		t.Errorf("tun counters: a sent %d, b received %d; want > 0", a.tun.Stats.TxPackets.Load(), b.tun.Stats.RxPackets.Load())
 	}
+}
+
+// TestTunnelOverNetstack: the same tunnel with each Bind on a UDP socket
+// of the router's own netstack (*stack.UDPConn, as on the WAN), the two
+// netstacks joined by an in-memory Ethernet wire: the kernel carries
+// nothing.
+func TestTunnelOverNetstack(t *testing.T) {
+	wan1, wan2 := wirePair(t, "203.0.113.1/24", "203.0.113.2/24")
+	on := func(ns *gvstack.Netstack, addr string) func(*node) Listener {
+		return func(n *node) Listener {
+			n.underlay = netip.MustParseAddr(addr)
+			return func(network string, port uint16) (PacketConn, error) {
+				if network != "udp4" {
+					return nil, nil
+				}
+				return ns.ListenUDPConn(netip.AddrPortFrom(n.underlay, port))
+			}
+		}
+	}
+	a := newNodeOn(t, "10.9.0.1", on(wan1, "203.0.113.1"))
+	b := newNodeOn(t, "10.9.0.2", on(wan2, "203.0.113.2"))
+	b.configure(t, a.peerOf(false))
+	a.configure(t, b.peerOf(true))
+	ping(t, a, b)
+	echoTCP(t, a, b, 7)
+	echoTCP(t, b, a, 7)
+	if got := wan2.Interface("wan").Stats(); b.bind.Stats.RxTransport.Load() == 0 {
+		t.Errorf("b's Bind got no transport packet over the netstack wire; wan stats %+v", got)
+	}
+}
+
+// wireWriter carries one netstack's frames to another's interface, on
+// a goroutine of its own, as a cable would.
+type wireWriter struct{ ch chan []byte }
+
+func (w wireWriter) WriteFrames(frames [][]byte) (int, error) {
+	for _, f := range frames {
+		select {
+		case w.ch <- bytes.Clone(f):
+		default: // a full wire drops, as a full ring would
+		}
+	}
+	return len(frames), nil
+}
+
+// wirePair returns two router netstacks, each with one interface "wan"
+// holding addr, joined back to back.
+func wirePair(t *testing.T, addr1, addr2 string) (*gvstack.Netstack, *gvstack.Netstack) {
+	t.Helper()
+	w1, w2 := wireWriter{make(chan []byte, 512)}, wireWriter{make(chan []byte, 512)}
+	mk := func(mac byte, addr string, w wireWriter) *gvstack.Netstack {
+		ns, err := gvstack.New(gvstack.Config{Interfaces: []gvstack.InterfaceConfig{{
+			Name: "wan", MAC: net.HardwareAddr{0x02, 0, 0, 0, 0, mac}, MTU: 1500,
+			Addresses: []netip.Prefix{netip.MustParsePrefix(addr)}, Writer: w,
+		}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ns
+	}
+	n1, n2 := mk(1, addr1, w1), mk(2, addr2, w2)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	carry := func(from wireWriter, to *gvstack.Interface) {
+		defer wg.Done()
+		for {
+			select {
+			case f := <-from.ch:
+				to.HandleBatch(0, []hw.Frame{{Data: f, WireLen: len(f)}})
+			case <-done:
+				return
+			}
+		}
+	}
+	wg.Add(2)
+	go carry(w1, n2.Interface("wan"))
+	go carry(w2, n1.Interface("wan"))
+	t.Cleanup(func() {
+		close(done)
+		wg.Wait()
+		n1.Close()
+		n2.Close()
+	})
+	return n1, n2
 }
 
 // TestWrongKeyPeer: a device whose key the other side does not know gets
