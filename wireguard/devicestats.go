@@ -13,7 +13,7 @@ import (
 // device keeps no counters of its own: it reports each event once through
 // its Logger with a constant format string, and Logger counts those
 // formats here (the strings are wireguard-go's at the version go.mod
-// pins; TestDeviceStatsFormats checks each one against a real event).
+// pins; TestDeviceStatsFormats checks each one is in its source).
 type DeviceStats struct {
 	// InvalidMAC1 counts handshake messages whose MAC1 did not match our
 	// public key: sent to someone else, or forged.
@@ -45,7 +45,7 @@ type DeviceStats struct {
 	Errors atomic.Uint64
 }
 
-// formats maps wireguard-go's log formats to the counter they bump.
+// counter returns the counter a wireguard-go log format bumps, or nil.
 func (s *DeviceStats) counter(format string) *atomic.Uint64 {
 	switch format {
 	case "Received packet with invalid mac1":

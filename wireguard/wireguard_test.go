@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -221,6 +222,7 @@ func ping(t *testing.T, from, to *node) {
 // TestTunnel: two devices on our Bind and TUN complete a handshake and
 // carry ping and TCP both ways between their netstacks.
 func TestTunnel(t *testing.T) {
+	goroutineLeakCheck(t)
 	a, b := pair(t)
 	ping(t, a, b)
 	ping(t, b, a)
@@ -243,6 +245,7 @@ func TestTunnel(t *testing.T) {
 // netstacks joined by an in-memory Ethernet wire: the kernel carries
 // nothing.
 func TestTunnelOverNetstack(t *testing.T) {
+	goroutineLeakCheck(t)
 	wan1, wan2 := wirePair(t, "203.0.113.1/24", "203.0.113.2/24")
 	on := func(ns *gvstack.Netstack, addr string) func(*node) Listener {
 		return func(n *node) Listener {
@@ -468,6 +471,23 @@ func TestHandshakeFlood(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond) // let the queue drain
 	ping(t, b, a)
+}
+
+// goroutineLeakCheck fails t if, after its cleanups, more goroutines
+// run than before it (wireguard-go device/device_test.go has the same).
+func goroutineLeakCheck(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before {
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				t.Errorf("%d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
 }
 
 // fakeConn returns the same datagram to every read and discards writes.
