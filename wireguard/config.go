@@ -103,3 +103,20 @@ func (c *Config) UAPI() string {
 	}
 	return b.String()
 }
+
+// Format implements fmt.Formatter for every verb: the listen port and
+// the peers, without the private key, so logging a Config leaks nothing.
+func (c Config) Format(f fmt.State, _ rune) {
+	fmt.Fprintf(f, "{ListenPort:%d PrivateKey:(hidden, public %s) Peers:%v}", c.ListenPort, c.PrivateKey.PublicKey(), c.Peers)
+}
+
+// Format implements fmt.Formatter for every verb, without the
+// preshared key.
+func (p Peer) Format(f fmt.State, _ rune) {
+	psk := "none"
+	if !p.PresharedKey.IsZero() {
+		psk = "(hidden)"
+	}
+	fmt.Fprintf(f, "{Name:%s PublicKey:%s PresharedKey:%s AllowedIPs:%v Endpoint:%v PersistentKeepalive:%s}",
+		p.Name, p.PublicKey, psk, p.AllowedIPs, p.Endpoint, p.PersistentKeepalive)
+}
