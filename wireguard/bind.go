@@ -57,28 +57,35 @@ const (
 )
 
 // BindStats counts the Bind's datagrams by WireGuard message type and
-// its drops by reason.
+// its drops by reason. The tags name them on the status page and in
+// the metrics (package svcstats).
 type BindStats struct {
 	// RxInitiations, RxResponses, RxCookieReplies and RxTransport count
 	// well-formed datagrams of each message type handed to the device.
-	RxInitiations, RxResponses, RxCookieReplies, RxTransport atomic.Uint64
+	RxInitiations   atomic.Uint64 `counter:"udp/rx_initiation"`
+	RxResponses     atomic.Uint64 `counter:"udp/rx_response"`
+	RxCookieReplies atomic.Uint64 `counter:"udp/rx_cookie_reply"`
+	RxTransport     atomic.Uint64 `counter:"udp/rx_transport"`
 	// RxShort counts datagrams shorter than a keepalive (32 bytes), dropped.
-	RxShort atomic.Uint64
+	RxShort atomic.Uint64 `counter:"drops/short"`
 	// RxUnknownType counts datagrams whose first four bytes are no
 	// WireGuard message type (random UDP to the listen port), dropped.
-	RxUnknownType atomic.Uint64
+	RxUnknownType atomic.Uint64 `counter:"drops/unknown_type"`
 	// RxBadSize counts handshake messages of the wrong length, dropped.
-	RxBadSize atomic.Uint64
+	RxBadSize atomic.Uint64 `counter:"drops/bad_size"`
 	// RxUnknownIndex counts transport packets and cookie replies naming
 	// a receiver index this device did not hand out in the last
 	// indexMemory (forged, or for a long-gone session); the device drops
 	// them.
-	RxUnknownIndex atomic.Uint64
+	RxUnknownIndex atomic.Uint64 `counter:"drops/unknown_index"`
 	// RxErrors counts socket read errors other than a close.
-	RxErrors atomic.Uint64
-	// TxDatagrams counts datagrams sent; TxErrors those the socket
-	// refused; TxNoSocket those to a family with no socket.
-	TxDatagrams, TxErrors, TxNoSocket atomic.Uint64
+	RxErrors atomic.Uint64 `counter:"errors/udp_read"`
+	// TxDatagrams counts datagrams sent.
+	TxDatagrams atomic.Uint64 `counter:"udp/tx"`
+	// TxErrors counts datagrams the socket refused.
+	TxErrors atomic.Uint64 `counter:"errors/udp_write"`
+	// TxNoSocket counts datagrams to an address family with no socket.
+	TxNoSocket atomic.Uint64 `counter:"drops/no_socket"`
 }
 
 // Bind is a conn.Bind over sockets a Listener opens: WireGuard's UDP

@@ -17,32 +17,32 @@ import (
 type DeviceStats struct {
 	// InvalidMAC1 counts handshake messages whose MAC1 did not match our
 	// public key: sent to someone else, or forged.
-	InvalidMAC1 atomic.Uint64
+	InvalidMAC1 atomic.Uint64 `counter:"handshake/invalid_mac1"`
 	// InvalidInitiation counts initiations that passed MAC1 but failed
 	// to decrypt or named no configured peer (a wrong-key peer).
-	InvalidInitiation atomic.Uint64
+	InvalidInitiation atomic.Uint64 `counter:"handshake/invalid_initiation"`
 	// InvalidResponse counts responses that did not complete a handshake
 	// we started.
-	InvalidResponse atomic.Uint64
+	InvalidResponse atomic.Uint64 `counter:"handshake/invalid_response"`
 	// HandshakeReplay counts initiations with a timestamp not newer than
 	// the peer's last one (a replayed initiation, whitepaper §5.1).
-	HandshakeReplay atomic.Uint64
+	HandshakeReplay atomic.Uint64 `counter:"handshake/replay"`
 	// HandshakeFlood counts initiations from a peer within the minimum
 	// interval of its previous one (whitepaper §5.1).
-	HandshakeFlood atomic.Uint64
+	HandshakeFlood atomic.Uint64 `counter:"handshake/flood"`
 	// CookieRepliesSent counts cookie replies sent instead of a response
 	// while the device was under load (whitepaper §5.3).
-	CookieRepliesSent atomic.Uint64
+	CookieRepliesSent atomic.Uint64 `counter:"handshake/cookie_reply_sent"`
 	// InvalidCookieReply counts cookie replies that did not decrypt.
-	InvalidCookieReply atomic.Uint64
+	InvalidCookieReply atomic.Uint64 `counter:"handshake/invalid_cookie_reply"`
 	// DisallowedSource counts decrypted packets whose source address is
 	// outside the sending peer's allowed IPs.
-	DisallowedSource atomic.Uint64
+	DisallowedSource atomic.Uint64 `counter:"drops/disallowed_source"`
 	// BadIPVersion counts decrypted packets that are not IPv4 or IPv6.
-	BadIPVersion atomic.Uint64
+	BadIPVersion atomic.Uint64 `counter:"drops/bad_ip_version"`
 	// Errors counts the device's error-level events (failed sends,
 	// keypair derivation); the logger logs them too.
-	Errors atomic.Uint64
+	Errors atomic.Uint64 `counter:"errors/device"`
 }
 
 // counter returns the counter a wireguard-go log format bumps, or nil.

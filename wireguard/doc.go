@@ -19,7 +19,9 @@
 // None of these allocates per packet (TestAllocs). What the device
 // rejects it reports through its Logger; DeviceStats.Logger counts those
 // events by reason. Keys are wg(8)'s base64 (keys.go, ReadKeyFile for
-// 0600 key files); Config renders the device's UAPI text.
+// 0600 key files); Config renders the device's UAPI text, ReadStatus
+// reads it back as a JSON-tagged Status (per peer: last handshake and
+// its age, endpoint, rx/tx bytes, allowed IPs; the counters by group).
 //
 // This is the first stage of issue 40. Done: the Bind, the TUN, keys and
 // key files, Config with Validate and UAPI, the counters, `gvrouter wg
@@ -28,9 +30,8 @@
 // firewall role/zone, routes from allowed IPs, the Bind over the WAN
 // netstack's *stack.UDPConn (with the NAT engine reserving the port),
 // endpoint host names re-resolved when a peer stops answering, `gvrouter
-// wg peer NAME` printing a client config and a QR code, per-peer status
-// and metrics (handshake age, endpoint, rx/tx bytes, allowed IPs from
-// IpcGet) on the status page and /metrics with the counters here, and
+// wg peer NAME` printing a client config and a QR code, Status on the
+// status page and /metrics, and
 // interop with Linux WireGuard in the linuxpeer QEMU guest. Tested here
 // already: a handshake flood gets cookie replies (TestHandshakeFlood),
 // random UDP, replays and unknown receiver indices are counted

@@ -30,16 +30,20 @@ const (
 // TUNStats counts the TUN's packets and drops.
 type TUNStats struct {
 	// TxPackets counts packets netstack wrote into the tunnel that the
-	// device took; TxQueueFull those dropped because it was behind.
-	TxPackets, TxQueueFull atomic.Uint64
+	// device took.
+	TxPackets atomic.Uint64 `counter:"inside/to_tunnel"`
+	// TxQueueFull counts those dropped because the device was behind.
+	TxQueueFull atomic.Uint64 `counter:"drops/queue_full"`
 	// TxTooBig counts packets larger than the device's buffer, dropped.
-	TxTooBig atomic.Uint64
+	TxTooBig atomic.Uint64 `counter:"drops/too_big"`
 	// RxPackets counts decrypted packets delivered to netstack.
-	RxPackets atomic.Uint64
+	RxPackets atomic.Uint64 `counter:"inside/from_tunnel"`
 	// RxBadVersion counts decrypted packets that are neither IPv4 nor
-	// IPv6 (the device checks this too), RxNotAttached those that came
-	// while no NIC was attached; both dropped.
-	RxBadVersion, RxNotAttached atomic.Uint64
+	// IPv6 (the device checks this too), dropped.
+	RxBadVersion atomic.Uint64 `counter:"drops/not_ip"`
+	// RxNotAttached counts decrypted packets that came while no NIC was
+	// attached, dropped.
+	RxNotAttached atomic.Uint64 `counter:"drops/not_attached"`
 }
 
 // TUN is the tunnel's inside: a tun.Device for the WireGuard device and,

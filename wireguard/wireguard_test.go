@@ -3,6 +3,7 @@ package wireguard
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -238,6 +239,39 @@ func TestTunnel(t *testing.T) {
 	if a.tun.Stats.TxPackets.Load() == 0 || b.tun.Stats.RxPackets.Load() == 0 {
 		t.Errorf("tun counters: a sent %d, b received %d; want > 0", a.tun.Stats.TxPackets.Load(), b.tun.Stats.RxPackets.Load())
 	}
+	checkStatus(t, a, b)
+}
+
+// checkStatus checks a's Status after traffic with its peer b.
+func checkStatus(t *testing.T, a, b *node) {
+	t.Helper()
+	uapi, err := a.dev.IpcGet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ReadStatus(uapi, map[Key]string{b.key.PublicKey(): "b"}, Stats{&a.bind.Stats, &a.tun.Stats, &a.stats}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PublicKey != a.key.PublicKey().String() || st.ListenPort != a.port || len(st.Peers) != 1 {
+		t.Fatalf("status = %+v, want a's public key, port %d and one peer", st, a.port)
+	}
+	p := st.Peers[0]
+	if p.Name != "b" || p.PublicKey != b.key.PublicKey().String() || p.Endpoint != netip.AddrPortFrom(b.underlay, b.port).String() ||
+		p.RxBytes == 0 || p.TxBytes == 0 || p.HandshakeAge < 0 || p.HandshakeAge > 60 ||
+		len(p.AllowedIPs) != 1 || p.AllowedIPs[0] != netip.PrefixFrom(b.addr, 32) {
+		t.Errorf("peer status = %+v", p)
+	}
+	if got := st.Counters["udp"]["rx_response"]; got == 0 {
+		t.Errorf("counters[udp][rx_response] = %d, want > 0; counters %v", got, st.Counters)
+	}
+	if _, ok := st.Counters["drops"]["unknown_index"]; !ok {
+		t.Errorf("counters lack drops/unknown_index: %v", st.Counters)
+	}
+	js, _ := json.Marshal(st)
+	if strings.Contains(string(js), a.key.String()) || strings.Contains(string(js), a.key.hex()) {
+		t.Errorf("status JSON holds the private key: %s", js)
+	}
 }
 
 // TestTunnelOverNetstack: the same tunnel with each Bind on a UDP socket
@@ -346,6 +380,11 @@ func TestWrongKeyPeer(t *testing.T) {
 	}
 	if got := b.tun.Stats.RxPackets.Load(); got != 0 {
 		t.Errorf("b's netstack got %d packets, want 0", got)
+	}
+	uapi, _ := c.dev.IpcGet()
+	st, err := ReadStatus(uapi, nil, Stats{}, time.Now())
+	if err != nil || len(st.Peers) != 1 || st.Peers[0].HandshakeAge != -1 || !st.Peers[0].LastHandshake.IsZero() || st.Peers[0].RxBytes != 0 {
+		t.Errorf("status of the unknown key's peer = %+v, %v; want no handshake, nothing received", st.Peers, err)
 	}
 	_ = a
 }
