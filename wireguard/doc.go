@@ -24,16 +24,16 @@
 // its age, endpoint, rx/tx bytes, allowed IPs; the counters by group).
 //
 // This is the first stage of issue 40. Done: the Bind, the TUN, keys and
-// key files, Config with Validate and UAPI, the counters, `gvrouter wg
-// genkey|pubkey`, and the config block (router/config, refused as not yet
+// key files, Config with Validate and UAPI, the counters, Status,
+// `gvrouter wg genkey|pubkey`, and the config block (router/config, refused as not yet
 // running). The next stage wires it: a router NIC per interface with a
 // firewall role/zone, routes from allowed IPs, the Bind over the WAN
 // netstack's *stack.UDPConn (with the NAT engine reserving the port),
 // endpoint host names re-resolved when a peer stops answering, `gvrouter
 // wg peer NAME` printing a client config and a QR code, Status on the
-// status page and /metrics, and
-// interop with Linux WireGuard in the linuxpeer QEMU guest. Tested here
-// already: a handshake flood gets cookie replies (TestHandshakeFlood),
-// random UDP, replays and unknown receiver indices are counted
-// (TestBadInput).
+// status page and /metrics, and interop with Linux WireGuard in the
+// linuxpeer QEMU guest. Tested here already: a handshake flood gets
+// cookie replies (TestHandshakeFlood); random UDP, replays and unknown
+// receiver indices are counted (TestBadInput); the Bind runs on the
+// router's netstack sockets (TestTunnelOverNetstack).
 package wireguard
