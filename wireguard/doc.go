@@ -24,7 +24,8 @@
 // its age, endpoint, rx/tx bytes, allowed IPs; the counters by group).
 //
 // This is the first stage of issue 40. Done: the Bind, the TUN, keys and
-// key files, Config with Validate and UAPI, the counters, Status,
+// key files, Config with Validate and UAPI, the counters, Status, the
+// wg-quick text of a new peer (ClientConfig),
 // `gvrouter wg genkey|pubkey`, and the config block (router/config, refused as not yet
 // running). The next stage wires it: a router NIC per interface with a
 // firewall role/zone, routes from allowed IPs, the Bind over the WAN
