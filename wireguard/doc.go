@@ -25,16 +25,18 @@
 //
 // This is the first stage of issue 40. Done: the Bind, the TUN, keys and
 // key files, Config with Validate and UAPI, the counters, Status, the
-// wg-quick text of a new peer (ClientConfig), `gvrouter wg
+// wg-quick text of a new peer (ClientConfig), Reresolve (endpoint host
+// names looked up again when a peer stops answering), `gvrouter wg
 // genkey|pubkey`, and the config block (router/config, refused as not
-// yet running). The next stage wires it: a router NIC per interface with a
-// firewall role/zone, routes from allowed IPs, the Bind over the WAN
-// netstack's *stack.UDPConn (with the NAT engine reserving the port),
-// endpoint host names re-resolved when a peer stops answering, `gvrouter
-// wg peer NAME` printing a ClientConfig and its QR code, Status on the
+// yet running). The next stage wires it: a router NIC per interface
+// with a firewall role/zone, routes from allowed IPs, the Bind over the
+// WAN netstack's *stack.UDPConn (with the NAT engine reserving the
+// port), a timer calling Reresolve for peers at host names, `gvrouter wg
+// peer NAME` printing a ClientConfig and its QR code, Status on the
 // status page and /metrics, and interop with Linux WireGuard in the
 // linuxpeer QEMU guest. Tested here already: a handshake flood gets
 // cookie replies (TestHandshakeFlood); random UDP, replays and unknown
 // receiver indices are counted (TestBadInput); the Bind runs on the
-// router's netstack sockets (TestTunnelOverNetstack).
+// router's netstack sockets (TestTunnelOverNetstack); a moved endpoint
+// host is found again (TestReresolve).
 package wireguard
