@@ -40,13 +40,16 @@ command -v apt-get >/dev/null || { log "needs apt-get (Debian 12)"; exit 1; }
 #     of scripts/armguest.sh (it downloads its armhf kernel and programs
 #     itself with apt-get download); gcc, xz-utils: its payload plugin
 #     (scripts/armguest/payload.c, header from apt-get source qemu);
-#   git, ca-certificates, curl: versions, go mod download, Go itself.
+#   git, ca-certificates, curl: versions, go mod download, Go itself;
+#   wireguard-tools: wg(8), the reference for keys (`wg genkey | wg
+#     pubkey` and ours must agree on the same private key,
+#     cmd/gvrouter TestWGKeys) and the Linux WireGuard peer.
 pkgs=(
 	iproute2 iputils-ping procps kmod ethtool nftables iperf3
 	dnsmasq kea-dhcp6-server radvd udhcpc isc-dhcp-client dhcpcd-base bind9-dnsutils dnsperf ndisc6
 	python3-scapy python3-cryptography tshark chromium curl
 	qemu-system-x86 cpio wpasupplicant qemu-user-static git ca-certificates
-	qemu-system-arm binutils gcc xz-utils
+	qemu-system-arm binutils gcc xz-utils wireguard-tools
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -6,6 +6,7 @@
 //	gvrouter restore -config /etc/gvrouter/config.yaml  give the ports back as a crashed router found them
 //	gvrouter capture -i eth0.2 -w - [host 192.0.2.1 and tcp] | tshark -r -
 //	gvrouter bridge -a IF -b IF [-driver af_packet|af_xdp]  our ports alone as an L2 bridge (bench)
+//	gvrouter wg genkey | gvrouter wg pubkey
 //	gvrouter version
 package main
 
@@ -52,6 +53,7 @@ commands:
                                          running router (root or its group)
   bridge  -a IF -b IF [-driver af_packet|af_xdp]
                                          bridge two ports at layer 2 with the port code alone
+  wg genkey | wg pubkey                  a WireGuard private key; the public key of the one on stdin
   version                                print the version
 `
 
@@ -75,6 +77,8 @@ func main() {
 		err = cmdCapture(args, os.Stdout, os.Stderr)
 	case "bridge":
 		err = cmdBridge(args)
+	case "wg":
+		err = cmdWG(args, os.Stdin, os.Stdout)
 	case "version", "-version", "--version":
 		fmt.Println(buildInfo().Version, buildInfo().Build)
 	case "help", "-h", "-help", "--help":

@@ -182,6 +182,9 @@ type Interface struct {
 	IPv6 *IPv6
 	// SQM is the wan interface's shaping (sqm:); nil = none.
 	SQM *SQM
+	// WireGuard makes the interface a WireGuard tunnel (wireguard:),
+	// which has no port; nil = an interface on a port.
+	WireGuard *WireGuard
 	// Host reports the host TAP's interface (from host:).
 	Host bool
 	Pos  Pos // where the interface is defined

@@ -562,7 +562,8 @@ func (d *decoder) host(c *Config, e entry) {
 // but whose service the router does not run yet; a config using one is
 // refused rather than silently left unserved.
 var notYetRunning = map[string]bool{
-	"pppoe": true, // the pppoe package and router/pppoelink run; the router does not put them on a WAN yet
+	"pppoe":     true, // the pppoe package and router/pppoelink run; the router does not put them on a WAN yet
+	"wireguard": true, // package wireguard (Bind, TUN, keys) runs; the router does not add its NIC and WAN socket yet
 }
 
 // validateServices checks the services against the interfaces.
@@ -599,6 +600,7 @@ func (c *Config) validateServices(l *errorList) {
 			c.validateIPv6(l, ifc, what)
 		}
 		c.validatePPPoE(l, ifc, what)
+		c.validateWireGuard(l, ifc, what)
 		if ifc.PPPoE != nil {
 			dhcpClients++ // IPCP hands out DNS servers too (RFC 1877)
 		}

@@ -163,7 +163,7 @@ func (c *Config) validateInterfaces(l *errorList, top Pos) {
 		}
 
 		port := c.Port(ifc.Port)
-		if !ifc.src.bad["port"] {
+		if !ifc.src.bad["port"] && (ifc.WireGuard == nil || ifc.Port != "") { // a tunnel has no port
 			switch {
 			case ifc.Port == "":
 				l.add(ifc.Pos, "%s: port is required", what)

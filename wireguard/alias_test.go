@@ -1,0 +1,19 @@
+package wireguard
+
+import (
+	"net"
+
+	gvstack "github.com/gvrouter/gvrouter/stack"
+	"golang.zx2c4.com/wireguard/conn"
+	"gvisor.dev/gvisor/pkg/buffer"
+)
+
+type connEndpoint = conn.Endpoint
+
+func bufferOf(b []byte) buffer.Buffer { return buffer.MakeWithData(b) }
+
+// The router's WAN sockets and the kernel's both serve as PacketConn.
+var (
+	_ PacketConn = (*gvstack.UDPConn)(nil)
+	_ PacketConn = (*net.UDPConn)(nil)
+)

@@ -1,0 +1,60 @@
+package wireguard
+
+import (
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gvrouter/gvrouter/internal/netnstest"
+)
+
+// TestClientConfigWGQuick: wg-quick(8) reads the file (its strip command
+// parses it and keeps what wg(8) takes), and wg pubkey derives the
+// router's view of the peer from it.
+func TestClientConfigWGQuick(t *testing.T) {
+	priv, _ := GenerateKey()
+	server, _ := GenerateKey()
+	psk, _ := GenerateKey()
+	c := ClientConfig{
+		PrivateKey: priv, Addresses: []netip.Prefix{netip.MustParsePrefix("10.8.0.2/32"), netip.MustParsePrefix("fd00:8::2/128")},
+		DNS: []netip.Addr{netip.MustParseAddr("10.8.0.1")}, ServerPublicKey: server.PublicKey(), PresharedKey: psk,
+		Endpoint: "vpn.example.net:51820", AllowedIPs: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")},
+		PersistentKeepalive: 25 * time.Second,
+	}
+	text := c.WGQuick()
+	for _, want := range []string{
+		"[Interface]\nPrivateKey = " + priv.String() + "\nAddress = 10.8.0.2/32, fd00:8::2/128\nDNS = 10.8.0.1\n",
+		"[Peer]\nPublicKey = " + server.PublicKey().String() + "\nPresharedKey = " + psk.String() + "\nEndpoint = vpn.example.net:51820\nAllowedIPs = 0.0.0.0/0, ::/0\nPersistentKeepalive = 25\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("WGQuick() =\n%s\nwant it to hold\n%s", text, want)
+		}
+	}
+	wgQuick, err := exec.LookPath("wg-quick")
+	if err != nil {
+		netnstest.SkipOrFail(t, "wg-quick (wireguard-tools) is not installed: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "wg9.conf")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(wgQuick, "strip", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("wg-quick strip: %v\n%s", err, out)
+	}
+	stripped := string(out)
+	if !strings.Contains(stripped, "PrivateKey = "+priv.String()) || !strings.Contains(stripped, "Endpoint = vpn.example.net:51820") ||
+		strings.Contains(stripped, "DNS") || strings.Contains(stripped, "Address") {
+		t.Errorf("wg-quick strip =\n%s\nwant the wg(8) keys without Address and DNS", stripped)
+	}
+	cmd := exec.Command("wg", "pubkey")
+	cmd.Stdin = strings.NewReader(priv.String())
+	pub, err := cmd.Output()
+	if err != nil || strings.TrimSpace(string(pub)) != priv.PublicKey().String() {
+		t.Errorf("wg pubkey of the client's key = %q, %v; want %s", pub, err, priv.PublicKey())
+	}
+}

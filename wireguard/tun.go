@@ -1,0 +1,325 @@
+package wireguard
+
+import (
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"golang.zx2c4.com/wireguard/conn"
+	"golang.zx2c4.com/wireguard/tun"
+	"gvisor.dev/gvisor/pkg/buffer"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// Tunables.
+const (
+	// txQueueLen is how many packets netstack may have written that the
+	// device's TUN reader has not taken yet. Two reads' worth
+	// (conn.IdealBatchSize each) keeps the reader busy; beyond it the
+	// encryption side is behind and a drop (TxQueueFull) is the signal
+	// TCP needs.
+	txQueueLen = 2 * conn.IdealBatchSize
+	// DefaultMTU is the tunnel's MTU when the config gives none:
+	// wg-quick's and wireguard-go's 1420, which fits 1500-byte IPv6
+	// underlay packets (80 bytes of IPv6, UDP and WireGuard headers).
+	DefaultMTU = 1420
+)
+
+// TUNStats counts the TUN's packets and drops.
+type TUNStats struct {
+	// TxPackets counts packets netstack wrote into the tunnel that the
+	// device took.
+	TxPackets atomic.Uint64 `counter:"inside/to_tunnel"`
+	// TxQueueFull counts those dropped because the device was behind.
+	TxQueueFull atomic.Uint64 `counter:"drops/queue_full"`
+	// TxTooBig counts packets larger than the device's buffer, dropped.
+	TxTooBig atomic.Uint64 `counter:"drops/too_big"`
+	// RxPackets counts decrypted packets delivered to netstack.
+	RxPackets atomic.Uint64 `counter:"inside/from_tunnel"`
+	// RxBadVersion counts decrypted packets that are neither IPv4 nor
+	// IPv6 (the device checks this too), dropped.
+	RxBadVersion atomic.Uint64 `counter:"drops/not_ip"`
+	// RxNotAttached counts decrypted packets that came while no NIC was
+	// attached, dropped.
+	RxNotAttached atomic.Uint64 `counter:"drops/not_attached"`
+}
+
+// TUN is the tunnel's inside: a tun.Device for the WireGuard device and,
+// on the other face, a point-to-point stack.LinkEndpoint the router adds
+// as a netstack NIC. Packets netstack writes are queued for the device's
+// Read (encrypt and send); packets the device Writes (decrypted) go up
+// to netstack. Neither side touches the kernel.
+type TUN struct {
+	name string
+	mtu  atomic.Uint32
+
+	// Stats are the TUN's counters.
+	Stats TUNStats
+
+	// tx carries netstack's packets to Read; each holds a reference
+	// that Read (or Close's drain) releases.
+	tx     chan *stack.PacketBuffer
+	events chan tun.Event
+	done   chan struct{}
+	once   sync.Once
+
+	// mu protects dispatcher and onClose.
+	mu         sync.RWMutex
+	dispatcher stack.NetworkDispatcher
+	onClose    func()
+}
+
+var (
+	_ stack.LinkEndpoint = (*TUN)(nil)
+	_ tun.Device         = tunDevice{}
+)
+
+// NewTUN returns a TUN named name (the interface name, e.g. "wg0") with
+// MTU mtu (0: DefaultMTU). Its Events already holds EventUp, so the
+// device comes up once created.
+func NewTUN(name string, mtu int) *TUN {
+	if mtu <= 0 {
+		mtu = DefaultMTU
+	}
+	t := &TUN{
+		name:   name,
+		tx:     make(chan *stack.PacketBuffer, txQueueLen),
+		events: make(chan tun.Event, 4),
+		done:   make(chan struct{}),
+	}
+	t.mtu.Store(uint32(mtu))
+	t.events <- tun.EventUp
+	return t
+}
+
+// File implements tun.Device: there is no kernel device.
+func (*TUN) File() *os.File { return nil }
+
+// Read implements tun.Device: it waits for netstack's next packet and
+// copies it, and any that follow without waiting, into bufs at offset.
+func (t *TUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	var pkt *stack.PacketBuffer
+	select {
+	case pkt = <-t.tx:
+	case <-t.done:
+		return 0, os.ErrClosed
+	}
+	n := 0
+	for {
+		if t.copyOut(pkt, bufs[n][offset:]) {
+			sizes[n] = pkt.Size()
+			n++
+		}
+		pkt.DecRef()
+		if n == len(bufs) {
+			break
+		}
+		select {
+		case pkt = <-t.tx:
+			continue
+		default:
+		}
+		break
+	}
+	if n == 0 { // all too big: wait for the next one
+		return t.Read(bufs, sizes, offset)
+	}
+	t.Stats.TxPackets.Add(uint64(n))
+	return n, nil
+}
+
+// copyOut copies pkt's bytes into b, or counts it too big.
+func (t *TUN) copyOut(pkt *stack.PacketBuffer, b []byte) bool {
+	if pkt.Size() > len(b) {
+		t.Stats.TxTooBig.Add(1)
+		return false
+	}
+	// AsViewList, unlike AsSlices, builds no slice: no allocation.
+	views, skip := pkt.AsViewList()
+	n := 0
+	for v := views.Front(); v != nil; v = v.Next() {
+		s := v.AsSlice()
+		if skip >= len(s) {
+			skip -= len(s)
+			continue
+		}
+		n += copy(b[n:], s[skip:])
+		skip = 0
+	}
+	return true
+}
+
+// Write implements tun.Device: each bufs[i][offset:] is one decrypted IP
+// packet, copied into netstack.
+func (t *TUN) Write(bufs [][]byte, offset int) (int, error) {
+	t.mu.RLock()
+	d := t.dispatcher
+	t.mu.RUnlock()
+	for _, b := range bufs {
+		p := b[offset:]
+		var proto tcpip.NetworkProtocolNumber
+		switch {
+		case len(p) > 0 && p[0]>>4 == 4:
+			proto = header.IPv4ProtocolNumber
+		case len(p) > 0 && p[0]>>4 == 6:
+			proto = header.IPv6ProtocolNumber
+		default:
+			t.Stats.RxBadVersion.Add(1)
+			continue
+		}
+		if d == nil {
+			t.Stats.RxNotAttached.Add(1)
+			continue
+		}
+		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(p)})
+		d.DeliverNetworkPacket(proto, pkt)
+		pkt.DecRef()
+		t.Stats.RxPackets.Add(1)
+	}
+	return len(bufs), nil
+}
+
+// Name implements tun.Device.
+func (t *TUN) Name() (string, error) { return t.name, nil }
+
+// Events implements tun.Device.
+func (t *TUN) Events() <-chan tun.Event { return t.events }
+
+// closeDevice is tun.Device's Close: Read returns os.ErrClosed from now
+// on, queued packets are released and the Events channel is closed.
+func (t *TUN) closeDevice() error {
+	t.once.Do(func() {
+		close(t.done)
+		close(t.events)
+		for {
+			select {
+			case pkt := <-t.tx:
+				pkt.DecRef()
+				continue
+			default:
+			}
+			break
+		}
+	})
+	return nil
+}
+
+// BatchSize implements tun.Device.
+func (*TUN) BatchSize() int { return conn.IdealBatchSize }
+
+// Device returns t's tun.Device face for device.NewDevice. The TUN
+// itself is the stack.LinkEndpoint, whose MTU and Close have other
+// signatures.
+func (t *TUN) Device() tun.Device { return tunDevice{t} }
+
+// tunDevice is t with tun.Device's MTU and Close.
+type tunDevice struct{ *TUN }
+
+// MTU implements tun.Device.
+func (d tunDevice) MTU() (int, error) { return int(d.mtu.Load()), nil }
+
+// Close implements tun.Device; the device calls it from its Close.
+func (d tunDevice) Close() error { return d.closeDevice() }
+
+// WritePackets implements stack.LinkWriter: netstack's packets are
+// queued for the device's Read; when the queue is full, or the TUN is
+// closed, they are dropped and counted.
+func (t *TUN) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
+	n := 0
+	for _, pkt := range pkts.AsSlice() {
+		n++
+		select {
+		case <-t.done:
+			t.Stats.TxQueueFull.Add(1)
+			continue
+		default:
+		}
+		pkt.IncRef()
+		select {
+		case t.tx <- pkt:
+		default:
+			pkt.DecRef()
+			t.Stats.TxQueueFull.Add(1)
+		}
+	}
+	return n, nil
+}
+
+// MTU implements stack.LinkEndpoint.
+func (t *TUN) MTU() uint32 { return t.mtu.Load() }
+
+// SetMTU implements stack.LinkEndpoint. The device reads the MTU when it
+// comes up; a change later reaches it as tun.EventMTUUpdate.
+func (t *TUN) SetMTU(mtu uint32) {
+	if t.mtu.Swap(mtu) != mtu {
+		select {
+		case <-t.done:
+		default:
+			select {
+			case t.events <- tun.EventMTUUpdate:
+			default: // one pending update reads the latest value anyway
+			}
+		}
+	}
+}
+
+// MaxHeaderLength implements stack.LinkEndpoint: the device prepends
+// its own headers in its own buffers.
+func (*TUN) MaxHeaderLength() uint16 { return 0 }
+
+// LinkAddress implements stack.LinkEndpoint: a tunnel has none.
+func (*TUN) LinkAddress() tcpip.LinkAddress { return "" }
+
+// SetLinkAddress implements stack.LinkEndpoint.
+func (*TUN) SetLinkAddress(tcpip.LinkAddress) {}
+
+// Capabilities implements stack.LinkEndpoint: no address resolution.
+func (*TUN) Capabilities() stack.LinkEndpointCapabilities { return 0 }
+
+// Attach implements stack.LinkEndpoint.
+func (t *TUN) Attach(d stack.NetworkDispatcher) {
+	t.mu.Lock()
+	t.dispatcher = d
+	t.mu.Unlock()
+}
+
+// IsAttached implements stack.LinkEndpoint.
+func (t *TUN) IsAttached() bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.dispatcher != nil
+}
+
+// Wait implements stack.LinkEndpoint: the TUN owns no goroutine.
+func (*TUN) Wait() {}
+
+// ARPHardwareType implements stack.LinkEndpoint.
+func (*TUN) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareNone }
+
+// AddHeader implements stack.LinkEndpoint: packets are bare IP.
+func (*TUN) AddHeader(*stack.PacketBuffer) {}
+
+// ParseHeader implements stack.LinkEndpoint: packets are bare IP.
+func (*TUN) ParseHeader(*stack.PacketBuffer) bool { return true }
+
+// Close implements stack.LinkEndpoint: netstack removed the NIC. The
+// device keeps running until its own Close; decrypted packets are
+// counted as RxNotAttached meanwhile.
+func (t *TUN) Close() {
+	t.mu.Lock()
+	f := t.onClose
+	t.dispatcher, t.onClose = nil, nil
+	t.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// SetOnCloseAction implements stack.LinkEndpoint.
+func (t *TUN) SetOnCloseAction(f func()) {
+	t.mu.Lock()
+	t.onClose = f
+	t.mu.Unlock()
+}
