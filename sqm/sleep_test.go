@@ -39,3 +39,20 @@ func TestSleeper(t *testing.T) {
 	s.kick()
 	s.wake()
 }
+
+// TestSleeperAllocs: a sleep and the kick that ends it, once per packet
+// at worst, allocate nothing.
+func TestSleeperAllocs(t *testing.T) {
+	var s sleeper
+	s.init()
+	defer s.close()
+	if n := testing.AllocsPerRun(200, func() {
+		s.arm()
+		s.kick()
+		s.sleep(1000)
+		s.arm()
+		s.sleep(1000)
+	}); n != 0 {
+		t.Errorf("%.1f allocations per sleep, want 0", n)
+	}
+}
