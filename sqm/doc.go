@@ -1,7 +1,10 @@
 // Package sqm runs the qdisc package's shaper on a WAN interface: one Queue
 // per shaped direction, each an FQ-CoDel (per-host fair, package qdisc)
 // behind a rate shaper, drained by its own goroutine that sleeps until the
-// shaper lets the next packet go.
+// shaper lets the next packet go. On Linux that goroutine has a thread of
+// its own at a raised priority and sleeps in the kernel (ppoll with the
+// deadline as timeout, sleep_linux.go), so a busy machine wakes it on time
+// as cake's hrtimer would be.
 //
 // Upload: the stack hands every frame leaving the WAN interface (fast path,
 // netstack, the router's own) to the Queue as the interface's

@@ -76,9 +76,9 @@ type Queue struct {
 	s      *qdisc.Shaper
 	params Params
 
-	wake chan struct{} // a send wakes an idle goroutine
-	quit chan struct{}
-	done chan struct{}
+	sleep sleeper // the goroutine's wait; kick wakes it
+	quit  chan struct{}
+	done  chan struct{}
 
 	// writeErrors counts frames the output refused.
 	writeErrors atomic.Uint64
@@ -99,7 +99,6 @@ func New(dir Direction, p Params, host HostFunc, out hw.FrameWriter) (*Queue, er
 		dir:   dir,
 		host:  host,
 		epoch: time.Now(),
-		wake:  make(chan struct{}, 1),
 		quit:  make(chan struct{}),
 		done:  make(chan struct{}),
 		deq:   make([][]byte, batch),
@@ -109,6 +108,7 @@ func New(dir Direction, p Params, host HostFunc, out hw.FrameWriter) (*Queue, er
 		return nil, err
 	}
 	q.out.Store(&writerBox{out})
+	q.sleep.init()
 	go q.run()
 	return q, nil
 }
@@ -209,19 +209,17 @@ func (q *Queue) WriteFrames(frames [][]byte) (int, error) {
 }
 
 func (q *Queue) kick() {
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
+	q.sleep.kick()
 }
 
 // run is the goroutine: take what the shaper releases, send it, sleep
 // until the next packet may go or one arrives.
 func (q *Queue) run() {
 	defer close(q.done)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	q.sleep.start()
+	defer q.sleep.stop()
 	for {
+		q.sleep.arm()
 		q.mu.Lock()
 		n, next := q.s.Dequeue(q.now(), q.deq)
 		for i := range n {
@@ -245,24 +243,19 @@ func (q *Queue) run() {
 				continue // more may be due now
 			}
 		}
+		select {
+		case <-q.quit:
+			return
+		default:
+		}
 		if next == qdisc.Idle {
-			select {
-			case <-q.wake:
-			case <-q.quit:
-				return
-			}
+			q.sleep.sleep(-1)
 			continue
 		}
-		timer.Reset(time.Duration(next - q.now()))
-		select {
-		case <-timer.C:
-		case <-q.wake:
-			// A reconfiguration may have moved next; arrivals while
-			// backlogged do not, so this is at worst an early look.
-			timer.Stop()
-		case <-q.quit:
-			timer.Stop()
-			return
+		// A kick while backlogged (an arrival, a reconfiguration that
+		// may move next) is at worst an early look.
+		if d := next - q.now(); d > 0 {
+			q.sleep.sleep(d)
 		}
 	}
 }
@@ -274,7 +267,9 @@ func (q *Queue) Close() {
 	default:
 		close(q.quit)
 	}
+	q.sleep.wake()
 	<-q.done
+	q.sleep.close()
 }
 
 // Stats are a Queue's settings and counters for the status page and
