@@ -46,7 +46,8 @@ func allValid(c []bool) bool {
 	return true
 }
 
-// FuzzClassify feeds arbitrary packets to the classifier and every hook.
+// FuzzClassify feeds arbitrary packets to the classifier, every hook and
+// InsideHost.
 // Invariants: no panic; a packet whose checksums all verified before a hook
 // rewrote it still verifies by full recomputation after.
 func FuzzClassify(f *testing.F) {
@@ -86,6 +87,10 @@ func FuzzClassify(f *testing.F) {
 			t.Fatalf("checksums broken by the fast path: % x", frame)
 		}
 		e.Offload(pkt, out, macA, macRtrL)
+		// sqm's per-host key: both directions, on the raw input and on
+		// what the hooks made of it (a confirmed flow by now).
+		e.InsideHost(data, how&1 == 1)
+		e.InsideHost(pkt, how&1 == 1)
 		e.Sweep()
 	})
 }
