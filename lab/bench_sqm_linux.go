@@ -71,6 +71,9 @@ func (l *lab) benchSQM(ctx context.Context) error {
 		return err
 	}
 	defer func() {
+		if l.router == nil {
+			return // the cake anchor stopped it
+		}
 		if err := reloadRouter(l, orig); err != nil {
 			l.log.Warn("lab: bench sqm: restoring the config", "err", err)
 		}
@@ -78,11 +81,7 @@ func (l *lab) benchSQM(ctx context.Context) error {
 	fmt.Fprintf(l.out, "bench sqm: modem %d/%d Mbit/s down/up (htb, %s-packet FIFO each way); router sqm %s; load iperf3 -P %d up and -P %d down at once, -t %d -O %d, to a server beyond the WAN host; probe irtt -i %s (idle %d s, loaded from second %d); fairness: %d upload streams from one LAN host beside %d from another; LAN hosts and server tcp_ecn=1; median of %d runs, sqm off and on taking turns\n",
 		rates.Down, rates.Up, modemFIFO, rates.sqmConfig(), sqmStreams, sqmStreams, l.opt.benchSeconds(), benchOmitSeconds,
 		sqmProbeInterval, sqmIdleSeconds, benchOmitSeconds, sqmFairManyFlows, sqmFairOneFlow, l.opt.benchRuns())
-	rows := []struct {
-		name string
-		cfg  []byte
-		sqm  int // status sqm entries the row must show
-	}{
+	rows := []sqmBenchRow{
 		{"router, no sqm", orig, 0},
 		{fmt.Sprintf("router, sqm %d/%d kbit", shapedKbit(rates.Down), shapedKbit(rates.Up)), on, 2},
 	}
@@ -100,6 +99,14 @@ func (l *lab) benchSQM(ctx context.Context) error {
 			runs[i] = append(runs[i], run)
 			l.log.Debug("lab: bench sqm", "row", row.name, "idle_ms", mean(run.Idle.RTT), "loaded_ms", mean(run.Loaded.RTT), "up_mbps", run.UpBps/1e6, "down_mbps", run.DnBps/1e6)
 		}
+	}
+	if l.opt.SQMCake && ctx.Err() == nil {
+		cake, accel, err := l.benchSQMCake(ctx, topo, rates)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		rows = append(rows, sqmBenchRow{fmt.Sprintf("Linux cake %d/%d kbit (%s)", shapedKbit(rates.Down), shapedKbit(rates.Up), accel), nil, 0})
+		runs = append(runs, cake)
 	}
 	figs := sqmFigures(rates)
 	fmt.Fprintf(l.out, "\n%-30s", "sqm (median)")
@@ -121,6 +128,14 @@ func (l *lab) benchSQM(ctx context.Context) error {
 	fmt.Fprintf(l.out, "ms: irtt round trip; +avg/+p99: loaded avg/p99 less the idle avg; up/dn owd: one-way delay under load; up/dn %%: of the sqm rate (%d/%d kbit) in both rows; cpu: the router process's CPU over the loaded phase, per Gbit moved (both ways) and as %% of one core; 1-flow %%: the single-stream host's share of the upload beside the 16-stream host\n",
 		shapedKbit(rates.Down), shapedKbit(rates.Up))
 	return errors.Join(errs...)
+}
+
+// sqmBenchRow is a row of the router's: its config and how many sqm
+// queues its status must show.
+type sqmBenchRow struct {
+	name string
+	cfg  []byte
+	sqm  int
 }
 
 // sqmSetup builds the far server, the modem both ways, the second LAN
@@ -201,11 +216,25 @@ func (l *lab) sqmRow(ctx context.Context, t sqmTopology, cfg []byte, sqmQueues i
 		return run, fmt.Errorf("the router's status shows %d sqm queues, want %d", len(snap.SQM), sqmQueues)
 	}
 	kBefore := l.kernelState()
+	run, err = l.sqmMeasure(ctx, t, l.router.cmd.Process.Pid)
+	// As in benchRound: the router's figures count only if it did all
+	// the forwarding.
+	if err := kernelSilent(kBefore, l.kernelState()); err != nil {
+		return run, err
+	}
+	return run, err
+}
+
+// sqmMeasure measures one run of whatever routes: the idle probe, the
+// loaded phase with the CPU time of process pid, the fairness row.
+func (l *lab) sqmMeasure(ctx context.Context, t sqmTopology, pid int) (sqmRun, error) {
+	run := sqmRun{UpBps: math.NaN(), DnBps: math.NaN(), CPUSeconds: math.NaN(), FairMany: math.NaN(), FairOne: math.NaN()}
+	var err error
 	if run.Idle, err = l.irtt(ctx, sqmIdleSeconds*time.Second); err != nil {
 		return run, fmt.Errorf("idle: %w", err)
 	}
 	var errs []error
-	if err := l.sqmLoaded(ctx, &run); err != nil {
+	if err := l.sqmLoaded(ctx, &run, pid); err != nil {
 		errs = append(errs, err)
 	}
 	many, one, err := l.sqmFairness(ctx, t)
@@ -214,20 +243,14 @@ func (l *lab) sqmRow(ctx context.Context, t sqmTopology, cfg []byte, sqmQueues i
 	} else {
 		run.FairMany, run.FairOne = many, one
 	}
-	// As in benchRound: the router's figures count only if it did all
-	// the forwarding.
-	if err := kernelSilent(kBefore, l.kernelState()); err != nil {
-		return run, err
-	}
 	return run, errors.Join(errs...)
 }
 
 // sqmLoaded runs the rrul-like load (sqmStreams up and down at once)
 // with irtt beside it from the end of iperf3's omitted seconds to a
 // second before the load ends, and the router's CPU time around it.
-func (l *lab) sqmLoaded(ctx context.Context, run *sqmRun) error {
+func (l *lab) sqmLoaded(ctx context.Context, run *sqmRun, pid int) error {
 	secs := l.opt.benchSeconds() + benchOmitSeconds
-	pid := l.router.cmd.Process.Pid
 	cpu0, cerr := procCPUSeconds(pid)
 	start := time.Now()
 	type result struct {
