@@ -109,13 +109,13 @@ func (l *lab) benchSQM(ctx context.Context) error {
 		runs = append(runs, cake)
 	}
 	figs := sqmFigures(rates)
-	fmt.Fprintf(l.out, "\n%-30s", "sqm (median)")
+	fmt.Fprintf(l.out, "\n%-34s", "sqm (median)")
 	for _, f := range figs {
 		fmt.Fprintf(l.out, " %8s", f.name)
 	}
 	fmt.Fprintln(l.out)
 	for i, row := range rows {
-		fmt.Fprintf(l.out, "%-30s", row.name)
+		fmt.Fprintf(l.out, "%-34s", row.name)
 		for _, f := range figs {
 			v := "n/a"
 			if x := medianOf(runs[i], f.get); !math.IsNaN(x) {
