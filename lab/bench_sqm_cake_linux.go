@@ -62,10 +62,18 @@ func (l *lab) benchSQMCake(ctx context.Context, t sqmTopology, rates sqmRates) (
 		f.Close()
 		kvm = true
 	}
-	p, err := linuxpeer.Start(ctx, linuxpeer.Options{
+	opts := linuxpeer.Options{
 		Job: "plain", Env: map[string]string{"ADDR": lanRouter4.String(), "UPTIME": cakeGuestUptime},
 		Netns: l.rtrNS, Tap: cakeLANTap, Tap2: cakeWANTap, KVM: kvm,
-	})
+	}
+	p, err := linuxpeer.Start(ctx, opts)
+	if err != nil && kvm {
+		// /dev/kvm opened, but QEMU could not use it (nested
+		// virtualisation off): TCG, however slow.
+		l.log.Warn("lab: bench sqm: the cake guest did not start under KVM; trying TCG", "err", err)
+		opts.KVM, kvm = false, false
+		p, err = linuxpeer.Start(ctx, opts)
+	}
 	if err != nil {
 		return nil, "", err
 	}
