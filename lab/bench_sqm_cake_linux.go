@@ -32,18 +32,18 @@ const (
 // default route, forwarding, masquerade (fw4's rule, as bench mode n),
 // and cake on eth1's egress (upload) and, through ifb0, on its ingress
 // (download) with the modem's 14 bytes of Ethernet, as the router's
-// sqm.
+// sqm. tc is iproute2's /sbin/tc: /bin/tc is busybox's applet.
 func cakeCommands(r sqmRates) []string {
 	return []string{
 		"ip link set eth1 up && ip addr add " + wanRouter4.String() + " dev eth1",
 		"ip route add default via " + wanHost4.Addr().String(),
 		"echo 1 >/proc/sys/net/ipv4/ip_forward",
 		`nft 'add table ip nat; add chain ip nat post { type nat hook postrouting priority srcnat; policy accept; }; add rule ip nat post oifname "eth1" masquerade'`,
-		fmt.Sprintf("tc qdisc replace dev eth1 root cake bandwidth %dkbit overhead %d nat dual-srchost", shapedKbit(r.Up), sqmOverhead),
+		fmt.Sprintf("/sbin/tc qdisc replace dev eth1 root cake bandwidth %dkbit overhead %d nat dual-srchost", shapedKbit(r.Up), sqmOverhead),
 		"ip link set ifb0 up",
-		"tc qdisc add dev eth1 handle ffff: ingress",
-		"tc filter add dev eth1 parent ffff: matchall action mirred egress redirect dev ifb0",
-		fmt.Sprintf("tc qdisc replace dev ifb0 root cake bandwidth %dkbit overhead %d nat dual-dsthost ingress", shapedKbit(r.Down), sqmOverhead),
+		"/sbin/tc qdisc add dev eth1 handle ffff: ingress",
+		"/sbin/tc filter add dev eth1 parent ffff: matchall action mirred egress redirect dev ifb0",
+		fmt.Sprintf("/sbin/tc qdisc replace dev ifb0 root cake bandwidth %dkbit overhead %d nat dual-dsthost ingress", shapedKbit(r.Down), sqmOverhead),
 	}
 }
 
@@ -126,7 +126,7 @@ func (l *lab) benchSQMCake(ctx context.Context, t sqmTopology, rates sqmRates) (
 	if kvm {
 		accel = "KVM"
 	}
-	qdiscs, _ := p.Run(ctx, "tc qdisc show dev eth1; tc qdisc show dev ifb0", cakeCmdTimeout)
+	qdiscs, _ := p.Run(ctx, "/sbin/tc qdisc show dev eth1; /sbin/tc qdisc show dev ifb0", cakeCmdTimeout)
 	l.log.Info("lab: bench sqm: cake guest is the router", "accel", accel, "qdiscs", strings.TrimSpace(qdiscs))
 	var runs []sqmRun
 	var errs []error
@@ -137,7 +137,7 @@ func (l *lab) benchSQMCake(ctx context.Context, t sqmTopology, rates sqmRates) (
 		}
 		runs = append(runs, run)
 	}
-	stats, _ := p.Run(ctx, "tc -s qdisc show dev eth1; tc -s qdisc show dev ifb0", cakeCmdTimeout)
+	stats, _ := p.Run(ctx, "/sbin/tc -s qdisc show dev eth1; /sbin/tc -s qdisc show dev ifb0", cakeCmdTimeout)
 	l.log.Debug("lab: cake statistics", "tc", stats)
 	return runs, accel, errors.Join(errs...)
 }

@@ -251,7 +251,9 @@ func Start(ctx context.Context, opts Options) (_ *Peer, err error) {
 	}
 	accel, cpu := "tcg", "max"
 	if opts.KVM {
-		accel, cpu = "kvm", "host"
+		// Without arch-capabilities: nested KVM here refuses QEMU's
+		// write of that MSR (0x10a) and QEMU aborts.
+		accel, cpu = "kvm", "host,-arch-capabilities"
 	}
 	args := []string{"netns", "exec", p.Netns, "qemu-system-x86_64", "-accel", accel, "-cpu", cpu,
 		"-m", "256M", "-smp", "1", "-nodefaults", "-nographic", "-no-reboot", "-monitor", "none"}
