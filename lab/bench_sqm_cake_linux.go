@@ -23,6 +23,8 @@ const (
 	// cakeGuestUptime keeps the guest up between the bench's commands
 	// (a row's run is under a minute).
 	cakeGuestUptime = "900"
+	// cakeKVMBootTimeout bounds a KVM guest's boot before TCG is tried.
+	cakeKVMBootTimeout = 20 * time.Second
 	// cakeCmdTimeout bounds one setup command in the guest.
 	cakeCmdTimeout = 20 * time.Second
 )
@@ -66,12 +68,17 @@ func (l *lab) benchSQMCake(ctx context.Context, t sqmTopology, rates sqmRates) (
 		Job: "plain", Env: map[string]string{"ADDR": lanRouter4.String(), "UPTIME": cakeGuestUptime},
 		Netns: l.rtrNS, Tap: cakeLANTap, Tap2: cakeWANTap, KVM: kvm,
 	}
+	if kvm {
+		// A KVM guest is up in a second or two; nested KVM on the
+		// lab's machine hung silently instead (2026-12-07).
+		opts.BootTimeout = cakeKVMBootTimeout
+	}
 	p, err := linuxpeer.Start(ctx, opts)
 	if err != nil && kvm {
 		// /dev/kvm opened, but QEMU could not use it (nested
 		// virtualisation off): TCG, however slow.
 		l.log.Warn("lab: bench sqm: the cake guest did not start under KVM; trying TCG", "err", err)
-		opts.KVM, kvm = false, false
+		opts.KVM, kvm, opts.BootTimeout = false, false, 0
 		p, err = linuxpeer.Start(ctx, opts)
 	}
 	if err != nil {
