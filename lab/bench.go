@@ -43,6 +43,7 @@ var benchModeNames = map[rune]string{
 	'f': "(f) SYN flood",
 	'k': "(k) SYN flood against kernel nftables masquerade",
 	'l': "(l) latency under load: n, a and x",
+	'q': "(q) SQM behind a bloated modem",
 }
 
 // benchOrder is the order the modes a–d and n run and print in; A and C
@@ -61,7 +62,7 @@ var benchRatios = [][2]rune{{'a', 'b'}, {'c', 'd'}, {'a', 'n'}, {'a', 'c'},
 	{'x', 'n'}, {'y', 'd'}, {'x', 'y'}, {'x', 'a'}, {'y', 'c'}, {'t', 'a'}, {'u', 'a'}}
 
 // benchModeLetters are the bench modes -bench-modes takes.
-const benchModeLetters = "abncdgmfksACxytul"
+const benchModeLetters = "abncdgmfksACxytulq"
 
 // benchPairOnly are the modes whose ratios print only when both figures
 // of the pair were measured: the baseline's and the variants'.

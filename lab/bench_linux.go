@@ -117,6 +117,13 @@ func (l *lab) bench(ctx context.Context, modes string) error {
 			errs = append(errs, fmt.Errorf("lab: bench %s: %w", benchModeNames['g'], err))
 		}
 	}
+	// Last: it adds a modem, a second LAN host and a far server that
+	// stay in the lab's namespaces.
+	if strings.ContainsRune(modes, 'q') && ctx.Err() == nil {
+		if err := l.benchSQM(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("lab: bench %s: %w", benchModeNames['q'], err))
+		}
+	}
 	return errors.Join(errs...)
 }
 

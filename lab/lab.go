@@ -62,6 +62,14 @@ type Options struct {
 	// Topology veth with af_packet ports only: AF_XDP cannot flag a
 	// partial checksum (and XDP on a veth turns its peer's GSO off).
 	HostOffloads bool
+	// SQMRates is bench mode q's modem, "DOWN/UP" in Mbit/s; ""
+	// means DefaultSQMRates. The router's sqm runs at 95 % of each.
+	// Example: "500/100".
+	SQMRates string
+	// SQMCake adds bench mode q's anchor: Linux as the router with cake
+	// at the same rates, in the QEMU guest of internal/linuxpeer, after
+	// the router's runs (it stops the router).
+	SQMCake bool
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
 	// Stdout receives the summary and bench table; nil discards them.

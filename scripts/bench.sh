@@ -12,7 +12,9 @@
 # turns TSO/GSO/TX checksum offload on at every lab veth, so the hosts send
 # TSO superframes (the "TSO superframes" row: `scripts/bench.sh
 # -host-offloads -bench-modes an`), and fails a router run with an
-# oversize drop. The output is
+# oversize drop; `-bench-modes q` is the SQM bench: the router behind a
+# bloated modem (-bench-sqm 100/20 Mbit/s by default), sqm off and on,
+# under an rrul-like load probed by irtt. The output is
 # teed to bench-<UTC time>.txt in the module root (or to $BENCH_OUT).
 # Extra arguments go to `gvlab` (e.g. -debug). Needs root and iperf3.
 #

@@ -43,13 +43,18 @@ command -v apt-get >/dev/null || { log "needs apt-get (Debian 12)"; exit 1; }
 #   git, ca-certificates, curl: versions, go mod download, Go itself;
 #   wireguard-tools: wg(8), the reference for keys (`wg genkey | wg
 #     pubkey` and ours must agree on the same private key,
-#     cmd/gvrouter TestWGKeys) and the Linux WireGuard peer.
+#     cmd/gvrouter TestWGKeys) and the Linux WireGuard peer;
+#   irtt: the one-way delay and loss probe of bench mode q (SQM behind a
+#     bloated modem);
+#   ppp, pppoe: pppd and pppoe-server, the access concentrator the
+#     PPPoE tests run in the Linux guest (internal/linuxpeer).
 pkgs=(
 	iproute2 iputils-ping procps kmod ethtool nftables iperf3
 	dnsmasq kea-dhcp6-server radvd udhcpc isc-dhcp-client dhcpcd-base bind9-dnsutils dnsperf ndisc6
 	python3-scapy python3-cryptography tshark chromium curl
 	qemu-system-x86 cpio wpasupplicant qemu-user-static git ca-certificates
 	qemu-system-arm binutils gcc xz-utils wireguard-tools
+	irtt ppp pppoe
 )
 missing=()
 for p in "${pkgs[@]}"; do
@@ -60,7 +65,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq >/dev/null
 	# No daemon starts on the machine from these packages (dnsmasq, kea,
-	# radvd): the tests start their own, in namespaces.
+	# radvd, irtt): the tests start their own, in namespaces.
 	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
 	trap 'rm -f /usr/sbin/policy-rc.d' EXIT
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,18 +1,21 @@
 #!/bin/bash
 # Builds the image of the Linux test peer (package linuxpeer, README.md):
-# Debian's kernel (macsec.ko, 8021q.ko) and an initramfs with static
-# busybox, iproute2's ip, iperf3 and wpa_supplicant, cached in $CACHE.
+# Debian's kernel (macsec.ko, 8021q.ko; sch_cake.ko and the rest of a
+# router's: nftables masquerade, fq_codel, ifb, mirred) and an initramfs
+# with static busybox, iproute2's ip and tc, nft, iperf3,
+# wpa_supplicant, pppd with pppoe-server (an access concentrator) and
+# wg (WireGuard's modules too), cached in $CACHE.
 #   peer.sh prepare    # once; prints the kernel and initramfs paths
 set -euo pipefail
 # CACHE holds one image per layout version: bump the suffix when the
 # initramfs's contents change, so that no stale image is reused.
-CACHE=${LINUXPEER_CACHE:-/var/tmp/gvrouter-linuxpeer/v1}
+CACHE=${LINUXPEER_CACHE:-/var/tmp/gvrouter-linuxpeer/v3}
 log() { echo "linuxpeer: $*" >&2; }
 
 # The Debian packages prepare needs on the host; scripts/setup.sh installs the same.
 # busybox-static is downloaded, not installed: it conflicts with busybox,
 # which udhcpc (a DHCP peer of the services' tests) depends on.
-PKGS="qemu-system-x86 iproute2 cpio kmod iperf3 wpasupplicant python3"
+PKGS="qemu-system-x86 iproute2 nftables cpio kmod iperf3 wpasupplicant python3 ppp pppoe wireguard-tools"
 
 need_pkgs() {	# install the Debian packages that are missing
 	local miss=() p
@@ -62,9 +65,21 @@ prepare() {	# once: $CACHE/kernel + $CACHE/base.cpio
 	fi
 	copy_dyn "$(command -v ip)" sbin
 	copy_dyn "$(command -v iperf3)" sbin
+	copy_dyn "$(command -v tc)" sbin
+	copy_dyn "$(command -v nft)" sbin
 	copy_dyn /usr/sbin/wpa_supplicant sbin
+	# PPPoE's far end (pppoe-server starts pppd with the kernel's PPPoE
+	# plugin) and WireGuard's tool
+	copy_dyn /usr/sbin/pppd sbin
+	copy_dyn /usr/sbin/pppoe-server sbin
+	copy_dyn /usr/sbin/pppoe sbin
+	copy_dyn "$(command -v wg)" sbin
+	for m in /usr/lib/pppd/*/pppoe.so; do mkdir -p "$r${m%/*}"; copy_dyn "$m" "${m%/*}"; done
 	for b in $("$r/bin/busybox" --list); do [ -e "$r/bin/$b" ] || ln -s busybox "$r/bin/$b"; done
-	for m in virtio_pci virtio_net 8021q macsec ctr gcm ghash-generic aesni-intel ghash-clmulni-intel cmac; do
+	# the last line: Linux as a router with SQM, the anchor of the lab's SQM bench
+	for m in virtio_pci virtio_net 8021q macsec ctr gcm ghash-generic aesni-intel ghash-clmulni-intel cmac \
+		nft_masq nft_chain_nat sch_cake sch_fq_codel sch_ingress ifb act_mirred cls_matchall cls_u32 \
+		pppoe ppp_generic wireguard; do
 		modprobe -d "$kdir" -S "$k" --show-depends "$m"
 	done | awk '$1 == "insmod" && !seen[$2]++ { print $2 }' | while read -r m; do
 		cp "$m" "$r/lib/modules/"

@@ -36,6 +36,9 @@ const (
 	GuestMAC = "52:54:00:77:00:02"
 	// HostMAC is the tap's address, a locally administered one.
 	HostMAC = "02:00:00:77:00:01"
+	// GuestMAC2 and HostMAC2 are the second NIC's (Options.Tap2).
+	GuestMAC2 = "52:54:00:77:00:03"
+	HostMAC2  = "02:00:00:77:00:03"
 	// defaultBootTimeout bounds the wait for "LPEER READY": a boot takes
 	// about 5 s under TCG on 2 idle cores, several times that on a busy
 	// CI machine.
@@ -49,7 +52,7 @@ const (
 
 // Image is the cached guest image Prepare built.
 type Image struct {
-	Kernel string // the guest kernel, e.g. /var/tmp/gvrouter-linuxpeer/v1/kernel
+	Kernel string // the guest kernel, e.g. /var/tmp/gvrouter-linuxpeer/v3/kernel
 	Base   string // the initramfs without /init and /job.env
 }
 
@@ -106,6 +109,13 @@ type Options struct {
 	Netns string
 	// Tap is the tap's name, e.g. "lptap0" (the default).
 	Tap string
+	// Tap2, if set, is a second tap in Netns, the guest's eth1 (which
+	// the guest leaves down: a command sets it up), e.g. "lptap1".
+	Tap2 string
+	// KVM runs the guest with KVM instead of TCG, for a guest that
+	// must keep up with a load (a router at 100 Mbit/s); the caller
+	// checks that /dev/kvm works.
+	KVM bool
 	// BootTimeout bounds the wait for the guest; 0 means 60 s.
 	BootTimeout time.Duration
 }
@@ -113,8 +123,8 @@ type Options struct {
 // Peer is a running guest. Its methods are safe for concurrent use.
 type Peer struct {
 	// Netns and Tap are where the guest's NIC is: the program under test
-	// opens Tap inside Netns.
-	Netns, Tap string
+	// opens Tap inside Netns. Tap2 is the second NIC's, if any.
+	Netns, Tap, Tap2 string
 	// Env are the guest's settings as it got them, defaults filled in
 	// (the random keys among them).
 	Env map[string]string
@@ -178,7 +188,7 @@ func Start(ctx context.Context, opts Options) (_ *Peer, err error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Peer{Netns: opts.Netns, Tap: opts.Tap, Env: defaults(opts), exited: make(chan struct{})}
+	p := &Peer{Netns: opts.Netns, Tap: opts.Tap, Tap2: opts.Tap2, Env: defaults(opts), exited: make(chan struct{})}
 	if p.Tap == "" {
 		p.Tap = "lptap0"
 	}
@@ -194,11 +204,17 @@ func Start(ctx context.Context, opts Options) (_ *Peer, err error) {
 		}
 		p.madeNS = true
 	}
-	for _, args := range [][]string{
+	steps := [][]string{
 		{"-n", p.Netns, "tuntap", "add", "dev", p.Tap, "mode", "tap"},
 		{"-n", p.Netns, "link", "set", p.Tap, "address", HostMAC, "up"},
 		{"-n", p.Netns, "link", "set", "lo", "up"},
-	} {
+	}
+	if p.Tap2 != "" {
+		steps = append(steps,
+			[]string{"-n", p.Netns, "tuntap", "add", "dev", p.Tap2, "mode", "tap"},
+			[]string{"-n", p.Netns, "link", "set", p.Tap2, "address", HostMAC2, "up"})
+	}
+	for _, args := range steps {
 		if err := run("ip", args...); err != nil {
 			return nil, err
 		}
@@ -233,7 +249,13 @@ func Start(ctx context.Context, opts Options) (_ *Peer, err error) {
 	if err := os.WriteFile(p.consolePath(), nil, 0o600); err != nil {
 		return nil, fmt.Errorf("linuxpeer: %w", err)
 	}
-	args := []string{"netns", "exec", p.Netns, "qemu-system-x86_64", "-accel", "tcg", "-cpu", "max",
+	accel, cpu := "tcg", "max"
+	if opts.KVM {
+		// Without arch-capabilities: nested KVM here refuses QEMU's
+		// write of that MSR (0x10a) and QEMU aborts.
+		accel, cpu = "kvm", "host,-arch-capabilities"
+	}
+	args := []string{"netns", "exec", p.Netns, "qemu-system-x86_64", "-accel", accel, "-cpu", cpu,
 		"-m", "256M", "-smp", "1", "-nodefaults", "-nographic", "-no-reboot", "-monitor", "none"}
 	if _, err := os.Stat("/usr/share/qemu/qboot.rom"); err == nil {
 		args = append(args, "-bios", "/usr/share/qemu/qboot.rom") // boots faster than SeaBIOS
@@ -243,6 +265,10 @@ func Start(ctx context.Context, opts Options) (_ *Peer, err error) {
 		"-serial", "file:"+p.consolePath(), "-serial", "pipe:"+filepath.Join(p.run, "ctl"),
 		"-netdev", "tap,id=n0,ifname="+p.Tap+",script=no,downscript=no,vnet_hdr=off",
 		"-device", "virtio-net-pci,netdev=n0,mac="+GuestMAC+",romfile=")
+	if p.Tap2 != "" {
+		args = append(args, "-netdev", "tap,id=n1,ifname="+p.Tap2+",script=no,downscript=no,vnet_hdr=off",
+			"-device", "virtio-net-pci,netdev=n1,mac="+GuestMAC2+",romfile=")
+	}
 	p.cmd = exec.Command("ip", args...)
 	qlog, err := os.Create(filepath.Join(p.run, "qemu.log"))
 	if err != nil {
@@ -397,6 +423,9 @@ func (p *Peer) Stop() string {
 	return p.console
 }
 
+// PID is QEMU's process ID (its CPU time is the guest's).
+func (p *Peer) PID() int { return p.cmd.Process.Pid }
+
 // cleanup kills QEMU (by PID) and removes the tap, the namespace if
 // Start made it and the run directory, keeping the console output.
 func (p *Peer) cleanup() {
@@ -418,6 +447,9 @@ func (p *Peer) cleanup() {
 	}
 	if p.Netns != "" {
 		exec.Command("ip", "-n", p.Netns, "link", "del", p.Tap).Run()
+		if p.Tap2 != "" {
+			exec.Command("ip", "-n", p.Netns, "link", "del", p.Tap2).Run()
+		}
 		if p.madeNS {
 			exec.Command("ip", "netns", "del", p.Netns).Run()
 		}
