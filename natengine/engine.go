@@ -402,6 +402,12 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 			c.mid.Dst, c.mid.DstPort = forwardTarget(f, t.DstPort)
 			break
 		}
+		if to, at, ok := e.nat.portMappedFrom(s, &t); ok && (at == in || !wan && s.hairpin) {
+			c.dnat = true
+			c.mid.Dst, _ = fromAddr(to.Addr())
+			c.mid.DstPort = to.Port()
+			break
+		}
 		if !wan && !s.hairpin {
 			return e.untracked(), nil, localState(p)
 		}
@@ -472,6 +478,9 @@ func (e *Engine) insideToRouter(p *Parsed, t *Tuple, in Iface, s *snapshot) (CTS
 	}
 	if !t.V6 {
 		if f, _ := s.forward(t.Proto, &t.Dst, t.DstPort); f != nil {
+			return 0, false
+		}
+		if _, _, ok := e.nat.portMapped(s, t.Proto, &t.Dst, t.DstPort); ok && s.hairpin {
 			return 0, false
 		}
 		if s.hairpin && e.nat.mapped(t.Proto, t.Dst, t.DstPort) {

@@ -3,6 +3,7 @@ package natengine
 import (
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -56,6 +57,9 @@ type natTable struct {
 	// 0, when maxHostPorts (> 0) bounds them (limits.go). Protected by mu.
 	hostPorts    map[[16]byte]int32
 	maxHostPorts int32
+	// pms is the set of port mappings (portmapping.go), never nil;
+	// replaced whole under mu, read without it.
+	pms atomic.Pointer[pmSet]
 }
 
 // exhaustMark is when a range's search failed: the release count and time.
@@ -74,7 +78,9 @@ const exhaustedFor = int64(time.Second)
 // preallocFlows gives; past that they grow with use.
 func newNATTable(max int) *natTable {
 	n := min(max, preallocFlows)
-	return &natTable{byInt: make(map[intKey]*mapping, n), byExt: make(map[extKey]*mapping, n), exhausted: make(map[exhaustKey]exhaustMark)}
+	t := &natTable{byInt: make(map[intKey]*mapping, n), byExt: make(map[extKey]*mapping, n), exhausted: make(map[exhaustKey]exhaustMark)}
+	t.pms.Store(&pmSet{})
+	return t
 }
 
 // Port ranges searched when the internal port is not free (RFC 4787 REQ-3a:
@@ -113,7 +119,11 @@ func (n *natTable) acquire(s *snapshot, c *conn, proto uint8, addr [16]byte, por
 	first := (&Tuple{Src: addr}).hash(0) % uint32(len(pool))
 	for i := 0; i < len(pool); i++ {
 		ext := pool[(first+uint32(i))%uint32(len(pool))]
-		if p, ok := n.findPortLocked(s, proto, ext, port, rnd, now); ok {
+		p, ok := n.mappedPortLocked(s, proto, ext, addr, port, out)
+		if !ok {
+			p, ok = n.findPortLocked(s, proto, ext, port, rnd, now)
+		}
+		if ok {
 			m := &mapping{ik: ik, ek: extKey{addr: ext, port: p, proto: proto}}
 			n.byInt[ik] = m
 			n.byExt[m.ek] = m
@@ -125,6 +135,24 @@ func (n *natTable) acquire(s *snapshot, c *conn, proto uint8, addr [16]byte, por
 		}
 	}
 	return nil, DropNoPort, false
+}
+
+// mappedPortLocked returns the external port of a port mapping
+// (portmapping.go) whose target is the internal endpoint (proto, addr,
+// port) on out, listening on ext, if no NAT mapping holds it yet: the
+// mapping's own outbound flows leave from its port.
+func (n *natTable) mappedPortLocked(s *snapshot, proto uint8, ext, addr [16]byte, port uint16, out Iface) (uint16, bool) {
+	p, ok := n.outboundPort(proto, addr, port, out)
+	if !ok {
+		return 0, false
+	}
+	if is := s.iface(out); is == nil || !is.has4 || is.addr4 != ext {
+		return 0, false
+	}
+	if _, used := n.byExt[extKey{addr: ext, port: p, proto: proto}]; used {
+		return 0, false
+	}
+	return p, true
 }
 
 // findPortLocked picks a free external port on ext: the internal port if
@@ -185,6 +213,9 @@ func (n *natTable) freeLocked(s *snapshot, proto uint8, ext [16]byte, p uint16) 
 		return true
 	}
 	if p == 0 || s.forwarded(proto, &ext, p) || n.reservedLocked(proto, ext, p) {
+		return false
+	}
+	if _, _, ok := n.portMapped(s, proto, &ext, p); ok {
 		return false
 	}
 	return s.reserved == nil || !s.reserved(proto, netip.AddrFrom4([4]byte(ext[:4])), p)

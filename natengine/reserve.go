@@ -143,6 +143,9 @@ func (n *natTable) inUseLocked(s *snapshot, ek extKey) error {
 	if f, _ := s.forward(ek.proto, &ek.addr, ek.port); f != nil {
 		return fmt.Errorf("natengine: reserve %s %s: %w: port forward to %s", protoName(ek.proto), ext, ErrPortInUse, f.To)
 	}
+	if to, _, ok := n.portMapped(s, ek.proto, &ek.addr, ek.port); ok {
+		return fmt.Errorf("natengine: reserve %s %s: %w: port mapping to %s", protoName(ek.proto), ext, ErrPortInUse, to)
+	}
 	return nil
 }
 
