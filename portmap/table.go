@@ -280,13 +280,16 @@ func (t *Table) mapLocked(r *Request) (*Mapping, error) {
 // this many is refused (ErrNoPort) rather than stalling the server.
 const maxSearch = 256
 
-// searchLocked tries ports of ranges from a place derived from want, so
-// that two hosts asking for the same port get different ones.
+// searchLocked tries the ports of ranges after want (or, outside a
+// range, from a place derived from it), up to maxSearch of them.
 func (t *Table) searchLocked(ranges []PortRange, want uint16, try func(uint16) (bool, error)) (bool, error) {
 	n := 0
 	for _, rg := range ranges {
 		size := uint32(rg.Last) - uint32(rg.First) + 1
 		off := uint32(want) % size
+		if rg.Contains(want) {
+			off = uint32(want-rg.First) + 1 // the ports after the one asked for
+		}
 		for i := uint32(0); i < size && n < maxSearch; i, n = i+1, n+1 {
 			p := uint16(uint32(rg.First) + (off+i)%size)
 			if ok, err := try(p); ok || err != nil {
