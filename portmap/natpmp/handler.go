@@ -37,9 +37,10 @@ type Stats struct {
 type Handler struct {
 	Table *portmap.Table
 	// Inside are the prefixes requests may come from, e.g.
-	// [192.168.1.0/24]: a LAN zone's. A map request from elsewhere is
-	// refused (NotAuthorized); an external address request from
-	// elsewhere gets no answer (it would answer 2 bytes with 12).
+	// [192.168.1.0/24]: a LAN zone's. A request from elsewhere is
+	// refused (NotAuthorized, external address 0.0.0.0): the socket is
+	// on a LAN address, so only a packet routed to that address from
+	// outside gets here, and the zones' input policy drops those first.
 	Inside []netip.Prefix
 	stats  Stats
 }
@@ -95,7 +96,8 @@ func (h *Handler) Handle(b []byte, from netip.AddrPort, out []byte) []byte {
 	case req.Op == OpExternalAddress:
 		if !inside {
 			h.stats.Outside.Add(1)
-			return nil
+			resp.Result = ResultNotAuthorized
+			break
 		}
 		h.stats.External.Add(1)
 		resp.External = h.Table.External()

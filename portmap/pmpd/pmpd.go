@@ -25,8 +25,8 @@ type Handler interface {
 
 // Stats are the listener's counters (`counter:"GROUP/NAME"`).
 type Stats struct {
-	Disabled   atomic.Uint64 `counter:"drops/disabled"`    // a protocol that is off
-	Empty      atomic.Uint64 `counter:"drops/empty"`       // a zero-length datagram
+	Disabled   atomic.Uint64 `counter:"drops/disabled"`     // a protocol that is off
+	Empty      atomic.Uint64 `counter:"drops/empty"`        // a zero-length datagram
 	SendErrors atomic.Uint64 `counter:"errors/send_failed"` // an answer that could not be sent
 }
 
