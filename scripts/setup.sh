@@ -48,15 +48,16 @@ command -v apt-get >/dev/null || { log "needs apt-get (Debian 12)"; exit 1; }
 #     bloated modem);
 #   ppp, pppoe: pppd and pppoe-server, the access concentrator the
 #     PPPoE tests run in the Linux guest (internal/linuxpeer);
-#   natpmpc: libnatpmp's client, the independent NAT-PMP client of the
-#     port mapping tests (portmap/natpmp TestNatpmpc).
+#   natpmpc, miniupnpc: libnatpmp's client and upnpc, the independent
+#     NAT-PMP and UPnP IGD clients of the port mapping tests
+#     (portmap/natpmp TestNatpmpc, portmap/upnp TestUpnpc).
 pkgs=(
 	iproute2 iputils-ping procps kmod ethtool nftables iperf3
 	dnsmasq kea-dhcp6-server radvd udhcpc isc-dhcp-client dhcpcd-base bind9-dnsutils dnsperf ndisc6
 	python3-scapy python3-cryptography tshark chromium curl
 	qemu-system-x86 cpio wpasupplicant qemu-user-static git ca-certificates
 	qemu-system-arm binutils gcc xz-utils wireguard-tools
-	irtt ppp pppoe natpmpc
+	irtt ppp pppoe natpmpc miniupnpc
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -2,7 +2,6 @@ package natpmp
 
 import (
 	"context"
-	"encoding/binary"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -10,8 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 
 	"github.com/gvrouter/gvrouter/internal/netnstest"
 	"github.com/gvrouter/gvrouter/natengine"
@@ -107,7 +104,7 @@ func TestNatpmpc(t *testing.T) {
 		t.Fatalf("NAT engine mappings %+v, want udp 5000 and tcp 6000 to %v", e.PortMappings(), pt.HostA)
 	}
 	// A WAN host's packet to the mapped port goes to the LAN host.
-	pkt := udpPacket(pt.Remote, 4444, pt.WANAddr, 5000)
+	pkt := pt.UDPPacket(pt.Remote, 4444, pt.WANAddr, 5000)
 	if v := e.Prerouting(pkt, pt.WANIf); v != natengine.Accept || netip.AddrFrom4([4]byte(pkt[16:20])) != pt.HostA {
 		t.Errorf("WAN packet to udp 5000: %v, to %v; want accept, to %v", v, netip.AddrFrom4([4]byte(pkt[16:20])), pt.HostA)
 	}
@@ -141,24 +138,4 @@ func runMayFail(ns *netnstest.Netns, name string, args ...string) (string, error
 	args = append([]string{"netns", "exec", ns.Name(), "timeout", "20", name}, args...)
 	out, err := exec.Command("ip", args...).CombinedOutput()
 	return string(out), err
-}
-
-// udpPacket builds an IPv4 UDP packet with valid checksums.
-func udpPacket(src netip.Addr, sport uint16, dst netip.Addr, dport uint16) []byte {
-	b := make([]byte, 28+4)
-	b[0], b[8], b[9] = 0x45, 64, natengine.ProtoUDP
-	binary.BigEndian.PutUint16(b[2:], uint16(len(b)))
-	s, d := src.As4(), dst.As4()
-	copy(b[12:], s[:])
-	copy(b[16:], d[:])
-	binary.BigEndian.PutUint16(b[10:], ^checksum.Checksum(b[:20], 0))
-	u := b[20:]
-	binary.BigEndian.PutUint16(u, sport)
-	binary.BigEndian.PutUint16(u[2:], dport)
-	binary.BigEndian.PutUint16(u[4:], uint16(len(u)))
-	copy(u[8:], "ping")
-	sum := checksum.Checksum(b[12:20], uint16(natengine.ProtoUDP))
-	sum = checksum.Checksum(u, checksum.Combine(sum, uint16(len(u))))
-	binary.BigEndian.PutUint16(u[6:], ^sum)
-	return b
 }

@@ -4,10 +4,13 @@
 package portmaptest
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"sync"
 	"testing"
 	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/portmap"
@@ -44,12 +47,15 @@ func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now
 func (c *Clock) Add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.now = c.now.Add(d) }
 
 // Engine returns a NAT engine with the test topology.
-func Engine(tb testing.TB) *natengine.Engine {
+func Engine(tb testing.TB) *natengine.Engine { tb.Helper(); return EngineOn(tb, WANAddr) }
+
+// EngineOn is Engine with wan as the WAN address.
+func EngineOn(tb testing.TB, wan netip.Addr) *natengine.Engine {
 	tb.Helper()
 	e := natengine.New(natengine.Config{})
 	err := e.SetRules(natengine.Rules{Ifaces: []natengine.IfaceConfig{
 		{ID: LANIf, Name: "lan", Addrs: []netip.Addr{LANAddr}, Subnets: []netip.Prefix{LANNet}},
-		{ID: WANIf, Name: "wan", WAN: true, Masquerade: true, Addrs: []netip.Addr{WANAddr}},
+		{ID: WANIf, Name: "wan", WAN: true, Masquerade: true, Addrs: []netip.Addr{wan}},
 	}})
 	if err != nil {
 		tb.Fatal(err)
@@ -61,9 +67,15 @@ func Engine(tb testing.TB) *natengine.Engine {
 // the table's clock (at Start).
 func Table(tb testing.TB, p portmap.Policy) (*portmap.Table, *natengine.Engine, *Clock) {
 	tb.Helper()
-	e := Engine(tb)
+	return TableOn(tb, p, WANAddr)
+}
+
+// TableOn is Table with wan as the WAN address.
+func TableOn(tb testing.TB, p portmap.Policy, wan netip.Addr) (*portmap.Table, *natengine.Engine, *Clock) {
+	tb.Helper()
+	e := EngineOn(tb, wan)
 	clk := &Clock{now: Start}
-	t, err := portmap.New(portmap.Config{Policy: p, NAT: e, WAN: WANIf, ExternalAddr: func() netip.Addr { return WANAddr }, Now: clk.Now})
+	t, err := portmap.New(portmap.Config{Policy: p, NAT: e, WAN: WANIf, ExternalAddr: func() netip.Addr { return wan }, Now: clk.Now})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -78,4 +90,24 @@ func Installed(e *natengine.Engine, proto uint8, ext uint16, to netip.AddrPort) 
 		}
 	}
 	return false
+}
+
+// UDPPacket builds an IPv4 UDP packet with valid checksums.
+func UDPPacket(src netip.Addr, sport uint16, dst netip.Addr, dport uint16) []byte {
+	b := make([]byte, 28+4)
+	b[0], b[8], b[9] = 0x45, 64, natengine.ProtoUDP
+	binary.BigEndian.PutUint16(b[2:], uint16(len(b)))
+	s, d := src.As4(), dst.As4()
+	copy(b[12:], s[:])
+	copy(b[16:], d[:])
+	binary.BigEndian.PutUint16(b[10:], ^checksum.Checksum(b[:20], 0))
+	u := b[20:]
+	binary.BigEndian.PutUint16(u, sport)
+	binary.BigEndian.PutUint16(u[2:], dport)
+	binary.BigEndian.PutUint16(u[4:], uint16(len(u)))
+	copy(u[8:], "ping")
+	sum := checksum.Checksum(b[12:20], uint16(natengine.ProtoUDP))
+	sum = checksum.Checksum(u, checksum.Combine(sum, uint16(len(u))))
+	binary.BigEndian.PutUint16(u[6:], ^sum)
+	return b
 }

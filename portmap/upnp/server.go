@@ -226,6 +226,8 @@ func (s *Server) act(a *Action, client netip.Addr) ([]string, int) {
 			ext = e.String()
 		}
 		return []string{"NewExternalIPAddress", ext}, 0
+	case "GetConnectionTypeInfo":
+		return []string{"NewConnectionType", "IP_Routed", "NewPossibleConnectionTypes", "IP_Routed"}, 0
 	case "GetStatusInfo":
 		status := "Connected"
 		if !t.External().Is4() {
