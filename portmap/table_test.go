@@ -318,3 +318,23 @@ func TestPersistence(t *testing.T) {
 		t.Errorf("state file after a save: %v, %v", s, err)
 	}
 }
+
+// TestStatus: the status lists each mapping with owner, protocol and
+// time left, and the refusal counters by name.
+func TestStatus(t *testing.T) {
+	tb, clk := newTable(t, newEngine(t), Policy{Secure: true}, "")
+	if _, err := tb.Map(req(UPnP, hostA, 5000, 5000, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	r := req(UPnP, hostA, 5001, 5001, time.Hour)
+	r.Internal = netip.AddrPortFrom(hostB, 5001)
+	tb.Map(r)
+	clk.Add(10 * time.Second)
+	s := tb.Status()
+	if len(s.Mappings) != 1 || s.Mappings[0].Owner != UPnP || s.Mappings[0].Protocol != "udp" || s.Mappings[0].Remaining != 3590 {
+		t.Errorf("Status().Mappings = %+v", s.Mappings)
+	}
+	if s.Refused["secure_mode"] != 1 || s.Events["created"] != 1 || s.External != "203.0.113.2" || s.Epoch != 10 {
+		t.Errorf("Status() = %+v", s)
+	}
+}

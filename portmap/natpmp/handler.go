@@ -1,9 +1,7 @@
 package natpmp
 
 import (
-	"context"
 	"errors"
-	"net"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -28,8 +26,6 @@ type Stats struct {
 	NetworkFailure     atomic.Uint64 `counter:"results/network_failure"`
 	OutOfResources     atomic.Uint64 `counter:"results/out_of_resources"`
 	UnsupportedOpcode  atomic.Uint64 `counter:"results/unsupported_opcode"`
-
-	Announcements atomic.Uint64 `counter:"events/announcements"`
 }
 
 // Handler answers NAT-PMP requests from the table. It is safe for
@@ -182,38 +178,4 @@ func (h *Handler) Announcement() []byte {
 		resp.Result, resp.External = ResultNetworkFailure, netip.Addr{}
 	}
 	return AppendResponse(nil, resp)
-}
-
-// AnnounceGroup is where announcements go (RFC 6886 section 3.2.1).
-var AnnounceGroup = netip.AddrPortFrom(netip.AddrFrom4([4]byte{224, 0, 0, 1}), ClientPort)
-
-// Announcement schedule (RFC 6886 section 3.2.1): ten times, the first
-// interval 250 ms, each next one doubled.
-const (
-	announceCount = 10
-	announceFirst = 250 * time.Millisecond
-)
-
-// Announce sends the announcement to dst (AnnounceGroup on the LAN) on
-// conn ten times, 250 ms apart and doubling, or until ctx is done. conn
-// must be a LAN-side socket: the announcement names the external
-// address and never goes to the WAN.
-func (h *Handler) Announce(ctx context.Context, conn net.PacketConn, dst netip.AddrPort) error {
-	wait := announceFirst
-	for i := range announceCount {
-		if _, err := conn.WriteTo(h.Announcement(), net.UDPAddrFromAddrPort(dst)); err != nil {
-			return err
-		}
-		h.stats.Announcements.Add(1)
-		if i == announceCount-1 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-		wait *= 2
-	}
-	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gvrouter/gvrouter/internal/netnstest"
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/portmap"
+	"github.com/gvrouter/gvrouter/portmap/pcp"
 	"github.com/gvrouter/gvrouter/portmap/pmpd"
 	pt "github.com/gvrouter/gvrouter/portmap/portmaptest"
 )
@@ -65,14 +66,15 @@ func TestNatpmpc(t *testing.T) {
 	defer annConn.Close()
 	defer listen.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv := &pmpd.Server{Conn: conn, NATPMP: h}
+	ph := &pcp.Handler{Table: tb, Inside: []netip.Prefix{pt.LANNet}}
+	srv := &pmpd.Server{Conn: conn, NATPMP: h, PCP: ph}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); srv.Serve(ctx) }()
 	defer func() { cancel(); wg.Wait() }()
 
-	// The announcement, as after a restart.
-	go h.Announce(ctx, annConn, AnnounceGroup)
+	// The announcements, as after a restart: NAT-PMP's, then PCP's.
+	go srv.Announce(ctx, annConn, pmpd.AnnounceGroup)
 	listen.SetReadDeadline(time.Now().Add(5 * time.Second))
 	buf := make([]byte, 64)
 	n, _, err := listen.ReadFrom(buf)
@@ -81,6 +83,13 @@ func TestNatpmpc(t *testing.T) {
 	}
 	if r, err := ParseResponse(buf[:n]); err != nil || r.Op != 128 || r.External != pt.WANAddr {
 		t.Errorf("announcement % x = %+v, %v", buf[:n], r, err)
+	}
+	n, _, err = listen.ReadFrom(buf)
+	if err != nil {
+		t.Fatalf("no PCP announcement on the LAN: %v", err)
+	}
+	if r, ok := pcp.ParseResponse(buf[:n]); !ok || r.Op != pcp.OpAnnounce || r.Result != pcp.Success {
+		t.Errorf("PCP announcement % x = %+v", buf[:n], r)
 	}
 
 	natpmpc := func(ns *netnstest.Netns, args ...string) string {

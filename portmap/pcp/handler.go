@@ -228,3 +228,13 @@ func (h *Handler) response(b []byte, res uint8, life uint32, out []byte) []byte 
 	clear(hdr[12:])
 	return out
 }
+
+// Announcement is the unsolicited ANNOUNCE response a server multicasts
+// when it starts or loses its state (RFC 6887 section 14.1.3): success,
+// lifetime 0, the epoch, so clients renew their mappings.
+func (h *Handler) Announcement() []byte {
+	hdr := make([]byte, HeaderLen)
+	hdr[0], hdr[1] = Version, OpAnnounce|ResponseBit
+	binary.BigEndian.PutUint32(hdr[8:], h.Table.Epoch())
+	return hdr
+}

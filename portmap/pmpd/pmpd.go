@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"sync/atomic"
+	"time"
 )
 
 // maxDatagram bounds what is read: PCP messages are at most 1100 bytes
@@ -28,6 +29,8 @@ type Stats struct {
 	Disabled   atomic.Uint64 `counter:"drops/disabled"`     // a protocol that is off
 	Empty      atomic.Uint64 `counter:"drops/empty"`        // a zero-length datagram
 	SendErrors atomic.Uint64 `counter:"errors/send_failed"` // an answer that could not be sent
+	// Announcements counts the restart announcements sent.
+	Announcements atomic.Uint64 `counter:"events/announcements"`
 }
 
 // Server serves one socket. NATPMP and PCP may each be nil (off).
@@ -86,4 +89,56 @@ func (s *Server) handle(b []byte, from netip.AddrPort, out []byte) []byte {
 		return nil
 	}
 	return h.Handle(b, from, out)
+}
+
+// Announcer gives the unsolicited message a protocol multicasts when the
+// server starts or its external address changes (natpmp.Handler and
+// pcp.Handler).
+type Announcer interface {
+	Announcement() []byte
+}
+
+// AnnounceGroup is where announcements go: all hosts, the clients' port
+// (RFC 6886 section 3.2.1, RFC 6887 section 14.1.3).
+var AnnounceGroup = netip.AddrPortFrom(netip.AddrFrom4([4]byte{224, 0, 0, 1}), 5350)
+
+// Announcement schedule (RFC 6886 section 3.2.1, which RFC 6887 section
+// 14.1.3 follows): ten times, the first interval 250 ms, each next one
+// doubled.
+const (
+	announceCount = 10
+	announceFirst = 250 * time.Millisecond
+)
+
+// Announce sends the announcements of the protocols that are on (a
+// NAT-PMP external address response, a PCP ANNOUNCE response, each with
+// the epoch) to dst (AnnounceGroup) on conn, ten times from 250 ms apart
+// and doubling, or until ctx is done. conn must be a LAN-side socket:
+// announcements never go to the WAN.
+func (s *Server) Announce(ctx context.Context, conn net.PacketConn, dst netip.AddrPort) error {
+	var as []Announcer
+	for _, h := range []Handler{s.NATPMP, s.PCP} {
+		if a, ok := h.(Announcer); ok {
+			as = append(as, a)
+		}
+	}
+	wait := announceFirst
+	for i := range announceCount {
+		for _, a := range as {
+			if _, err := conn.WriteTo(a.Announcement(), net.UDPAddrFromAddrPort(dst)); err != nil {
+				return err
+			}
+			s.stats.Announcements.Add(1)
+		}
+		if i == announceCount-1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+	return nil
 }
