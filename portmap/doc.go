@@ -23,4 +23,39 @@
 // their sockets from the caller, which binds them on LAN-side addresses
 // only (never a WAN listener: issue 41, the 81 million UPnP devices that
 // answered from the Internet in 2013).
+//
+// # Wiring (for the runtime)
+//
+// The router does not assemble it yet. What it takes, per the packages'
+// APIs:
+//
+//  1. New(Config{Policy, NAT: the *natengine.Engine, WAN: the WAN's
+//     natengine.Iface, ExternalAddr: the WAN's first IPv4 address,
+//     StateFile: state_dir/portmap.json}), then Restore, then go Run(ctx).
+//     A reload that keeps the section keeps the table (the engine keeps
+//     its port mappings across SetRules); one that changes the policy
+//     builds a new table that Restores from the file, which drops what
+//     the new policy forbids.
+//  2. NAT-PMP and PCP: a netstack UDP socket on each LAN-side zone's
+//     address, port 5351, served by pmpd.Server with natpmp.Handler
+//     and/or pcp.Handler (Inside: that zone's prefixes); a second
+//     socket on the same address for pmpd.Server.Announce to
+//     pmpd.AnnounceGroup at start and when the WAN address changes.
+//  3. UPnP: an SSDP socket on port 1900 joined to 239.255.255.250 on
+//     LAN interfaces only, served by upnp.Server.ServeSSDP, and
+//     upnp.Server.HTTPServer on a TCP listener on the LAN address
+//     (Location names it). Device.UUID must be stable: keep it in the
+//     state directory.
+//  4. The status page shows Table.Status and the servers' Stats.
+//
+// A config section could read, off by default, LAN-side zones only:
+//
+//	port_mapping:
+//	  natpmp: on
+//	  pcp: on
+//	  upnp: off
+//	  secure: on
+//	  allow: ["1024-65535 192.168.1.0/24 1024-65535"]
+//	  max_per_host: 64
+//	  max_total: 1024
 package portmap
