@@ -200,7 +200,15 @@ func (t *Table) mapLocked(r *Request) (*Mapping, error) {
 	var old *Mapping
 	if r.ByExternal {
 		old = t.byExt[extKey{port: ext, proto: r.Proto}]
-		if old != nil && old.Internal != r.Internal {
+		switch {
+		case old == nil || old.Internal == r.Internal:
+		case old.Internal.Addr() == r.Internal.Addr() && old.Client == r.Client:
+			// The same host moves its port to another internal port
+			// (UPnP AddPortMapping overwrites its own entry): replace it.
+			t.cfg.NAT.RemovePortMapping(old.Proto, t.cfg.WAN, old.External)
+			delete(t.byExt, extKey{port: ext, proto: r.Proto})
+			old = nil
+		default:
 			return nil, t.refuse(&t.stats.Conflict, ErrConflict, r)
 		}
 	} else {

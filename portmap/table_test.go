@@ -237,6 +237,18 @@ func TestConflictsAndNonce(t *testing.T) {
 	if _, err := tb.Map(r); !errors.Is(err, ErrConflict) {
 		t.Errorf("UPnP B on A's port: %v, want ErrConflict", err)
 	}
+	// UPnP: the same host re-adding its external port to another
+	// internal port overwrites its entry.
+	u := req(UPnP, hostA, 7000, 7000, time.Hour)
+	u.Exact, u.ByExternal = true, true
+	if _, err := tb.Map(u); err != nil {
+		t.Fatal(err)
+	}
+	u.Internal = netip.AddrPortFrom(hostA, 7001)
+	if m, err := tb.Map(u); err != nil || m.External != 7000 || !installed(e, natengine.ProtoUDP, 7000, u.Internal) {
+		t.Errorf("UPnP overwrite: %+v, %v", m, err)
+	}
+	tb.DeleteExternal(UPnP, hostA, natengine.ProtoUDP, 7000)
 
 	p := req(PCP, hostA, 6000, 6000, time.Hour)
 	p.Nonce = [NonceLen]byte{1, 2, 3}
