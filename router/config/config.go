@@ -116,6 +116,9 @@ type Config struct {
 	// Host is the TAP into the board's own kernel (host:); nil = none.
 	// Its port and interface are also in Ports and Interfaces.
 	Host *Host
+	// PortMapping is NAT-PMP, PCP and UPnP IGD (port_mapping:, portmap.go);
+	// nil = none.
+	PortMapping *PortMapping
 
 	src src
 }

@@ -14,7 +14,7 @@ import (
 // Keys of each mapping. unsupported lists keys of the design (DESIGN.md,
 // "Config shape") that this version rejects rather than ignores.
 var (
-	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "nat", "firewall", "status", "macsec", "state_dir", "dns", "host"}
+	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "nat", "firewall", "status", "macsec", "state_dir", "dns", "host", "port_mapping"}
 	topUnsupported        = []string{}
 	portKeys              = []string{"name", "queues", "mtu", "driver", "tx"}
 	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role", "vlan", "vlan_protocol", "pcp", "gro", "dhcp", "dhcp_server", "ipv6", "pppoe", "sqm", "wireguard"}
@@ -187,6 +187,9 @@ func (d *decoder) config(c *Config, n *yaml.Node) {
 	}
 	if e, ok := m["host"]; ok {
 		d.host(c, e)
+	}
+	if e, ok := m["port_mapping"]; ok {
+		d.portMapping(c, e)
 	}
 	if d.strKey(m, "state_dir", "config", &c.src, &c.StateDir) && !strings.HasPrefix(c.StateDir, "/") {
 		d.errorf(m["state_dir"].val, "state_dir: %q is not an absolute path", c.StateDir)
