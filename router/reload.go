@@ -148,6 +148,9 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 	if err := r.svc.Sync(cfg, &r.learned.state); err != nil {
 		errs = append(errs, err)
 	}
+	if err := r.syncPortMapLocked(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

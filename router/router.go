@@ -127,6 +127,8 @@ type Router struct {
 	statusSrv *status.Server
 	listeners []*statusListener
 	sinks     []netip.AddrPort
+	// portmap runs port_mapping: (portmap.go); under mu.
+	portmap portMapper
 	// captures runs live captures (capture.go); captureLn is its socket
 	// and capIfaces the interfaces' points by name, under mu.
 	captures  *capture.Manager
@@ -286,6 +288,9 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 		r.startPortLocked(rp)
 	}
 	if err := r.svc.Sync(cfg, &r.learned.state); err != nil {
+		return nil, err
+	}
+	if err := r.syncPortMapLocked(); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -520,6 +525,9 @@ func (r *Router) Close() error {
 	r.closed = true
 	if r.svc != nil {
 		r.svc.Stop()
+	}
+	if r.net != nil {
+		r.stopPortMapLocked()
 	}
 	r.closeListenersLocked()
 	r.closeCaptureLocked()

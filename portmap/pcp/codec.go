@@ -8,6 +8,7 @@ package pcp
 import (
 	"encoding/binary"
 	"net/netip"
+	"strconv"
 )
 
 // Version is PCP's version number (RFC 6887 section 7.1).
@@ -248,4 +249,23 @@ func ParseResponse(b []byte) (Response, bool) {
 		}
 	}
 	return r, true
+}
+
+// resultNames are the result codes' names (RFC 6887 section 7.4), lower
+// case, for counters.
+var resultNames = [...]string{
+	Success: "success", UnsuppVersion: "unsupp_version", NotAuthorized: "not_authorized",
+	MalformedRequest: "malformed_request", UnsuppOpcode: "unsupp_opcode", UnsuppOption: "unsupp_option",
+	MalformedOption: "malformed_option", NetworkFailure: "network_failure", NoResources: "no_resources",
+	UnsuppProtocol: "unsupp_protocol", UserExQuota: "user_ex_quota", CannotProvideExternal: "cannot_provide_external",
+	AddressMismatch: "address_mismatch", ExcessiveRemotePeers: "excessive_remote_peers",
+}
+
+// ResultName returns result code r's name in lower case, e.g.
+// "not_authorized", or "result_N" for a code RFC 6887 does not define.
+func ResultName(r int) string {
+	if r >= 0 && r < len(resultNames) {
+		return resultNames[r]
+	}
+	return "result_" + strconv.Itoa(r)
 }

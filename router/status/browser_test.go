@@ -65,6 +65,7 @@ func newBrowserRouter() *browserRouter {
 		RXSC: []status.MACsecRXSC{{SCI: "0200000000020001", Counters: map[string]uint64{"InPktsOK": 7},
 			SA: []status.MACsecSA{{AN: 0, State: "on", NextPN: 8, KeyID: "02", Counters: map[string]uint64{"InPktsOK": 7}}}}},
 	}}
+	snap.PortMapping = portMapSnapshot()
 	src := statustest.New(snap)
 	clk := fakeclock.NewAt(t0)
 	s := status.New(src, nil)

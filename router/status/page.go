@@ -170,6 +170,7 @@ footer a { color: inherit; }
 <section id="s-ports">{{template "ports" .Snapshot}}</section>
 <section id="s-conntrack">{{template "conntrack" .Snapshot}}</section>
 <section id="s-sqm">{{template "sqm" .Snapshot}}</section>
+<section id="s-portmap">{{template "portmap" .Snapshot}}</section>
 <section id="s-hosts">{{template "hosts" .}}</section>
 <section id="s-services">{{template "services" .Snapshot}}</section>
 <section id="s-ipv6">{{template "ipv6" .Snapshot}}</section>

@@ -79,6 +79,9 @@ type Snapshot struct {
 	// SQM is the shaped directions of wan interfaces (sqm.go), by
 	// interface then direction; nil when no sqm: is configured.
 	SQM []SQM `json:"sqm,omitempty"`
+	// PortMapping is NAT-PMP, PCP and UPnP IGD (portmap.go); nil when
+	// port_mapping: turns none on.
+	PortMapping *PortMapping `json:"port_mapping,omitempty"`
 }
 
 // HTTP is the status server's connections.
