@@ -18,6 +18,16 @@ type labConfig struct {
 	Firewall   labFirewall    `yaml:"firewall"`
 	Status     labStatus      `yaml:"status"`
 	StateDir   string         `yaml:"state_dir,omitempty"`
+	// PortMapping is port_mapping: (NAT-PMP, PCP, UPnP IGD); nil = off.
+	PortMapping *labPortMapping `yaml:"port_mapping,omitempty"`
+}
+
+// labPortMapping is port_mapping: in the lab config.
+type labPortMapping struct {
+	NATPMP     string `yaml:"natpmp,omitempty"` // "on"
+	PCP        string `yaml:"pcp,omitempty"`
+	UPnP       string `yaml:"upnp,omitempty"`
+	MaxPerHost int    `yaml:"max_per_host,omitempty"`
 }
 
 type labRoute struct {

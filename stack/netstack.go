@@ -22,6 +22,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+	"gvisor.dev/gvisor/pkg/waiter"
 
 	"github.com/gvrouter/gvrouter/hw"
 	"github.com/gvrouter/gvrouter/natengine"
@@ -386,12 +387,29 @@ func (r *Netstack) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 	if !a.IsUnspecified() {
 		fa.Addr = tcpipAddr(a)
 	}
-	l, err := gonet.ListenTCP(r.s, fa, proto)
-	if err != nil {
-		return nil, fmt.Errorf("stack: listen tcp %s: %w", addr, err)
+	// SO_REUSEADDR, as Go's net.Listen sets on Linux: a reload that
+	// closes a listener and opens it again (the status page, UPnP's
+	// HTTP server on a LAN address that changed) must bind while the
+	// old listener's connections linger in TIME_WAIT.
+	var wq waiter.Queue
+	ep, terr := r.s.NewEndpoint(tcp.ProtocolNumber, proto, &wq)
+	if terr != nil {
+		return nil, fmt.Errorf("stack: listen tcp %s: %s", addr, terr)
 	}
-	return l, nil
+	ep.SocketOptions().SetReuseAddress(true)
+	if terr := ep.Bind(fa); terr != nil {
+		ep.Close()
+		return nil, fmt.Errorf("stack: listen tcp %s: bind: %s", addr, terr)
+	}
+	if terr := ep.Listen(listenBacklog); terr != nil {
+		ep.Close()
+		return nil, fmt.Errorf("stack: listen tcp %s: listen: %s", addr, terr)
+	}
+	return gonet.NewTCPListener(r.s, &wq, ep), nil
 }
+
+// listenBacklog is ListenTCP's backlog, gonet's (Linux's somaxconn).
+const listenBacklog = 4096
 
 // Close removes every NIC and stops netstack. Interfaces keep counting
 // frames handed to them afterwards as drops.
