@@ -249,7 +249,7 @@ func (l *lab) waitPortMap(ctx context.Context, what string, ok func(*status.Port
 			}
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("port mapping: no %s in 60 s; last section %+v (err %v)", what, last, err)
+			return nil, fmt.Errorf("port mapping: waited 60 s for %s; last section %+v (err %v)", what, last, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -2,6 +2,7 @@ package router
 
 import (
 	"net"
+	"net/netip"
 	"slices"
 
 	"github.com/gvrouter/gvrouter/hw"
@@ -41,6 +42,8 @@ var (
 //     port's interfaces and of the SecYs on them;
 //   - the PAE group (01-80-C2-00-00-03, 802.1X 11.1.1) on an interface
 //     whose SecY runs MKA: MKPDUs go there;
+//   - on a LAN-side interface with UPnP on (port_mapping:), SSDP's
+//     239.255.255.250: the M-SEARCHes of the LAN's UPnP clients;
 //   - on a lan interface, all-routers (ff02::2: RS, RFC 4291 §2.8 makes a
 //     router a member) and, with its stateless DHCPv6 server on,
 //     all-DHCP-agents (ff02::1:2).
@@ -82,6 +85,9 @@ func portGroups(cfg *config.Config, port string, mac net.HardwareAddr) []net.Har
 				add(net.HardwareAddr(mka.PAEGroupAddress[:]))
 			}
 		}
+		if cfg.PortMapping != nil && cfg.PortMapping.UPnP && len(config.PortMapLANAddrs(ic)) > 0 {
+			add(ipv4MulticastMAC(ssdpGroup))
+		}
 		if ic.Role == config.RoleLAN {
 			add(hw.IPv6MulticastMAC(allRouters))
 			if cfg.IPv6Settings(ic).DHCPv6 {
@@ -112,4 +118,11 @@ func (r *Router) syncMulticastLocked() {
 			r.log.Warn("port multicast groups", "port", name, "err", err)
 		}
 	}
+}
+
+// ipv4MulticastMAC is the Ethernet group of IPv4 group a: 01-00-5e and
+// its low 23 bits (RFC 1112 section 6.4).
+func ipv4MulticastMAC(a netip.Addr) net.HardwareAddr {
+	b := a.As4()
+	return net.HardwareAddr{0x01, 0x00, 0x5e, b[1] & 0x7f, b[2], b[3]}
 }

@@ -57,3 +57,27 @@ func TestPortGroups(t *testing.T) {
 		t.Errorf("eui64LinkLocal = %s", got)
 	}
 }
+
+// TestPortGroupsSSDP: with UPnP on, a LAN-side port also hears SSDP's
+// 239.255.255.250 (01-00-5e-7f-ff-fa); the wan port never does, nor any
+// port with UPnP off.
+func TestPortGroupsSSDP(t *testing.T) {
+	cfg := &config.Config{
+		Interfaces: []config.Interface{
+			{Name: "lan", Port: "p0", Role: config.RoleLAN, Addresses: []netip.Prefix{netip.MustParsePrefix("192.168.1.1/24")}},
+			{Name: "wan", Port: "p1", Role: config.RoleWAN, Addresses: []netip.Prefix{netip.MustParsePrefix("10.0.0.2/24")}},
+		},
+		PortMapping: &config.PortMapping{UPnP: true},
+	}
+	mac := net.HardwareAddr{0x02, 0x11, 0x22, 0xaa, 0xbb, 0xcc}
+	has := func(port string) bool {
+		return slices.ContainsFunc(portGroups(cfg, port, mac), func(m net.HardwareAddr) bool { return m.String() == "01:00:5e:7f:ff:fa" })
+	}
+	if !has("p0") || has("p1") {
+		t.Errorf("SSDP group: lan port %v, wan port %v; want true, false", has("p0"), has("p1"))
+	}
+	cfg.PortMapping.UPnP = false
+	if has("p0") {
+		t.Error("SSDP group on the lan port with UPnP off")
+	}
+}
