@@ -1,6 +1,6 @@
 // Package portmap is the port mapping table that LAN applications fill
 // through NAT-PMP (RFC 6886, package portmap/natpmp), PCP (RFC 6887,
-// package portmap/pcp) and, later, UPnP IGD: the mappings, the policy
+// package portmap/pcp) and UPnP IGD (package portmap/upnp): the mappings, the policy
 // that decides who may map what, their lifetimes, the server epoch and
 // the state file that carries them across a restart. Each mapping is a
 // DNAT entry in the NAT engine (natengine.Engine.AddPortMapping), which
@@ -24,31 +24,35 @@
 // only (never a WAN listener: issue 41, the 81 million UPnP devices that
 // answered from the Internet in 2013).
 //
-// # Wiring (for the runtime)
+// # Wiring (router/portmap.go)
 //
-// The router does not assemble it yet. What it takes, per the packages'
-// APIs:
+// The router runs it from config port_mapping: (off by default), per
+// the packages' APIs:
 //
 //  1. New(Config{Policy, NAT: the *natengine.Engine, WAN: the WAN's
 //     natengine.Iface, ExternalAddr: the WAN's first IPv4 address,
-//     StateFile: state_dir/portmap.json}), then Restore, then go Run(ctx).
-//     A reload that keeps the section keeps the table (the engine keeps
-//     its port mappings across SetRules); one that changes the policy
-//     builds a new table that Restores from the file, which drops what
-//     the new policy forbids.
-//  2. NAT-PMP and PCP: a netstack UDP socket on each LAN-side zone's
-//     address, port 5351, served by pmpd.Server with natpmp.Handler
-//     and/or pcp.Handler (Inside: that zone's prefixes); a second
-//     socket on the same address for pmpd.Server.Announce to
-//     pmpd.AnnounceGroup at start and when the WAN address changes.
-//  3. UPnP: an SSDP socket on port 1900 joined to 239.255.255.250 on
-//     LAN interfaces only, served by upnp.Server.ServeSSDP, and
-//     upnp.Server.HTTPServer on a TCP listener on the LAN address
-//     (Location names it). Device.UUID must be stable: keep it in the
-//     state directory.
-//  4. The status page shows Table.Status and the servers' Stats.
+//     StateFile: state_dir/portmap.json}), then Restore, then go Run(ctx),
+//     once the WAN has an IPv4 address (a DHCP lease), so that restored
+//     mappings can be installed. A reload that keeps the policy keeps the
+//     table (the engine keeps its port mappings across SetRules); one that
+//     changes it builds a new table that Restores from the file, which
+//     drops what the new policy forbids.
+//  2. NAT-PMP and PCP: a netstack UDP socket bound to each LAN-side
+//     interface (stack.Interface.ListenUDP) on each of its IPv4
+//     addresses, port 5351, served by pmpd.Server with natpmp.Handler
+//     and/or pcp.Handler (Inside: the LAN-side prefixes); the same
+//     socket sends pmpd.Server.Announce to pmpd.AnnounceGroup at start
+//     and when the WAN address changes.
+//  3. UPnP: an SSDP socket on 0.0.0.0:1900 bound to each LAN-side
+//     interface and joined to 239.255.255.250 there, served by
+//     upnp.Server.ServeSSDP, and upnp.Server.HTTPServer on TCP 5000 of
+//     each LAN address (Location names it). Device.UUID is kept in
+//     state_dir/portmap/uuid.txt.
+//  4. The status page shows Table.Status and the servers' Stats
+//     (section port_mapping, metrics gvrouter_portmap_*).
 //
-// A config section could read, off by default, LAN-side zones only:
+// config.PortMapLANAddrs decides which interfaces are LAN-side (role
+// lan today; firewall zones later). A config section reads, e.g.:
 //
 //	port_mapping:
 //	  natpmp: on
