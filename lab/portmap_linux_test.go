@@ -19,10 +19,11 @@ import (
 )
 
 // TestLabPortMapping proves port_mapping: on the running router with
-// Debian's clients on the LAN host: natpmpc maps a TCP and a UDP port and
-// the WAN host reaches the LAN host through both; upnpc finds the router
-// by SSDP, maps a TCP port the WAN host then reaches, and is refused a
-// mapping to another LAN host (secure mode, UPnP error 606). From the WAN
+// Debian's clients on the LAN host: natpmpc maps a TCP and a UDP port,
+// and deletes a third mapping on request; upnpc finds the router by SSDP,
+// maps a TCP and a UDP port, and is refused a mapping to another LAN host
+// (secure mode, UPnP error 606); the WAN host reaches the LAN host
+// through all four, not through the deleted one. From the WAN
 // host natpmpc and upnpc get no mapping, and nothing answers on the
 // router's WAN address (UDP 5351, TCP 5000, SSDP). The mappings survive a
 // reload that keeps the section (table kept), one that changes the
@@ -56,6 +57,8 @@ const (
 	pmTCP     = 15555 // natpmpc, TCP
 	pmUDP     = 15556 // natpmpc, UDP
 	pmUPnPTCP = 16000 // upnpc, TCP
+	pmUPnPUDP = 16002 // upnpc, UDP
+	pmDeleted = 15557 // natpmpc maps it, then deletes it
 )
 
 func checkPortMapping(t *testing.T, l *lab) error {
@@ -103,6 +106,11 @@ func checkPortMapping(t *testing.T, l *lab) error {
 	if want := fmt.Sprintf("external %s:%d TCP is redirected to internal %s:%d", wanAddr, pmUPnPTCP, host, pmUPnPTCP); !strings.Contains(got, want) {
 		return fmt.Errorf("upnpc: output lacks %q:\n%s", want, got)
 	}
+	got = runOut(ctx, l.lanNS, 40, "upnpc", "-i", "-a", host, fmt.Sprint(pmUPnPUDP), fmt.Sprint(pmUPnPUDP), "UDP", "3600")
+	t.Logf("upnpc -a %s UDP:\n%s", host, got)
+	if want := fmt.Sprintf("external %s:%d UDP is redirected to internal %s:%d", wanAddr, pmUPnPUDP, host, pmUPnPUDP); !strings.Contains(got, want) {
+		return fmt.Errorf("upnpc: output lacks %q:\n%s", want, got)
+	}
 	other := "10.77.1.77"
 	got = runOut(ctx, l.lanNS, 40, "upnpc", "-i", "-a", other, "16001", "16001", "TCP", "3600")
 	t.Logf("upnpc -a %s:\n%s", other, got)
@@ -110,7 +118,16 @@ func checkPortMapping(t *testing.T, l *lab) error {
 		return fmt.Errorf("upnpc for another host: output lacks %q:\n%s", want, got)
 	}
 
-	pm, err = l.waitPortMap(ctx, "three mappings", func(p *status.PortMapping) bool { return len(p.Mappings) == 3 })
+	// natpmpc deletes a mapping on request (lifetime 0, RFC 6886 3.4).
+	for _, life := range []string{"3600", "0"} {
+		got := runOut(ctx, l.lanNS, 20, "natpmpc", "-g", gw, "-a", fmt.Sprint(pmDeleted), fmt.Sprint(pmDeleted), "tcp", life)
+		t.Logf("natpmpc -a %d tcp %s:\n%s", pmDeleted, life, got)
+		if !strings.Contains(got, "Mapped public port") {
+			return fmt.Errorf("natpmpc -a %d tcp %s:\n%s", pmDeleted, life, got)
+		}
+	}
+
+	pm, err = l.waitPortMap(ctx, "four mappings", func(p *status.PortMapping) bool { return len(p.Mappings) == 4 })
 	if err != nil {
 		return err
 	}
@@ -124,9 +141,24 @@ func checkPortMapping(t *testing.T, l *lab) error {
 			return fmt.Errorf("mapping %+v: want to %s with time left", m, host)
 		}
 	}
-	if owners["natpmp tcp"] != 1 || owners["natpmp udp"] != 1 || owners["upnp tcp"] != 1 {
-		return fmt.Errorf("mappings by owner %v: want natpmp tcp, natpmp udp, upnp tcp", owners)
+	if owners["natpmp tcp"] != 1 || owners["natpmp udp"] != 1 || owners["upnp tcp"] != 1 || owners["upnp udp"] != 1 {
+		return fmt.Errorf("mappings by owner %v: want natpmp tcp, natpmp udp, upnp tcp, upnp udp", owners)
 	}
+	if pm.Events["deleted"] != 1 {
+		return fmt.Errorf("events %v: want deleted 1 (natpmpc's lifetime 0)", pm.Events)
+	}
+	for _, m := range pm.Mappings {
+		if m.External == pmDeleted {
+			return fmt.Errorf("mapping %+v deleted by natpmpc still listed", m)
+		}
+	}
+	dctx, dcancel := context.WithTimeout(ctx, 3*time.Second)
+	if c, err := dialIn(dctx, l.wanNS, netip.AddrPortFrom(wanAddr, pmDeleted).String(), 2*time.Second); err == nil {
+		c.Close()
+		dcancel()
+		return fmt.Errorf("WAN host connected to deleted mapping TCP %d", pmDeleted)
+	}
+	dcancel()
 	if err := reachThrough(ctx, l, "after mapping"); err != nil {
 		return err
 	}
@@ -134,10 +166,15 @@ func checkPortMapping(t *testing.T, l *lab) error {
 	// The WAN host: no mapping, and nothing answers on the WAN address.
 	before := pm.Events["created"]
 	for _, g := range []string{wanAddr.String(), gw} {
-		got := runOut(ctx, l.wanNS, 8, "natpmpc", "-g", g, "-a", "17000", "17000", "tcp", "3600")
+		// stdbuf: natpmpc retries for a minute; what it printed before
+		// the timeout ends it is kept.
+		got := runOut(ctx, l.wanNS, 8, "stdbuf", "-oL", "natpmpc", "-g", g, "-a", "17000", "17000", "tcp", "3600")
 		t.Logf("natpmpc from the WAN host to %s:\n%s", g, got)
-		if strings.Contains(got, "Mapped public port") {
-			return fmt.Errorf("natpmpc from the WAN host via %s mapped a port:\n%s", g, got)
+		if !strings.Contains(got, "using gateway : "+g) {
+			return fmt.Errorf("natpmpc from the WAN host via %s did not run:\n%s", g, got)
+		}
+		if strings.Contains(got, "Mapped public port") || strings.Contains(got, "Public IP address") {
+			return fmt.Errorf("natpmpc from the WAN host via %s got an answer:\n%s", g, got)
 		}
 	}
 	got = runOut(ctx, l.wanNS, 30, "upnpc", "-i", "-l")
@@ -152,7 +189,7 @@ func checkPortMapping(t *testing.T, l *lab) error {
 	if err != nil {
 		return err
 	}
-	if pm.Events["created"] != before || len(pm.Mappings) != 3 {
+	if pm.Events["created"] != before || len(pm.Mappings) != 4 {
 		return fmt.Errorf("after the WAN host's requests: created %d (was %d), %d mappings; want no new one", pm.Events["created"], before, len(pm.Mappings))
 	}
 
@@ -176,8 +213,8 @@ func checkPortMapping(t *testing.T, l *lab) error {
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, tail(logPath, 3000))
 	}
-	if len(pm.Mappings) != 3 || pm.Events["restored"] != 0 {
-		return fmt.Errorf("after a reload that keeps port_mapping: %d mappings, restored %d; want 3 kept in the table, none restored", len(pm.Mappings), pm.Events["restored"])
+	if len(pm.Mappings) != 4 || pm.Events["restored"] != 0 {
+		return fmt.Errorf("after a reload that keeps port_mapping: %d mappings, restored %d; want 4 kept in the table, none restored", len(pm.Mappings), pm.Events["restored"])
 	}
 	if err := reachThrough(ctx, l, "after a reload"); err != nil {
 		return err
@@ -189,7 +226,7 @@ func checkPortMapping(t *testing.T, l *lab) error {
 		return err
 	}
 	pm, err = l.waitPortMap(ctx, "the table rebuilt from the state file", func(p *status.PortMapping) bool {
-		return p.Events["restored"] == 3 && len(p.Mappings) == 3
+		return p.Events["restored"] == 4 && len(p.Mappings) == 4
 	})
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, tail(logPath, 3000))
@@ -212,7 +249,7 @@ func checkPortMapping(t *testing.T, l *lab) error {
 		return err
 	}
 	pm, err = l.waitPortMap(ctx, "the mappings after a restart", func(p *status.PortMapping) bool {
-		return p.External != "" && p.Events["restored"] == 3 && len(p.Mappings) == 3
+		return p.External != "" && p.Events["restored"] == 4 && len(p.Mappings) == 4
 	})
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, tail(logPath, 3000))
@@ -260,8 +297,8 @@ func (l *lab) waitPortMap(ctx context.Context, what string, ok func(*status.Port
 }
 
 // reachThrough checks that the WAN host reaches the LAN host at the
-// router's WAN address through the three mappings: TCP by natpmpc and by
-// upnpc, UDP by natpmpc (a datagram there and its answer back).
+// router's WAN address through the four mappings: TCP and UDP by natpmpc
+// and by upnpc (a connection, or a datagram there and its answer back).
 func reachThrough(ctx context.Context, l *lab, when string) error {
 	for _, port := range []int{pmTCP, pmUPnPTCP} {
 		ln, err := listenIn(l.lanNS, netip.AddrPortFrom(lanHost4.Addr(), uint16(port)).String())
@@ -287,7 +324,18 @@ func reachThrough(ctx context.Context, l *lab, when string) error {
 			return fmt.Errorf("%s: WAN host through mapped TCP %d read %q, %v; want the LAN host's greeting", when, port, b, err)
 		}
 	}
-	srv, err := listenUDPIn(l.lanNS, netip.AddrPortFrom(lanHost4.Addr(), pmUDP).String())
+	for _, port := range []uint16{pmUDP, pmUPnPUDP} {
+		if err := reachUDP(l, port, when); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reachUDP sends a datagram from the WAN host to the router's WAN
+// address at port and wants the LAN host's answer back.
+func reachUDP(l *lab, port uint16, when string) error {
+	srv, err := listenUDPIn(l.lanNS, netip.AddrPortFrom(lanHost4.Addr(), port).String())
 	if err != nil {
 		return err
 	}
@@ -301,7 +349,7 @@ func reachThrough(ctx context.Context, l *lab, when string) error {
 	}()
 	var c net.Conn
 	if err := inNetns(l.wanNS, func() (err error) {
-		c, err = net.Dial("udp4", netip.AddrPortFrom(wanRouter4.Addr(), pmUDP).String())
+		c, err = net.Dial("udp4", netip.AddrPortFrom(wanRouter4.Addr(), port).String())
 		return err
 	}); err != nil {
 		return err
@@ -314,25 +362,29 @@ func reachThrough(ctx context.Context, l *lab, when string) error {
 	buf := make([]byte, 64)
 	n, err := c.Read(buf)
 	if err != nil || string(buf[:n]) != "lan host got ping" {
-		return fmt.Errorf("%s: WAN host through mapped UDP %d: %q, %v; want the LAN host's answer", when, pmUDP, buf[:n], err)
+		return fmt.Errorf("%s: WAN host through mapped UDP %d: %q, %v; want the LAN host's answer", when, port, buf[:n], err)
 	}
 	return nil
 }
 
-// silentOnWAN checks that nothing answers on the router's WAN address on
-// the port mapping ports: a NAT-PMP request to UDP 5351 and an SSDP
-// search to UDP 1900 get no answer, TCP 5000 does not connect.
+// silentOnWAN checks that nothing answers the WAN host on the port
+// mapping ports: a NAT-PMP request to UDP 5351 of the WAN address (no
+// listener) and of the LAN address (routed from the WAN: wan_input drops
+// it) and an SSDP search to UDP 1900 get no answer, TCP 5000 of the WAN
+// address does not connect.
 func silentOnWAN(ctx context.Context, l *lab) error {
 	for _, probe := range []struct {
+		to   netip.Addr
 		port uint16
 		msg  string
 	}{
-		{5351, "\x00\x00"}, // NAT-PMP external address request
-		{1900, "M-SEARCH * HTTP/1.1\r\nHOST: 239.255.255.250:1900\r\nMAN: \"ssdp:discover\"\r\nMX: 1\r\nST: ssdp:all\r\n\r\n"},
+		{wanRouter4.Addr(), 5351, "\x00\x00"}, // NAT-PMP external address request
+		{lanRouter4.Addr(), 5351, "\x00\x00"}, // the same to the LAN address, routed from the WAN
+		{wanRouter4.Addr(), 1900, "M-SEARCH * HTTP/1.1\r\nHOST: 239.255.255.250:1900\r\nMAN: \"ssdp:discover\"\r\nMX: 1\r\nST: ssdp:all\r\n\r\n"},
 	} {
 		var c net.Conn
 		if err := inNetns(l.wanNS, func() (err error) {
-			c, err = net.Dial("udp4", netip.AddrPortFrom(wanRouter4.Addr(), probe.port).String())
+			c, err = net.Dial("udp4", netip.AddrPortFrom(probe.to, probe.port).String())
 			return err
 		}); err != nil {
 			return err
@@ -343,7 +395,7 @@ func silentOnWAN(ctx context.Context, l *lab) error {
 		n, err := c.Read(buf)
 		c.Close()
 		if err == nil {
-			return fmt.Errorf("UDP %d on the WAN address answered the WAN host: %q", probe.port, buf[:n])
+			return fmt.Errorf("UDP %v:%d answered the WAN host: %q", probe.to, probe.port, buf[:n])
 		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
