@@ -10,18 +10,25 @@ type Decision struct {
 
 // Eval decides the new flow f at time now (ns, for rate limits) and
 // counts the decision. It does not allocate.
-func (rs *Ruleset) Eval(f *Flow, now int64) Decision {
+func (rs *Ruleset) Eval(f *Flow, now int64) Decision { return rs.eval(f, now, true) }
+
+// Recheck decides an existing flow f again, after a reload: like Eval,
+// but it counts nothing and a rate-limited rule matches (the flow was
+// admitted within its limit).
+func (rs *Ruleset) Recheck(f *Flow) Decision { return rs.eval(f, 0, false) }
+
+func (rs *Ruleset) eval(f *Flow, now int64, count bool) Decision {
 	src, dst := 0, 0
 	kind := kindInput
 	if f.In != 0 {
 		if src = rs.zoneIndex(f.In); src == noZone {
-			rs.Unzoned.Add(1)
+			rs.countUnzoned(count)
 			return Decision{Drop, -1}
 		}
 	}
 	if f.Out != 0 {
 		if dst = rs.zoneIndex(f.Out); dst == noZone {
-			rs.Unzoned.Add(1)
+			rs.countUnzoned(count)
 			return Decision{Drop, -1}
 		}
 		kind = kindForward
@@ -37,6 +44,9 @@ func (rs *Ruleset) Eval(f *Flow, now int64) Decision {
 		r := &rs.rules[i]
 		if !r.matches(f) {
 			continue
+		}
+		if !count {
+			return Decision{r.target, int(i)}
 		}
 		if r.lim != nil && !r.lim.allow(now) {
 			r.limits.Add(1)
@@ -55,8 +65,16 @@ func (rs *Ruleset) Eval(f *Flow, now int64) Decision {
 	if kind == kindOutput {
 		z = dst
 	}
-	rs.zones[z].hits[kind].Add(1)
+	if count {
+		rs.zones[z].hits[kind].Add(1)
+	}
 	return Decision{rs.zones[z].pol[kind], -1}
+}
+
+func (rs *Ruleset) countUnzoned(count bool) {
+	if count {
+		rs.Unzoned.Add(1)
+	}
 }
 
 // zoneIndex returns the zone index of interface id, or noZone.
