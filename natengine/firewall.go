@@ -30,6 +30,10 @@ import "github.com/gvrouter/gvrouter/firewall"
 // fw4's "conntrack flush" on reload would, while flows the rules still
 // allow keep running.
 
+// Firewall returns the zone ruleset in force (Rules.Zones), or nil, for
+// its counters.
+func (e *Engine) Firewall() *firewall.Ruleset { return e.rules.Load().fw }
+
 // decide evaluates the new flow t (after DNAT) from in to out (NoIface:
 // the router) and returns Accept, or Drop or Reject counted.
 func (e *Engine) decide(p *Parsed, t *Tuple, in, out Iface, redirected bool, s *snapshot) Verdict {
