@@ -357,8 +357,9 @@ func (d *decoder) portList(m map[string]entry, key, what string, s *src) []firew
 }
 
 // parseICMPType parses a type name (echo-request), a number (8) or
-// number/code (3/4). A name of both families gives both; a number, not
-// tied to a family, too (the rule's family narrows it).
+// number/code (3/4), optionally for one family (icmp:8, icmpv6:1/4). A
+// name of both families gives both; a number without a family, too (the
+// rule's family narrows it).
 func parseICMPType(v string) ([]firewall.ICMPType, error) {
 	if ts, ok := icmpNames[strings.ToLower(v)]; ok {
 		var out []firewall.ICMPType
@@ -370,10 +371,17 @@ func parseICMPType(v string) ([]firewall.ICMPType, error) {
 		}
 		return out, nil
 	}
-	typ, code, hasCode := strings.Cut(v, "/")
+	fam, num, famOK := strings.Cut(v, ":")
+	if !famOK {
+		fam, num = "", v
+	}
+	if fam != "" && fam != "icmp" && fam != "icmpv6" {
+		return nil, fmt.Errorf("unknown ICMP type %q: the family prefix is icmp: or icmpv6:", v)
+	}
+	typ, code, hasCode := strings.Cut(num, "/")
 	t, err := strconv.ParseUint(typ, 10, 8)
 	if err != nil {
-		return nil, fmt.Errorf("unknown ICMP type %q: want a name like echo-request or a number like 8 or 3/4", v)
+		return nil, fmt.Errorf("unknown ICMP type %q: want a name like echo-request or a number like 8, 3/4 or icmpv6:128", v)
 	}
 	it := firewall.ICMPType{Type: uint8(t), AnyCode: true}
 	if hasCode {
@@ -385,6 +393,12 @@ func parseICMPType(v string) ([]firewall.ICMPType, error) {
 	}
 	it6 := it
 	it6.V6 = true
+	switch fam {
+	case "icmp":
+		return []firewall.ICMPType{it}, nil
+	case "icmpv6":
+		return []firewall.ICMPType{it6}, nil
+	}
 	return []firewall.ICMPType{it, it6}, nil
 }
 

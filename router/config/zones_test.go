@@ -42,6 +42,7 @@ func TestParseZones(t *testing.T) {
     - {name: ping, src: wan, icmp_type: echo-request, family: ipv6, limit: 10/second, limit_burst: 20, target: accept}
     - {name: nas, src: wan, dest: lan, proto: tcp, dest_suffix: "::1234", dest_port: [443, "8000-8010"], target: accept}
     - {name: esp, src: "*", dest: lan, proto: [esp, 51], dest_ip: "2001:db8:1::/64", target: accept}
+    - {name: ptb, src: wan, dest: lan, icmp_type: ["icmpv6:2", "icmp:3/4"], target: accept}
   redirects:
     - {name: web, src: wan, proto: tcp, src_dport: 8080, dest_ip: 192.168.1.10, dest_port: 80}
     - {name: game, src: wan, src_dport: "3074-3075", dest_ip: 192.168.1.11}
@@ -72,6 +73,7 @@ func TestParseZones(t *testing.T) {
 		{Name: "nas", Src: "wan", Dest: "lan", Protos: []uint8{6}, DestSuffix: []firewall.Suffix{firewall.Suffix(netip.MustParseAddr("::1234"))},
 			DestPorts: []firewall.PortRange{{First: 443, Last: 443}, {First: 8000, Last: 8010}}},
 		{Name: "esp", Src: "*", Dest: "lan", Protos: []uint8{50, 51}, DestAddrs: []netip.Prefix{pfx("2001:db8:1::/64")}},
+		{Name: "ptb", Src: "wan", Dest: "lan", ICMPTypes: []firewall.ICMPType{{Type: 2, AnyCode: true, V6: true}, {Type: 3, Code: 4}}},
 	}
 	for i, r := range fw.Rules {
 		if i >= len(want) || !reflect.DeepEqual(r.Match, want[i]) {
