@@ -74,8 +74,8 @@ func (e *Endpoint) reject6(ip []byte, toRouter bool) {
 	}
 	h := header.IPv6(ip)
 	src := h.SourceAddress()
-	if src.Unspecified() || header.IsV6MulticastAddress(src) {
-		return
+	if src.Unspecified() || header.IsV6MulticastAddress(src) || header.IsV6MulticastAddress(h.DestinationAddress()) {
+		return // RFC 4443 section 2.4 (e): no error about a packet to a group
 	}
 	proto, off, ok := ipv6Transport(ip)
 	if !ok {
