@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -55,7 +56,14 @@ const (
 	kindOutput
 )
 
-type masked struct{ val, mask [16]byte }
+// masked is an address match: a & mask == val, as two 64-bit words
+// (big-endian halves of the 16 bytes), so a rule that does not match
+// costs two compares.
+type masked struct{ val, mask [2]uint64 }
+
+func words(b *[16]byte) [2]uint64 {
+	return [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
+}
 
 type rule struct {
 	name                 string
@@ -222,18 +230,18 @@ const DefaultBurst = 5
 
 func maskPrefixes(ps []netip.Prefix, sfx []Suffix) (v4, v6 []masked) {
 	for _, p := range ps {
-		var m masked
+		var val, mask [16]byte
 		a := p.Masked().Addr()
-		bits := p.Bits()
 		if a.Is4() {
 			b := a.As4()
-			copy(m.val[:], b[:])
+			copy(val[:], b[:])
 		} else {
-			m.val = a.As16()
+			val = a.As16()
 		}
-		for i := 0; i < bits; i++ {
-			m.mask[i/8] |= 0x80 >> (i % 8)
+		for i := 0; i < p.Bits(); i++ {
+			mask[i/8] |= 0x80 >> (i % 8)
 		}
+		m := masked{words(&val), words(&mask)}
 		if a.Is4() {
 			v4 = append(v4, m)
 		} else {
@@ -241,13 +249,13 @@ func maskPrefixes(ps []netip.Prefix, sfx []Suffix) (v4, v6 []masked) {
 		}
 	}
 	for _, s := range sfx {
-		var m masked
+		var val, mask [16]byte
 		b := netip.Addr(s).As16()
-		copy(m.val[8:], b[8:])
+		copy(val[8:], b[8:])
 		for i := 8; i < 16; i++ {
-			m.mask[i] = 0xff
+			mask[i] = 0xff
 		}
-		v6 = append(v6, m)
+		v6 = append(v6, masked{words(&val), words(&mask)})
 	}
 	return v4, v6
 }

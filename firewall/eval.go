@@ -135,16 +135,10 @@ func addrMatch(v4, v6 []masked, a *[16]byte, isV6 bool) bool {
 	if isV6 {
 		l = v6
 	}
+	w := words(a)
 	for i := range l {
 		m := &l[i]
-		ok := true
-		for j := 0; j < 16; j++ {
-			if a[j]&m.mask[j] != m.val[j] {
-				ok = false
-				break
-			}
-		}
-		if ok {
+		if w[0]&m.mask[0] == m.val[0] && w[1]&m.mask[1] == m.val[1] {
 			return true
 		}
 	}

@@ -2,7 +2,6 @@ package natengine
 
 import (
 	"net/netip"
-	"strconv"
 	"testing"
 
 	"github.com/gvrouter/gvrouter/firewall"
@@ -183,14 +182,23 @@ func TestZonesReloadFlushes(t *testing.T) {
 // BenchmarkConntrackInsertZones is BenchmarkConntrackInsert (a new NATed
 // UDP flow: table insert, rule evaluation, mapping, SNAT) with zones and
 // 0 or 1,000 extra lan-to-wan rules ahead of the flow's.
+//
+// Two shapes of 1,000 rules: "ports" refuse one destination port each
+// (the index skips them: the flows' port is none of theirs), "hosts"
+// refuse one source address each with no port (a block list of hosts:
+// every new flow is checked against all of them).
 func BenchmarkConntrackInsertZones(b *testing.B) {
-	for _, n := range []int{0, 1000} {
-		b.Run(strconv.Itoa(n)+"rules", func(b *testing.B) {
+	for _, shape := range []string{"none", "1000ports", "1000hosts"} {
+		b.Run(shape, func(b *testing.B) {
 			var extra []firewall.Rule
-			for i := 0; i < n; i++ {
-				extra = append(extra, firewall.Rule{Name: "block", Src: "lan", Dest: "wan", Protos: []uint8{ProtoTCP, ProtoUDP},
-					SrcAddrs:  []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, 9, byte(i)}), 32)},
-					DestPorts: []firewall.PortRange{{First: uint16(20000 + i), Last: uint16(20000 + i)}}, Target: firewall.Drop})
+			for i := 0; i < 1000 && shape != "none"; i++ {
+				r := firewall.Rule{Name: "block", Src: "lan", Dest: "wan", Target: firewall.Drop,
+					SrcAddrs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, byte(9 + i>>8), byte(i)}), 32)}}
+				if shape == "1000ports" {
+					r.Protos = []uint8{ProtoTCP, ProtoUDP}
+					r.DestPorts = []firewall.PortRange{{First: uint16(20000 + i), Last: uint16(20000 + i)}}
+				}
+				extra = append(extra, r)
 			}
 			// The flows go to port 53 on remote, so the 1,000 rules'
 			// ports never cover them; a block list with an any-port rule
