@@ -40,7 +40,33 @@ func (rs *Ruleset) eval(f *Flow, now int64, count bool) Decision {
 		return Decision{Accept, -1} // the router to itself: loopback
 	}
 	ch := &rs.chains[rs.chainIndex(src, dst, rs.bucketOf[f.Proto])]
-	for _, i := range ch.list(f.DstPort) {
+	rl := ch.list(f.DstPort)
+	if rl == nil {
+		rl = &emptyList
+	}
+	// With a host index, the flow's own host's rules and the others,
+	// merged by position; else every rule.
+	var mine []uint16
+	if rl.byHost != nil {
+		mine = rl.byHost[hostKey{f.Src, f.V6}]
+	}
+	for n, a, b := 0, 0, 0; ; n++ {
+		var i uint16
+		switch {
+		case rl.byHost == nil:
+			if n >= len(rl.rules) {
+				goto policy
+			}
+			i = rl.rules[n]
+		case a < len(mine) && (b >= len(rl.others) || mine[a] < rl.others[b]):
+			i = rl.rules[mine[a]]
+			a++
+		case b < len(rl.others):
+			i = rl.rules[rl.others[b]]
+			b++
+		default:
+			goto policy
+		}
 		r := &rs.rules[i]
 		if !r.matches(f) {
 			continue
@@ -58,6 +84,7 @@ func (rs *Ruleset) eval(f *Flow, now int64, count bool) Decision {
 		}
 		return Decision{r.target, int(i)}
 	}
+policy:
 	if kind == kindForward && f.DNAT {
 		return Decision{Accept, -1}
 	}
@@ -76,6 +103,8 @@ func (rs *Ruleset) countUnzoned(count bool) {
 		rs.Unzoned.Add(1)
 	}
 }
+
+var emptyList ruleList
 
 // zoneIndex returns the zone index of interface id, or noZone.
 func (rs *Ruleset) zoneIndex(id int32) int {

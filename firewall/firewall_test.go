@@ -275,3 +275,52 @@ func scan(rs *Ruleset, p Policy, f *Flow) int {
 	}
 	return -1
 }
+
+// TestHostIndexAgreesWithScan checks the host index against a plain
+// scan: host rules (some with two addresses, some with ports) between
+// rules of other shapes, for flows from hosts the rules name and do not.
+func TestHostIndexAgreesWithScan(t *testing.T) {
+	p := testPolicy()
+	var rules []Rule
+	for i := 0; i < 600; i++ {
+		r := Rule{Name: "host", Src: "lan", Dest: "wan", Target: Target(i % 3),
+			SrcAddrs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, 9, byte(i)}), 32)}}
+		switch i % 7 {
+		case 1:
+			r.SrcAddrs = append(r.SrcAddrs, netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, 9, byte(i + 1)}), 32))
+		case 2:
+			r.Protos, r.DestPorts = []uint8{6}, []PortRange{{First: 443, Last: 443}}
+		case 3:
+			r = Rule{Name: "subnet", Src: "lan", Dest: "wan", Target: Drop, SrcAddrs: []netip.Prefix{netip.MustParsePrefix("192.168.9.128/26")}, Protos: []uint8{17}}
+		case 4:
+			r = Rule{Name: "any", Src: "lan", Dest: "*", Target: Reject, Protos: []uint8{6}, DestPorts: []PortRange{{First: uint16(1000 + i), Last: uint16(1000 + i)}}}
+		}
+		rules = append(rules, r)
+	}
+	p.Rules = append(rules, p.Rules...)
+	rs, err := Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	indexed := 0
+	for _, ch := range rs.chains {
+		for _, l := range ch.lists {
+			if l.byHost != nil {
+				indexed++
+			}
+		}
+	}
+	if indexed == 0 {
+		t.Fatal("no list got a host index: the test checks nothing")
+	}
+	for h := 0; h < 256; h++ {
+		for _, port := range []uint16{80, 443, 1004, 1011, 53} {
+			for _, proto := range []uint8{6, 17} {
+				f := flow(lanIf, wanIf, proto, netip.AddrFrom4([4]byte{192, 168, 9, byte(h)}).String(), "198.51.100.9", 4000, port)
+				if got, want := rs.Eval(&f, 0).Rule, scan(rs, p, &f); got != want {
+					t.Fatalf("host %d proto %d port %d: index rule %d, scan %d", h, proto, port, got, want)
+				}
+			}
+		}
+	}
+}

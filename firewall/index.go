@@ -13,8 +13,30 @@ import "slices"
 // interval i (bounds[0] == 0), lists[i] its rules in order.
 type chain struct {
 	bounds []uint16
-	lists  [][]uint16
+	lists  []ruleList
 }
+
+// ruleList is the rules of one port interval in order. A long list of
+// host rules (each matching a few source addresses exactly, a block
+// list) is split: byHost holds, per source address, the positions in
+// rules of the host rules that name it, others the positions of the
+// rest, both ascending; a flow then reads its own host's rules and the
+// others, merged in order, instead of every host rule.
+type ruleList struct {
+	rules  []uint16
+	byHost map[hostKey][]uint16 // nil: scan rules
+	others []uint16
+}
+
+// hostKey is an exact source address (IPv4 in the first 4 bytes).
+type hostKey struct {
+	a  [16]byte
+	v6 bool
+}
+
+// minHostIndex is how many host rules a list needs before it gets a
+// host index: below it a scan costs less than a map lookup.
+const minHostIndex = 16
 
 func (rs *Ruleset) chainIndex(src, dst int, bucket uint8) int {
 	return (src*len(rs.zones)+dst)*rs.buckets + int(bucket)
@@ -89,16 +111,16 @@ func (rs *Ruleset) buildChains(rules []Rule, index map[string]int) {
 		}
 		p := protoOfBucket[k%nb]
 		if p < 0 || !hasPorts(uint8(p)) {
-			rs.chains[k] = chain{bounds: []uint16{0}, lists: [][]uint16{l}}
+			rs.chains[k] = chain{bounds: []uint16{0}, lists: []ruleList{rs.listOf(l, rules)}}
 			continue
 		}
-		rs.chains[k] = rs.portIndex(l)
+		rs.chains[k] = rs.portIndex(l, rules)
 	}
 }
 
 // portIndex cuts the rule list l (of a protocol with ports) into
 // destination port intervals.
-func (rs *Ruleset) portIndex(l []uint16) chain {
+func (rs *Ruleset) portIndex(l []uint16, rules []Rule) chain {
 	cuts := []int{0}
 	for _, i := range l {
 		for _, pr := range rs.rules[i].dports {
@@ -121,16 +143,68 @@ func (rs *Ruleset) portIndex(l []uint16) chain {
 		}
 		entries += len(list)
 		if entries > maxIndexEntries {
-			return chain{bounds: []uint16{0}, lists: [][]uint16{l}}
+			return chain{bounds: []uint16{0}, lists: []ruleList{rs.listOf(l, rules)}}
 		}
 		ch.bounds = append(ch.bounds, uint16(start))
-		ch.lists = append(ch.lists, list)
+		ch.lists = append(ch.lists, rs.listOf(list, rules))
 	}
 	return ch
 }
 
+// hostAddrs returns the exact source addresses of a host rule: one whose
+// source match is only whole addresses (/32, /128), or nil.
+func hostAddrs(r *Rule) []hostKey {
+	if len(r.SrcAddrs) == 0 || len(r.SrcSuffix) > 0 {
+		return nil
+	}
+	var out []hostKey
+	for _, p := range r.SrcAddrs {
+		if !p.IsSingleIP() {
+			return nil
+		}
+		var k hostKey
+		if a := p.Addr(); a.Is4() {
+			b := a.As4()
+			copy(k.a[:], b[:])
+		} else {
+			k.a, k.v6 = a.As16(), true
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// listOf builds the rule list l, with a host index if it has enough
+// host rules.
+func (rs *Ruleset) listOf(l []uint16, rules []Rule) ruleList {
+	rl := ruleList{rules: l}
+	hosts := 0
+	for _, i := range l {
+		if hostAddrs(&rules[i]) != nil {
+			hosts++
+		}
+	}
+	if hosts < minHostIndex {
+		return rl
+	}
+	rl.byHost = make(map[hostKey][]uint16)
+	for pos, i := range l {
+		ks := hostAddrs(&rules[i])
+		if ks == nil {
+			rl.others = append(rl.others, uint16(pos))
+			continue
+		}
+		for _, k := range ks {
+			if ps := rl.byHost[k]; len(ps) == 0 || ps[len(ps)-1] != uint16(pos) {
+				rl.byHost[k] = append(ps, uint16(pos))
+			}
+		}
+	}
+	return rl
+}
+
 // list returns the rules of ch that may match destination port port.
-func (ch *chain) list(port uint16) []uint16 {
+func (ch *chain) list(port uint16) *ruleList {
 	lo, hi := 0, len(ch.bounds)
 	for hi-lo > 1 {
 		mid := int(uint(lo+hi) >> 1)
@@ -143,7 +217,7 @@ func (ch *chain) list(port uint16) []uint16 {
 	if len(ch.lists) == 0 {
 		return nil
 	}
-	return ch.lists[lo]
+	return &ch.lists[lo]
 }
 
 func portsMatch(rs []PortRange, p uint16) bool {
