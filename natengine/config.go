@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/gvrouter/gvrouter/firewall"
 )
 
 // Iface identifies an interface (in the integration: a netstack NIC ID).
@@ -96,6 +98,9 @@ type IfaceConfig struct {
 	// address.
 	Subnets []netip.Prefix
 	MTU     int // IP MTU, e.g. 1500; 0 means 1500
+	// NoMSSClamp leaves the MSS of TCP SYNs leaving here alone (a
+	// zone's mss_clamp: off); by default it is clamped to the MTU.
+	NoMSSClamp bool
 }
 
 // Forward is a DNAT port forward (Linux DNAT / fw4 redirect).
@@ -127,6 +132,11 @@ type Rules struct {
 	Allow6    []Allow6
 	Filtering Filtering // default AddressAndPortDependent
 	Hairpin   bool      // translate LAN-to-own-external-address flows (RFC 4787 REQ-9); fw4 "reflection"
+	// Zones, when set, decides every new flow (firewall.go): forwarded
+	// flows when they are confirmed, packets that would open a flow to
+	// the router when they arrive; Allow6 is then not used. Interface IDs
+	// in it are the Ifaces' IDs. nil keeps the built-in WAN defaults.
+	Zones *firewall.Ruleset
 	// Reserved reports whether proto/port on the router's address addr is
 	// taken by one of the router's own sockets; SNAT never allocates such a
 	// port. It is called on the slow path only, must be safe for concurrent
@@ -143,6 +153,7 @@ type snapshot struct {
 	allow6    []Allow6
 	filtering Filtering
 	hairpin   bool
+	fw        *firewall.Ruleset // Rules.Zones; nil: the built-in WAN defaults
 	reserved  func(proto uint8, addr netip.Addr, port uint16) bool
 	// inside are the subnets of the interfaces that are not WAN (link-local
 	// ones left out: every link has them); see IfaceConfig.Subnets.
@@ -150,13 +161,14 @@ type snapshot struct {
 }
 
 type ifaceSnap struct {
-	ok    bool
-	name  string
-	wan   bool
-	snat  [][16]byte // IPv4 SNAT addresses (masquerade: the first IPv4 address); empty: no SNAT
-	mtu   int
-	addr4 [16]byte // first IPv4 address
-	has4  bool
+	ok      bool
+	name    string
+	wan     bool
+	snat    [][16]byte // IPv4 SNAT addresses (masquerade: the first IPv4 address); empty: no SNAT
+	mtu     int
+	noClamp bool
+	addr4   [16]byte // first IPv4 address
+	has4    bool
 }
 
 type localAddr struct {
@@ -169,7 +181,7 @@ type localAddr struct {
 var ErrInvalidRules = errors.New("natengine: invalid rules")
 
 func compile(r *Rules) (*snapshot, error) {
-	s := &snapshot{filtering: r.Filtering, hairpin: r.Hairpin, reserved: r.Reserved, allow6: append([]Allow6(nil), r.Allow6...)}
+	s := &snapshot{filtering: r.Filtering, hairpin: r.Hairpin, fw: r.Zones, reserved: r.Reserved, allow6: append([]Allow6(nil), r.Allow6...)}
 	var errs []error
 	bad := func(format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidRules}, a...)...))
@@ -189,7 +201,7 @@ func compile(r *Rules) (*snapshot, error) {
 		if is.ok {
 			bad("interface %q: duplicate id %d", ic.Name, ic.ID)
 		}
-		*is = ifaceSnap{ok: true, name: ic.Name, wan: ic.WAN, mtu: ic.MTU}
+		*is = ifaceSnap{ok: true, name: ic.Name, wan: ic.WAN, mtu: ic.MTU, noClamp: ic.NoMSSClamp}
 		if is.mtu == 0 {
 			is.mtu = 1500
 		}

@@ -106,6 +106,10 @@ type conn struct {
 	class   uint8    // classFwd or classRouter (limits.go)
 	host    bool     // counted in its inside source address's flows (table.hosts)
 	inMap   *mapping // the mapping; valid iff mapIn
+	// redirected: a port forward from its own interface or a NAT
+	// mapping from a wan interface opened the flow (firewall.go).
+	redirected         bool
+	icmpType, icmpCode uint8 // an ICMP query flow's first packet's, for the rules
 
 	// Protected by the owner shard's mu.
 	inTable        bool
@@ -126,6 +130,7 @@ type conn struct {
 	// flow joins its SNAT mapping's list, read under nat.mu (remote).
 	hairpin bool
 	snatMap *mapping // the SNAT mapping, set with confirmed; valid iff snat
+	out     Iface    // the interface the flow left by, set with confirmed
 
 	// mu serializes confirmation and protects tcp and replied.
 	mu      sync.Mutex

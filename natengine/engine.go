@@ -20,6 +20,12 @@ const (
 	// waiting for its first fragment); the caller discards its buffer. The
 	// fragment comes back, translated, from DrainHeld.
 	Stolen
+	// Reject: discard the packet, which a firewall reject rule or policy
+	// refused (counted), and answer it: a TCP RST for TCP, an ICMP port
+	// unreachable (ICMPv6 for IPv6) for the rest. The engine already
+	// applied the reject rate limit; a caller that cannot answer treats
+	// it as Drop.
+	Reject
 )
 
 // String returns the verdict's name.
@@ -31,6 +37,8 @@ func (v Verdict) String() string {
 		return "drop"
 	case Stolen:
 		return "stolen"
+	case Reject:
+		return "reject"
 	}
 	return "unknown"
 }
@@ -125,6 +133,9 @@ func (e *Engine) SetRules(r Rules) error {
 	}
 	e.rules.Store(s)
 	e.gen.Add(1)
+	if s.fw != nil {
+		e.recheck(s)
+	}
 	e.tab.each(func(c *conn) {
 		if !c.confirmed.Load() || !c.snat {
 			return
@@ -293,8 +304,9 @@ func (e *Engine) prerouting(pkt []byte, in Iface, overloaded bool) (Verdict, CTS
 			}
 		}
 		if overloaded {
-			if st, ok := e.insideToRouter(&p, &t, in, s); ok {
-				return e.untracked(), st
+			if _, ok := e.insideToRouter(&p, &t, in, s); ok {
+				v, _, st := e.toRouter(&p, &t, in, s)
+				return v, st
 			}
 			return e.drop(DropOverload), CTUntracked
 		}
@@ -365,7 +377,7 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 	ic := s.iface(in)
 	wan := ic != nil && ic.wan
 	local := s.isLocal(&t.Dst, t.V6) || (t.V6 && (t.DstAddr().IsLinkLocalUnicast() || t.DstAddr().IsMulticast()))
-	c = &conn{orig: t, mid: t, created: now}
+	c = &conn{orig: t, mid: t, created: now, icmpType: p.ICMPType, icmpCode: p.ICMPCode}
 	switch {
 	case p.Kind == KindICMPQuery && !icmpIsRequest(p.ICMPType, p.V6):
 		if local {
@@ -383,22 +395,23 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 		if wan && dhcpClient(p, &t) {
 			return e.untracked(), nil, CTUntracked
 		}
-		return e.untracked(), nil, localState(p)
+		return e.toRouter(p, &t, in, s)
 	case t.V6 && wan:
 		// IPv6 is not translated: a stateful firewall. New inbound flows
-		// need an allow rule; echo requests pass (RFC 4890 4.3.1).
-		if !s.allowed6(&t) && !(p.Kind == KindICMPQuery && p.ICMPType == 128) {
+		// need an allow rule; echo requests pass (RFC 4890 4.3.1). With
+		// zones, the rules decide at confirmation.
+		if s.fw == nil && !s.allowed6(&t) && !(p.Kind == KindICMPQuery && p.ICMPType == 128) {
 			return e.drop(DropUnsolicited), nil, 0
 		}
 	case !t.V6 && local:
 		if p.Kind == KindICMPQuery {
-			return e.untracked(), nil, localState(p)
+			return e.toRouter(p, &t, in, s)
 		}
 		// A forward applies where it listens (a LAN one, such as the
 		// host TAP's SSH forward, too) and, with hairpin, from any
 		// inside interface.
 		if f, _ := s.forward(t.Proto, &t.Dst, t.DstPort); f != nil && (f.In == in || !wan && s.hairpin) {
-			c.dnat = true
+			c.dnat, c.redirected = true, f.In == in
 			c.mid.Dst, c.mid.DstPort = forwardTarget(f, t.DstPort)
 			break
 		}
@@ -409,12 +422,12 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 			break
 		}
 		if !wan && !s.hairpin {
-			return e.untracked(), nil, localState(p)
+			return e.toRouter(p, &t, in, s)
 		}
 		if p.Kind == KindOther {
 			// Address-only NAT has no mappings to enter by: only the
 			// flow's own replies come in (the lookup found none).
-			return e.untracked(), nil, localState(p)
+			return e.toRouter(p, &t, in, s)
 		}
 		if wan && dhcpClient(p, &t) {
 			return e.untracked(), nil, CTUntracked
@@ -440,9 +453,9 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 			if found {
 				return e.drop(DropFiltered), nil, 0
 			}
-			return e.untracked(), nil, localState(p) // for the router's own sockets
+			return e.toRouter(p, &t, in, s) // for the router's own sockets
 		}
-		c.dnat, c.mapIn, c.inMap = true, true, m
+		c.dnat, c.mapIn, c.inMap, c.redirected = true, true, m, wan
 		c.mid.Dst, c.mid.DstPort = m.ik.addr, m.ik.port
 	case !t.V6 && wan:
 		if t.Dst == limitedBroadcast && dhcpClient(p, &t) {

@@ -57,6 +57,12 @@ func (e *Engine) postrouting(pkt []byte, out Iface, local bool) Verdict {
 	} else {
 		c := r.c
 		if !c.confirmed.Load() {
+			if s.fw != nil {
+				if v := e.decideFlow(c, out, s); v != Accept {
+					e.kill(c)
+					return v
+				}
+			}
 			if reason, ok := e.confirm(c, out, s, p.Kind == KindOther); !ok {
 				e.kill(c)
 				return e.drop(reason)
@@ -70,7 +76,7 @@ func (e *Engine) postrouting(pkt []byte, out Iface, local bool) Verdict {
 			}
 		}
 	}
-	if ic := s.iface(out); ic != nil {
+	if ic := s.iface(out); ic != nil && !ic.noClamp {
 		hdr := 40
 		if p.V6 {
 			hdr = 60
@@ -141,6 +147,7 @@ func (e *Engine) confirm(c *conn, out Iface, s *snapshot, generic bool) (DropRea
 	}
 	c.reply = reply
 	c.snat = m != nil
+	c.out = out
 	if !e.tab.insertReply(c, m) {
 		if m != nil {
 			e.nat.release(m, c, true)

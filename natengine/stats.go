@@ -25,6 +25,7 @@ const (
 	DropSpoofed                          // from a WAN interface with a router address or a LAN subnet's address as source (RFC 3704 ingress filtering)
 	DropHostFlows                        // new flow from an inside address that holds Config.MaxConnsPerHost flows (limits.go)
 	DropHostPorts                        // new NAT mapping for an inside address that holds Config.MaxPortsPerHost (limits.go)
+	DropFirewall                         // new flow refused by a zone policy or rule (Rules.Zones, firewall.go)
 	numDropReasons
 )
 
@@ -32,6 +33,7 @@ var dropNames = [numDropReasons]string{
 	"malformed", "table_full", "no_port", "filtered", "unsolicited", "invalid_tcp",
 	"icmp_checksum", "icmp_no_conn", "icmp_bad", "icmpv6_policy", "clash", "frag_no_flow",
 	"untranslatable", "overload", "nat_addr_taken", "spoofed_source", "host_flows", "host_ports",
+	"firewall",
 }
 
 // String returns the reason's metric label.
@@ -90,6 +92,13 @@ type Stats struct {
 	// ReservePortAny) refused because a NAT mapping or a port forward
 	// already had the port.
 	ReserveRefused atomic.Uint64
+	// FirewallRejects counts refused flows answered with a TCP RST or
+	// ICMP unreachable (the Reject verdict), within the reject limit;
+	// every refused flow also counts in Drops[DropFirewall].
+	FirewallRejects atomic.Uint64
+	// FlushedFirewall counts flows removed because a reload's zones and
+	// rules no longer allow them (SetRules).
+	FlushedFirewall atomic.Uint64
 }
 
 // Drop returns the counter for reason r.

@@ -25,6 +25,9 @@ type verdict struct {
 	// ttlExpired: an IPv4 packet to be forwarded arrived with TTL <= 1;
 	// the sender gets ICMP Time Exceeded. Valid iff dropped.
 	ttlExpired bool
+	// reject: a firewall reject rule refused the packet, a new flow to
+	// the router: answer it (reject.go).
+	reject bool
 	// fixPartial: a forwarded TCP/UDP segment with a CHECKSUM_PARTIAL
 	// checksum; l4Off:l4End (frame offsets) and l4Proto locate it.
 	fixPartial   bool
@@ -130,6 +133,9 @@ func prerouting(nat *natengine.Engine, f *hw.Frame, ip []byte, in natengine.Ifac
 		return true, st
 	case natengine.Stolen:
 		*v = verdict{stolen: true}
+	case natengine.Reject:
+		*v = dropped(dropNAT)
+		v.reject = true
 	default:
 		*v = dropped(dropNAT)
 	}

@@ -244,6 +244,9 @@ func (e *Endpoint) handleFrame(f *hw.Frame, r *rxRun) {
 		if v.ttlExpired {
 			e.sendTimeExceeded(f.Data[header.EthernetMinimumSize:])
 		}
+		if v.reject {
+			e.sendReject(f.Data[header.EthernetMinimumSize:], true)
+		}
 		if v.drop == dropFragIncompleteChain {
 			e.sendIncompleteChain(f.Data[header.EthernetMinimumSize:])
 		}

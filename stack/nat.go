@@ -72,6 +72,15 @@ func (e *Endpoint) natTransmitAt(nat *natengine.Engine, frame []byte, ipOff int,
 	}
 	if v != natengine.Accept {
 		e.stats.drop(dropNAT)
+		if v == natengine.Reject {
+			// Answered off the transmit path (netstack is sending this
+			// frame; the answer goes out through netstack again), from
+			// a copy. The engine limits rejects to firewall.RejectRate
+			// a second, so at most that many of these goroutines start;
+			// each ends when its packet is written.
+			ip := append([]byte(nil), frame[ipOff:]...)
+			go e.sendReject(ip, false)
+		}
 		return false
 	}
 	switch {

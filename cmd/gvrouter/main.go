@@ -127,9 +127,13 @@ func cmdCheck(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s: ok (%d ports, %d interfaces, %d routes, %d macsec; nat: %d masquerade, %d snat, %d forwards; wan_input %s)\n",
+	fw := "wan_input " + map[bool]string{true: "drop", false: "accept"}[cfg.Firewall.WANInputDrop()]
+	if z := &cfg.Firewall; len(z.Zones) > 0 {
+		fw = fmt.Sprintf("firewall: %d zones, %d rules, %d redirects", len(z.Zones), len(z.Rules), len(z.Redirects))
+	}
+	fmt.Fprintf(out, "%s: ok (%d ports, %d interfaces, %d routes, %d macsec; nat: %d masquerade, %d snat, %d forwards; %s)\n",
 		*path, len(cfg.Ports), len(cfg.Interfaces), len(cfg.Routes), len(cfg.MACsec),
-		len(cfg.NAT.Masquerade), len(cfg.NAT.SNAT), len(cfg.NAT.Forwards), map[bool]string{true: "drop", false: "accept"}[cfg.Firewall.WANInputDrop()])
+		len(cfg.NAT.Masquerade), len(cfg.NAT.SNAT), len(cfg.NAT.Forwards), fw)
 	return nil
 }
 

@@ -3,13 +3,17 @@ package config
 import (
 	"encoding/hex"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gvrouter/gvrouter/firewall"
 )
 
 // format writes c back as YAML, for the round-trip check.
@@ -270,7 +274,143 @@ func clearPos(c *Config) *Config {
 	for i := range c.Firewall.Allow6 {
 		c.Firewall.Allow6[i].Pos = Pos{}
 	}
+	for i := range c.Firewall.Zones {
+		c.Firewall.Zones[i].Pos, c.Firewall.Zones[i].src = Pos{}, src{}
+	}
+	for i := range c.Firewall.Rules {
+		c.Firewall.Rules[i].Pos, c.Firewall.Rules[i].src = Pos{}, src{}
+	}
+	for i := range c.Firewall.Redirects {
+		c.Firewall.Redirects[i].Pos, c.Firewall.Redirects[i].src = Pos{}, src{}
+	}
 	return c
+}
+
+// formatZones writes firewall: zones, rules and redirects (inside the
+// firewall: mapping).
+func formatZones(b *strings.Builder, fw *Firewall) {
+	if len(fw.Zones) == 0 {
+		return
+	}
+	list := func(xs []string) string {
+		q := make([]string, len(xs))
+		for i, x := range xs {
+			q[i] = strconv.Quote(x)
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	}
+	b.WriteString("  zones:\n")
+	for _, z := range fw.Zones {
+		fmt.Fprintf(b, "    - {name: %q, interfaces: %s", z.Name, list(z.Interfaces))
+		for _, kv := range [][2]string{{"input", z.Input}, {"forward", z.Forward}, {"output", z.Output}} {
+			if kv[1] != "" {
+				fmt.Fprintf(b, ", %s: %q", kv[0], kv[1])
+			}
+		}
+		if z.Masquerade {
+			b.WriteString(", masquerade: on")
+		}
+		if z.NoMSSClamp {
+			b.WriteString(", mss_clamp: off")
+		}
+		b.WriteString("}\n")
+	}
+	b.WriteString("  rules:\n")
+	for _, r := range fw.Rules {
+		m := r.Match
+		fmt.Fprintf(b, "    - {target: %q", m.Target.String())
+		for _, kv := range [][2]string{{"name", m.Name}, {"src", m.Src}, {"dest", m.Dest}} {
+			if kv[1] != "" {
+				fmt.Fprintf(b, ", %s: %q", kv[0], kv[1])
+			}
+		}
+		if m.Family != 0 {
+			fmt.Fprintf(b, ", family: ipv%d", m.Family)
+		}
+		switch {
+		case len(m.Protos) > 0:
+			var ps []string
+			for _, p := range m.Protos {
+				ps = append(ps, strconv.Itoa(int(p)))
+			}
+			b.WriteString(", proto: " + list(ps))
+		case len(m.ICMPTypes) == 0:
+			b.WriteString(", proto: all")
+		}
+		addrs := func(key string, ps []netip.Prefix, sf []firewall.Suffix) {
+			var xs []string
+			for _, p := range ps {
+				xs = append(xs, p.String())
+			}
+			if len(xs) > 0 {
+				fmt.Fprintf(b, ", %s: %s", key, list(xs))
+			}
+			xs = nil
+			for _, s := range sf {
+				xs = append(xs, netip.Addr(s).String())
+			}
+			if len(xs) > 0 {
+				fmt.Fprintf(b, ", %s_suffix: %s", key[:len(key)-3], list(xs))
+			}
+		}
+		addrs("src_ip", m.SrcAddrs, m.SrcSuffix)
+		addrs("dest_ip", m.DestAddrs, m.DestSuffix)
+		ports := func(key string, prs []firewall.PortRange) {
+			var xs []string
+			for _, p := range prs {
+				xs = append(xs, portRange(p.First, p.Last))
+			}
+			if len(xs) > 0 {
+				fmt.Fprintf(b, ", %s: %s", key, list(xs))
+			}
+		}
+		ports("src_port", m.SrcPorts)
+		ports("dest_port", m.DestPorts)
+		if len(m.ICMPTypes) > 0 {
+			var xs []string
+			for _, t := range m.ICMPTypes {
+				x := map[bool]string{false: "icmp:", true: "icmpv6:"}[t.V6] + strconv.Itoa(int(t.Type))
+				if !t.AnyCode {
+					x += "/" + strconv.Itoa(int(t.Code))
+				}
+				xs = append(xs, x)
+			}
+			b.WriteString(", icmp_type: " + list(xs))
+		}
+		if m.Limit > 0 {
+			for _, u := range []struct {
+				name string
+				secs float64
+			}{{"second", 1}, {"minute", 60}, {"hour", 3600}, {"day", 86400}} {
+				if n := math.Round(m.Limit * u.secs); math.Abs(n-m.Limit*u.secs) < 1e-6 {
+					fmt.Fprintf(b, ", limit: \"%d/%s\"", int(n), u.name)
+					break
+				}
+			}
+		}
+		if m.Burst > 0 {
+			fmt.Fprintf(b, ", limit_burst: %d", m.Burst)
+		}
+		if m.Log {
+			b.WriteString(", log: on")
+		}
+		b.WriteString("}\n")
+	}
+	b.WriteString("  redirects:\n")
+	for _, r := range fw.Redirects {
+		proto := r.Proto
+		if proto == "" {
+			proto = "tcpudp"
+		}
+		fmt.Fprintf(b, "    - {src: %q, proto: %q, src_dport: %q, dest_ip: %q", r.Src, proto, portRange(r.FirstPort, r.LastPort), r.To.Addr().String())
+		if r.Name != "" {
+			fmt.Fprintf(b, ", name: %q", r.Name)
+		}
+		if r.To.Port() != 0 {
+			fmt.Fprintf(b, ", dest_port: %d", r.To.Port())
+		}
+		b.WriteString("}\n")
+	}
 }
 
 // formatNAT writes the nat: and firewall: sections.
@@ -331,6 +471,7 @@ func formatNAT(b *strings.Builder, c *Config) {
 	if c.Firewall.WANInput != "" {
 		fmt.Fprintf(b, "  wan_input: %q\n", c.Firewall.WANInput)
 	}
+	formatZones(b, &c.Firewall)
 	b.WriteString("  allow6:\n")
 	for _, a := range c.Firewall.Allow6 {
 		fmt.Fprintf(b, "    - {to: %q", a.To.String())

@@ -170,7 +170,13 @@ type Firewall struct {
 	// Allow6 admits new inbound IPv6 flows from wan interfaces to hosts
 	// behind the router (IPv6 is routed, not translated).
 	Allow6 []Allow6
-	Pos    Pos // where the key "firewall" is written
+	// Zones, Rules and Redirects are the zone firewall (zones.go);
+	// without Zones it is the implicit zone set wan_input and allow6
+	// describe.
+	Zones     []Zone
+	Rules     []Rule
+	Redirects []Redirect
+	Pos       Pos // where the key "firewall" is written
 
 	src src
 }
@@ -271,7 +277,7 @@ var (
 	forwardKeys     = []string{"proto", "port", "to", "on"}
 	conntrackKeys   = []string{"max", "per_host", "ports_per_host", "router_reserve", "timeouts"}
 	timeoutKeys     = []string{"tcp_established", "tcp_transitory", "udp_unreplied", "udp_stream", "icmp", "other"}
-	firewallKeys    = []string{"wan_input", "allow6"}
+	firewallKeys    = []string{"wan_input", "allow6", "zones", "rules", "redirects"}
 	allow6Keys      = []string{"proto", "to", "suffix", "interface", "port"}
 	filteringNames  = []string{FilteringEndpointIndependent, FilteringAddressDependent, FilteringAddressAndPortDependent}
 	inputNames      = []string{InputDrop, InputAccept}
@@ -558,6 +564,7 @@ func (d *decoder) firewall(c *Config, n *yaml.Node) {
 			}
 		}
 	}
+	d.zoneSections(fw, m)
 }
 
 func (d *decoder) allow6(n *yaml.Node) Allow6 {
@@ -816,7 +823,8 @@ func (c *Config) validateNAT(l *errorList) {
 			l.add(a.src.at("proto", a.Pos), "firewall: allow6: %v", err)
 		}
 	}
-	if fw.WANInputDrop() {
+	c.validateZones(l)
+	if fw.WANInputDrop() && len(fw.Zones) == 0 {
 		for _, ls := range c.Status.Listen {
 			if ifc := c.Interface(ls.Interface); ifc != nil && ifc.Role == RoleWAN {
 				l.add(ls.Pos, "status: listen %q is on wan interface %q, where firewall: wan_input: drop (the default) refuses new connections; listen on a lan interface or set wan_input: accept",

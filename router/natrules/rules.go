@@ -144,6 +144,9 @@ func Compile(cfg *config.Config, ids IDs, portMTU func(port string) int, reserve
 		}
 	}
 	r.Forwards = append(r.Forwards, hostForwards(cfg, id)...)
+	r.Forwards = append(r.Forwards, redirectForwards(cfg, id)...)
+	zoneIfaceFlags(cfg, r.Ifaces)
+	r.Zones = ruleset(cfg, id, r.Ifaces)
 	for _, a := range cfg.Firewall.Allow6 {
 		proto, any := a.ProtoNumber()
 		for _, dst := range allow6Dsts(cfg, a) {
@@ -175,9 +178,10 @@ func has4(ic *config.Interface) bool {
 }
 
 // DropNewInput reports whether new flows to the router arriving on ic
-// are dropped: wan interfaces under firewall: wan_input: drop.
+// are dropped: wan interfaces under firewall: wan_input: drop. With
+// firewall: zones: the zones' input policies decide, in the engine.
 func DropNewInput(cfg *config.Config, ic config.Interface) bool {
-	return ic.Role == config.RoleWAN && cfg.Firewall.WANInputDrop()
+	return ic.Role == config.RoleWAN && cfg.Firewall.WANInputDrop() && len(cfg.Firewall.Zones) == 0
 }
 
 // Reserved is a port one of the router's own netstack sockets uses.

@@ -139,9 +139,15 @@ func TestNATRules(t *testing.T) {
 			if got.Reserved != nil {
 				t.Errorf("Reserved set with no reserved ports")
 			}
+			if got.Zones == nil {
+				t.Errorf("no zones: every config has its zone set (LegacyPolicy; zones_test.go checks it)")
+			}
+			zones := got.Zones
+			got.Zones = nil
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Compile =\n%+v\nwant\n%+v", got, tt.want)
 			}
+			got.Zones = zones
 			if err := natengine.New(EngineConfig(cfg)).SetRules(got); err != nil {
 				t.Errorf("SetRules: %v", err)
 			}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gvrouter/gvrouter/firewall"
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/status"
 )
@@ -74,7 +75,12 @@ func Counters(e *natengine.Engine, maxConns int) *status.Conntrack {
 			"untracked":            st.Untracked.Load(),
 			"flushed_address_gone": st.FlushedAddressGone.Load(),
 			"reserve_refused":      st.ReserveRefused.Load(),
+			"firewall_rejects":     st.FirewallRejects.Load(),
+			"flushed_firewall":     st.FlushedFirewall.Load(),
 		},
+	}
+	if fw := e.Firewall(); fw != nil {
+		c.Firewall = firewallCounters(fw)
 	}
 	for i := range st.Slow {
 		c.SlowPath[natengine.SlowReason(i).String()] = st.Slow[i].Load()
@@ -174,4 +180,27 @@ func protoName(p uint8) string {
 		return "icmpv6"
 	}
 	return strconv.Itoa(int(p))
+}
+
+// firewallCounters flattens the zone firewall's counters for the status
+// page. Rules of the same name add up.
+func firewallCounters(fw *firewall.Ruleset) map[string]uint64 {
+	rules, zones := fw.Counters()
+	out := make(map[string]uint64, 3*len(rules)+3*len(zones)+1)
+	for i, r := range rules {
+		name := r.Name
+		if name == "" {
+			name = "#" + strconv.Itoa(i)
+		}
+		out["rule "+name+" hits"] += r.Hits
+		out["rule "+name+" logged"] += r.Logged
+		out["rule "+name+" limited"] += r.Limited
+	}
+	for _, z := range zones {
+		out["zone "+z.Name+" input"] = z.Input
+		out["zone "+z.Name+" forward"] = z.Forward
+		out["zone "+z.Name+" output"] = z.Output
+	}
+	out["unzoned"] = fw.Unzoned.Load()
+	return out
 }

@@ -47,6 +47,10 @@ type Conntrack struct {
 	Events map[string]uint64 `json:"events"`
 	// NATPorts is the NAT port usage per external address and protocol.
 	NATPorts []NATPorts `json:"nat_ports"`
+	// Firewall counts the zone firewall's decisions: "rule NAME hits"
+	// (and "logged", "limited") per rule, "zone NAME input" (and
+	// "forward", "output") per zone policy, "unzoned".
+	Firewall map[string]uint64 `json:"firewall,omitempty"`
 
 	// FastPathRatio is FastPathHits over all packets the fast path saw
 	// (hits plus hand-backs) since start, 0..1 (set by the Server).

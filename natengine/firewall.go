@@ -1,0 +1,101 @@
+package natengine
+
+import "github.com/gvrouter/gvrouter/firewall"
+
+// Zones and rules (Rules.Zones, package firewall).
+//
+// With zones the engine decides every new flow once, where it knows both
+// ends: a forwarded flow when it is confirmed (Postrouting knows the
+// interface it leaves by), the router's own flow when it opens one, and a
+// packet to the router's own address that would open a flow (the router
+// does not track those inbound) when it arrives. Packets of existing
+// flows, replies and related ICMP errors never reach the rules, so the
+// fast path stays one table lookup. Rules see the flow after DNAT: a port
+// forward's flow has the inside host as its destination.
+//
+// What stays fixed whatever the zones say: IPv4 from a wan interface to
+// an address that is not the router's is dropped (DropUnsolicited:
+// inside hosts are reached over IPv4 only through redirects and NAT
+// mappings), the RFC 3704 spoofing check, the DHCP client's answers and
+// the ICMP and ICMPv6 messages that are not queries (errors, neighbour
+// discovery; RFC 4890), and broadcast and multicast to the router
+// (DHCP discovery) are not filtered. A flow a redirect (port forward)
+// opened from the redirect's own interface, or a NAT mapping from a wan
+// interface, is accepted when no rule matches it (fw4 "Accept port
+// redirections"); a hairpinned one is a forward from its own zone.
+//
+// A reload re-checks every confirmed flow against the new rules and
+// removes those they no longer allow (SetRules, FlushedFirewall): a rule
+// that blocks a host takes effect on its open connections too, as
+// fw4's "conntrack flush" on reload would, while flows the rules still
+// allow keep running.
+
+// Firewall returns the zone ruleset in force (Rules.Zones), or nil, for
+// its counters.
+func (e *Engine) Firewall() *firewall.Ruleset { return e.rules.Load().fw }
+
+// decide evaluates the new flow t (after DNAT) from in to out (NoIface:
+// the router) and returns Accept, or Drop or Reject counted.
+func (e *Engine) decide(p *Parsed, t *Tuple, in, out Iface, redirected bool, s *snapshot) Verdict {
+	f := flowOf(t, p.ICMPType, p.ICMPCode, in, out, redirected)
+	now := e.now()
+	return e.verdict(s.fw.Eval(&f, now).Target, s, now)
+}
+
+func (e *Engine) verdict(t firewall.Target, s *snapshot, now int64) Verdict {
+	switch t {
+	case firewall.Accept:
+		return Accept
+	case firewall.Reject:
+		e.stats.Drops[DropFirewall].Add(1)
+		if s.fw.RejectAllowed(now) {
+			e.stats.FirewallRejects.Add(1)
+			return Reject
+		}
+		return Drop
+	}
+	return e.drop(DropFirewall)
+}
+
+func flowOf(t *Tuple, icmpType, icmpCode uint8, in, out Iface, redirected bool) firewall.Flow {
+	f := firewall.Flow{Src: t.Src, Dst: t.Dst, SrcPort: t.SrcPort, DstPort: t.DstPort, Proto: t.Proto, V6: t.V6,
+		In: int32(in), Out: int32(out), DNAT: redirected}
+	if t.Proto == ProtoICMP || t.Proto == ProtoICMPv6 {
+		f.SrcPort, f.DstPort = 0, 0 // the query identifier is no port
+		f.ICMPType, f.ICMPCode = icmpType, icmpCode
+	}
+	return f
+}
+
+// toRouter handles a packet to the router's own address that no flow
+// covers: with zones, one that would open a flow (CTNew, or an echo
+// request) passes the input chain of its interface's zone first.
+func (e *Engine) toRouter(p *Parsed, t *Tuple, in Iface, s *snapshot) (Verdict, *conn, CTState) {
+	st := localState(p)
+	if s.fw != nil && (st == CTNew || p.Kind == KindICMPQuery) {
+		if v := e.decide(p, t, in, NoIface, false, s); v != Accept {
+			return v, nil, CTUntracked
+		}
+	}
+	return e.untracked(), nil, st
+}
+
+// decideFlow evaluates the unconfirmed flow c, leaving by out.
+func (e *Engine) decideFlow(c *conn, out Iface, s *snapshot) Verdict {
+	f := flowOf(&c.mid, c.icmpType, c.icmpCode, Iface(c.in[dirOrig].Load()), out, c.redirected)
+	now := e.now()
+	return e.verdict(s.fw.Eval(&f, now).Target, s, now)
+}
+
+// recheck removes the confirmed flows that s's zones no longer allow.
+func (e *Engine) recheck(s *snapshot) {
+	e.tab.each(func(c *conn) {
+		if !c.confirmed.Load() {
+			return // decided when it is confirmed, under s
+		}
+		f := flowOf(&c.mid, c.icmpType, c.icmpCode, Iface(c.in[dirOrig].Load()), c.out, c.redirected)
+		if s.fw.Recheck(&f).Target != firewall.Accept && e.kill(c) {
+			e.stats.FlushedFirewall.Add(1)
+		}
+	})
+}

@@ -1,0 +1,229 @@
+package natengine
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/gvrouter/gvrouter/firewall"
+)
+
+// The zone tests add a guest interface to the test topology.
+const guestIf Iface = 3
+
+var (
+	guestAddr = netip.MustParseAddr("192.168.2.1")
+	guestHost = netip.MustParseAddr("192.168.2.10")
+)
+
+// zonePolicy is lan, guest and wan as the README's guest example sets
+// them up, plus extra rules.
+func zonePolicy(extra ...firewall.Rule) firewall.Policy {
+	return firewall.Policy{
+		Zones: []firewall.Zone{
+			{Name: "lan", Ifaces: []int32{int32(lanIf)}, Input: firewall.Accept, Forward: firewall.Accept, Output: firewall.Accept},
+			{Name: "guest", Ifaces: []int32{int32(guestIf)}, Input: firewall.Reject, Forward: firewall.Drop, Output: firewall.Accept},
+			{Name: "wan", Ifaces: []int32{int32(wanIf)}, Input: firewall.Drop, Forward: firewall.Drop, Output: firewall.Accept},
+		},
+		Rules: append(extra,
+			firewall.Rule{Name: "guest-dns", Src: "guest", DestPorts: []firewall.PortRange{{First: 53, Last: 53}}},
+			firewall.Rule{Name: "guest-wan", Src: "guest", Dest: "wan"},
+			firewall.Rule{Name: "wan-ping6", Src: "wan", Dest: "*", ICMPTypes: []firewall.ICMPType{{Type: 128, V6: true}}},
+		),
+	}
+}
+
+func withZones(t testing.TB, p firewall.Policy) func(*Rules) {
+	return func(r *Rules) {
+		r.Ifaces = append(r.Ifaces, IfaceConfig{ID: guestIf, Name: "guest", Addrs: []netip.Addr{guestAddr}, MTU: testMTU})
+		rs, err := firewall.Compile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Zones = rs
+	}
+}
+
+func TestZonesForward(t *testing.T) {
+	e, _ := newTestEngine(t, 1024, withZones(t, zonePolicy()))
+	// lan to wan: lan's forward policy.
+	outboundUDP(t, e, hostA, 5000, remote, 53)
+	// guest to wan: the guest-wan rule, masqueraded like the lan.
+	p := pk{src: guestHost, dst: remote, proto: ProtoTCP, sport: 5001, dport: 443, flags: tcpSYN}.build()
+	if v := fwd(t, e, p, guestIf, wanIf); v != Accept {
+		t.Fatalf("guest to wan: %v", v)
+	}
+	// guest to a lan host: guest's forward policy drops it, at
+	// confirmation, and the pending flow goes.
+	n := e.Len()
+	p = pk{src: guestHost, dst: hostA, proto: ProtoTCP, sport: 5002, dport: 22, flags: tcpSYN}.build()
+	if v := fwd(t, e, p, guestIf, lanIf); v != Drop {
+		t.Fatalf("guest to lan: %v, want drop", v)
+	}
+	if e.Len() != n || e.Stats().Drop(DropFirewall) != 1 {
+		t.Fatalf("flows %d (want %d), firewall drops %d (want 1)", e.Len(), n, e.Stats().Drop(DropFirewall))
+	}
+	// A lan host's flow to the guest is lan's forward policy (accept),
+	// and the guest host's reply passes as the flow's: no rule decides it.
+	p = pk{src: hostA, dst: guestHost, proto: ProtoUDP, sport: 5003, dport: 9, payload: []byte("x")}.build()
+	if v := fwd(t, e, p, lanIf, guestIf); v != Accept {
+		t.Fatalf("lan to guest: %v", v)
+	}
+	p = pk{src: guestHost, dst: hostA, proto: ProtoUDP, sport: 9, dport: 5003, payload: []byte("x")}.build()
+	if v := fwd(t, e, p, guestIf, lanIf); v != Accept {
+		t.Fatalf("guest's reply to lan: %v", v)
+	}
+	rules, zones := e.rules.Load().fw.Counters()
+	if rules[1].Hits != 1 || zones[0].Forward != 2 || zones[1].Forward != 1 {
+		t.Fatalf("counters: rules %+v zones %+v", rules, zones)
+	}
+}
+
+func TestZonesInput(t *testing.T) {
+	e, _ := newTestEngine(t, 1024, withZones(t, zonePolicy()))
+	for _, tc := range []struct {
+		name string
+		p    pk
+		in   Iface
+		want Verdict
+	}{
+		{"guest dns", pk{src: guestHost, dst: guestAddr, proto: ProtoUDP, sport: 5000, dport: 53, payload: []byte("q")}, guestIf, Accept},
+		{"guest status page", pk{src: guestHost, dst: guestAddr, proto: ProtoTCP, sport: 5000, dport: 80, flags: tcpSYN}, guestIf, Reject},
+		{"guest to the lan address's page", pk{src: guestHost, dst: lanAddr, proto: ProtoTCP, sport: 5000, dport: 80, flags: tcpSYN}, guestIf, Reject},
+		{"guest ping", pk{src: guestHost, dst: guestAddr, proto: ProtoICMP, sport: 7, typ: 8}, guestIf, Reject},
+		{"guest tcp ack (no new flow)", pk{src: guestHost, dst: guestAddr, proto: ProtoTCP, sport: 5000, dport: 80, flags: tcpACK}, guestIf, Accept},
+		{"lan status page", pk{src: hostA, dst: lanAddr, proto: ProtoTCP, sport: 5000, dport: 80, flags: tcpSYN}, lanIf, Accept},
+		{"wan ssh", pk{src: remote, dst: wanAddr, proto: ProtoTCP, sport: 5000, dport: 22, flags: tcpSYN}, wanIf, Drop},
+		{"wan dhcp answer", pk{src: remote, dst: wanAddr, proto: ProtoUDP, sport: 67, dport: 68, payload: []byte("x")}, wanIf, Accept},
+		{"wan ping6 to the router (no input rule)", pk{src: remote6, dst: wan6, proto: ProtoICMPv6, sport: 7, typ: 128}, wanIf, Drop},
+	} {
+		if v := e.Prerouting(tc.p.build(), tc.in); v != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, v, tc.want)
+		}
+	}
+	if got := e.Stats().FirewallRejects.Load(); got != 3 {
+		t.Errorf("rejects answered %d, want 3", got)
+	}
+}
+
+func TestZonesIPv6FromWAN(t *testing.T) {
+	nas := firewall.Rule{Name: "nas", Src: "wan", Dest: "lan", Family: 6, Protos: []uint8{ProtoTCP},
+		DestPorts: []firewall.PortRange{{First: 443, Last: 443}}, DestSuffix: []firewall.Suffix{firewall.Suffix(netip.MustParseAddr("::10"))}}
+	e, _ := newTestEngine(t, 1024, withZones(t, zonePolicy(nas)))
+	for _, tc := range []struct {
+		name string
+		p    pk
+		want Verdict
+	}{
+		{"to the suffix host", pk{src: remote6, dst: host6, proto: ProtoTCP, sport: 5000, dport: 443, flags: tcpSYN}, Accept},
+		{"same suffix, new prefix", pk{src: remote6, dst: netip.MustParseAddr("2001:db8:99::10"), proto: ProtoTCP, sport: 5000, dport: 443, flags: tcpSYN}, Accept},
+		{"other port", pk{src: remote6, dst: host6, proto: ProtoTCP, sport: 5000, dport: 22, flags: tcpSYN}, Drop},
+		{"other host", pk{src: remote6, dst: netip.MustParseAddr("2001:db8:1::11"), proto: ProtoTCP, sport: 5000, dport: 443, flags: tcpSYN}, Drop},
+		{"echo request", pk{src: remote6, dst: host6, proto: ProtoICMPv6, sport: 9, typ: 128}, Accept},
+	} {
+		if v := fwd(t, e, tc.p.build(), wanIf, lanIf); v != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, v, tc.want)
+		}
+	}
+}
+
+func TestZonesRedirect(t *testing.T) {
+	e, _ := newTestEngine(t, 1024, func(r *Rules) {
+		withZones(t, zonePolicy())(r)
+		r.Forwards = []Forward{{Proto: ProtoTCP, In: wanIf, FirstPort: 8080, LastPort: 8080, To: netip.AddrPortFrom(hostA, 80)}}
+	})
+	// From the wan: the redirect's own interface, accepted with no rule.
+	p := pk{src: remote, dst: wanAddr, proto: ProtoTCP, sport: 5000, dport: 8080, flags: tcpSYN}.build()
+	if v := fwd(t, e, p, wanIf, lanIf); v != Accept {
+		t.Fatalf("wan to the forward: %v", v)
+	}
+	// Hairpinned from the lan: lan's forward policy accepts.
+	p = pk{src: hostB, dst: wanAddr, proto: ProtoTCP, sport: 5000, dport: 8080, flags: tcpSYN}.build()
+	if v := fwd(t, e, p, lanIf, lanIf); v != Accept {
+		t.Fatalf("lan hairpin to the forward: %v", v)
+	}
+	// Hairpinned from the guest: guest's forward policy drops it.
+	p = pk{src: guestHost, dst: wanAddr, proto: ProtoTCP, sport: 5000, dport: 8080, flags: tcpSYN}.build()
+	if v := fwd(t, e, p, guestIf, lanIf); v != Drop {
+		t.Fatalf("guest hairpin to the forward: %v, want drop", v)
+	}
+}
+
+// TestZonesReloadFlushes: a reload that adds a rule blocking hostB from
+// the wan removes hostB's open flows and keeps hostA's.
+func TestZonesReloadFlushes(t *testing.T) {
+	mod := withZones(t, zonePolicy())
+	e, _ := newTestEngine(t, 1024, mod)
+	establishTCP(t, e, hostA, 4000, remote, 443)
+	establishTCP(t, e, hostB, 4000, remote, 443)
+	outboundUDP(t, e, hostB, 4001, remote, 53)
+	if e.Len() != 3 {
+		t.Fatalf("%d flows, want 3", e.Len())
+	}
+	block := firewall.Rule{Name: "block-b", Src: "lan", Dest: "wan", SrcAddrs: []netip.Prefix{netip.PrefixFrom(hostB, 32)}, Target: firewall.Reject}
+	r := testRules()
+	withZones(t, zonePolicy(block))(&r)
+	if err := e.SetRules(r); err != nil {
+		t.Fatal(err)
+	}
+	if e.Len() != 1 || e.Stats().FlushedFirewall.Load() != 2 {
+		t.Fatalf("after reload: %d flows (want 1), flushed %d (want 2)", e.Len(), e.Stats().FlushedFirewall.Load())
+	}
+	// hostA's connection goes on; hostB's next SYN is refused.
+	ack := pk{src: hostA, dst: remote, proto: ProtoTCP, sport: 4000, dport: 443, flags: tcpACK}.build()
+	if v := fwd(t, e, ack, lanIf, wanIf); v != Accept {
+		t.Fatalf("hostA after reload: %v", v)
+	}
+	syn := pk{src: hostB, dst: remote, proto: ProtoTCP, sport: 4002, dport: 443, flags: tcpSYN}.build()
+	if v := fwd(t, e, syn, lanIf, wanIf); v != Reject {
+		t.Fatalf("hostB after reload: %v, want reject", v)
+	}
+}
+
+// BenchmarkConntrackInsertZones is BenchmarkConntrackInsert (a new NATed
+// UDP flow: table insert, rule evaluation, mapping, SNAT) with zones and
+// 0 or 1,000 extra lan-to-wan rules ahead of the flow's.
+//
+// Two shapes of 1,000 rules: "ports" refuse one destination port each
+// (the index skips them: the flows' port is none of theirs), "hosts"
+// refuse one source address each with no port (a block list of hosts:
+// every new flow is checked against all of them).
+func BenchmarkConntrackInsertZones(b *testing.B) {
+	for _, shape := range []string{"none", "1000ports", "1000hosts"} {
+		b.Run(shape, func(b *testing.B) {
+			var extra []firewall.Rule
+			for i := 0; i < 1000 && shape != "none"; i++ {
+				r := firewall.Rule{Name: "block", Src: "lan", Dest: "wan", Target: firewall.Drop,
+					SrcAddrs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, byte(9 + i>>8), byte(i)}), 32)}}
+				if shape == "1000ports" {
+					r.Protos = []uint8{ProtoTCP, ProtoUDP}
+					r.DestPorts = []firewall.PortRange{{First: uint16(20000 + i), Last: uint16(20000 + i)}}
+				}
+				extra = append(extra, r)
+			}
+			// The flows go to port 53 on remote, so the 1,000 rules'
+			// ports never cover them; a block list with an any-port rule
+			// per host would be scanned in full (see firewall's index).
+			const flows = 65536
+			pkts := flowPackets(flows)
+			work := make([]byte, 64)
+			mod := withZones(b, zonePolicy(extra...))
+			e, _ := newTestEngine(b, 2*flows, func(r *Rules) { twoAddrs(r); mod(r) })
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if i%flows == 0 && i > 0 {
+					b.StopTimer()
+					e, _ = newTestEngine(b, 2*flows, func(r *Rules) { twoAddrs(r); mod(r) })
+					b.StartTimer()
+				}
+				p := pkts[i%flows]
+				w := work[:len(p)]
+				copy(w, p)
+				if e.Prerouting(w, lanIf) != Accept || e.Postrouting(w, wanIf) != Accept {
+					b.Fatal("drop")
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "inserts/s")
+		})
+	}
+}
