@@ -2,11 +2,13 @@ package lab
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +57,7 @@ func TestLabPortMappingLimits(t *testing.T) {
 		Stdout:       &out,
 		cfgEdits: []func(*labConfig){func(c *labConfig) {
 			c.PortMapping = &labPortMapping{NATPMP: "on", PCP: "on", MaxPerHost: pmLimit,
-				Allow: []string{"allow 1024-65535 10.77.1.0/24 1024-65535"}}
+				Allow: []string{"deny 15900-15999 0.0.0.0/0 1-65535", "allow 1024-65535 10.77.1.0/24 1024-65535"}}
 		}},
 		testHook: func(l *lab) error { return checkPortMapLimits(t, l, script) },
 		runTag:   nextRunTag(),
@@ -120,6 +122,8 @@ func checkPortMapLimits(t *testing.T, l *lab, script string) error {
 		fmt.Sprintf("peer,2,3600,3,6,%d,%s,%d", pmPCPPeer, wanHost4.Addr(), pmPeerPort),
 		"internal-80,1,3600,4,6,80",
 		"external-80-prefer-failure,1,3600,5,6,15702,ext,80,prefer",
+		"denied-prefer-failure,1,3600,6,6,15950,ext,15950,prefer",
+		"denied-hint,1,3600,7,17,15951,ext,15951",
 	)
 	for name, want := range map[string]string{
 		"map":                        fmt.Sprintf("v2 op129 result 0 port %d lifetime 3600", pmPCPMap),
@@ -128,10 +132,18 @@ func checkPortMapLimits(t *testing.T, l *lab, script string) error {
 		"peer":                       fmt.Sprintf("v2 op130 result 0 port %d lifetime 3600", pmPCPPeer),
 		"internal-80":                "v2 op129 result 2 ",
 		"external-80-prefer-failure": "v2 op129 result 2 ",
+		"denied-prefer-failure":      "v2 op129 result 2 ",
+		"denied-hint":                "v2 op129 result 0 port ",
 	} {
 		if !strings.HasPrefix(got[name], want) {
 			return fmt.Errorf("PCP %s: %q, want %q", name, got[name], want)
 		}
+	}
+	// Without PREFER_FAILURE a suggested port the rules deny is a hint
+	// (RFC 6887 section 11.3): another port, outside the denied range.
+	var hinted uint16
+	if _, err := fmt.Sscanf(got["denied-hint"], "v2 op129 result 0 port %d", &hinted); err != nil || !allowedExt(hinted) {
+		return fmt.Errorf("PCP denied-hint: %q, want a port in 1024-65535 outside 15900-15999", got["denied-hint"])
 	}
 	if err := reachTCP(ctx, l, wanRouter4.Addr(), pmPCPMap, 0); err != nil {
 		return fmt.Errorf("PCP MAP: %w", err)
@@ -156,10 +168,17 @@ func checkPortMapLimits(t *testing.T, l *lab, script string) error {
 	if err != nil {
 		return err
 	}
-	if r.Result != natpmp.ResultSuccess || r.Mapped < 1024 {
+	if r.Result != natpmp.ResultSuccess || !allowedExt(r.Mapped) {
 		return fmt.Errorf("NAT-PMP map UDP 15703 suggesting external 80: %+v; want success on a port in 1024-65535", r)
 	}
-	pm, err := l.waitPortMap(ctx, "the PCP and NAT-PMP mappings", func(p *status.PortMapping) bool { return len(p.Mappings) == 4 })
+	r, err = natpmpAsk(l.lanNS, host, gw, natpmp.Request{Op: natpmp.OpMapTCP, Internal: 15952, External: 15952, Lifetime: 3600})
+	if err != nil {
+		return err
+	}
+	if r.Result != natpmp.ResultSuccess || !allowedExt(r.Mapped) {
+		return fmt.Errorf("NAT-PMP map TCP 15952 suggesting the denied 15952: %+v; want success on a port in 1024-65535 outside 15900-15999", r)
+	}
+	pm, err := l.waitPortMap(ctx, "the PCP and NAT-PMP mappings", func(p *status.PortMapping) bool { return len(p.Mappings) == 6 })
 	if err != nil {
 		return err
 	}
@@ -240,17 +259,31 @@ func checkPortMapLimits(t *testing.T, l *lab, script string) error {
 	if _, err := l.waitWANLease(ctx, newWAN, 110*time.Second); err != nil {
 		return err
 	}
-	ann.SetReadDeadline(time.Now().Add(10 * time.Second))
-	buf := make([]byte, 64)
-	for {
+	// Both protocols announce (RFC 6886 3.2.1, RFC 6887 14.1.3): the
+	// NAT-PMP answer with the new address, and a PCP ANNOUNCE of the same
+	// series (its epoch no older than that answer's; the start's series
+	// may still be running).
+	ann.SetReadDeadline(time.Now().Add(15 * time.Second))
+	buf := make([]byte, 1100)
+	var pcpEpochs []uint32
+	newEpoch, havePCP := uint32(0), false
+	for !havePCP || newEpoch == 0 {
 		n, from, err := ann.ReadFrom(buf)
 		if err != nil {
-			return fmt.Errorf("no NAT-PMP announcement of %s on the LAN: %w\n%s", newWAN, err, tail(filepath.Join(l.dir, "router.log"), 3000))
+			return fmt.Errorf("announcements on the LAN: NAT-PMP of %s seen %v, PCP ANNOUNCE epochs %v: %w\n%s", newWAN, newEpoch != 0, pcpEpochs, err, tail(filepath.Join(l.dir, "router.log"), 3000))
 		}
-		a, err := natpmp.ParseResponse(buf[:n])
-		t.Logf("announcement from %v: %+v (%v)", from, a, err)
-		if err == nil && a.Op == natpmp.OpResponse+natpmp.OpExternalAddress && a.External == newWAN {
-			break
+		if b := buf[:n]; n >= 24 && b[0] == 2 && b[1] == 128 && b[3] == 0 {
+			pcpEpochs = append(pcpEpochs, binary.BigEndian.Uint32(b[8:]))
+			t.Logf("PCP ANNOUNCE from %v: epoch %d", from, pcpEpochs[len(pcpEpochs)-1])
+		} else {
+			a, err := natpmp.ParseResponse(b)
+			t.Logf("NAT-PMP announcement from %v: %+v (%v)", from, a, err)
+			if err == nil && a.Op == natpmp.OpResponse+natpmp.OpExternalAddress && a.External == newWAN && newEpoch == 0 {
+				newEpoch = max(a.Epoch, 1)
+			}
+		}
+		if newEpoch != 0 {
+			havePCP = slices.ContainsFunc(pcpEpochs, func(e uint32) bool { return e+1 >= newEpoch })
 		}
 	}
 	r, err = natpmpAsk(l.lanNS, host, gw, natpmp.Request{Op: natpmp.OpExternalAddress})
@@ -302,6 +335,10 @@ func checkPortMapLimits(t *testing.T, l *lab, script string) error {
 	}
 	return nil
 }
+
+// allowedExt reports whether the test's allow rules permit external
+// port p: 1024-65535 but not the denied 15900-15999.
+func allowedExt(p uint16) bool { return p >= 1024 && (p < 15900 || p > 15999) }
 
 // hasMapping reports whether p lists a mapping of external port ext.
 func hasMapping(p *status.PortMapping, ext uint16) bool {
