@@ -28,6 +28,9 @@ type labPortMapping struct {
 	PCP        string `yaml:"pcp,omitempty"`
 	UPnP       string `yaml:"upnp,omitempty"`
 	MaxPerHost int    `yaml:"max_per_host,omitempty"`
+	// Allow is the permission rules ("[allow|deny] EXTPORTS PREFIX
+	// INTPORTS"); nil keeps the default.
+	Allow []string `yaml:"allow,omitempty"`
 }
 
 type labRoute struct {

@@ -44,6 +44,14 @@ type Mapping struct {
 // Lifetime returns the time left at now, never negative.
 func (m *Mapping) Lifetime(now time.Time) time.Duration { return max(m.Expires.Sub(now), 0) }
 
+// LifetimeSecs is Lifetime in whole seconds, rounded to the nearest: the
+// answer to a request that just made or renewed a mapping says the
+// lifetime granted (3600, not the 3599 truncation would give once a
+// microsecond has passed).
+func (m *Mapping) LifetimeSecs(now time.Time) uint32 {
+	return uint32(m.Lifetime(now).Round(time.Second) / time.Second)
+}
+
 // Request asks for a mapping (or its renewal).
 type Request struct {
 	Owner    Owner

@@ -350,3 +350,24 @@ func TestStatus(t *testing.T) {
 		t.Errorf("Status() = %+v", s)
 	}
 }
+
+// TestLifetimeSecs: the lifetime an answer states is rounded to the
+// nearest second, so a mapping granted 3600 s says 3600 a microsecond
+// later (truncation said 3599, and a 120 s one 119, below the minimum).
+func TestLifetimeSecs(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	for _, c := range []struct {
+		left time.Duration
+		want uint32
+	}{
+		{3600*time.Second - time.Microsecond, 3600},
+		{120*time.Second - 20*time.Millisecond, 120},
+		{90*time.Second + 400*time.Millisecond, 90},
+		{-time.Second, 0},
+	} {
+		m := &Mapping{Expires: now.Add(c.left)}
+		if got := m.LifetimeSecs(now); got != c.want {
+			t.Errorf("LifetimeSecs with %v left = %d, want %d", c.left, got, c.want)
+		}
+	}
+}

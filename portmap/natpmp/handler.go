@@ -154,7 +154,7 @@ func (h *Handler) mapRequest(req *Request, client netip.Addr, resp *Response) {
 		return
 	}
 	resp.Mapped = m.External
-	resp.Lifetime = uint32(m.Lifetime(h.Table.Now()) / time.Second)
+	resp.Lifetime = m.LifetimeSecs(h.Table.Now())
 }
 
 // result maps a table refusal to its NAT-PMP result code.

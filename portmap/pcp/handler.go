@@ -142,7 +142,7 @@ func (h *Handler) mapOrPeer(b []byte, r *Request, src netip.Addr, out []byte) []
 	if err != nil {
 		return h.errorResponse(b, result(err, r.PreferFailure), out)
 	}
-	life := uint32(m.Lifetime(h.Table.Now()) / time.Second)
+	life := m.LifetimeSecs(h.Table.Now())
 	n := HeaderLen + mapLen
 	if r.Op == OpPeer {
 		n = HeaderLen + peerLen
