@@ -16,9 +16,11 @@
 # Environment: ARMGUEST_SECS (iperf3 seconds of guest time per case),
 # ARMGUEST_CASES (space-separated: direct gro-on gro-off gro-on-ctcsum
 # gro-off-ctcsum gro-on-txoff gro-off-txoff gro-on-rxcsum router
-# router-af_packet router-af_xdp macsec-kernel macsec-router[-DRIVER]),
+# router-af_packet router-af_xdp router-sys[-DRIVER] (the router's system
+# calls counted) macsec-kernel macsec-router[-DRIVER]),
 # ARMGUEST_PAYLOAD (1: load the plugin), ARMGUEST_CPI, ARMGUEST_GHZ,
-# ARMGUEST_LINE_NS, ARMGUEST_HDR_LINES (the board model's parameters).
+# ARMGUEST_LINE_NS, ARMGUEST_HDR_LINES (the board model's parameters),
+# ARMGUEST_KEEP=DIR (keep the guest's console and the plugin's log there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # CACHE holds one image per layout version: bump the suffix when the
@@ -209,6 +211,11 @@ run_guest() {
 	start=$(date +%s)
 	boot_guest "$out" "$CASES" "${args[@]}"
 	log "guest done in $(( $(date +%s) - start ))s of host time"
+	if [ -n "${ARMGUEST_KEEP:-}" ]; then
+		mkdir -p "$ARMGUEST_KEEP"
+		cp "$out" "$ARMGUEST_KEEP/console"
+		[ -z "$plog" ] || cp "$plog" "$ARMGUEST_KEEP/plugin"
+	fi
 	report "$out" "$plog"
 	grep -q '^AG DONE rc=0' "$out" || { log "the guest did not finish cleanly (output in $out)"; exit 1; }
 	if [ -n "$so" ]; then
@@ -254,7 +261,30 @@ report() {
 			for (i = 1; i <= cases; i++) if (n[i] ~ /^router/) printf "  projection: %s on the board = %.0f Mbit/s\n", n[i], m[n[i]] * g
 		}
 	}' "$1"
+	sys_report "$1"
 	[ -z "${2:-}" ] || payload_report "$1" "$2"
+}
+
+# sys_report prints the router's system calls per LAN frame from the
+# router-sys cases' "AG SYS" lines (the guest's ftrace hist trigger).
+sys_report() {
+	grep -q '^AG SYS ' "$1" || return 0
+	awk '/^AG RESULT / { for (i = 4; i <= NF; i++) if ($i ~ /^frames=/) fr[$3] = substr($i, 8) }
+	/^AG SYS / {
+		c = $3; name = $5; n = $NF
+		if (name ~ /^[0-9]+$/ || name == "") name = "nr" $5
+		k[c, name] = n; t[c] += n; if (!(c in seen)) { seen[c] = 1; cs[++nc] = c }
+		names[c] = names[c] " " name
+	}
+	END {
+		for (j = 1; j <= nc; j++) {
+			c = cs[j]; f = fr[c]
+			if (f == 0) continue
+			printf "\n%s: the router'"'"'s system calls during the run, %d frames (%.4f per frame, %.1f frames per call)\n", c, f, t[c] / f, f / t[c]
+			split(names[c], ns, " ")
+			for (i in ns) printf "  %-22s %9d  %.4f per frame  %8.1f frames per call\n", ns[i], k[c, ns[i]], k[c, ns[i]] / f, f / k[c, ns[i]]
+		}
+	}' "$1"
 }
 
 # payload_report OUT PLOG: the payload plugin's counts per LAN frame and
@@ -321,6 +351,27 @@ payload_report() {
 			printf "\nkernel GRO on / off: icount (whole guest) %.2f, modelled board %.2f; the seed on the board: 572/939 = 0.61\n", raw["gro-on"] / raw["gro-off"], mod["gro-on"] / mod["gro-off"]
 		for (i = 1; i <= cases; i++) if (n[i] ~ /^router/ && ("gro-off" in mod))
 			printf "  modelled: %s / kernel GRO off = %.2f (%.0f Mbit/s if the kernel GRO off runs at the seed'"'"'s 939)\n", n[i], mod[n[i]] / mod["gro-off"], 939 * mod[n[i]] / mod["gro-off"]
+		# The line cost from outside the seed (not fitted to it): a
+		# published Cortex-A9 DRAM figure (7-cpu.com, Exynos 4210 at
+		# 1.2 GHz, LPDDR2-800): 68 ns per line with misses overlapped
+		# (parallel random read), 37 cycles + 110 ns = 141 ns for one
+		# dependent miss. A streamed checksum over DMA-cold lines lies
+		# between the two.
+		if (!(("gro-on" in mod) && ("gro-off" in mod))) exit
+		print "\nthe line cost from a published Cortex-A9 (7-cpu.com, Exynos 4210): modelled GRO on / off, and each router case in Mbit/s"
+		lns[1] = 68; lns[2] = linens; lns[3] = 141
+		for (j = 1; j <= 3; j++) {
+			ln = lns[j]
+			for (i = 1; i <= cases; i++) {
+				c = n[i]
+				if (c == "direct") continue
+				b = ipf[c] - ipf["direct"] + hi["direct"] - hi[c]
+				m2[c] = bits[c] * 1000 / (b * cpi / ghz + (cold[c] + hdr) * ln)
+			}
+			printf "  t_line %3.0f ns %-21s GRO on / off %.2f", ln, j == 1 ? "(overlapped misses):" : j == 3 ? "(one dependent miss):" : "(fitted above):", m2["gro-on"] / m2["gro-off"]
+			for (i = 1; i <= cases; i++) if (n[i] ~ /^router/) printf ", %s %.0f", n[i], m2[n[i]]
+			printf "\n"
+		}
 	}' "$2" "$1"
 }
 
