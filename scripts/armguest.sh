@@ -20,7 +20,8 @@
 # calls counted) macsec-kernel macsec-router[-DRIVER]),
 # ARMGUEST_PAYLOAD (1: load the plugin), ARMGUEST_CPI, ARMGUEST_GHZ,
 # ARMGUEST_LINE_NS, ARMGUEST_HDR_LINES (the board model's parameters),
-# ARMGUEST_KEEP=DIR (keep the guest's console and the plugin's log there).
+# ARMGUEST_KEEP=DIR (keep the guest's console and the plugin's log there),
+# ARMGUEST_PROF=1 (the plugin also profiles by kernel function).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # CACHE holds one image per layout version: bump the suffix when the
@@ -141,6 +142,7 @@ job_cpio() {
 	cat >"$j/job.env" <<EOF
 SECS=${SECS}
 CASES="${CASES}"
+PROF=${PROF:-0}
 EOF
 	(cd "$j" && find . | cpio -o -H newc --quiet) >"$1"
 	rm -rf "$j"
@@ -184,7 +186,7 @@ boot_guest() {
 	timeout "${ARMGUEST_TIMEOUT:-1500}" qemu-system-arm -M virt -cpu cortex-a15 -smp 1 -m 512 \
 		-icount shift=0,sleep=off -nographic -no-reboot -nic none \
 		-kernel "$CACHE/kernel" -initrd "$job.all" "$@" \
-		-append "console=ttyAMA0 quiet panic=-1" </dev/null | tee "$out" | grep --line-buffered -E '^(AG|\+ )' | grep --line-buffered -v '^AG SYM ' >&2 || true
+		-append "console=ttyAMA0 quiet panic=-1" </dev/null | tee "$out" | grep --line-buffered -E '^(AG|\+ )' | grep --line-buffered -Ev '^AG (SYM|KALL) ' >&2 || true
 	rm -f "$job" "$job.all"
 }
 
@@ -205,7 +207,7 @@ run_guest() {
 		fi
 		sed 's/^AG SYM //' "$syms" >"$so.syms"
 		plog=$(mktemp /tmp/armguest-plugin.XXXXXX)
-		args=(-plugin "$so,syms=$so.syms" -d plugin -D "$plog")
+		args=(-plugin "$so,syms=$so.syms${PROF:+,prof=1}" -d plugin -D "$plog")
 	fi
 	log "booting the guest (kernel $(cat "$CACHE/version"), cases: $CASES, ${SECS}s each${so:+, payload plugin})"
 	start=$(date +%s)
@@ -263,6 +265,45 @@ report() {
 	}' "$1"
 	sys_report "$1"
 	[ -z "${2:-}" ] || payload_report "$1" "$2"
+	[ -z "${2:-}" ] || [ -z "$PROF" ] || prof_report "$1" "$2"
+}
+
+# prof_report OUT PLOG: with ARMGUEST_PROF=1, the kernel functions that ran
+# the most instructions per LAN frame in each case (the plugin's blocks
+# named from the guest's kallsyms, "AG KALL" lines; 8-digit lower-case
+# addresses compare as strings). User space is one line: our code's own
+# split is scripts/armproj.sh's.
+prof_report() {
+	local kall
+	kall=$(mktemp /tmp/armguest-kall.XXXXXX)
+	grep '^AG KALL ' "$1" | sort -k3,3 >"$kall"
+	awk -v top="${ARMGUEST_PROF_TOP:-25}" -v kall="$kall" '
+	FNR == NR && $1 == "PL" && $2 == "PROF" { m = $3; if ($4 == "user" || $4 == "small") tag[m, $4] += $5; else { np[m]++; pa[m, np[m]] = $4; pv[m, np[m]] = $5 }; next }
+	FNR == NR { next }
+	/^AG KALL / { if (FILENAME == kall) { ka[++nk] = $3; kn[nk] = $5 ($6 != "" ? " " $6 : "") }; next }
+	/^AG RESULT / { for (i = 4; i <= NF; i++) if ($i ~ /^frames=/) fr[$3] = substr($i, 8); n[++cases] = $3 }
+	function name(a,   lo, hi, mid) {
+		lo = 1; hi = nk; if (nk == 0 || a < ka[1]) return "?"
+		while (lo < hi) { mid = int((lo + hi + 1) / 2); if (ka[mid] <= a) lo = mid; else hi = mid - 1 }
+		return kn[lo]
+	}
+	END {
+		if (nk == 0) { print "\nprofile: no kallsyms from the guest"; exit }
+		for (i = 1; i <= cases; i++) {
+			c = n[i]; m = 2 * i - 1; f = fr[c]
+			if (f == 0) continue
+			delete by; t = 0
+			for (j = 1; j <= np[m]; j++) { s = name(pa[m, j]); by[s] += pv[m, j]; t += pv[m, j] }
+			printf "\n%s: instructions per LAN frame by kernel function (blocks of >= 200,000 instructions in the window)\n", c
+			printf "  %-40s %9.0f\n  %-40s %9.0f\n  %-40s %9.0f\n", "user space (all processes)", tag[m, "user"] / f, "kernel, in smaller blocks", tag[m, "small"] / f, "kernel, named below (total)", t / f
+			k = 0
+			for (s in by) srt[++k] = sprintf("%012d %s", by[s], s)
+			for (a = 1; a <= k; a++) for (b = a + 1; b <= k; b++) if (srt[b] > srt[a]) { x = srt[a]; srt[a] = srt[b]; srt[b] = x }
+			for (a = 1; a <= k && a <= top; a++) { v = substr(srt[a], 1, 12) + 0; printf "  %-40s %9.0f\n", substr(srt[a], 14), v / f }
+			delete srt
+		}
+	}' "$2" "$kall" "$1"
+	rm -f "$kall"
 }
 
 # sys_report prints the router's system calls per LAN frame from the
@@ -381,6 +422,7 @@ payload_report() {
 	SECS=${ARMGUEST_SECS:-6}
 	CASES=${ARMGUEST_CASES:-direct gro-on gro-off gro-off-ctcsum gro-on-txoff router router-af_xdp macsec-kernel macsec-router}
 	PAYLOAD=${ARMGUEST_PAYLOAD:-1}
+	PROF=${ARMGUEST_PROF:-}
 	case ${1:-} in
 	prepare) prepare ;;
 	--smoke) SECS=${ARMGUEST_SECS:-2}; CASES=${ARMGUEST_CASES:-gro-on}; PAYLOAD=${ARMGUEST_PAYLOAD:-0}; prepare; run_guest ;;
