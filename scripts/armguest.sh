@@ -135,7 +135,13 @@ job_cpio() {
 	local j
 	j=$(mktemp -d /tmp/armguest-job.XXXXXX)
 	mkdir -p "$j/sbin"
-	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -ldflags "-s -w" -o "$j/sbin/router" ./cmd/gvrouter
+	if [ -n "$PROF" ]; then
+		# with its symbols, which prof_report reads from this copy
+		CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -o "$j/sbin/router" ./cmd/gvrouter
+		cp "$j/sbin/router" "$ROUTER_SYMS"
+	else
+		CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -ldflags "-s -w" -o "$j/sbin/router" ./cmd/gvrouter
+	fi
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -ldflags "-s -w" -o "$j/sbin/badcsum" ./scripts/armguest/badcsum
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -ldflags "-s -w" -o "$j/sbin/mark" ./scripts/armguest/mark
 	cp scripts/armguest/init "$j/init"
@@ -277,9 +283,15 @@ report() {
 prof_report() {
 	local kall
 	kall=$(mktemp /tmp/armguest-kall.XXXXXX)
-	grep '^AG KALL ' "$1" | sort -k3,3 >"$kall"
+	{
+		grep '^AG KALL ' "$1"
+		# the router's own functions (a static, non-PIE binary: fixed
+		# addresses), named "router:" in the profile
+		[ ! -s "$ROUTER_SYMS" ] || GOARCH= GOOS= go tool nm -n "$ROUTER_SYMS" |
+			awk '$2 ~ /^[tT]$/ { a = $1; while (length(a) < 8) a = "0" a; printf "AG KALL u%s %s %s\n", a, $2, $3 == "runtime.etext" ? "user:other-processes" : "router:" $3 }'
+	} | sort -k3,3 >"$kall"
 	awk -v top="${ARMGUEST_PROF_TOP:-25}" -v kall="$kall" '
-	FNR == NR && $1 == "PL" && $2 == "PROF" { m = $3; if ($4 == "user" || $4 == "small") tag[m, $4] += $5; else { np[m]++; pa[m, np[m]] = $4; pv[m, np[m]] = $5 }; next }
+	FNR == NR && $1 == "PL" && $2 == "PROF" { m = $3; if ($4 == "user" || $4 == "small") tag[m, $4] += $5; else { np[m]++; pa[m, np[m]] = $4; pv[m, np[m]] = $5; if ($4 ~ /^u/) up[m] += $5 }; next }
 	FNR == NR { next }
 	/^AG KALL / { if (FILENAME == kall) { ka[++nk] = $3; kn[nk] = $5 ($6 != "" ? " " $6 : "") }; next }
 	/^AG RESULT / { for (i = 4; i <= NF; i++) if ($i ~ /^frames=/) fr[$3] = substr($i, 8); n[++cases] = $3 }
@@ -296,7 +308,8 @@ prof_report() {
 			delete by; t = 0
 			for (j = 1; j <= np[m]; j++) { s = name(pa[m, j]); by[s] += pv[m, j]; t += pv[m, j] }
 			printf "\n%s: instructions per LAN frame by kernel function (blocks of >= 200,000 instructions in the window)\n", c
-			printf "  %-40s %9.0f\n  %-40s %9.0f\n  %-40s %9.0f\n", "user space (all processes)", tag[m, "user"] / f, "kernel, in smaller blocks", tag[m, "small"] / f, "kernel, named below (total)", t / f
+			printf "  %-40s %9.0f\n  %-40s %9.0f\n  %-40s %9.0f\n", "user space (all processes)", tag[m, "user"] / f, "kernel, in smaller blocks", tag[m, "small"] / f, "kernel, named below (total)", (t - up[m]) / f
+			printf "  %-40s %9.0f\n", "user space in blocks named below", up[m] / f
 			k = 0
 			for (s in by) srt[++k] = sprintf("%012d %s", by[s], s)
 			for (a = 1; a <= k; a++) for (b = a + 1; b <= k; b++) if (srt[b] > srt[a]) { x = srt[a]; srt[a] = srt[b]; srt[b] = x }
@@ -424,6 +437,7 @@ payload_report() {
 	CASES=${ARMGUEST_CASES:-direct gro-on gro-off gro-off-ctcsum gro-on-txoff router router-af_xdp macsec-kernel macsec-router}
 	PAYLOAD=${ARMGUEST_PAYLOAD:-1}
 	PROF=${ARMGUEST_PROF:-}
+	ROUTER_SYMS=/tmp/armguest-router-syms.$$
 	case ${1:-} in
 	prepare) prepare ;;
 	--smoke) SECS=${ARMGUEST_SECS:-2}; CASES=${ARMGUEST_CASES:-gro-on}; PAYLOAD=${ARMGUEST_PAYLOAD:-0}; prepare; run_guest ;;

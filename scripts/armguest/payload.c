@@ -153,9 +153,16 @@ static void dump_prof(void)
 	for (t = tbcs; t; t = t->next) {
 		d = (t->count - t->last) * t->n;
 		t->last = t->count;
-		if (t->vaddr < 0xbf000000u)	/* modules from 0xbf000000 */
+		if (t->vaddr < 0xbf000000u) {	/* modules from 0xbf000000 */
 			user += d;
-		else if (d < PROF_MIN)
+			if (d >= PROF_MIN) {
+				char line[96];
+
+				snprintf(line, sizeof(line), "PL PROF %" PRIu64 " u%08" PRIx64 " %" PRIu64 "\n",
+					 marks, t->vaddr, d);
+				qemu_plugin_outs(line);
+			}
+		} else if (d < PROF_MIN)
 			small += d;
 		else {
 			char line[96];
