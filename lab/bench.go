@@ -37,6 +37,7 @@ var benchModeNames = map[rune]string{
 	'y': "(y) hw port bridge on af_xdp",
 	't': "(t) router NAT, TX ring",
 	'u': "(u) router NAT, TX ring+bypass",
+	'w': "(w) router NAT, 2 RX queues",
 	'g': "(g) router per GRO mode",
 	'm': "(m) conntrack memory",
 	's': "(s) services memory: 1,000 DHCP leases and a full DNS cache",
@@ -49,8 +50,9 @@ var benchModeNames = map[rune]string{
 // benchOrder is the order the modes a–d and n run and print in; A and C
 // (the same as a and c with Options.BaselineBinary) follow their own, x
 // and y (a and c on af_xdp ports) and t and u (a with the af_packet TX
-// ring, without and with PACKET_QDISC_BYPASS) theirs.
-const benchOrder = "aAxtubncCyd"
+// ring, without and with PACKET_QDISC_BYPASS) and w (a with two receive
+// queues per port) theirs.
+const benchOrder = "aAxtuwbncCyd"
 
 // benchRatios are the printed ratios: router NAT / kernel forwarding,
 // port bridge / kernel bridge, router NAT / kernel NAT (required ≥ 0.35,
@@ -59,14 +61,14 @@ const benchOrder = "aAxtubncCyd"
 // for it and this build / the baseline, measured in the same sitting.
 var benchRatios = [][2]rune{{'a', 'b'}, {'c', 'd'}, {'a', 'n'}, {'a', 'c'},
 	{'A', 'n'}, {'C', 'd'}, {'a', 'A'}, {'c', 'C'},
-	{'x', 'n'}, {'y', 'd'}, {'x', 'y'}, {'x', 'a'}, {'y', 'c'}, {'t', 'a'}, {'u', 'a'}}
+	{'x', 'n'}, {'y', 'd'}, {'x', 'y'}, {'x', 'a'}, {'y', 'c'}, {'t', 'a'}, {'u', 'a'}, {'w', 'a'}}
 
 // benchModeLetters are the bench modes -bench-modes takes.
-const benchModeLetters = "abncdgmfksACxytulq"
+const benchModeLetters = "abncdgmfksACxytuwlq"
 
 // benchPairOnly are the modes whose ratios print only when both figures
 // of the pair were measured: the baseline's and the variants'.
-const benchPairOnly = "ACxytu"
+const benchPairOnly = "ACxytuw"
 
 // labNATTable is the nftables table of bench mode n.
 const labNATTable = "gvrouter_lab_nat"

@@ -104,7 +104,7 @@ func (l *lab) printBenchCost(modes string) {
 			fmt.Fprintf(l.out, "  %-22s %-14s median %8.0f CPU ms/Gbit  runs %s\n", benchModeNames[m], c, med[m][i], rounded(xs, 1))
 		}
 	}
-	for _, p := range [][2]rune{{'a', 'A'}, {'c', 'C'}, {'x', 'a'}, {'y', 'c'}, {'t', 'a'}, {'u', 'a'}} {
+	for _, p := range [][2]rune{{'a', 'A'}, {'c', 'C'}, {'x', 'a'}, {'y', 'c'}, {'t', 'a'}, {'u', 'a'}, {'w', 'a'}} {
 		x, y := med[p[0]], med[p[1]]
 		if x == nil || y == nil {
 			continue

@@ -142,7 +142,7 @@ func (l *lab) benchSetup(ctx context.Context, m rune) (to netip.Addr, undo func(
 	}
 	var steps, undoSteps [][]string
 	switch m {
-	case 'a', 'A', 'x', 't', 'u':
+	case 'a', 'A', 'x', 't', 'u', 'w':
 		if l.router == nil || l.routerMode != m {
 			return to, nil, errors.New("the router variant of this mode is not running")
 		}

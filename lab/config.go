@@ -74,6 +74,7 @@ type labPort struct {
 	Name   string `yaml:"name"`
 	Driver string `yaml:"driver,omitempty"`
 	Tx     string `yaml:"tx,omitempty"`
+	Queues int    `yaml:"queues,omitempty"`
 }
 
 // withDriver returns the config edit that sets every port's driver.
@@ -91,6 +92,16 @@ func withTx(tx string) func(*labConfig) {
 	return func(c *labConfig) {
 		for i := range c.Ports {
 			c.Ports[i].Tx = tx
+		}
+	}
+}
+
+// withQueues returns the config edit that sets every port's receive
+// queues (ports[].queues, PACKET_FANOUT members).
+func withQueues(n int) func(*labConfig) {
+	return func(c *labConfig) {
+		for i := range c.Ports {
+			c.Ports[i].Queues = n
 		}
 	}
 }

@@ -111,3 +111,26 @@ func TestRouterConfigDriver(t *testing.T) {
 		}
 	}
 }
+
+// TestRouterConfigQueues checks that bench mode w's config edit gives
+// every port the receive queues router/config reads.
+func TestRouterConfigQueues(t *testing.T) {
+	for _, topo := range []string{TopologyVeth, TopologyBCM47094} {
+		b, err := routerConfig("gvl42", 8080, topo, "", 0, withQueues(2))
+		if err != nil {
+			t.Fatalf("routerConfig(%s) error: %v", topo, err)
+		}
+		c, err := config.Parse("lab.yaml", b)
+		if err != nil {
+			t.Fatalf("config.Parse:\n%s\nerror: %v", b, err)
+		}
+		if len(c.Ports) == 0 {
+			t.Fatalf("%s: no ports", topo)
+		}
+		for _, p := range c.Ports {
+			if p.Queues != 2 {
+				t.Errorf("%s: port %s queues = %d, want 2", topo, p.Name, p.Queues)
+			}
+		}
+	}
+}

@@ -266,18 +266,22 @@ type routerVariant struct {
 	baseline bool   // Options.BaselineBinary on the wave-1 lab config
 	driver   string // ports[].driver; "" for Options.Driver
 	tx       string // ports[].tx; "" for the profile's
+	queues   int    // ports[].queues; 0 for the profile's
 }
 
 // routerVariants are the bench modes that run a router, by letter: (a)
 // the lab's router, (A) the baseline build, (x) (a) on af_xdp ports, (t)
 // and (u) (a) with the af_packet TX ring instead of sendmmsg, without
-// and with PACKET_QDISC_BYPASS.
+// and with PACKET_QDISC_BYPASS, (w) (a) with two receive queues per
+// port joined by PACKET_FANOUT (two receive goroutines on one port: how
+// the BCM47094's one CPU port would use both cores).
 var routerVariants = map[rune]routerVariant{
 	'a': {},
 	'A': {baseline: true},
 	'x': {driver: DriverAFXDP},
 	't': {tx: "ring"},
 	'u': {tx: "ring-bypass"},
+	'w': {queues: 2},
 }
 
 // startRouterBuild starts the router of bench mode m (routerVariants) as
@@ -297,6 +301,9 @@ func (l *lab) startRouterBuild(ctx context.Context, m rune, gro string, args ...
 		}
 		if v.tx != "" {
 			edits = append(slices.Clip(edits), withTx(v.tx))
+		}
+		if v.queues != 0 {
+			edits = append(slices.Clip(edits), withQueues(v.queues))
 		}
 	}
 	cfg, err := routerConfig(l.prefix, routerStatusPort, l.opt.Topology, gro, l.opt.conntrackMax, edits...)

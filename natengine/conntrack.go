@@ -58,14 +58,14 @@ type ref struct {
 type shard struct {
 	mu sync.Mutex
 	// m maps keys to flows. Protected by mu.
-	m map[Tuple]ref
+	m flowMap
 	// unassured lists the unassured flows whose original key lives in this
 	// shard, oldest first: the early-drop candidates, forwarded flows
 	// (classFwd) apart from the router's own (classRouter). Protected by mu.
 	unassured [2]connList
 	// Pad to 128 bytes: two cache lines, so a shard's lock and map share
 	// no line with another shard's and never straddle two.
-	_ [128 - 48]byte
+	_ [128 - 56]byte
 }
 
 type connList struct{ head, tail *conn }
@@ -177,18 +177,23 @@ func newTable(max int, seed uint64) *table {
 	hint := 2 * min(max, preallocFlows) / numShards
 	hint += hint/8 + 8
 	for i := range t.shards {
-		t.shards[i].m = make(map[Tuple]ref, hint)
+		t.shards[i].m = newFlowMap(hint)
 	}
 	return t
 }
 
-func (t *table) shardOf(k *Tuple) uint32 { return k.hash(t.seed) & (numShards - 1) }
+// shardOf returns the index of k's shard.
+func (t *table) shardOf(k *Tuple) uint32 { return shardOfKey(k.key(t.seed)) }
+
+// shardOfKey returns the shard of a key whose hash (Tuple.key) is h.
+func shardOfKey(h uint64) uint32 { return uint32(h^h>>32) & (numShards - 1) }
 
 // lookup returns the flow stored under k.
 func (t *table) lookup(k *Tuple) (ref, bool) {
-	s := &t.shards[t.shardOf(k)]
+	h := k.key(t.seed)
+	s := &t.shards[shardOfKey(h)]
 	s.mu.Lock()
-	r, ok := s.m[*k]
+	r, ok := s.m.get(h, k)
 	s.mu.Unlock()
 	return r, ok
 }
@@ -297,27 +302,29 @@ func (t *table) unreserve(c *conn) {
 // insertPending publishes a new flow under its original (and mid) keys.
 // The caller has reserved a slot. It reports false on a key clash.
 func (t *table) insertPending(c *conn) bool {
-	c.owner = t.shardOf(&c.orig)
+	oh := c.orig.key(t.seed)
+	c.owner = shardOfKey(oh)
 	var l lockSet
 	l.add(c.owner)
-	mi := c.owner
+	mi, mh := c.owner, oh
 	if c.dnat {
-		mi = t.shardOf(&c.mid)
+		mh = c.mid.key(t.seed)
+		mi = shardOfKey(mh)
 		l.add(mi)
 	}
 	t.lockAll(&l)
 	defer t.unlockAll(&l)
 	o := &t.shards[c.owner]
-	if _, ok := o.m[c.orig]; ok {
+	if _, ok := o.m.get(oh, &c.orig); ok {
 		return false
 	}
 	if c.dnat {
-		if _, ok := t.shards[mi].m[c.mid]; ok {
+		if _, ok := t.shards[mi].m.get(mh, &c.mid); ok {
 			return false
 		}
-		t.shards[mi].m[c.mid] = ref{c, dirMid}
+		t.shards[mi].m.put(mh, &c.mid, ref{c, dirMid})
 	}
-	o.m[c.orig] = ref{c, dirOrig}
+	o.m.put(oh, &c.orig, ref{c, dirOrig})
 	c.inTable = true
 	o.unassured[c.class].pushBack(c)
 	return true
@@ -327,7 +334,8 @@ func (t *table) insertPending(c *conn) bool {
 // marks c confirmed. The caller holds c.mu and has set c.reply and c.snat.
 // It reports false if c was removed meanwhile or the key clashes.
 func (t *table) insertReply(c *conn, m *mapping) bool {
-	ri := t.shardOf(&c.reply)
+	rh := c.reply.key(t.seed)
+	ri := shardOfKey(rh)
 	var l lockSet
 	l.add(c.owner)
 	l.add(ri)
@@ -336,10 +344,10 @@ func (t *table) insertReply(c *conn, m *mapping) bool {
 	if !c.inTable {
 		return false
 	}
-	if r, ok := t.shards[ri].m[c.reply]; ok && r.c != c {
+	if r, ok := t.shards[ri].m.get(rh, &c.reply); ok && r.c != c {
 		return false
 	}
-	t.shards[ri].m[c.reply] = ref{c, dirReply}
+	t.shards[ri].m.put(rh, &c.reply, ref{c, dirReply})
 	c.snatMap = m
 	c.confirmed.Store(true)
 	return true
@@ -384,10 +392,8 @@ func (t *table) remove(c *conn, onlyUnassured bool) bool {
 		return false
 	}
 	del := func(k *Tuple) {
-		s := &t.shards[t.shardOf(k)]
-		if r, ok := s.m[*k]; ok && r.c == c {
-			delete(s.m, *k)
-		}
+		h := k.key(t.seed)
+		t.shards[shardOfKey(h)].m.remove(h, k, c)
 	}
 	del(&c.orig)
 	if c.dnat {
@@ -418,11 +424,11 @@ func (t *table) each(fn func(c *conn)) {
 		s := &t.shards[i]
 		batch = batch[:0]
 		s.mu.Lock()
-		for _, r := range s.m {
+		s.m.each(func(r ref) {
 			if r.dir == dirOrig {
 				batch = append(batch, r.c)
 			}
-		}
+		})
 		s.mu.Unlock()
 		for _, c := range batch {
 			fn(c)

@@ -58,6 +58,40 @@ func (t *Tuple) hash(seed uint64) uint32 {
 	return uint32(h ^ h>>32)
 }
 
+// key returns a 64-bit keyed hash of t: the conntrack table's map key
+// (flowMap) and, folded, its shard. It exists for 32-bit ARM, where the
+// runtime has no AES hash: a map keyed by the 38-byte Tuple hashes it
+// with memhashFallback and compares keys byte by byte in memeqbody, a
+// third of the fast path's instructions (docs/arm-projection.md). An IPv4
+// tuple mixes only the words that can be non-zero (Tuple's addresses are
+// zero past the first 4 bytes), two 64-bit mixes instead of five.
+func (t *Tuple) key(seed uint64) uint64 {
+	h := seed ^ 0x9e3779b97f4a7c15
+	if t.V6 {
+		for i := 0; i < 16; i += 8 {
+			h = mix(h, le64(t.Src[i:]))
+			h = mix(h, le64(t.Dst[i:]))
+		}
+		return mix(h, uint64(t.SrcPort)|uint64(t.DstPort)<<16|uint64(t.Proto)<<32|1<<40)
+	}
+	h = mix(h, uint64(le32(t.Src[:]))|uint64(le32(t.Dst[:]))<<32)
+	return mix(h, uint64(t.SrcPort)|uint64(t.DstPort)<<16|uint64(t.Proto)<<32)
+}
+
+// equal reports whether t == u, comparing an IPv4 tuple's addresses by
+// their first 4 bytes only (the rest are zero): the compiler's t == u
+// calls memequal, a byte loop on 32-bit ARM.
+func (t *Tuple) equal(u *Tuple) bool {
+	if t.SrcPort != u.SrcPort || t.DstPort != u.DstPort || t.Proto != u.Proto || t.V6 != u.V6 {
+		return false
+	}
+	if !t.V6 {
+		return le32(t.Src[:]) == le32(u.Src[:]) && le32(t.Dst[:]) == le32(u.Dst[:])
+	}
+	return le64(t.Src[:]) == le64(u.Src[:]) && le64(t.Src[8:]) == le64(u.Src[8:]) &&
+		le64(t.Dst[:]) == le64(u.Dst[:]) && le64(t.Dst[8:]) == le64(u.Dst[8:])
+}
+
 func mix(h, v uint64) uint64 {
 	h ^= v
 	h *= 0xff51afd7ed558ccd
@@ -69,6 +103,11 @@ func le64(b []byte) uint64 {
 	_ = b[7]
 	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
 		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+func le32(b []byte) uint32 {
+	_ = b[3]
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
 }
 
 func toAddr(a [16]byte, v6 bool) netip.Addr {

@@ -16,9 +16,13 @@
 # Environment: ARMGUEST_SECS (iperf3 seconds of guest time per case),
 # ARMGUEST_CASES (space-separated: direct gro-on gro-off gro-on-ctcsum
 # gro-off-ctcsum gro-on-txoff gro-off-txoff gro-on-rxcsum router
-# router-af_packet router-af_xdp macsec-kernel macsec-router[-DRIVER]),
+# router-af_packet router-af_xdp router-ring router-ring-bypass (the af_packet
+# TX ring, without and with PACKET_QDISC_BYPASS) router-sys[-DRIVER] (the router's system
+# calls counted) macsec-kernel macsec-router[-DRIVER]),
 # ARMGUEST_PAYLOAD (1: load the plugin), ARMGUEST_CPI, ARMGUEST_GHZ,
-# ARMGUEST_LINE_NS, ARMGUEST_HDR_LINES (the board model's parameters).
+# ARMGUEST_LINE_NS, ARMGUEST_HDR_LINES (the board model's parameters),
+# ARMGUEST_KEEP=DIR (keep the guest's console and the plugin's log there),
+# ARMGUEST_PROF=1 (the plugin also profiles by kernel function).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # CACHE holds one image per layout version: bump the suffix when the
@@ -131,7 +135,13 @@ job_cpio() {
 	local j
 	j=$(mktemp -d /tmp/armguest-job.XXXXXX)
 	mkdir -p "$j/sbin"
-	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -ldflags "-s -w" -o "$j/sbin/router" ./cmd/gvrouter
+	if [ -n "$PROF" ]; then
+		# with its symbols, which prof_report reads from this copy
+		CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -o "$j/sbin/router" ./cmd/gvrouter
+		cp "$j/sbin/router" "$ROUTER_SYMS"
+	else
+		CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -ldflags "-s -w" -o "$j/sbin/router" ./cmd/gvrouter
+	fi
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -ldflags "-s -w" -o "$j/sbin/badcsum" ./scripts/armguest/badcsum
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go build -trimpath -ldflags "-s -w" -o "$j/sbin/mark" ./scripts/armguest/mark
 	cp scripts/armguest/init "$j/init"
@@ -139,6 +149,7 @@ job_cpio() {
 	cat >"$j/job.env" <<EOF
 SECS=${SECS}
 CASES="${CASES}"
+PROF=${PROF:-0}
 EOF
 	(cd "$j" && find . | cpio -o -H newc --quiet) >"$1"
 	rm -rf "$j"
@@ -182,7 +193,7 @@ boot_guest() {
 	timeout "${ARMGUEST_TIMEOUT:-1500}" qemu-system-arm -M virt -cpu cortex-a15 -smp 1 -m 512 \
 		-icount shift=0,sleep=off -nographic -no-reboot -nic none \
 		-kernel "$CACHE/kernel" -initrd "$job.all" "$@" \
-		-append "console=ttyAMA0 quiet panic=-1" </dev/null | tee "$out" | grep --line-buffered -E '^(AG|\+ )' | grep --line-buffered -v '^AG SYM ' >&2 || true
+		-append "console=ttyAMA0 quiet panic=-1" </dev/null | tee "$out" | grep --line-buffered -E '^(AG|\+ )' | grep --line-buffered -Ev '^AG (SYM|KALL) ' >&2 || true
 	rm -f "$job" "$job.all"
 }
 
@@ -203,12 +214,17 @@ run_guest() {
 		fi
 		sed 's/^AG SYM //' "$syms" >"$so.syms"
 		plog=$(mktemp /tmp/armguest-plugin.XXXXXX)
-		args=(-plugin "$so,syms=$so.syms" -d plugin -D "$plog")
+		args=(-plugin "$so,syms=$so.syms${PROF:+,prof=1}" -d plugin -D "$plog")
 	fi
 	log "booting the guest (kernel $(cat "$CACHE/version"), cases: $CASES, ${SECS}s each${so:+, payload plugin})"
 	start=$(date +%s)
 	boot_guest "$out" "$CASES" "${args[@]}"
 	log "guest done in $(( $(date +%s) - start ))s of host time"
+	if [ -n "${ARMGUEST_KEEP:-}" ]; then
+		mkdir -p "$ARMGUEST_KEEP"
+		cp "$out" "$ARMGUEST_KEEP/console"
+		[ -z "$plog" ] || cp "$plog" "$ARMGUEST_KEEP/plugin"
+	fi
 	report "$out" "$plog"
 	grep -q '^AG DONE rc=0' "$out" || { log "the guest did not finish cleanly (output in $out)"; exit 1; }
 	if [ -n "$so" ]; then
@@ -254,7 +270,76 @@ report() {
 			for (i = 1; i <= cases; i++) if (n[i] ~ /^router/) printf "  projection: %s on the board = %.0f Mbit/s\n", n[i], m[n[i]] * g
 		}
 	}' "$1"
+	sys_report "$1"
 	[ -z "${2:-}" ] || payload_report "$1" "$2"
+	[ -z "${2:-}" ] || [ -z "$PROF" ] || prof_report "$1" "$2"
+}
+
+# prof_report OUT PLOG: with ARMGUEST_PROF=1, the kernel functions that ran
+# the most instructions per LAN frame in each case (the plugin's blocks
+# named from the guest's kallsyms, "AG KALL" lines; 8-digit lower-case
+# addresses compare as strings). User space is one line: our code's own
+# split is scripts/armproj.sh's.
+prof_report() {
+	local kall
+	kall=$(mktemp /tmp/armguest-kall.XXXXXX)
+	{
+		grep '^AG KALL ' "$1"
+		# the router's own functions (a static, non-PIE binary: fixed
+		# addresses), named "router:" in the profile
+		[ ! -s "$ROUTER_SYMS" ] || GOARCH= GOOS= go tool nm -n "$ROUTER_SYMS" |
+			awk '$2 ~ /^[tT]$/ { a = $1; while (length(a) < 8) a = "0" a; printf "AG KALL u%s %s %s\n", a, $2, $3 == "runtime.etext" ? "user:other-processes" : "router:" $3 }'
+	} | sort -k3,3 >"$kall"
+	awk -v top="${ARMGUEST_PROF_TOP:-25}" -v kall="$kall" '
+	FNR == NR && $1 == "PL" && $2 == "PROF" { m = $3; if ($4 == "user" || $4 == "small") tag[m, $4] += $5; else { np[m]++; pa[m, np[m]] = $4; pv[m, np[m]] = $5; if ($4 ~ /^u/) up[m] += $5 }; next }
+	FNR == NR { next }
+	/^AG KALL / { if (FILENAME == kall) { ka[++nk] = $3; kn[nk] = $5 ($6 != "" ? " " $6 : "") }; next }
+	/^AG RESULT / { for (i = 4; i <= NF; i++) if ($i ~ /^frames=/) fr[$3] = substr($i, 8); n[++cases] = $3 }
+	function name(a,   lo, hi, mid) {
+		lo = 1; hi = nk; if (nk == 0 || a < ka[1]) return "?"
+		while (lo < hi) { mid = int((lo + hi + 1) / 2); if (ka[mid] <= a) lo = mid; else hi = mid - 1 }
+		return kn[lo]
+	}
+	END {
+		if (nk == 0) { print "\nprofile: no kallsyms from the guest"; exit }
+		for (i = 1; i <= cases; i++) {
+			c = n[i]; m = 2 * i - 1; f = fr[c]
+			if (f == 0) continue
+			delete by; t = 0
+			for (j = 1; j <= np[m]; j++) { s = name(pa[m, j]); by[s] += pv[m, j]; t += pv[m, j] }
+			printf "\n%s: instructions per LAN frame by kernel function (blocks of >= 200,000 instructions in the window)\n", c
+			printf "  %-40s %9.0f\n  %-40s %9.0f\n  %-40s %9.0f\n", "user space (all processes)", tag[m, "user"] / f, "kernel, in smaller blocks", tag[m, "small"] / f, "kernel, named below (total)", (t - up[m]) / f
+			printf "  %-40s %9.0f\n", "user space in blocks named below", up[m] / f
+			k = 0
+			for (s in by) srt[++k] = sprintf("%012d %s", by[s], s)
+			for (a = 1; a <= k; a++) for (b = a + 1; b <= k; b++) if (srt[b] > srt[a]) { x = srt[a]; srt[a] = srt[b]; srt[b] = x }
+			for (a = 1; a <= k && a <= top; a++) { v = substr(srt[a], 1, 12) + 0; printf "  %-40s %9.0f\n", substr(srt[a], 14), v / f }
+			delete srt
+		}
+	}' "$2" "$kall" "$1"
+	rm -f "$kall"
+}
+
+# sys_report prints the router's system calls per LAN frame from the
+# router-sys cases' "AG SYS" lines (the guest's ftrace hist trigger).
+sys_report() {
+	grep -q '^AG SYS ' "$1" || return 0
+	awk '/^AG RESULT / { for (i = 4; i <= NF; i++) if ($i ~ /^frames=/) fr[$3] = substr($i, 8) }
+	/^AG SYS / {
+		c = $3; name = $5; n = $NF
+		if (name ~ /^[0-9]+$/ || name == "") name = "nr" $5
+		k[c, name] = n; t[c] += n; if (!(c in seen)) { seen[c] = 1; cs[++nc] = c }
+		names[c] = names[c] " " name
+	}
+	END {
+		for (j = 1; j <= nc; j++) {
+			c = cs[j]; f = fr[c]
+			if (f == 0) continue
+			printf "\n%s: the router'"'"'s system calls during the run, %d frames (%.4f per frame, %.1f frames per call)\n", c, f, t[c] / f, f / t[c]
+			split(names[c], ns, " ")
+			for (i in ns) printf "  %-22s %9d  %.4f per frame  %8.1f frames per call\n", ns[i], k[c, ns[i]], k[c, ns[i]] / f, f / k[c, ns[i]]
+		}
+	}' "$1"
 }
 
 # payload_report OUT PLOG: the payload plugin's counts per LAN frame and
@@ -321,6 +406,27 @@ payload_report() {
 			printf "\nkernel GRO on / off: icount (whole guest) %.2f, modelled board %.2f; the seed on the board: 572/939 = 0.61\n", raw["gro-on"] / raw["gro-off"], mod["gro-on"] / mod["gro-off"]
 		for (i = 1; i <= cases; i++) if (n[i] ~ /^router/ && ("gro-off" in mod))
 			printf "  modelled: %s / kernel GRO off = %.2f (%.0f Mbit/s if the kernel GRO off runs at the seed'"'"'s 939)\n", n[i], mod[n[i]] / mod["gro-off"], 939 * mod[n[i]] / mod["gro-off"]
+		# The line cost from outside the seed (not fitted to it): a
+		# published Cortex-A9 DRAM figure (7-cpu.com, Exynos 4210 at
+		# 1.2 GHz, LPDDR2-800): 68 ns per line with misses overlapped
+		# (parallel random read), 37 cycles + 110 ns = 141 ns for one
+		# dependent miss. A streamed checksum over DMA-cold lines lies
+		# between the two.
+		if (!(("gro-on" in mod) && ("gro-off" in mod))) exit
+		print "\nthe line cost from a published Cortex-A9 (7-cpu.com, Exynos 4210): modelled GRO on / off, and each router case in Mbit/s"
+		lns[1] = 68; lns[2] = linens; lns[3] = 141
+		for (j = 1; j <= 3; j++) {
+			ln = lns[j]
+			for (i = 1; i <= cases; i++) {
+				c = n[i]
+				if (c == "direct") continue
+				b = ipf[c] - ipf["direct"] + hi["direct"] - hi[c]
+				m2[c] = bits[c] * 1000 / (b * cpi / ghz + (cold[c] + hdr) * ln)
+			}
+			printf "  t_line %3.0f ns %-21s GRO on / off %.2f", ln, j == 1 ? "(overlapped misses):" : j == 3 ? "(one dependent miss):" : "(fitted above):", m2["gro-on"] / m2["gro-off"]
+			for (i = 1; i <= cases; i++) if (n[i] ~ /^router/) printf ", %s %.0f", n[i], m2[n[i]]
+			printf "\n"
+		}
 	}' "$2" "$1"
 }
 
@@ -330,6 +436,8 @@ payload_report() {
 	SECS=${ARMGUEST_SECS:-6}
 	CASES=${ARMGUEST_CASES:-direct gro-on gro-off gro-off-ctcsum gro-on-txoff router router-af_xdp macsec-kernel macsec-router}
 	PAYLOAD=${ARMGUEST_PAYLOAD:-1}
+	PROF=${ARMGUEST_PROF:-}
+	ROUTER_SYMS=/tmp/armguest-router-syms.$$
 	case ${1:-} in
 	prepare) prepare ;;
 	--smoke) SECS=${ARMGUEST_SECS:-2}; CASES=${ARMGUEST_CASES:-gro-on}; PAYLOAD=${ARMGUEST_PAYLOAD:-0}; prepare; run_guest ;;

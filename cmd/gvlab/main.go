@@ -2,7 +2,7 @@
 // appliance binary (cmd/gvrouter), proves it works and, with -bench,
 // measures it beside the kernel:
 //
-//	gvlab [-router BIN] [-bench [-bench-modes abncdgmfksACxytulq] [-bench-baseline BIN] [-bench-sqm DOWN/UP]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec] [-driver af_xdp|af_packet]
+//	gvlab [-router BIN] [-bench [-bench-modes abncdgmfksACxytuwlq] [-bench-baseline BIN] [-bench-sqm DOWN/UP]] [-keep] [-status-port N] [-topology veth|bcm47094|macsec] [-driver af_xdp|af_packet]
 //
 // It is a binary of its own so that the appliance carries none of the
 // lab: the lab runs gvrouter as a child process ("gvrouter run",
@@ -44,7 +44,7 @@ func run(args []string) error {
 	secs := fs.Int("bench-seconds", 10, "iperf3 -t per run")
 	runs := fs.Int("bench-runs", 5, "runs per figure (the median is printed)")
 	dbg := fs.Bool("debug", false, "debug logging")
-	modes := fs.String("bench-modes", "", "bench modes, any of abncdgmfksACxytulq: (a) router NAT, (b) kernel forwarding, (n) kernel nftables masquerade, (c) port bridge, (d) kernel bridge, (g) router per GRO mode, forwarded and local, (m) router RSS with 65,536 tracked flows, (f) SYN flood against a 10,000-flow table during an iperf3 flow, (k) the same flood against kernel nftables masquerade, (s) router RSS with 1,000 DHCP leases and a full DNS cache, (A) and (C) (a) and (c) with the -bench-baseline build, (x) and (y) (a) and (c) on af_xdp ports, (t) and (u) (a) with the af_packet TX ring, without and with PACKET_QDISC_BYPASS, (l) latency: a 20 pps ping's RTT idle and beside 4 TCP streams each way, its loss and the throughput, for n, a and x, (q) SQM: the router behind a bloated modem (-bench-sqm), sqm off and on, irtt beside 4 streams up and 4 down, and 16-vs-1-stream host fairness; default abncd")
+	modes := fs.String("bench-modes", "", "bench modes, any of abncdgmfksACxytuwlq: (a) router NAT, (b) kernel forwarding, (n) kernel nftables masquerade, (c) port bridge, (d) kernel bridge, (g) router per GRO mode, forwarded and local, (m) router RSS with 65,536 tracked flows, (f) SYN flood against a 10,000-flow table during an iperf3 flow, (k) the same flood against kernel nftables masquerade, (s) router RSS with 1,000 DHCP leases and a full DNS cache, (A) and (C) (a) and (c) with the -bench-baseline build, (x) and (y) (a) and (c) on af_xdp ports, (t) and (u) (a) with the af_packet TX ring, without and with PACKET_QDISC_BYPASS, (w) (a) with two receive queues per port (PACKET_FANOUT), (l) latency: a 20 pps ping's RTT idle and beside 4 TCP streams each way, its loss and the throughput, for n, a and x, (q) SQM: the router behind a bloated modem (-bench-sqm), sqm off and on, irtt beside 4 streams up and 4 down, and 16-vs-1-stream host fairness; default abncd")
 	sqmRates := fs.String("bench-sqm", lab.DefaultSQMRates, "bench mode q's modem, download/upload Mbit/s (htb with a 1,000-packet FIFO each way); the router's sqm runs at 95 % of each")
 	sqmCake := fs.Bool("bench-sqm-cake", false, "bench mode q: also Linux as the router with cake at the same rates, in the QEMU guest of internal/linuxpeer (KVM if /dev/kvm opens), after the router's runs")
 	baseline := fs.String("bench-baseline", "", "an earlier router build for bench modes A and C: (a) and (c) with it, taking turns with this build run by run, ratios (a)/(A) and (c)/(C)")

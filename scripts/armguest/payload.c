@@ -128,12 +128,67 @@ static void on_routine_mem(unsigned int vcpu, qemu_plugin_meminfo_t info,
 		call_ld += n;
 }
 
+/*
+ * prof=1: a profile by translation block. Each block translated gets a
+ * counter bumped inline on every execution; at each mark the blocks
+ * that ran at least PROF_MIN instructions since the last mark are logged
+ * ("PL PROF m vaddr insns"), and the host names them from the guest's
+ * kallsyms (kernel addresses; user space is one bucket). Exact, not
+ * sampled: icount's clock is these instructions.
+ */
+#define PROF_MIN 200000
+struct tbc {
+	uint64_t vaddr, count, last;
+	uint32_t n;
+	struct tbc *next;
+};
+static int prof;
+static struct tbc *tbcs;
+
+static void dump_prof(void)
+{
+	struct tbc *t;
+	uint64_t user = 0, small = 0, d;
+
+	for (t = tbcs; t; t = t->next) {
+		d = (t->count - t->last) * t->n;
+		t->last = t->count;
+		if (t->vaddr < 0xbf000000u) {	/* modules from 0xbf000000 */
+			user += d;
+			if (d >= PROF_MIN) {
+				char line[96];
+
+				snprintf(line, sizeof(line), "PL PROF %" PRIu64 " u%08" PRIx64 " %" PRIu64 "\n",
+					 marks, t->vaddr, d);
+				qemu_plugin_outs(line);
+			}
+		} else if (d < PROF_MIN)
+			small += d;
+		else {
+			char line[96];
+
+			snprintf(line, sizeof(line), "PL PROF %" PRIu64 " %08" PRIx64 " %" PRIu64 "\n",
+				 marks, t->vaddr, d);
+			qemu_plugin_outs(line);
+		}
+	}
+	{
+		char line[128];
+
+		snprintf(line, sizeof(line), "PL PROF %" PRIu64 " user %" PRIu64 "\nPL PROF %" PRIu64 " small %" PRIu64 "\n",
+			 marks, user, marks, small);
+		qemu_plugin_outs(line);
+	}
+}
+
 static void on_mark(unsigned int vcpu, void *udata)
 {
 	char line[1024];
 	int n, c, k;
 
 	file_call();
+	if (prof)
+		dump_prof();
 	n = snprintf(line, sizeof(line), "PL MARK %" PRIu64 " insns=%" PRIu64,
 		     marks++, total_insns);
 	for (c = 0; c < NCTX; c++)
@@ -165,6 +220,18 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 
 	qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64,
 						 &total_insns, n);
+	if (prof) {
+		struct tbc *t = calloc(1, sizeof(*t));
+
+		if (t) {
+			t->vaddr = qemu_plugin_tb_vaddr(tb);
+			t->n = n;
+			t->next = tbcs;
+			tbcs = t;
+			qemu_plugin_register_vcpu_tb_exec_inline(
+				tb, QEMU_PLUGIN_INLINE_ADD_U64, &t->count, 1);
+		}
+	}
 	for (i = 0; i < n; i++) {
 		struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
 		uint64_t pc = qemu_plugin_insn_vaddr(insn);
@@ -255,6 +322,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
 		if (strncmp(argv[i], "syms=", 5) == 0) {
 			if (load_syms(argv[i] + 5))
 				return -1;
+		} else if (strcmp(argv[i], "prof=1") == 0) {
+			prof = 1;
 		} else {
 			fprintf(stderr, "payload: unknown argument %s\n", argv[i]);
 			return -1;
