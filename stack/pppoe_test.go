@@ -1,0 +1,354 @@
+package stack
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+
+	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/natengine"
+	"github.com/gvrouter/gvrouter/pppoe"
+	"github.com/gvrouter/gvrouter/stack/stacktest"
+)
+
+// The PPPoE lab: host A — router (lan, wan as a PPPoE client) — an AC
+// (acShim) — host B. The AC's framing is written here from RFC 2516
+// section 4, byte by byte, apart from the code under test.
+
+var acMAC = mustMAC("02:00:00:00:00:ac")
+
+const (
+	testSessionID = 0x1234
+	pppoeTestMTU  = 1492
+)
+
+// acShim is the access concentrator between the router's wan and host B.
+// Frames the router sends are checked and kept (wire), unwrapped and
+// handed to B as Ethernet; B's IP frames are wrapped in the session and
+// handed to the router's wan. Non-IP frames of B (ARP, NDP multicast)
+// go nowhere: the link is point to point.
+type acShim struct {
+	t      testing.TB
+	b      *stacktest.Host
+	router hw.BatchHandler
+
+	mu    sync.Mutex
+	wire  [][]byte // every frame the router sent, as sent
+	plain int      // of them, frames that were not PPPoE session frames
+}
+
+// WriteFrames implements hw.FrameWriter: the router's wan transmit.
+func (s *acShim) WriteFrames(frames [][]byte) (int, error) {
+	var out [][]byte
+	s.mu.Lock()
+	for _, f := range frames {
+		s.wire = append(s.wire, bytes.Clone(f))
+		if len(f) < 22 || binary.BigEndian.Uint16(f[12:]) != 0x8864 || f[14] != 0x11 || f[15] != 0 ||
+			binary.BigEndian.Uint16(f[16:]) != testSessionID || !bytes.Equal(f[:6], acMAC) {
+			s.plain++
+			continue
+		}
+		n := int(binary.BigEndian.Uint16(f[18:]))
+		if 20+n > len(f) {
+			s.plain++
+			continue
+		}
+		var et uint16
+		switch binary.BigEndian.Uint16(f[20:]) {
+		case 0x0021:
+			et = 0x0800
+		case 0x0057:
+			et = 0x86dd
+		default:
+			s.plain++
+			continue
+		}
+		e := make([]byte, 14+n-2)
+		copy(e, s.b.MAC)
+		copy(e[6:], acMAC)
+		binary.BigEndian.PutUint16(e[12:], et)
+		copy(e[14:], f[22:20+n])
+		out = append(out, e)
+	}
+	s.mu.Unlock()
+	if len(out) > 0 {
+		s.b.WriteFrames(out)
+	}
+	return len(frames), nil
+}
+
+// fromB wraps host B's frames for the router.
+func (s *acShim) fromB(queue int, frames []hw.Frame) {
+	for _, f := range frames {
+		d := f.Data
+		if len(d) < 14 {
+			continue
+		}
+		var proto uint16
+		switch binary.BigEndian.Uint16(d[12:]) {
+		case 0x0800:
+			proto = 0x0021
+		case 0x86dd:
+			proto = 0x0057
+		default:
+			continue
+		}
+		s.router(queue, []hw.Frame{sessionFrame(wanMAC, proto, d[14:])}) // the session's peer: the router
+	}
+}
+
+// sessionFrame is an IP packet in the test session from the AC to dst.
+func sessionFrame(dst []byte, proto uint16, ip []byte) hw.Frame {
+	f := make([]byte, 22+len(ip))
+	copy(f, dst[:6])
+	copy(f[6:], acMAC)
+	binary.BigEndian.PutUint16(f[12:], 0x8864)
+	f[14], f[15] = 0x11, 0
+	binary.BigEndian.PutUint16(f[16:], testSessionID)
+	binary.BigEndian.PutUint16(f[18:], uint16(len(ip)+2))
+	binary.BigEndian.PutUint16(f[20:], proto)
+	copy(f[22:], ip)
+	return hw.Frame{Data: f, WireLen: len(f)}
+}
+
+func (s *acShim) frames() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.wire[:len(s.wire):len(s.wire)]
+}
+
+func (s *acShim) counts() (frames, plain int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.wire), s.plain
+}
+
+// newPPPoELab is newNATLab with the wan a PPPoE link of MTU 1492 whose
+// session is down, forwards on the wan as given and hosts A and B with
+// hostMTU (0: 1500).
+func newPPPoELab(t *testing.T, forwards []natengine.Forward, hostMTU uint32) (*lab, *acShim, *natengine.Engine) {
+	t.Helper()
+	goroutineLeakCheck(t)
+	nat := natengine.New(natengine.Config{})
+	a, err := stacktest.NewHost(stacktest.HostConfig{MAC: aMAC, MTU: hostMTU,
+		Addresses: []netip.Prefix{netip.MustParsePrefix("10.1.0.2/24")}, Gateways: []netip.Addr{lanIP4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := stacktest.NewHost(stacktest.HostConfig{MAC: bMAC, MTU: hostMTU,
+		Addresses: []netip.Prefix{netip.MustParsePrefix("10.2.0.2/24")}, Gateways: []netip.Addr{wanIP4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// B is the AC's side: the router is its next hop at the AC's MAC.
+	if err := b.Stack.AddStaticNeighbor(b.NIC, ipv4.ProtocolNumber, tcpip.AddrFromSlice(wanIP4.AsSlice()), tcpip.LinkAddress(acMAC)); err != nil {
+		t.Fatal(err)
+	}
+	ac := &acShim{t: t, b: b}
+	l := &lab{a: a, b: b, tapA: &stacktest.Tap{Next: a}}
+	cfg := Config{NAT: nat, Interfaces: []InterfaceConfig{
+		{Name: "lan", MAC: lanMAC, Addresses: []netip.Prefix{netip.MustParsePrefix("10.1.0.1/24")}, Writer: l.tapA},
+		{Name: "wan", MAC: wanMAC, MTU: pppoeTestMTU, PPPoE: true, Addresses: []netip.Prefix{netip.MustParsePrefix("10.2.0.1/24")}, Writer: ac},
+	}}
+	if l.r, err = New(cfg, nil); err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	lanID, _ := l.r.NATIface("lan")
+	wanID, _ := l.r.NATIface("wan")
+	for i := range forwards {
+		forwards[i].In = wanID
+	}
+	if err := nat.SetRules(natengine.Rules{Ifaces: []natengine.IfaceConfig{
+		{ID: lanID, Name: "lan", Addrs: []netip.Addr{lanIP4}, MTU: 1500},
+		{ID: wanID, Name: "wan", WAN: true, Masquerade: true, Addrs: []netip.Addr{wanIP4}, MTU: pppoeTestMTU},
+	}, Forwards: forwards}); err != nil {
+		t.Fatal(err)
+	}
+	ac.router = l.r.Interface("wan").HandleBatch
+	a.Start(l.r.Interface("lan").HandleBatch)
+	b.Start(ac.fromB)
+	t.Cleanup(func() {
+		a.Close()
+		b.Close()
+		l.r.Close()
+	})
+	return l, ac, nat
+}
+
+func upSession(l *lab) {
+	l.r.Interface("wan").SetPPPoESession(&pppoe.Link{Peer: [6]byte(acMAC), SessionID: testSessionID})
+}
+
+// TestPPPoEDataPath: with the session down nothing passes and the drops
+// say why; with it up a LAN host reaches B through NAT over the session
+// (ping and 4 MiB of TCP echo, most of it on the fast path), every frame
+// on the wire is a session frame to the AC, and the counters add up.
+func TestPPPoEDataPath(t *testing.T) {
+	l, ac, nat := newPPPoELab(t, nil, 0)
+	wan := l.r.Interface("wan")
+	if !wan.PPPoE() {
+		t.Fatal("wan.PPPoE() = false, want true")
+	}
+	ctx := ctxTimeout(t, time.Second)
+	if _, err := l.a.Ping(ctx, bIP4, []byte("down")); err == nil {
+		t.Fatal("ping through a PPPoE wan with its session down succeeded")
+	}
+	// A plain IPv4 frame from the AC's side is not the session's.
+	plain := make([]byte, 14+20)
+	copy(plain, wanMAC)
+	copy(plain[6:], acMAC)
+	binary.BigEndian.PutUint16(plain[12:], 0x0800)
+	plain[14] = 0x45
+	wan.HandleBatch(0, []hw.Frame{{Data: plain, WireLen: len(plain)}})
+	st := wan.Stats()
+	if st.Drops["pppoe_down"] == 0 || st.Drops["pppoe_not_session"] != 1 {
+		t.Fatalf("drops with the session down = %v, want pppoe_down > 0 and pppoe_not_session 1", st.Drops)
+	}
+
+	upSession(l)
+	ping(t, l.a, bIP4)
+	peers := remoteServer(t, l.b, netip.AddrPortFrom(bIP4, 5001))
+	c := dial(t, l.a, netip.AddrPortFrom(bIP4, 5001))
+	exchange(t, c, 64<<10)
+	if got := peer(t, peers); got.Addr() != wanIP4 {
+		t.Fatalf("B saw the connection from %s, want the router's wan address %s", got, wanIP4)
+	}
+	hits0 := nat.Stats().FastPathHits.Load()
+	exchange(t, c, 4<<20)
+	hits := nat.Stats().FastPathHits.Load() - hits0
+	if hits < 1000 {
+		t.Errorf("fast path forwarded %d packets of a 4 MiB echo over PPPoE, want >= 1000", hits)
+	}
+	frames, bad := ac.counts()
+	st = wan.Stats()
+	t.Logf("wire: %d frames, %d not session frames; wan %+v; fast path %d", frames, bad, st.PPPoE, hits)
+	if bad != 0 {
+		t.Errorf("%d of %d frames on the wire were not session frames to the AC", bad, frames)
+	}
+	if st.PPPoE.Encapsulated < uint64(frames) || st.PPPoE.Decapsulated < 1000 {
+		t.Errorf("PPPoE stats %+v with %d frames on the wire, want every frame encapsulated and >= 1000 decapsulated", st.PPPoE, frames)
+	}
+	for _, f := range ac.frames() {
+		if len(f) > 1514 {
+			t.Fatalf("frame of %d octets on a 1500-octet Ethernet", len(f))
+		}
+	}
+
+	// Down again: nothing leaves.
+	wan.SetPPPoESession(nil)
+	before, _ := ac.counts()
+	if _, err := l.a.Ping(ctxTimeout(t, 500*time.Millisecond), bIP4, []byte("down again")); err == nil {
+		t.Fatal("ping after the session ended succeeded")
+	}
+	if after, _ := ac.counts(); after != before {
+		t.Errorf("%d frames left after the session ended", after-before)
+	}
+}
+
+// synMSS returns the MSS option of the TCP SYN in an Ethernet frame (0:
+// none, or not a SYN). ipOff is the IP header's offset.
+func synMSS(frame []byte, ipOff int) int {
+	ip := header.IPv4(frame[ipOff:])
+	if len(ip) < header.IPv4MinimumSize || ip.Protocol() != uint8(header.TCPProtocolNumber) {
+		return 0
+	}
+	tcp := header.TCP(ip[ip.HeaderLength():])
+	if tcp.Flags()&header.TCPFlagSyn == 0 {
+		return 0
+	}
+	return int(header.ParseSynOptions(tcp.Options(), tcp.Flags()&header.TCPFlagAck != 0).MSS)
+}
+
+// TestPPPoEMSSClamp: SYNs are clamped to the session's MTU less 40 both
+// ways: the LAN host's SYN leaving in the session (NAT Postrouting) and
+// B's SYN arriving in it for a port forward (decapsulation); the
+// checksums stay right (the connections work). A and B have an MTU of
+// 9000, so their SYNs ask for more than the session carries.
+func TestPPPoEMSSClamp(t *testing.T) {
+	l, ac, nat := newPPPoELab(t, []natengine.Forward{{Proto: natengine.ProtoTCP, FirstPort: 8080, LastPort: 8080, To: netip.AddrPortFrom(aIP4, 80)}}, 9000)
+	upSession(l)
+	want := pppoeTestMTU - 40
+
+	// Outbound: A (MTU 1500, MSS 1460) to B.
+	peers := remoteServer(t, l.b, netip.AddrPortFrom(bIP4, 5001))
+	c := dial(t, l.a, netip.AddrPortFrom(bIP4, 5001))
+	exchange(t, c, 256<<10)
+	peer(t, peers)
+	var out int
+	for _, f := range ac.frames() {
+		if m := synMSS(f, 22); m != 0 {
+			out = m
+			break
+		}
+	}
+	if out != want {
+		t.Errorf("MSS of A's SYN on the wire = %d, want %d", out, want)
+	}
+
+	// Inbound: B to the forward, A's SYN-ACK and B's SYN as A sees it.
+	apeers := remoteServer(t, l.a, netip.AddrPortFrom(aIP4, 80))
+	clampedIn := l.r.Interface("wan").Stats().PPPoE.MSSClampedIn
+	cb := dial(t, l.b, netip.AddrPortFrom(wanIP4, 8080))
+	exchange(t, cb, 256<<10)
+	peer(t, apeers)
+	syn := l.tapA.Wait(ctxTimeout(t, time.Second), func(f []byte) bool {
+		return binary.BigEndian.Uint16(f[12:]) == 0x0800 && synMSS(f, 14) != 0 && header.TCP(f[34:]).Flags()&header.TCPFlagAck == 0
+	})
+	if syn == nil {
+		t.Fatal("A got no SYN from B")
+	}
+	if m := synMSS(syn, 14); m != want {
+		t.Errorf("MSS of B's SYN as A got it = %d, want %d", m, want)
+	}
+	if got := l.r.Interface("wan").Stats().PPPoE.MSSClampedIn - clampedIn; got != 1 {
+		t.Errorf("MSSClampedIn rose by %d, want 1", got)
+	}
+	if nat.Stats().MSSClamped.Load() < 2 {
+		t.Errorf("NAT MSSClamped = %d, want >= 2 (A's SYN, A's SYN-ACK)", nat.Stats().MSSClamped.Load())
+	}
+}
+
+// TestPPPoEAllocs: decapsulation and encapsulation allocate nothing.
+func TestPPPoEAllocs(t *testing.T) {
+	e := newEndpoint(wanMAC, pppoeTestMTU, nil, nil)
+	e.pppoeMode = true
+	s := &pppoeSession{link: pppoe.Link{Peer: [6]byte(acMAC), SessionID: testSessionID}}
+	e.pppoe.Store(s)
+	ip := make([]byte, 1400)
+	ip[0] = 0x45
+	binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
+	ip[9] = 17
+	src := sessionFrame(wanMAC, 0x0021, ip)
+	frames := make([]hw.Frame, 1)
+	buf := make([]byte, len(src.Data))
+	x := make([]byte, 8+14+len(ip))
+	n := testing.AllocsPerRun(1000, func() {
+		copy(buf, src.Data)
+		frames[0] = hw.Frame{Data: buf, WireLen: len(buf)}
+		got := e.decapPPPoE(frames)
+		if len(got) != 1 || binary.BigEndian.Uint16(got[0].Data[12:]) != 0x0800 {
+			panic("not decapsulated")
+		}
+		copy(x[8:], got[0].Data)
+		copy(x[8+6:8+12], wanMAC) // the router's reply: from us, to the AC
+		if !e.encapPPPoE(x, s) {
+			panic("not encapsulated")
+		}
+	})
+	if n != 0 {
+		t.Errorf("decap + encap: %v allocations per packet, want 0", n)
+	}
+	want := bytes.Clone(src.Data)
+	copy(want, acMAC)
+	copy(want[6:], wanMAC)
+	if !bytes.Equal(x, want) {
+		t.Errorf("encap(decap(frame)) differs from frame:\n%x\n%x", x[:40], src.Data[:40])
+	}
+}
