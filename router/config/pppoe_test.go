@@ -106,6 +106,12 @@ func TestPPPoERuns(t *testing.T) {
 	if p := c.Interface("wan").PPPoE; p == nil || p.User != "alice@isp.example" {
 		t.Errorf("wan's PPPoE = %+v, want alice@isp.example's", p)
 	}
+	// Masquerade to the address IPCP will give, as to a DHCP lease's (on
+	// main: 'nat: masquerade: interface "wan" has no IPv4 address to
+	// masquerade to').
+	if _, err := Parse("p.yaml", []byte(strings.Replace(pppoeBase, "PWFILE", pw, 1)+"nat: {masquerade: [wan]}\n")); err != nil {
+		t.Errorf("Parse with masquerade on the PPPoE wan = %v, want no error", err)
+	}
 }
 
 func TestPPPoEErrors(t *testing.T) {

@@ -64,7 +64,7 @@ func startPPPoE(e *env, name, iface string, set pppoeSettings) (*Service, error)
 			log.Info("PPPoE session up", "interface", iface, "address", lease.Addr, "session_id", st.SessionID,
 				"ac", st.ACName, "mtu", st.MTU, "dns", lease.DNS)
 		} else if last != nil {
-			log.Warn("PPPoE session down: address and routes removed", "interface", iface, "reason", st.LastDownReason)
+			log.Warn("PPPoE session down: address and routes removed", "interface", iface, "state", st.State, "reason", st.LastDownReason)
 		}
 		last = lease
 		e.Post(name, learned.Change{Owner: s, Iface: iface, Lease: lease})

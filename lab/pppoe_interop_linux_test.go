@@ -1,0 +1,222 @@
+package lab_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gvrouter/gvrouter/internal/linuxpeer"
+	"github.com/gvrouter/gvrouter/internal/netnstest"
+	"github.com/gvrouter/gvrouter/router"
+	"github.com/gvrouter/gvrouter/router/status"
+)
+
+// pppoeBehindAC is the guest's address behind its access concentrator
+// (on its lo): the "Internet" the LAN host reaches over PPPoE.
+const pppoeBehindAC = "10.77.9.1"
+
+// waitPPPoE polls the router's status until its one PPPoE session
+// satisfies ok, and returns it; it fails t after d.
+func waitPPPoE(t *testing.T, r *router.Router, d time.Duration, what string, ok func(status.PPPoE) bool) status.PPPoE {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last status.PPPoE
+	for {
+		if s := r.Snapshot().PPPoE; len(s) == 1 {
+			last = s[0]
+			if ok(last) {
+				return last
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PPPoE session not %s after %v: %+v", what, d, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func sessionUp(s status.PPPoE) bool { return s.State == "up" && s.IPv4 != nil }
+
+// hostRun runs a command in the host namespace and returns its output.
+func hostRun(ctx context.Context, host *netnstest.Netns, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", host.Name()}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// mssRE reads tshark's fields: source address and MSS of each SYN.
+var mssRE = regexp.MustCompile(`(?m)^(\S+)\t(\d+)$`)
+
+// pppoeLab boots the guest as the access concentrator (job pppoe, CHAP
+// with password for alice) and starts the router with a PPPoE wan on
+// its tap (in ns), masquerading, and the hostBehind host on its lan.
+func pppoeLab(t *testing.T, ctx context.Context, password string) (p *linuxpeer.Peer, ns, host *netnstest.Netns, r *router.Router) {
+	t.Helper()
+	netnstest.Privileged(t, "iperf3", "tshark")
+	p, ns = linuxpeer.StartT(t, ctx, "pppoe", map[string]string{
+		"ADDR": pppoeBehindAC + "/32", "PPP_USER": "alice", "PPP_PASSWORD": password,
+		"GUEST_CMD": "iperf3 -s -D -B " + pppoeBehindAC,
+	})
+	host = hostBehind(t, ns)
+	pw := filepath.Join(t.TempDir(), "pppoe.password")
+	if err := os.WriteFile(pw, []byte(password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = startRouter(t, ns, fmt.Sprintf(`ports:
+  - name: %s
+`+hostPort+`interfaces:
+  - name: wan
+    port: %s
+    role: wan
+    addresses: [pppoe]
+    pppoe: {user: alice, password_file: %s, service: internet, lcp_echo: {interval: 1s, failures: 3}}
+`+hostInterface+`nat:
+  masquerade: [wan]
+`, p.Tap, p.Tap, pw))
+	return p, ns, host, r
+}
+
+// TestPPPoEAgainstLinux runs the router's PPPoE client against Linux as
+// the ISP's access concentrator in the QEMU guest: rp-pppoe's
+// pppoe-server for discovery and pppd on the guest kernel's PPPoE
+// (pppoe.ko and ppp_generic.ko; Debian builds pppoe-server without -k,
+// so the guest's init attaches pppd to the session itself, as -k does).
+// This machine's kernel has no PPP, hence the guest. It checks that the
+// session comes up with CHAP-MD5, IPCP's address, peer, DNS and MTU
+// 1492; that a host behind the router pings and runs iperf3 both ways to
+// an address behind the AC, masqueraded to the IPCP address; and that
+// the SYNs on the wire (tshark on the tap, decoding PPPoE) carry an MSS
+// of at most 1452.
+func TestPPPoEAgainstLinux(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	p, ns, host, r := pppoeLab(t, ctx, "s3cret-pppoe")
+	t0 := time.Now()
+	s := waitPPPoE(t, r, 30*time.Second, "up", sessionUp)
+	t.Logf("session up after %v: id %d, AC %s (%s), auth %s, MTU %d, IPv4 %+v", time.Since(t0).Round(10*time.Millisecond),
+		s.SessionID, s.ACName, s.ACMAC, s.Auth, s.MTU, *s.IPv4)
+	if s.Auth != "chap-md5" || s.MTU != 1492 || s.ACName != "lpeer-ac" || s.ACMAC != linuxpeer.GuestMAC ||
+		s.IPv4.Local.String() != "10.64.0.10" || s.IPv4.Peer.String() != "10.64.0.1" ||
+		len(s.IPv4.DNS) == 0 || s.IPv4.DNS[0].String() != "10.64.0.53" {
+		t.Errorf("session = %+v, want CHAP-MD5, MTU 1492, AC lpeer-ac at %s, 10.64.0.10 peer 10.64.0.1 DNS 10.64.0.53", s, linuxpeer.GuestMAC)
+	}
+
+	// The LAN host's ping and TCP through NAT over the session; tshark
+	// on the tap (the wire between router and AC) reads the SYNs' MSS.
+	tsCtx, tsCancel := context.WithTimeout(ctx, 60*time.Second)
+	defer tsCancel()
+	ts := exec.CommandContext(tsCtx, "ip", "netns", "exec", ns.Name(), "tshark", "-n", "-l", "-i", p.Tap, "-f", "pppoes",
+		"-Y", "tcp.flags.syn == 1", "-T", "fields", "-e", "ip.src", "-e", "tcp.options.mss_val")
+	var tsOut strings.Builder
+	ts.Stdout = &tsOut
+	if err := ts.Start(); err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	time.Sleep(3 * time.Second) // tshark takes a while to capture
+	if out, err := hostRun(ctx, host, "ping", "-c", "3", "-W", "2", pppoeBehindAC); err != nil {
+		t.Fatalf("host ping %s over PPPoE: %v\n%s", pppoeBehindAC, err, out)
+	}
+	for _, dir := range [][]string{nil, {"-R"}} {
+		var out string
+		var err error
+		var bps []string
+		for try := 0; try < 5; try++ {
+			out, err = hostRun(ctx, host, append([]string{"iperf3", "-c", pppoeBehindAC, "-t", "3", "-J"}, dir...)...)
+			if bps = iperfRE.FindStringSubmatch(out); bps != nil || !strings.Contains(out, "Connection refused") {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if err != nil || bps == nil {
+			t.Fatalf("iperf3 %v host→router→PPPoE→AC: %v\n%s", dir, err, out)
+		}
+		t.Logf("iperf3 %v host→router→PPPoE→AC: %s bit/s received", dir, bps[1])
+	}
+	time.Sleep(time.Second)
+	tsCancel()
+	ts.Wait()
+	syns := mssRE.FindAllStringSubmatch(tsOut.String(), -1)
+	fromRouter := 0
+	for _, m := range syns {
+		mss, _ := strconv.Atoi(m[2])
+		if mss > 1492-40 {
+			t.Errorf("SYN from %s on the wire with MSS %d, want <= 1452", m[1], mss)
+		}
+		if m[1] == "10.64.0.10" {
+			fromRouter++
+		}
+	}
+	t.Logf("SYNs on the wire (source, MSS): %q", syns)
+	if fromRouter == 0 {
+		t.Errorf("tshark saw no SYN from the router's IPCP address in the session; output:\n%s", tsOut.String())
+	}
+	if st := r.Snapshot(); st.Interfaces != nil {
+		for _, ifc := range st.Interfaces {
+			if ifc.Name == "wan" {
+				t.Logf("wan drops %v", ifc.Drops)
+			}
+		}
+	}
+
+}
+
+// TestPPPoEReconnectAgainstLinux: against the same access concentrator,
+// pppd ended on the AC (its LCP Terminate-Request, then pppoe-server's
+// PADT) brings the session back within 10 s; a changed password on the
+// AC gives a counted authentication failure, a status that says so and
+// a backoff (few PADIs); with PAP and the right password the session
+// comes back.
+func TestPPPoEReconnectAgainstLinux(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	const password = "s3cret-pppoe"
+	p, _, host, r := pppoeLab(t, ctx, password)
+	s := waitPPPoE(t, r, 30*time.Second, "up", sessionUp)
+	t.Logf("session up: id %d, auth %s", s.SessionID, s.Auth)
+	// The AC ends the session (pppd's LCP Terminate-Request, then
+	// pppoe-server's PADT): back within 10 s.
+	before := waitPPPoE(t, r, time.Second, "up", sessionUp)
+	t1 := time.Now()
+	p.MustRun(t, ctx, "kill $(pidof pppd)", 10*time.Second)
+	s = waitPPPoE(t, r, 10*time.Second, "reconnected", func(s status.PPPoE) bool {
+		return sessionUp(s) && s.Reconnects > before.Reconnects
+	})
+	t.Logf("reconnected %v after pppd was killed on the AC (last down: %q; padt_rx %d, lcp_term_req_rx %d)",
+		time.Since(t1).Round(10*time.Millisecond), s.LastDownReason, s.Counters["padt_rx"], s.Counters["lcp_term_req_rx"])
+	if out, err := hostRun(ctx, host, "ping", "-c", "2", "-W", "2", pppoeBehindAC); err != nil {
+		t.Fatalf("host ping after the reconnect: %v\n%s", err, out)
+	}
+
+	// A changed password on the AC: authentication fails, is counted,
+	// the status says so and the retries back off.
+	p.MustRun(t, ctx, "echo 'alice * wrong-password *' >/etc/ppp/chap-secrets && kill $(pidof pppd)", 10*time.Second)
+	s = waitPPPoE(t, r, 15*time.Second, "failing authentication", func(s status.PPPoE) bool {
+		return s.Counters["auth_failures"] > 0
+	})
+	padi0 := s.Counters["padi_tx"]
+	time.Sleep(8 * time.Second)
+	s = r.Snapshot().PPPoE[0]
+	padis := s.Counters["padi_tx"] - padi0
+	t.Logf("wrong password: state %s, last down %q, AC's message %q, %d auth failures, %d PADIs in 8 s",
+		s.State, s.LastDownReason, s.AuthMessage, s.Counters["auth_failures"], padis)
+	if s.State == "up" || !strings.Contains(strings.ToLower(s.LastDownReason), "auth") {
+		t.Errorf("status after a wrong password = state %q, last down %q; want not up and a reason naming authentication", s.State, s.LastDownReason)
+	}
+	if padis > 5 {
+		t.Errorf("%d PADIs in 8 s of failing authentication, want a backoff (1, 2, 4 s: <= 5)", padis)
+	}
+
+	// PAP with the right password: back up.
+	p.MustRun(t, ctx, "echo 'alice * "+password+" *' >/etc/ppp/pap-secrets && sed -i s/require-chap/require-pap/ /etc/ppp/pppoe-server-options", 10*time.Second)
+	s = waitPPPoE(t, r, 80*time.Second, "up with PAP", func(s status.PPPoE) bool { return sessionUp(s) && s.Auth == "pap" })
+	t.Logf("up again with %s, reconnects %d", s.Auth, s.Reconnects)
+	if out, err := hostRun(ctx, host, "ping", "-c", "2", "-W", "2", pppoeBehindAC); err != nil {
+		t.Fatalf("host ping over the PAP session: %v\n%s", err, out)
+	}
+}
