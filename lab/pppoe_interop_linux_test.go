@@ -18,6 +18,9 @@ import (
 	"github.com/gvrouter/gvrouter/router/status"
 )
 
+// pppoeStatusPort is the router's status listener in its namespace.
+const pppoeStatusPort = 18039
+
 // pppoeBehindAC is the guest's address behind its access concentrator
 // (on its lo): the "Internet" the LAN host reaches over PPPoE.
 const pppoeBehindAC = "10.77.9.1"
@@ -44,6 +47,17 @@ func waitPPPoE(t *testing.T, r *router.Router, d time.Duration, what string, ok 
 
 func sessionUp(s status.PPPoE) bool { return s.State == "up" && s.IPv4 != nil }
 
+// grepLines returns the lines of text that contain sub.
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // hostRun runs a command in the host namespace and returns its output.
 func hostRun(ctx context.Context, host *netnstest.Netns, args ...string) (string, error) {
 	out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", host.Name()}, args...)...).CombinedOutput()
@@ -58,7 +72,7 @@ var mssRE = regexp.MustCompile(`(?m)^(\S+)\t(\d+)$`)
 // its tap (in ns), masquerading, and the hostBehind host on its lan.
 func pppoeLab(t *testing.T, ctx context.Context, password string) (p *linuxpeer.Peer, ns, host *netnstest.Netns, r *router.Router) {
 	t.Helper()
-	netnstest.Privileged(t, "iperf3", "tshark")
+	netnstest.Privileged(t, "iperf3", "tshark", "curl")
 	p, ns = linuxpeer.StartT(t, ctx, "pppoe", map[string]string{
 		"ADDR": pppoeBehindAC + "/32", "PPP_USER": "alice", "PPP_PASSWORD": password,
 		"GUEST_CMD": "iperf3 -s -D -B " + pppoeBehindAC,
@@ -78,7 +92,9 @@ func pppoeLab(t *testing.T, ctx context.Context, password string) (p *linuxpeer.
     pppoe: {user: alice, password_file: %s, service: internet, lcp_echo: {interval: 1s, failures: 3}}
 `+hostInterface+`nat:
   masquerade: [wan]
-`, p.Tap, p.Tap, pw))
+status:
+  listen: ["127.0.0.1:%d"]
+`, p.Tap, p.Tap, pw, pppoeStatusPort))
 	return p, ns, host, r
 }
 
@@ -105,6 +121,25 @@ func TestPPPoEAgainstLinux(t *testing.T) {
 		s.IPv4.Local.String() != "10.64.0.10" || s.IPv4.Peer.String() != "10.64.0.1" ||
 		len(s.IPv4.DNS) == 0 || s.IPv4.DNS[0].String() != "10.64.0.53" {
 		t.Errorf("session = %+v, want CHAP-MD5, MTU 1492, AC lpeer-ac at %s, 10.64.0.10 peer 10.64.0.1 DNS 10.64.0.53", s, linuxpeer.GuestMAC)
+	}
+
+	// The status page's metrics say the same, once it sampled the
+	// session up (it samples every second).
+	wants := []string{`gvrouter_pppoe_up{interface="wan"} 1`, `gvrouter_pppoe_mtu{interface="wan"} 1492`,
+		`gvrouter_pppoe_state{interface="wan",state="up"} 1`,
+		`gvrouter_pppoe_counter_total{counter="auth_failures",interface="wan"} 0`}
+	var metrics string
+	for try := 0; try < 20; try++ {
+		metrics = ns.Run(t, "curl", "-sS", "--max-time", "5", fmt.Sprintf("http://127.0.0.1:%d/metrics", pppoeStatusPort))
+		if strings.Contains(metrics, wants[0]) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	for _, want := range wants {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q; its pppoe lines:\n%s", want, grepLines(metrics, "gvrouter_pppoe_"))
+		}
 	}
 
 	// The LAN host's ping and TCP through NAT over the session; tshark
