@@ -92,6 +92,7 @@ func pppoeLab(t *testing.T, ctx context.Context, password string) (p *linuxpeer.
     pppoe: {user: alice, password_file: %s, service: internet, lcp_echo: {interval: 1s, failures: 3}}
 `+hostInterface+`nat:
   masquerade: [wan]
+dns: {domain: lan}
 status:
   listen: ["127.0.0.1:%d"]
 `, p.Tap, p.Tap, pw, pppoeStatusPort))
@@ -105,7 +106,8 @@ status:
 // so the guest's init attaches pppd to the session itself, as -k does).
 // This machine's kernel has no PPP, hence the guest. It checks that the
 // session comes up with CHAP-MD5, IPCP's address, peer, DNS and MTU
-// 1492; that a host behind the router pings and runs iperf3 both ways to
+// 1492, IPCP's DNS server as the DNS forwarder's upstream; that a host
+// behind the router pings and runs iperf3 both ways to
 // an address behind the AC, masqueraded to the IPCP address; and that
 // the SYNs on the wire (tshark on the tap, decoding PPPoE) carry an MSS
 // of at most 1452.
@@ -121,6 +123,11 @@ func TestPPPoEAgainstLinux(t *testing.T) {
 		s.IPv4.Local.String() != "10.64.0.10" || s.IPv4.Peer.String() != "10.64.0.1" ||
 		len(s.IPv4.DNS) == 0 || s.IPv4.DNS[0].String() != "10.64.0.53" {
 		t.Errorf("session = %+v, want CHAP-MD5, MTU 1492, AC lpeer-ac at %s, 10.64.0.10 peer 10.64.0.1 DNS 10.64.0.53", s, linuxpeer.GuestMAC)
+	}
+
+	// IPCP's DNS server is the forwarder's upstream (dns: names none).
+	if d := r.Snapshot().DNS; d == nil || len(d.Upstreams) == 0 || d.Upstreams[0].Address != "10.64.0.53:53" {
+		t.Errorf("DNS forwarder status = %+v, want IPCP's 10.64.0.53:53 as its upstream", d)
 	}
 
 	// The status page's metrics say the same, once it sampled the
