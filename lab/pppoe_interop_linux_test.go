@@ -210,7 +210,9 @@ func TestPPPoEAgainstLinux(t *testing.T) {
 
 // TestPPPoEReconnectAgainstLinux: against the same access concentrator,
 // pppd ended on the AC (its LCP Terminate-Request, then pppoe-server's
-// PADT) brings the session back within 10 s; a changed password on the
+// PADT) brings the session back within 10 s; an AC gone silent is
+// declared dead within interval × failures + 1 s and the session comes
+// back when it answers again; a changed password on the
 // AC gives a counted authentication failure, a status that says so and
 // a backoff (few PADIs); with PAP and the right password the session
 // comes back.
@@ -234,6 +236,24 @@ func TestPPPoEReconnectAgainstLinux(t *testing.T) {
 	if out, err := hostRun(ctx, host, "ping", "-c", "2", "-W", "2", pppoeBehindAC); err != nil {
 		t.Fatalf("host ping after the reconnect: %v\n%s", err, out)
 	}
+
+	// The AC goes silent (pppoe-server and pppd stopped): the session is
+	// declared dead within lcp_echo interval × failures + 1 s (4 s), and
+	// comes back once the AC answers again.
+	before = waitPPPoE(t, r, 5*time.Second, "up", sessionUp)
+	t2 := time.Now()
+	p.MustRun(t, ctx, "kill -STOP $(pidof pppoe-server) $(pidof pppd)", 10*time.Second)
+	s = waitPPPoE(t, r, 15*time.Second, "declared dead", func(s status.PPPoE) bool { return s.State != "up" })
+	dead := time.Since(t2)
+	p.MustRun(t, ctx, "kill -CONT $(pidof pppoe-server) $(pidof pppd)", 10*time.Second)
+	t.Logf("silent AC: declared dead after %v (%q, echo_missed %d)", dead.Round(10*time.Millisecond), s.LastDownReason, s.Counters["echo_missed"])
+	if dead > 4*time.Second+200*time.Millisecond { // + the status poll's 100 ms and the command's round trip
+		t.Errorf("silent AC declared dead after %v, want within 1 s × 3 + 1 s", dead)
+	}
+	s = waitPPPoE(t, r, 30*time.Second, "back after the AC returned", func(s status.PPPoE) bool {
+		return sessionUp(s) && s.Reconnects > before.Reconnects
+	})
+	t.Logf("back %v after the AC returned", time.Since(t2.Add(dead)).Round(10*time.Millisecond))
 
 	// A changed password on the AC: authentication fails, is counted,
 	// the status says so and the retries back off.
