@@ -38,10 +38,13 @@ type acShim struct {
 	t      testing.TB
 	b      *stacktest.Host
 	router hw.BatchHandler
+	// plain makes it a plain Ethernet link to B instead (the same MACs
+	// rewritten, no session): the benchmark's baseline.
+	plain bool
 
 	mu    sync.Mutex
 	wire  [][]byte // every frame the router sent, as sent
-	plain int      // of them, frames that were not PPPoE session frames
+	odd   int      // of them, frames that were not PPPoE session frames
 }
 
 // WriteFrames implements hw.FrameWriter: the router's wan transmit.
@@ -49,15 +52,22 @@ func (s *acShim) WriteFrames(frames [][]byte) (int, error) {
 	var out [][]byte
 	s.mu.Lock()
 	for _, f := range frames {
+		if s.plain {
+			e := bytes.Clone(f)
+			copy(e, s.b.MAC)
+			copy(e[6:], acMAC)
+			out = append(out, e)
+			continue
+		}
 		s.wire = append(s.wire, bytes.Clone(f))
 		if len(f) < 22 || binary.BigEndian.Uint16(f[12:]) != 0x8864 || f[14] != 0x11 || f[15] != 0 ||
 			binary.BigEndian.Uint16(f[16:]) != testSessionID || !bytes.Equal(f[:6], acMAC) {
-			s.plain++
+			s.odd++
 			continue
 		}
 		n := int(binary.BigEndian.Uint16(f[18:]))
 		if 20+n > len(f) {
-			s.plain++
+			s.odd++
 			continue
 		}
 		var et uint16
@@ -67,7 +77,7 @@ func (s *acShim) WriteFrames(frames [][]byte) (int, error) {
 		case 0x0057:
 			et = 0x86dd
 		default:
-			s.plain++
+			s.odd++
 			continue
 		}
 		e := make([]byte, 14+n-2)
@@ -100,6 +110,13 @@ func (s *acShim) fromB(queue int, frames []hw.Frame) {
 		default:
 			continue
 		}
+		if s.plain {
+			e := bytes.Clone(d)
+			copy(e, wanMAC)
+			copy(e[6:], acMAC)
+			s.router(queue, []hw.Frame{{Data: e, WireLen: len(e)}})
+			continue
+		}
 		s.router(queue, []hw.Frame{sessionFrame(wanMAC, proto, d[14:])}) // the session's peer: the router
 	}
 }
@@ -127,13 +144,22 @@ func (s *acShim) frames() [][]byte {
 func (s *acShim) counts() (frames, plain int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.wire), s.plain
+	return len(s.wire), s.odd
 }
 
 // newPPPoELab is newNATLab with the wan a PPPoE link of MTU 1492 whose
 // session is down, forwards on the wan as given and hosts A and B with
 // hostMTU (0: 1500).
-func newPPPoELab(t *testing.T, forwards []natengine.Forward, hostMTU uint32) (*lab, *acShim, *natengine.Engine) {
+func newPPPoELab(t testing.TB, forwards []natengine.Forward, hostMTU uint32) (*lab, *acShim, *natengine.Engine) {
+	t.Helper()
+	l, ac, nat, _ := newPPPoELabWith(t, forwards, hostMTU, false, nil)
+	return l, ac, nat
+}
+
+// newPPPoELabWith is newPPPoELab; plain makes the wan a plain Ethernet
+// link to B (the AC's MAC its neighbour) and wrap, if set, wraps the
+// handlers of both router interfaces. It also returns the config.
+func newPPPoELabWith(t testing.TB, forwards []natengine.Forward, hostMTU uint32, plain bool, wrap func(name string, h hw.BatchHandler) hw.BatchHandler) (*lab, *acShim, *natengine.Engine, Config) {
 	t.Helper()
 	goroutineLeakCheck(t)
 	nat := natengine.New(natengine.Config{})
@@ -151,14 +177,20 @@ func newPPPoELab(t *testing.T, forwards []natengine.Forward, hostMTU uint32) (*l
 	if err := b.Stack.AddStaticNeighbor(b.NIC, ipv4.ProtocolNumber, tcpip.AddrFromSlice(wanIP4.AsSlice()), tcpip.LinkAddress(acMAC)); err != nil {
 		t.Fatal(err)
 	}
-	ac := &acShim{t: t, b: b}
+	ac := &acShim{t: t, b: b, plain: plain}
 	l := &lab{a: a, b: b, tapA: &stacktest.Tap{Next: a}}
 	cfg := Config{NAT: nat, Interfaces: []InterfaceConfig{
 		{Name: "lan", MAC: lanMAC, Addresses: []netip.Prefix{netip.MustParsePrefix("10.1.0.1/24")}, Writer: l.tapA},
-		{Name: "wan", MAC: wanMAC, MTU: pppoeTestMTU, PPPoE: true, Addresses: []netip.Prefix{netip.MustParsePrefix("10.2.0.1/24")}, Writer: ac},
+		{Name: "wan", MAC: wanMAC, MTU: pppoeTestMTU, PPPoE: !plain, Addresses: []netip.Prefix{netip.MustParsePrefix("10.2.0.1/24")}, Writer: ac},
 	}}
 	if l.r, err = New(cfg, nil); err != nil {
 		t.Fatalf("New: %v", err)
+	}
+	if plain {
+		wan := l.r.Interface("wan")
+		if err := l.r.Stack().AddStaticNeighbor(wan.id, ipv4.ProtocolNumber, tcpip.AddrFromSlice(bIP4.AsSlice()), tcpip.LinkAddress(acMAC)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	lanID, _ := l.r.NATIface("lan")
 	wanID, _ := l.r.NATIface("wan")
@@ -171,15 +203,19 @@ func newPPPoELab(t *testing.T, forwards []natengine.Forward, hostMTU uint32) (*l
 	}, Forwards: forwards}); err != nil {
 		t.Fatal(err)
 	}
-	ac.router = l.r.Interface("wan").HandleBatch
-	a.Start(l.r.Interface("lan").HandleBatch)
+	lanRx, wanRx := hw.BatchHandler(l.r.Interface("lan").HandleBatch), hw.BatchHandler(l.r.Interface("wan").HandleBatch)
+	if wrap != nil {
+		lanRx, wanRx = wrap("lan", lanRx), wrap("wan", wanRx)
+	}
+	ac.router = wanRx
+	a.Start(lanRx)
 	b.Start(ac.fromB)
 	t.Cleanup(func() {
 		a.Close()
 		b.Close()
 		l.r.Close()
 	})
-	return l, ac, nat
+	return l, ac, nat, cfg
 }
 
 func upSession(l *lab) {
@@ -350,5 +386,79 @@ func TestPPPoEAllocs(t *testing.T) {
 	copy(want[6:], wanMAC)
 	if !bytes.Equal(x, want) {
 		t.Errorf("encap(decap(frame)) differs from frame:\n%x\n%x", x[:40], src.Data[:40])
+	}
+}
+
+// BenchmarkPPPoEFastPath measures an offloaded flow's full-size TCP
+// frame through the fast path, as BenchmarkNATFastPathDispatch does,
+// with the wan a PPPoE session ("pppoe": decapsulation before the fast
+// path on download, encapsulation into the transmit batch on upload)
+// and a plain Ethernet link ("plain"), both with an MTU of 1492, so the
+// segments are the same. Each op is one frame (SetBytes is its length
+// as received), plus the memcpy that restores it.
+func BenchmarkPPPoEFastPath(b *testing.B) {
+	for _, mode := range []string{"plain", "pppoe"} {
+		for _, dir := range []string{"upload", "download"} {
+			b.Run(mode+"/"+dir, func(b *testing.B) { benchPPPoEFastPath(b, mode == "plain", dir == "upload") })
+		}
+	}
+}
+
+func benchPPPoEFastPath(b *testing.B, plain, upload bool) {
+	in := "wan"
+	if upload {
+		in = "lan"
+	}
+	var capt *capture
+	l, _, nat, cfg := newPPPoELabWith(b, nil, 0, plain, func(name string, h hw.BatchHandler) hw.BatchHandler {
+		if name != in {
+			return h
+		}
+		capt = &capture{next: h, match: func(f []byte) bool { return len(f) > 1400 }}
+		return capt.handle
+	})
+	if !plain {
+		upSession(l)
+	}
+	peers := remoteServer(b, l.b, netip.AddrPortFrom(bIP4, 5001))
+	c := dial(b, l.a, netip.AddrPortFrom(bIP4, 5001))
+	exchange(b, c, natBenchEcho)
+	<-peers
+	capt.mu.Lock()
+	frame := capt.last
+	capt.mu.Unlock()
+	if frame == nil {
+		b.Fatal("no full-size frame of the flow captured")
+	}
+	// Both writers discard all but ARP from here (see benchNATFastPath);
+	// one slow-path frame offloads the flow again after the Apply.
+	cfg.Interfaces[0].Writer = arpOnly{next: cfg.Interfaces[0].Writer}
+	cfg.Interfaces[1].Writer = arpOnly{next: cfg.Interfaces[1].Writer}
+	if err := l.r.Apply(cfg); err != nil {
+		b.Fatal(err)
+	}
+	ifc := l.r.Interface(in)
+	frames := make([]hw.Frame, benchBatch)
+	bufs := make([][]byte, benchBatch)
+	for i := range frames {
+		bufs[i] = bytes.Clone(frame)
+		frames[i] = hw.Frame{Data: bufs[i], WireLen: len(frame)}
+	}
+	ifc.HandleBatch(0, frames[:1])
+	hits0 := nat.Stats().FastPathHits.Load()
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += benchBatch {
+		n := min(benchBatch, b.N-i)
+		for j := range n {
+			copy(bufs[j], frame)
+			frames[j] = hw.Frame{Data: bufs[j], WireLen: len(frame)}
+		}
+		ifc.HandleBatch(0, frames[:n])
+	}
+	b.StopTimer()
+	if hits := nat.Stats().FastPathHits.Load() - hits0; hits < uint64(b.N) {
+		b.Fatalf("fast path took %d of %d frames", hits, b.N)
 	}
 }
