@@ -42,9 +42,9 @@ type acShim struct {
 	// rewritten, no session): the benchmark's baseline.
 	plain bool
 
-	mu    sync.Mutex
-	wire  [][]byte // every frame the router sent, as sent
-	odd   int      // of them, frames that were not PPPoE session frames
+	mu   sync.Mutex
+	wire [][]byte // every frame the router sent, as sent
+	odd  int      // of them, frames that were not PPPoE session frames
 }
 
 // WriteFrames implements hw.FrameWriter: the router's wan transmit.
