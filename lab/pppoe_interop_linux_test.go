@@ -198,6 +198,12 @@ func TestPPPoEAgainstLinux(t *testing.T) {
 	if fromRouter == 0 {
 		t.Errorf("tshark saw no SYN from the router's IPCP address in the session; output:\n%s", tsOut.String())
 	}
+	if c := r.Snapshot().PPPoE[0].Counters; c["path_decapsulated"] < 1000 || c["path_encapsulated"] < 1000 {
+		t.Errorf("data path counters after iperf3 both ways: decapsulated %d, encapsulated %d, want >= 1000 each",
+			c["path_decapsulated"], c["path_encapsulated"])
+	} else {
+		t.Logf("data path: %d decapsulated, %d encapsulated, %d SYNs clamped on receive", c["path_decapsulated"], c["path_encapsulated"], c["path_mss_clamped_in"])
+	}
 	if st := r.Snapshot(); st.Interfaces != nil {
 		for _, ifc := range st.Interfaces {
 			if ifc.Name == "wan" {

@@ -124,7 +124,9 @@ func pppoeLease(st pppoe.Status) *learned.Lease {
 	return l
 }
 
-// PPPoEStatus fills the status page's PPPoE sections.
+// PPPoEStatus fills the status page's PPPoE sections: each session's
+// Status with the interface's data-path counters added ("path_*"; the
+// drops "pppoe_not_session" and "pppoe_down" are the interface's).
 func (m *Manager) PPPoEStatus() []status.PPPoE {
 	var out []status.PPPoE
 	for _, s := range m.sorted() {
@@ -132,7 +134,14 @@ func (m *Manager) PPPoEStatus() []status.PPPoE {
 		if !ok {
 			continue
 		}
-		out = append(out, status.PPPoE{Interface: s.ifc.Name(), Status: l.Status()})
+		st := l.Status()
+		// The data path's own counters (stack/pppoe.go), beside the
+		// session's: they reach the page and gvrouter_pppoe_counter_total.
+		ps := s.ifc.Stats().PPPoE
+		st.Counters["path_decapsulated"] = ps.Decapsulated
+		st.Counters["path_encapsulated"] = ps.Encapsulated
+		st.Counters["path_mss_clamped_in"] = ps.MSSClampedIn
+		out = append(out, status.PPPoE{Interface: s.ifc.Name(), Status: st})
 	}
 	return out
 }
