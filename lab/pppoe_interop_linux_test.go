@@ -108,7 +108,9 @@ status:
 // session comes up with CHAP-MD5, IPCP's address, peer, DNS and MTU
 // 1492, IPCP's DNS server as the DNS forwarder's upstream; that a host
 // behind the router pings and runs iperf3 both ways to
-// an address behind the AC, masqueraded to the IPCP address; and that
+// an address behind the AC, masqueraded to the IPCP address; that the
+// router's capture of wan (/api/capture) holds the session frames both
+// ways and tshark decodes PPPoE and PPP in them; and that
 // the SYNs on the wire (tshark on the tap, decoding PPPoE) carry an MSS
 // of at most 1452.
 func TestPPPoEAgainstLinux(t *testing.T) {
@@ -149,6 +151,30 @@ func TestPPPoEAgainstLinux(t *testing.T) {
 		}
 	}
 
+	// The router's capture of wan shows the session's frames as they
+	// are on the wire, both ways, and tshark decodes PPPoE and PPP in
+	// them.
+	pcap := filepath.Join(t.TempDir(), "wan.pcapng")
+	capDone := make(chan error, 1)
+	go func() {
+		capDone <- exec.CommandContext(ctx, "ip", "netns", "exec", ns.Name(), "curl", "-sS", "--max-time", "20", "-o", pcap,
+			fmt.Sprintf("http://127.0.0.1:%d/api/capture?iface=wan&count=40&seconds=6", pppoeStatusPort)).Run()
+	}()
+	time.Sleep(time.Second)
+	if out, err := hostRun(ctx, host, "ping", "-c", "2", "-W", "2", pppoeBehindAC); err != nil {
+		t.Fatalf("host ping %s over PPPoE: %v\n%s", pppoeBehindAC, err, out)
+	}
+	if err := <-capDone; err != nil {
+		t.Fatalf("GET /api/capture?iface=wan: %v", err)
+	}
+	protos, err := exec.CommandContext(ctx, "tshark", "-r", pcap, "-T", "fields", "-e", "frame.protocols", "-e", "pppoe.session_id", "-e", "ip.src").CombinedOutput()
+	if got := strings.Count(string(protos), "pppoes:ppp:ip:icmp"); err != nil || got != 4 || !strings.Contains(string(protos), "10.64.0.10") || !strings.Contains(string(protos), pppoeBehindAC) {
+		head, _ := os.ReadFile(pcap)
+		t.Errorf("router capture of wan through tshark: %v\n%s\nwant 4 frames eth:ethertype:pppoes:ppp:ip:icmp (2 pings), from 10.64.0.10 and from %s; the capture starts %.200q", err, protos, pppoeBehindAC, head)
+	} else {
+		t.Logf("router capture of wan, as tshark reads it:\n%s", protos)
+	}
+
 	// The LAN host's ping and TCP through NAT over the session; tshark
 	// on the tap (the wire between router and AC) reads the SYNs' MSS.
 	tsCtx, tsCancel := context.WithTimeout(ctx, 60*time.Second)
@@ -176,7 +202,7 @@ func TestPPPoEAgainstLinux(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 		if err != nil || bps == nil {
-			t.Fatalf("iperf3 %v host→router→PPPoE→AC: %v\n%s", dir, err, out)
+			t.Fatalf("iperf3 %v host→router→PPPoE→AC: %v\n%.2000s", dir, err, out)
 		}
 		t.Logf("iperf3 %v host→router→PPPoE→AC: %s bit/s received", dir, bps[1])
 	}
