@@ -462,3 +462,69 @@ func benchPPPoEFastPath(b *testing.B, plain, upload bool) {
 		b.Fatalf("fast path took %d of %d frames", hits, b.N)
 	}
 }
+
+// TestPushPPPoETagged: on a VLAN interface (ISPs' VID 7) the session
+// header goes after the tag, which keeps its place (RFC 2516 over IEEE
+// 802.1Q); pushPPPoE refuses what is not IP.
+func TestPushPPPoETagged(t *testing.T) {
+	s := &pppoeSession{link: pppoe.Link{Peer: [6]byte(acMAC), SessionID: 0xbeef}}
+	ip := []byte{0x45, 0, 0, 20, 1, 2, 3, 4, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}
+	eth := append(append(append([]byte{}, make([]byte, 6)...), wanMAC...), 0x81, 0x00, 0x00, 0x07, 0x08, 0x00)
+	x := append(make([]byte, 8), append(eth, ip...)...)
+	if !pushPPPoE(x, 4, s) {
+		t.Fatal("pushPPPoE(tagged IPv4) = false")
+	}
+	want := append(append(append([]byte{}, acMAC...), wanMAC...),
+		0x81, 0x00, 0x00, 0x07, 0x88, 0x64, 0x11, 0x00, 0xbe, 0xef, 0x00, 22, 0x00, 0x21)
+	want = append(want, ip...)
+	if !bytes.Equal(x, want) {
+		t.Errorf("pushPPPoE =\n%x\nwant\n%x", x, want)
+	}
+	arp := append(make([]byte, 8), append(append([]byte{}, eth[:16]...), 0x08, 0x06, 0, 1)...)
+	if pushPPPoE(arp, 4, s) {
+		t.Error("pushPPPoE(ARP) = true, want false: only IP travels in the session")
+	}
+}
+
+// FuzzPPPoEDecap: decapPPPoE never panics; a frame it keeps is either
+// untouched or a plain Ethernet IPv4/IPv6 frame from the AC to us no
+// longer than the session frame less 7 (a one-octet protocol field, RFC
+// 1661 section 2, which pppoe.Link.Decap accepts); plain IP and ARP
+// frames are removed.
+func FuzzPPPoEDecap(f *testing.F) {
+	ip := []byte{0x45, 0, 0, 20, 1, 2, 3, 4, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}
+	f.Add(sessionFrame(wanMAC, 0x0021, ip).Data)
+	f.Add(sessionFrame(wanMAC, 0x0057, make([]byte, 40)).Data)
+	f.Add(sessionFrame(wanMAC, 0xc021, []byte{9, 1, 0, 8, 1, 2, 3, 4}).Data)
+	short := sessionFrame(wanMAC, 0x0021, ip).Data
+	binary.BigEndian.PutUint16(short[18:], 200) // LENGTH past the frame
+	f.Add(short)
+	f.Add(append(append(append([]byte{}, wanMAC...), acMAC...), 0x08, 0x00, 0x45))
+	e := newEndpoint(wanMAC, pppoeTestMTU, nil, nil)
+	e.pppoeMode = true
+	e.pppoe.Store(&pppoeSession{link: pppoe.Link{Peer: [6]byte(acMAC), SessionID: testSessionID}})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := bytes.Clone(data)
+		frames := e.decapPPPoE([]hw.Frame{{Data: data, WireLen: len(data)}})
+		if len(data) >= 14 {
+			switch binary.BigEndian.Uint16(in[12:]) {
+			case 0x0800, 0x86dd, 0x0806:
+				if len(frames) != 0 {
+					t.Fatalf("plain frame %x kept", in)
+				}
+				return
+			}
+		}
+		if len(frames) != 1 {
+			t.Fatalf("%d frames out of 1", len(frames))
+		}
+		out := frames[0].Data
+		if bytes.Equal(out, in) {
+			return
+		}
+		et := binary.BigEndian.Uint16(out[12:])
+		if (et != 0x0800 && et != 0x86dd) || len(out) > len(in)-7 || !bytes.Equal(out[:12], in[:12]) || frames[0].WireLen != len(out) {
+			t.Fatalf("decapsulated %x into %x", in, out)
+		}
+	})
+}
