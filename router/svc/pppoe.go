@@ -69,6 +69,9 @@ func startPPPoE(e *env, name, iface string, set pppoeSettings) (*Service, error)
 		last = lease
 		e.Post(name, learned.Change{Owner: s, Iface: iface, Lease: lease})
 	}
+	// A restarted session (new settings) starts without the address
+	// the last one had: until IPCP says otherwise there is none.
+	e.Post(name, learned.Change{Owner: s, Iface: iface})
 	link, err := pppoelink.Start(pppoelink.Config{Name: iface, Session: sc, OnChange: onChange}, log)
 	if err != nil {
 		return s.abort(err)
