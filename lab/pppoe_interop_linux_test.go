@@ -58,6 +58,22 @@ func grepLines(text, sub string) string {
 	return strings.Join(out, "\n")
 }
 
+// vlanEnv and vlanKey put the AC and the router's wan on VLAN vid (0:
+// untagged).
+func vlanEnv(vid int) string {
+	if vid == 0 {
+		return ""
+	}
+	return strconv.Itoa(vid)
+}
+
+func vlanKey(vid int) string {
+	if vid == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\n    vlan: %d", vid)
+}
+
 // hostRun runs a command in the host namespace and returns its output.
 func hostRun(ctx context.Context, host *netnstest.Netns, args ...string) (string, error) {
 	out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", host.Name()}, args...)...).CombinedOutput()
@@ -70,12 +86,12 @@ var mssRE = regexp.MustCompile(`(?m)^(\S+)\t(\d+)$`)
 // pppoeLab boots the guest as the access concentrator (job pppoe, CHAP
 // with password for alice) and starts the router with a PPPoE wan on
 // its tap (in ns), masquerading, and the hostBehind host on its lan.
-func pppoeLab(t *testing.T, ctx context.Context, password string) (p *linuxpeer.Peer, ns, host *netnstest.Netns, r *router.Router) {
+func pppoeLab(t *testing.T, ctx context.Context, password string, vlan int) (p *linuxpeer.Peer, ns, host *netnstest.Netns, r *router.Router) {
 	t.Helper()
 	netnstest.Privileged(t, "iperf3", "tshark", "curl")
 	p, ns = linuxpeer.StartT(t, ctx, "pppoe", map[string]string{
 		"ADDR": pppoeBehindAC + "/32", "PPP_USER": "alice", "PPP_PASSWORD": password,
-		"GUEST_CMD": "iperf3 -s -D -B " + pppoeBehindAC,
+		"GUEST_CMD": "iperf3 -s -D -B " + pppoeBehindAC, "PPP_VLAN": vlanEnv(vlan),
 	})
 	host = hostBehind(t, ns)
 	pw := filepath.Join(t.TempDir(), "pppoe.password")
@@ -87,7 +103,7 @@ func pppoeLab(t *testing.T, ctx context.Context, password string) (p *linuxpeer.
 `+hostPort+`interfaces:
   - name: wan
     port: %s
-    role: wan
+    role: wan%s
     addresses: [pppoe]
     pppoe: {user: alice, password_file: %s, service: internet, lcp_echo: {interval: 1s, failures: 3}}
 `+hostInterface+`nat:
@@ -95,7 +111,7 @@ func pppoeLab(t *testing.T, ctx context.Context, password string) (p *linuxpeer.
 dns: {domain: lan}
 status:
   listen: ["127.0.0.1:%d"]
-`, p.Tap, p.Tap, pw, pppoeStatusPort))
+`, p.Tap, p.Tap, vlanKey(vlan), pw, pppoeStatusPort))
 	return p, ns, host, r
 }
 
@@ -116,7 +132,7 @@ status:
 func TestPPPoEAgainstLinux(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	p, ns, host, r := pppoeLab(t, ctx, "s3cret-pppoe")
+	p, ns, host, r := pppoeLab(t, ctx, "s3cret-pppoe", 0)
 	t0 := time.Now()
 	s := waitPPPoE(t, r, 30*time.Second, "up", sessionUp)
 	t.Logf("session up after %v: id %d, AC %s (%s), auth %s, MTU %d, IPv4 %+v", time.Since(t0).Round(10*time.Millisecond),
@@ -252,7 +268,7 @@ func TestPPPoEReconnectAgainstLinux(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	const password = "s3cret-pppoe"
-	p, _, host, r := pppoeLab(t, ctx, password)
+	p, _, host, r := pppoeLab(t, ctx, password, 0)
 	s := waitPPPoE(t, r, 30*time.Second, "up", sessionUp)
 	t.Logf("session up: id %d, auth %s", s.SessionID, s.Auth)
 	// The AC ends the session (pppd's LCP Terminate-Request, then
@@ -312,5 +328,53 @@ func TestPPPoEReconnectAgainstLinux(t *testing.T) {
 	t.Logf("up again with %s, reconnects %d", s.Auth, s.Reconnects)
 	if out, err := hostRun(ctx, host, "ping", "-c", "2", "-W", "2", pppoeBehindAC); err != nil {
 		t.Fatalf("host ping over the PAP session: %v\n%s", err, out)
+	}
+}
+
+// TestPPPoEVLANAgainstLinux: PPPoE on VLAN 7 (as many ISPs deliver it),
+// the guest's AC on eth0.7 and the router's wan with vlan: [7] on the
+// same port: the session comes up, the host behind the router pings
+// and runs iperf3 to the address behind the AC, and tshark on the port
+// sees the session's frames tagged 7 and none untagged.
+func TestPPPoEVLANAgainstLinux(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	p, ns, host, r := pppoeLab(t, ctx, "s3cret-pppoe", 7)
+	s := waitPPPoE(t, r, 30*time.Second, "up", sessionUp)
+	t.Logf("session up on VLAN 7: id %d, auth %s, IPv4 %+v", s.SessionID, s.Auth, *s.IPv4)
+	tsCtx, tsCancel := context.WithTimeout(ctx, 60*time.Second)
+	defer tsCancel()
+	ts := exec.CommandContext(tsCtx, "ip", "netns", "exec", ns.Name(), "tshark", "-n", "-l", "-i", p.Tap,
+		"-Y", "pppoes", "-T", "fields", "-e", "vlan.id", "-e", "ip.src")
+	var tsOut strings.Builder
+	ts.Stdout = &tsOut
+	if err := ts.Start(); err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	time.Sleep(3 * time.Second)
+	if out, err := hostRun(ctx, host, "ping", "-c", "3", "-W", "2", pppoeBehindAC); err != nil {
+		t.Fatalf("host ping %s over PPPoE on VLAN 7: %v\n%s", pppoeBehindAC, err, out)
+	}
+	out, err := hostRun(ctx, host, "iperf3", "-c", pppoeBehindAC, "-t", "2", "-J")
+	bps := iperfRE.FindStringSubmatch(out)
+	if err != nil || bps == nil {
+		t.Fatalf("iperf3 over PPPoE on VLAN 7: %v\n%.2000s", err, out)
+	}
+	t.Logf("iperf3 host→router→PPPoE on VLAN 7→AC: %s bit/s received", bps[1])
+	time.Sleep(time.Second)
+	tsCancel()
+	ts.Wait()
+	tagged, untagged := 0, 0
+	for _, l := range strings.Split(strings.TrimSpace(tsOut.String()), "\n") {
+		switch f := strings.Split(l, "\t"); {
+		case f[0] == "7":
+			tagged++
+		case l != "":
+			untagged++
+		}
+	}
+	t.Logf("session frames on the port: %d tagged 7, %d otherwise", tagged, untagged)
+	if tagged < 100 || untagged != 0 {
+		t.Errorf("session frames on the port: %d tagged 7 (want >= 100), %d otherwise (want 0)", tagged, untagged)
 	}
 }

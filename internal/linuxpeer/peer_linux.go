@@ -162,7 +162,7 @@ func defaults(opts Options) map[string]string {
 		"MKA_CAK": randHex(16), "MKA_CKN": randHex(32), "MKA_PRIORITY": "255",
 		"MKA_INTEG_ONLY": "0", "MKA_PORT": "1", "WPA_OPTS": "-dd -K -t",
 		"PPP_USER": "alice", "PPP_PASSWORD": randHex(8), "PPP_AUTH": "chap", "PPP_LOCAL": "10.64.0.1",
-		"PPP_REMOTE": "10.64.0.10", "PPP_DNS": "10.64.0.53", "PPP_AC": "lpeer-ac", "PPP_SERVICE": "internet", "PPPOE_OPTS": "",
+		"PPP_REMOTE": "10.64.0.10", "PPP_DNS": "10.64.0.53", "PPP_AC": "lpeer-ac", "PPP_SERVICE": "internet", "PPPOE_OPTS": "", "PPP_VLAN": "",
 	}
 	maps.Copy(env, opts.Env)
 	return env
