@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -377,4 +378,79 @@ func TestPPPoEVLANAgainstLinux(t *testing.T) {
 	if tagged < 100 || untagged != 0 {
 		t.Errorf("session frames on the port: %d tagged 7 (want >= 100), %d otherwise (want 0)", tagged, untagged)
 	}
+}
+
+// TestPPPoEThroughputAgainstLinux measures iperf3 from the host behind
+// the router to the guest, both ways, through NAT over a plain Ethernet
+// wan (the guest's plain job, MTU 1500) and over PPPoE (the pppoe job,
+// MTU 1492), with one 2 s run each by default and, with GVL_BENCH=1, the
+// median of 5 runs of 5 s. The guest runs under TCG here, so both are
+// bounded by it: this checks that PPPoE costs the path no more than the
+// guest's own PPP does, not the router's ceiling (BenchmarkPPPoEFastPath
+// in package stack is the router's own per-packet cost).
+func TestPPPoEThroughputAgainstLinux(t *testing.T) {
+	runs, secs := 1, "2"
+	if os.Getenv("GVL_BENCH") == "1" {
+		runs, secs = 5, "5"
+	}
+	measure := func(t *testing.T, ctx context.Context, host *netnstest.Netns, addr string) (up, down float64) {
+		for _, dir := range []string{"", "-R"} {
+			var rates []float64
+			for range runs {
+				args := []string{"iperf3", "-c", addr, "-t", secs, "-J"}
+				if dir != "" {
+					args = append(args, dir)
+				}
+				var out string
+				var bps []string
+				for try := 0; try < 5; try++ {
+					out, _ = hostRun(ctx, host, args...)
+					if bps = iperfRE.FindStringSubmatch(out); bps != nil {
+						break
+					}
+					time.Sleep(time.Second)
+				}
+				if bps == nil {
+					t.Fatalf("iperf3 %s to %s: %.2000s", dir, addr, out)
+				}
+				v, _ := strconv.ParseFloat(bps[1], 64)
+				rates = append(rates, v/1e6)
+			}
+			slices.Sort(rates)
+			if dir == "" {
+				up = rates[len(rates)/2]
+			} else {
+				down = rates[len(rates)/2]
+			}
+		}
+		return up, down
+	}
+	var plainUp, plainDown, pppUp, pppDown float64
+	t.Run("plain", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+		defer cancel()
+		netnstest.Privileged(t, "iperf3")
+		p, ns := linuxpeer.StartT(t, ctx, "plain", map[string]string{"ADDR": "10.77.0.2/24", "GUEST_CMD": "iperf3 -s -D"})
+		host := hostBehind(t, ns)
+		startRouter(t, ns, fmt.Sprintf(`ports:
+  - name: %s
+`+hostPort+`interfaces:
+  - {name: wan, port: %s, role: wan, addresses: [10.77.0.1/24]}
+`+hostInterface+`nat:
+  masquerade: [wan]
+`, p.Tap, p.Tap))
+		plainUp, plainDown = measure(t, ctx, host, "10.77.0.2")
+	})
+	t.Run("pppoe", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+		defer cancel()
+		_, _, host, r := pppoeLab(t, ctx, "s3cret-pppoe", 0)
+		waitPPPoE(t, r, 30*time.Second, "up", sessionUp)
+		pppUp, pppDown = measure(t, ctx, host, pppoeBehindAC)
+	})
+	if plainUp == 0 || pppUp == 0 {
+		return
+	}
+	t.Logf("host→router→guest, median of %d × %s s: plain %.0f / %.0f Mbit/s (up / down), PPPoE %.0f / %.0f Mbit/s: %.2f× / %.2f×",
+		runs, secs, plainUp, plainDown, pppUp, pppDown, pppUp/plainUp, pppDown/plainDown)
 }
