@@ -85,9 +85,21 @@ func clampMSS(b []byte, p *Parsed, max int) bool {
 	if p.Kind != KindTCP || p.TCPFlags&tcpSYN == 0 || max <= 0 {
 		return false
 	}
-	l4 := b[p.L4Off:]
+	return ClampMSS(b[p.L4Off:], max)
+}
+
+// ClampMSS lowers the MSS option (RFC 9293 3.2) of the TCP segment tcp
+// to max if it is larger, patching the checksum incrementally, and
+// reports whether it did. It only reads the options the data offset
+// covers and within tcp; the caller checks that tcp is a SYN. A PPPoE
+// interface calls it on the SYNs it receives (stack/pppoe.go).
+func ClampMSS(tcp []byte, max int) bool {
+	if len(tcp) < 20 || max <= 0 {
+		return false
+	}
+	l4 := tcp
 	doff := int(l4[12]>>4) * 4
-	if doff > len(l4) {
+	if doff > len(l4) || doff < 20 {
 		return false
 	}
 	opts := l4[20:doff]

@@ -36,18 +36,28 @@
 //
 //   - router/config: a wan interface's `addresses: [pppoe]` with
 //     `pppoe: {user, password_file, service, ac, mtu, lcp_echo}`, mapped
-//     onto Config by PPPoE.Session (refused as not yet running until
-//     the router wiring below is done).
+//     onto Config by PPPoE.Session.
 //   - router/pppoelink: Link runs a Session on the WAN interface (taps
 //     for 0x8863/0x8864, one goroutine, Tick at NextDeadline, WriteFrame
-//     out); Endpoint is the PPP link as a netstack NIC (MTU from Status,
-//     Link.Encap on transmit, the session's packets up).
+//     out). Its Endpoint (the PPP link as a netstack NIC of its own) is
+//     not used by the router: the WAN interface carries the session.
+//   - stack (pppoe.go): the WAN interface in PPPoE mode is point to point
+//     and decapsulates the session's IP frames in place before the fast
+//     path, NAT and the input policy (Link.Decap checks them), and
+//     encapsulates what it sends in place after NAT (fast path included);
+//     received SYNs get their MSS clamped to the MTU, sent ones are
+//     clamped by NAT Postrouting.
+//   - router/svc (pppoe.go): the service "pppoe IFACE" starts the Link,
+//     moves the interface's data path into and out of the session on
+//     every change, and hands IPCP's result to the runtime as a lease
+//     (address /32, default route to the peer, MTU, DNS servers for the
+//     DNS forwarder).
 //   - router/status: Status and counters on the page and in /metrics.
+//   - lab: TestPPPoEAgainstLinux and TestPPPoEReconnectAgainstLinux run
+//     it against pppoe-server and pppd on Linux's kernel PPPoE in the
+//     internal/linuxpeer guest.
 //
-// Still to wire: the Endpoint into the router's netstack with the IPCP
-// address for NAT masquerade and the default route, Status.IPv4.DNS to
-// the DNS forwarder as upstreams (OnChange), the NAT fast path over
-// Link.Encap/Decap, the TCP MSS clamp to MTU-40 (1452 for IPv4, 1432
-// for IPv6 at MTU 1492), and lab interop (scapy AC on the WAN veth;
-// pppoe-server + pppd in the linuxpeer QEMU guest).
+// Not wired yet: IPv6CP's link-local addresses, DHCPv6-PD and the RA
+// learner over the session; the VLAN of Config (the router's WAN
+// interface strips and pushes its own tags, so it leaves Config.VLAN 0).
 package pppoe

@@ -343,6 +343,9 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 			return sc, fmt.Errorf("interface %s: port %s is not open", ic.Name, ic.Port)
 		}
 		mtu := ic.MTU
+		if mtu == 0 && ic.PPPoE != nil {
+			mtu = ic.PPPoE.LinkMTU() // until IPCP's lease says
+		}
 		if mtu == 0 {
 			mtu = rp.port.MTU()
 		}
@@ -377,6 +380,7 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 			// router's own leaves the outside from an inside address.
 			IngressFilter: ic.Role == config.RoleLAN,
 			EgressFilter:  ic.Role == config.RoleWAN,
+			PPPoE:         ic.PPPoE != nil,
 		})
 	}
 	sc.Interfaces = append(sc.Interfaces, r.macsecInterfacesLocked(cfg, sc.Interfaces)...)

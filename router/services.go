@@ -76,7 +76,7 @@ func (r *Router) leaseLoop(ctx context.Context) {
 				continue // from a client a reload replaced
 			}
 			switch {
-			case strings.HasPrefix(name, svc.DHCP4ClientPrefix):
+			case strings.HasPrefix(name, svc.DHCP4ClientPrefix), strings.HasPrefix(name, svc.PPPoEPrefix):
 				changed = r.learned.state.TakeLease(c.Iface, c.Lease) || changed
 			case strings.HasPrefix(name, svc.RALearnerPrefix):
 				changed = r.learned.state.TakeRA(c.Iface, c.RA) || changed

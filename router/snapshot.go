@@ -46,6 +46,7 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 	}
 	s.DHCPServers = r.svc.DHCP4ServersStatus()
 	s.DHCPClients = r.svc.DHCP4ClientsStatus(r.learned.state.LeaseLost)
+	s.PPPoE = r.svc.PPPoEStatus()
 	s.DNS = r.svc.DNSStatus()
 	s.IPv6 = r.ipv6StatusLocked()
 	s.Neighbors = r.neighborsStatusLocked()

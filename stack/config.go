@@ -49,6 +49,11 @@ type InterfaceConfig struct {
 	// source inside an IngressFilter interface's prefixes
 	// (srcfilter.go): wan interfaces.
 	EgressFilter bool
+	// PPPoE makes the interface a PPPoE client's link (pppoe.go): point
+	// to point, no ARP or NDP, its IP frames carried in the session
+	// Interface.SetPPPoESession gives, plain IP frames dropped. A change
+	// recreates the interface.
+	PPPoE bool
 }
 
 // RouteConfig is one static route.

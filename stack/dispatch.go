@@ -30,8 +30,9 @@ import (
 //     then Endpoint.handleFrames, stage 5 on). With a download shaper
 //     (shapein.go, sqm) the frames are queued there instead and come
 //     back through Interface.DeliverShaped, stage 5 on.
-//  5. Receive run (dispatch.go Endpoint.handleFramesInto): counters, the
-//     raw-frame taps (frametap.go Endpoint.tapFrames), the run's state
+//  5. Receive run (dispatch.go Endpoint.handleFramesInto): counters, on
+//     a PPPoE interface the session's frames decapsulated in place
+//     (pppoe.go Endpoint.decapPPPoE), the raw-frame taps (frametap.go Endpoint.tapFrames), the run's state
 //     read once (rxRun), each frame to handleFrame; a superframe to
 //     superframe.go Endpoint.handleSuperframe, which forwards it whole
 //     (fastForwardSuper) or cuts it and takes each segment through
@@ -123,6 +124,12 @@ func (e *Endpoint) handleFramesInto(frames []hw.Frame, ss *sendSet) {
 	case !e.up.Load():
 		e.stats.drops[dropLinkDown].Add(uint64(len(frames)))
 		return
+	}
+	if e.pppoeMode {
+		// The session's IP frames become Ethernet ones (pppoe.go).
+		if frames = e.decapPPPoE(frames); len(frames) == 0 {
+			return
+		}
 	}
 	if ts := e.taps.Load(); ts != nil {
 		// Raw-frame taps come first: below the fast path and NAT.

@@ -88,6 +88,16 @@
 // interface with its VLAN tags inserted, in order with netstack's frames,
 // bypassing NAT. See frametap.go.
 //
+// # PPPoE
+//
+// An interface with InterfaceConfig.PPPoE is a PPPoE client's link: its
+// NIC is point to point (no ARP or NDP), and while
+// [Interface.SetPPPoESession] has a session its IP frames from the AC
+// are decapsulated in place before the taps, the fast path and NAT, and
+// what it sends is encapsulated in place after NAT, fast path included;
+// received SYNs get their MSS clamped to the MTU. Plain IP and ARP frames
+// on it are dropped ("pppoe_not_session"). See pppoe.go.
+//
 // # Source address filters
 //
 // An interface with InterfaceConfig.IngressFilter (lan) drops IP packets

@@ -105,6 +105,12 @@ type Endpoint struct {
 	// capture is the interface's live-capture sink (capture.go), nil
 	// when no capture runs.
 	capture atomic.Pointer[captureRef]
+
+	// pppoeMode is InterfaceConfig.PPPoE, set before the NIC exists and
+	// never changed; pppoe is the session while it is up, else nil
+	// (pppoe.go).
+	pppoeMode bool
+	pppoe     atomic.Pointer[pppoeSession]
 }
 
 var _ stack.LinkEndpoint = (*Endpoint)(nil)
@@ -229,7 +235,11 @@ func (e *Endpoint) SetLinkAddress(addr tcpip.LinkAddress) {
 }
 
 // Capabilities implements stack.LinkEndpoint.
+// A PPPoE interface is point to point: it resolves no addresses.
 func (e *Endpoint) Capabilities() stack.LinkEndpointCapabilities {
+	if e.pppoeMode {
+		return stack.CapabilityTXChecksumOffload | stack.CapabilityRXChecksumOffload
+	}
 	return stack.CapabilityResolutionRequired | stack.CapabilityTXChecksumOffload | stack.CapabilityRXChecksumOffload
 }
 
@@ -266,6 +276,11 @@ func (e *Endpoint) AddHeader(pkt *stack.PacketBuffer) {
 	v := e.vlan.Load()
 	h := pkt.LinkHeader().Push(header.EthernetMinimumSize + v.n)
 	copy(h[:header.EthernetAddressSize], pkt.EgressRoute.RemoteLinkAddress)
+	if s := e.pppoe.Load(); s != nil {
+		// Point to point: the AC is every packet's next hop, and the
+		// fast path learns its MAC from here (natTransmit).
+		copy(h[:header.EthernetAddressSize], s.link.Peer[:])
+	}
 	copy(h[header.EthernetAddressSize:12], src)
 	copy(h[12:], v.tags[:v.n])
 	binary.BigEndian.PutUint16(h[12+v.n:], uint16(pkt.NetworkProtocolNumber))
@@ -310,10 +325,20 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 	}
 	size := int(e.mtu.Load()) + maxHeaderLength
 	egf := e.egressFilter.Load()
+	// pad is the room before each frame for its PPPoE header.
+	var ps *pppoeSession
+	pad := 0
+	if e.pppoeMode {
+		ps, pad = e.pppoe.Load(), pppoeOverhead
+	}
 	e.txMu.Lock()
 	b := &e.pending
 	for _, pkt := range pkts.AsSlice() {
 		n := pkt.Size()
+		if e.pppoeMode && ps == nil {
+			e.stats.drop(dropPPPoEDown)
+			continue
+		}
 		if pkt.GSOOptions.Type != stack.GSONone && pkt.NetworkPacketInfo.IsForwardedPacket {
 			e.segmentLocked(w, pkt, size)
 			continue
@@ -322,8 +347,8 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 			e.stats.drop(dropTxOversize)
 			continue
 		}
-		buf := e.getBuf(w.head + size + w.tail)
-		frame := (*buf)[w.head : w.head+n]
+		buf := e.getBuf(w.head + pad + size + w.tail)
+		frame := (*buf)[w.head+pad : w.head+pad+n]
 		copyPacket(frame, pkt)
 		if !pkt.NetworkPacketInfo.IsForwardedPacket {
 			if egf != nil && egf.insideSource(frame, len(pkt.LinkHeader().Slice())) {
@@ -336,6 +361,13 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 		if e.nat != nil && !e.natTransmit(e.nat, frame, len(pkt.LinkHeader().Slice()), pkt.NetworkPacketInfo.IsForwardedPacket) {
 			e.putBuf(buf)
 			continue
+		}
+		if pad > 0 {
+			frame = (*buf)[w.head : w.head+pad+n]
+			if !e.encapPPPoE(frame, ps) {
+				e.putBuf(buf)
+				continue
+			}
 		}
 		b.add(frame, buf)
 	}
@@ -374,10 +406,16 @@ func (e *Endpoint) segmentLocked(w *frameWriter, pkt *stack.PacketBuffer, size i
 	}
 	e.stats.groSegmented.Add(1)
 	b := &e.pending
+	ps, pad := e.pppoeOut()
 	for i := range seg.count() {
-		buf := e.getBuf(w.head + size + w.tail)
-		m := seg.segment(i, (*buf)[w.head:])
-		b.add((*buf)[w.head:w.head+m], buf)
+		buf := e.getBuf(w.head + pad + size + w.tail)
+		m := seg.segment(i, (*buf)[w.head+pad:])
+		frame := (*buf)[w.head : w.head+pad+m]
+		if pad > 0 && !e.encapPPPoE(frame, ps) {
+			e.putBuf(buf)
+			continue
+		}
+		b.add(frame, buf)
 	}
 }
 

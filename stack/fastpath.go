@@ -255,8 +255,13 @@ func (e *Endpoint) appendFastLocked(w *frameWriter, frame []byte, pcp int, copie
 		return
 	}
 	v := e.vlan.Load()
-	size := int(e.mtu.Load()) + maxHeaderLength
-	n := len(frame) + v.n
+	ps, pad := e.pppoeOut()
+	if pad > 0 && ps == nil {
+		e.stats.drop(dropPPPoEDown)
+		return
+	}
+	size := int(e.mtu.Load()) + maxHeaderLength + pad
+	n := len(frame) + v.n + pad
 	if n > size {
 		e.stats.drop(dropTxOversize)
 		return
@@ -276,19 +281,25 @@ func (e *Endpoint) appendFastLocked(w *frameWriter, frame []byte, pcp int, copie
 		// and builds each protected frame in its own storage, which
 		// costs no more than copying the frame into a buffer with room
 		// first.
-		if v.n == 0 {
+		if v.n+pad == 0 {
 			out = frame
-		} else if x := w.extendFrame(frame, v.n); x != nil {
-			pushTagsInPlace(x, v, pcp)
+		} else if x := w.extendFrame(frame, v.n+pad); x != nil {
+			pushTagsInPlace(x[pad:], v, pcp)
 			out = x
 		}
 	}
 	if out == nil {
 		buf = e.getBuf(w.head + size + w.tail)
 		out = (*buf)[w.head : w.head+n]
-		copy(out, frame[:12])
-		putTags(out[12:12+v.n], v, pcp)
-		copy(out[12+v.n:], frame[12:])
+		copy(out[pad:], frame[:12])
+		putTags(out[pad+12:pad+12+v.n], v, pcp)
+		copy(out[pad+12+v.n:], frame[12:])
+	}
+	if pad > 0 && !e.encapPPPoE(out, ps) {
+		if buf != nil {
+			e.putBuf(buf)
+		}
+		return
 	}
 	b := &e.pending
 	b.add(out, buf)

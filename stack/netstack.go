@@ -157,7 +157,7 @@ func (r *Netstack) Apply(cfg Config) error {
 		want[cfg.Interfaces[i].Name] = &cfg.Interfaces[i]
 	}
 	for name, ifc := range r.ifaces {
-		if c, ok := want[name]; !ok || !bytes.Equal(c.MAC, ifc.mac) {
+		if c, ok := want[name]; !ok || !bytes.Equal(c.MAC, ifc.mac) || c.PPPoE != ifc.ep.pppoeMode {
 			if err := r.removeLocked(ifc); err != nil {
 				errs = append(errs, err)
 			}
@@ -227,6 +227,7 @@ func (r *Netstack) addLocked(c *InterfaceConfig, mtu uint32) (*Interface, error)
 	r.nextID++
 	ep := newEndpoint(c.MAC, mtu, c.Writer, &r.local)
 	ep.vlan.Store(newEgressVLAN(c))
+	ep.pppoeMode = c.PPPoE // before CreateNIC, which reads Capabilities
 	ep.stack = r.s
 	ep.nicID = r.nextID
 	ep.pins = r.pins

@@ -31,6 +31,8 @@ const (
 	dropGSOMalformed                          // superframe whose headers disagree with its virtio-net header, with IPv4 options or IPv6 extension headers, or UDP datagrams over the MTU (superframe.go)
 	dropSpoofedSource                         // source the interface's link cannot have (RFC 3704 ingress filtering; srcfilter.go)
 	dropInsideSourceOut                       // the router's own packet leaving a wan interface with a LAN source (srcfilter.go)
+	dropPPPoENotSession                       // plain IPv4, IPv6 or ARP frame on a PPPoE interface (pppoe.go)
+	dropPPPoEDown                             // IP packet to send on a PPPoE interface whose session is not up (pppoe.go)
 
 	// Fragments refused by package fragguard (fragguard.go).
 	dropFragTiny            // first fragment without the whole TCP/UDP/ICMP header (RFC 1858 section 3.1)
@@ -69,6 +71,8 @@ var dropReasonNames = [numDropReasons]string{
 	dropGSOMalformed:        "gso_malformed",
 	dropSpoofedSource:       "spoofed_source",
 	dropInsideSourceOut:     "inside_source_out",
+	dropPPPoENotSession:     "pppoe_not_session",
+	dropPPPoEDown:           "pppoe_down",
 
 	dropFragTiny:            "tiny_first_fragment",
 	dropFragTCPOffset8:      "tcp_offset_8",
@@ -108,6 +112,9 @@ type InterfaceStats struct {
 	// GSO counts superframes: a local sender's TSO/GSO frames
 	// (superframe.go).
 	GSO GSOStats
+	// PPPoE counts the session's data path on a PPPoE interface
+	// (pppoe.go); zero on others.
+	PPPoE PPPoEStats
 }
 
 // GSOStats counts the superframes of one interface.
@@ -163,6 +170,8 @@ type counters struct {
 	tapped           atomic.Uint64
 
 	gsoReceived, gsoSent, gsoSegmented atomic.Uint64
+
+	pppoe pppoeCounters
 }
 
 func (c *counters) drop(r dropReason) { c.drops[r].Add(1) }
@@ -175,6 +184,7 @@ func (c *counters) fill(s *InterfaceStats) {
 	s.TxBytes = c.txBytes.Load()
 	s.NextHopForwarded = c.nextHopForwarded.Load()
 	s.Tapped = c.tapped.Load()
+	s.PPPoE = PPPoEStats{Decapsulated: c.pppoe.decapsulated.Load(), Encapsulated: c.pppoe.encapsulated.Load(), MSSClampedIn: c.pppoe.mssClamped.Load()}
 	s.GSO = GSOStats{Received: c.gsoReceived.Load(), SentWhole: c.gsoSent.Load(), Segmented: c.gsoSegmented.Load()}
 	s.GRO = GROStats{
 		Coalesced:        c.groCoalesced.Load(),

@@ -182,7 +182,13 @@ func (e *Endpoint) appendSuperLocked(w *frameWriter, frame []byte, pcp int, g *h
 		e.stats.drop(dropGSOMalformed)
 		return
 	}
-	if w.gso != nil && !s.udp && len(frame)+v.n <= w.gsoMax {
+	ps, pad := e.pppoeOut()
+	if pad > 0 && ps == nil {
+		e.stats.drop(dropPPPoEDown)
+		return
+	}
+	// A PPPoE session's superframe is cut here: no kernel segments PPPoE.
+	if w.gso != nil && !s.udp && len(frame)+v.n <= w.gsoMax && pad == 0 {
 		var (
 			buf *[]byte
 			out []byte
@@ -225,13 +231,17 @@ func (e *Endpoint) appendSuperLocked(w *frameWriter, frame []byte, pcp int, g *h
 	e.stats.gsoSegmented.Add(1)
 	size := mtu + maxHeaderLength
 	for i := range seg.count() {
-		buf := e.getBuf(w.head + size + w.tail)
+		buf := e.getBuf(w.head + pad + size + w.tail)
 		d := (*buf)[w.head:]
-		n := seg.segment(i, d[v.n:]) + v.n
+		n := seg.segment(i, d[pad+v.n:]) + v.n
 		if v.n > 0 {
-			pushTagsInPlace(d[:n], v, pcp)
+			pushTagsInPlace(d[pad:pad+n], v, pcp)
 		}
-		b.add(d[:n], buf)
+		if pad > 0 && !e.encapPPPoE(d[:pad+n], ps) {
+			e.putBuf(buf)
+			continue
+		}
+		b.add(d[:pad+n], buf)
 		if len(b.frames) >= hw.TxBatchSize {
 			e.sendPendingLocked(w)
 		}

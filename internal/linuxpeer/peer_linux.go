@@ -97,8 +97,9 @@ func Prepare(ctx context.Context) (*Image, error) {
 // Options describe one guest.
 type Options struct {
 	// Job is what the guest sets up: "plain" (ADDR on eth0), "vlan"
-	// (VLANS), "macsec" (a static-key SecY macsec0) or "mka"
-	// (wpa_supplicant's MKA on eth0).
+	// (VLANS), "macsec" (a static-key SecY macsec0), "mka"
+	// (wpa_supplicant's MKA on eth0) or "pppoe" (pppoe-server and pppd
+	// as the access concentrator on eth0, ADDR on lo behind it).
 	Job string
 	// Env are the guest's settings (README.md), e.g. {"CIPHER":
 	// "gcm-aes-256", "TXKEY": "..."}; unset ones get their defaults.
@@ -160,6 +161,8 @@ func defaults(opts Options) map[string]string {
 		"TXKEY": randHex(n), "RXKEY": randHex(n), "SSCI": "2", "PEER_SSCI": "1", "SALT": randHex(12),
 		"MKA_CAK": randHex(16), "MKA_CKN": randHex(32), "MKA_PRIORITY": "255",
 		"MKA_INTEG_ONLY": "0", "MKA_PORT": "1", "WPA_OPTS": "-dd -K -t",
+		"PPP_USER": "alice", "PPP_PASSWORD": randHex(8), "PPP_AUTH": "chap", "PPP_LOCAL": "10.64.0.1",
+		"PPP_REMOTE": "10.64.0.10", "PPP_DNS": "10.64.0.53", "PPP_AC": "lpeer-ac", "PPP_SERVICE": "internet", "PPPOE_OPTS": "", "PPP_VLAN": "",
 	}
 	maps.Copy(env, opts.Env)
 	return env
@@ -180,7 +183,7 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 func Start(ctx context.Context, opts Options) (_ *Peer, err error) {
 	t0 := time.Now()
 	switch opts.Job {
-	case "plain", "vlan", "macsec", "mka":
+	case "plain", "vlan", "macsec", "mka", "pppoe":
 	default:
 		return nil, fmt.Errorf("linuxpeer: unknown job %q", opts.Job)
 	}

@@ -689,7 +689,7 @@ func (c *Config) validateNAT(l *errorList) {
 	// An interface with "dhcp" has an IPv4 address while it holds a
 	// lease; the NAT rules follow the lease (router/learned/lease.go).
 	has4 := func(ifc *Interface) bool {
-		if ifc.DHCP != nil {
+		if ifc.DHCP != nil || ifc.PPPoE != nil { // the lease's, IPCP's
 			return true
 		}
 		for _, p := range ifc.Addresses {

@@ -215,9 +215,6 @@ func (c *Config) validatePPPoE(l *errorList, ifc *Interface, what string) {
 	if _, ok := ifc.src.pos["pppoe"]; !ok {
 		l.add(p.Pos, "%s: addresses: %q needs a pppoe: mapping with user and password_file", what, AddressPPPoE)
 	}
-	if notYetRunning["pppoe"] {
-		l.add(p.Pos, "%s: addresses: the PPPoE client is %s yet (the protocol is done; its WAN wiring is not)", what, errNotSupportedSuffix)
-	}
 	if ifc.Role != RoleWAN {
 		l.add(p.Pos, "%s: addresses: %q is for a wan interface, and role is %q", what, AddressPPPoE, ifc.Role)
 	}

@@ -93,14 +93,24 @@ func TestParsePPPoE(t *testing.T) {
 	}
 }
 
-// TestPPPoENotYetRunning: the router does not run PPPoE yet, so a config
-// asking for it is refused, at the "pppoe" address, rather than left
-// without a WAN address.
-func TestPPPoENotYetRunning(t *testing.T) {
+// TestPPPoERuns: the router runs PPPoE (router/svc/pppoe.go), so a
+// config asking for it is accepted as it is, with no test override of
+// notYetRunning (until stage 3 it was refused as "not supported by this
+// version yet" at the "pppoe" address).
+func TestPPPoERuns(t *testing.T) {
 	pw := writePassword(t, "s3cret\n", 0o600)
-	_, err := Parse("p.yaml", []byte(strings.Replace(pppoeBase, "PWFILE", pw, 1)))
-	if want := `p.yaml:13:17: interface "wan": addresses: the PPPoE client is not supported by this version yet`; err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("Parse = %v, want %q", err, want)
+	c, err := Parse("p.yaml", []byte(strings.Replace(pppoeBase, "PWFILE", pw, 1)))
+	if err != nil {
+		t.Fatalf("Parse = %v, want no error", err)
+	}
+	if p := c.Interface("wan").PPPoE; p == nil || p.User != "alice@isp.example" {
+		t.Errorf("wan's PPPoE = %+v, want alice@isp.example's", p)
+	}
+	// Masquerade to the address IPCP will give, as to a DHCP lease's (on
+	// main: 'nat: masquerade: interface "wan" has no IPv4 address to
+	// masquerade to').
+	if _, err := Parse("p.yaml", []byte(strings.Replace(pppoeBase, "PWFILE", pw, 1)+"nat: {masquerade: [wan]}\n")); err != nil {
+		t.Errorf("Parse with masquerade on the PPPoE wan = %v, want no error", err)
 	}
 }
 

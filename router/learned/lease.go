@@ -7,7 +7,8 @@ import (
 	"github.com/gvrouter/gvrouter/router/config"
 )
 
-// Lease is what a DHCPv4 lease gives its interface, in config terms: the
+// Lease is what a DHCPv4 lease (or a PPPoE session's IPCP) gives its
+// interface, in config terms: the
 // router applies it by the same by-difference path as a reload (Apply on
 // the netstack, SetRules on the NAT engine), so flows through everything
 // else are untouched.
@@ -40,7 +41,7 @@ func WithLeases(cfg *config.Config, leases map[string]*Lease, portMTU func(port 
 	for i := range out.Interfaces {
 		ic := &out.Interfaces[i]
 		l := leases[ic.Name]
-		if l == nil || ic.DHCP == nil {
+		if l == nil || (ic.DHCP == nil && ic.PPPoE == nil) {
 			continue
 		}
 		if l.Addr.IsValid() && !slices.ContainsFunc(ic.Addresses, func(p netip.Prefix) bool { return p.Addr() == l.Addr.Addr() }) {

@@ -67,3 +67,44 @@ func TestQueueKeepsNewest(t *testing.T) {
 		t.Errorf("Take() twice returned changes")
 	}
 }
+
+// TestWithLeasesPPPoE: a PPPoE session's IPCP result is a lease of its
+// interface like a DHCP one (fails on main before stage 3: only
+// interfaces with a DHCP client took leases), and DropStale keeps it
+// while the interface runs PPPoE.
+func TestWithLeasesPPPoE(t *testing.T) {
+	cfg, err := config.Parse("t.yaml", []byte(`ports: [{name: eth0}]
+interfaces:
+  - {name: wan, port: eth0, role: wan, addresses: [203.0.113.2/24]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wanIfc := cfg.Interface("wan")
+	wanIfc.Addresses, wanIfc.PPPoE = nil, &config.PPPoE{User: "u"}
+	l := &Lease{
+		Addr:   netip.MustParsePrefix("100.64.7.9/32"),
+		MTU:    1492,
+		DNS:    []netip.Addr{netip.MustParseAddr("100.64.0.53")},
+		Routes: []config.Route{{To: netip.MustParsePrefix("0.0.0.0/0"), Via: netip.MustParseAddr("100.64.0.1")}},
+	}
+	var s State
+	s.TakeLease("wan", l)
+	s.DropStale(cfg)
+	eff := s.Effective(cfg, func(string) int { return 1500 })
+	wan := eff.Interface("wan")
+	if len(wan.Addresses) != 1 || wan.Addresses[0] != l.Addr || wan.MTU != 1492 {
+		t.Errorf("wan = addresses %v, mtu %d; want [%v], 1492", wan.Addresses, wan.MTU, l.Addr)
+	}
+	if len(eff.Routes) != 1 || eff.Routes[0].Dev != "wan" || eff.Routes[0].Via != l.Routes[0].Via {
+		t.Errorf("routes = %+v, want the default via 100.64.0.1 dev wan", eff.Routes)
+	}
+	if got := s.DNS(); len(got) != 1 || got[0] != l.DNS[0] {
+		t.Errorf("DNS() = %v, want %v", got, l.DNS)
+	}
+	wanIfc.PPPoE = nil
+	s.DropStale(cfg)
+	if got := s.Effective(cfg, nil).Interface("wan"); len(got.Addresses) != 0 {
+		t.Errorf("lease kept after pppoe was removed: %v", got.Addresses)
+	}
+}

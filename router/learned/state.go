@@ -136,7 +136,7 @@ func (s *State) assignSubnets(cfg *config.Config) {
 // assigns the subnet ids for cfg's lan interfaces.
 func (s *State) DropStale(cfg *config.Config) {
 	for name := range s.leases {
-		if ic := cfg.Interface(name); ic == nil || ic.DHCP == nil {
+		if ic := cfg.Interface(name); ic == nil || (ic.DHCP == nil && ic.PPPoE == nil) {
 			delete(s.leases, name)
 		}
 	}

@@ -1,6 +1,7 @@
 // Package svc runs the router's own services on its netstack and its
 // interfaces' raw-frame taps, never on the host kernel: a DHCPv4 client per
-// interface with "dhcp" among its addresses, a DHCPv4 server per lan
+// interface with "dhcp" among its addresses, a PPPoE client per wan
+// interface with "pppoe" among them, a DHCPv4 server per lan
 // interface with dhcp_server:, the DHCPv6 client of the delegating wan, a
 // stateless DHCPv6 server and an RA advertiser per lan, an RA learner per
 // wan, and the DNS forwarder.
@@ -213,6 +214,13 @@ func (m *Manager) Sync(cfg *config.Config, l Learned) error {
 				e.Log.Error("dhcp client not started", "interface", ic.Name, "err", err)
 			} else {
 				want[DHCP4ClientPrefix+ic.Name] = sp
+			}
+		}
+		if ic.PPPoE != nil {
+			if sp, err := pppoeSpec(e, ic); err != nil {
+				e.Log.Error("pppoe client not started", "interface", ic.Name, "err", err)
+			} else {
+				want[PPPoEPrefix+ic.Name] = sp
 			}
 		}
 		if ic.Role == config.RoleWAN && cfg.DelegatingWAN() == ic.Name {

@@ -1,0 +1,456 @@
+package lab_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gvrouter/gvrouter/internal/linuxpeer"
+	"github.com/gvrouter/gvrouter/internal/netnstest"
+	"github.com/gvrouter/gvrouter/router"
+	"github.com/gvrouter/gvrouter/router/status"
+)
+
+// pppoeStatusPort is the router's status listener in its namespace.
+const pppoeStatusPort = 18039
+
+// pppoeBehindAC is the guest's address behind its access concentrator
+// (on its lo): the "Internet" the LAN host reaches over PPPoE.
+const pppoeBehindAC = "10.77.9.1"
+
+// waitPPPoE polls the router's status until its one PPPoE session
+// satisfies ok, and returns it; it fails t after d.
+func waitPPPoE(t *testing.T, r *router.Router, d time.Duration, what string, ok func(status.PPPoE) bool) status.PPPoE {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last status.PPPoE
+	for {
+		if s := r.Snapshot().PPPoE; len(s) == 1 {
+			last = s[0]
+			if ok(last) {
+				return last
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PPPoE session not %s after %v: %+v", what, d, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func sessionUp(s status.PPPoE) bool { return s.State == "up" && s.IPv4 != nil }
+
+// grepLines returns the lines of text that contain sub.
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// vlanEnv and vlanKey put the AC and the router's wan on VLAN vid (0:
+// untagged).
+func vlanEnv(vid int) string {
+	if vid == 0 {
+		return ""
+	}
+	return strconv.Itoa(vid)
+}
+
+func vlanKey(vid int) string {
+	if vid == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\n    vlan: %d", vid)
+}
+
+// hostRun runs a command in the host namespace and returns its output.
+func hostRun(ctx context.Context, host *netnstest.Netns, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", host.Name()}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// mssRE reads tshark's fields: source address and MSS of each SYN.
+var mssRE = regexp.MustCompile(`(?m)^(\S+)\t(\d+)$`)
+
+// pppoeLab boots the guest as the access concentrator (job pppoe, CHAP
+// with password for alice) and starts the router with a PPPoE wan on
+// its tap (in ns), masquerading, and the hostBehind host on its lan.
+func pppoeLab(t *testing.T, ctx context.Context, password string, vlan int) (p *linuxpeer.Peer, ns, host *netnstest.Netns, r *router.Router) {
+	t.Helper()
+	netnstest.Privileged(t, "iperf3", "tshark", "curl")
+	p, ns = linuxpeer.StartT(t, ctx, "pppoe", map[string]string{
+		"ADDR": pppoeBehindAC + "/32", "PPP_USER": "alice", "PPP_PASSWORD": password,
+		"GUEST_CMD": "iperf3 -s -D -B " + pppoeBehindAC, "PPP_VLAN": vlanEnv(vlan),
+	})
+	host = hostBehind(t, ns)
+	pw := filepath.Join(t.TempDir(), "pppoe.password")
+	if err := os.WriteFile(pw, []byte(password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = startRouter(t, ns, fmt.Sprintf(`ports:
+  - name: %s
+`+hostPort+`interfaces:
+  - name: wan
+    port: %s
+    role: wan%s
+    addresses: [pppoe]
+    pppoe: {user: alice, password_file: %s, service: internet, lcp_echo: {interval: 1s, failures: 3}}
+`+hostInterface+`nat:
+  masquerade: [wan]
+dns: {domain: lan}
+status:
+  listen: ["127.0.0.1:%d"]
+`, p.Tap, p.Tap, vlanKey(vlan), pw, pppoeStatusPort))
+	return p, ns, host, r
+}
+
+// TestPPPoEAgainstLinux runs the router's PPPoE client against Linux as
+// the ISP's access concentrator in the QEMU guest: rp-pppoe's
+// pppoe-server for discovery and pppd on the guest kernel's PPPoE
+// (pppoe.ko and ppp_generic.ko; Debian builds pppoe-server without -k,
+// so the guest's init attaches pppd to the session itself, as -k does).
+// This machine's kernel has no PPP, hence the guest. It checks that the
+// session comes up with CHAP-MD5, IPCP's address, peer, DNS and MTU
+// 1492, IPCP's DNS server as the DNS forwarder's upstream; that a host
+// behind the router pings and runs iperf3 both ways to
+// an address behind the AC, masqueraded to the IPCP address; that the
+// router's capture of wan (/api/capture) holds the session frames both
+// ways and tshark decodes PPPoE and PPP in them; and that
+// the SYNs on the wire (tshark on the tap, decoding PPPoE) carry an MSS
+// of at most 1452.
+func TestPPPoEAgainstLinux(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	p, ns, host, r := pppoeLab(t, ctx, "s3cret-pppoe", 0)
+	t0 := time.Now()
+	s := waitPPPoE(t, r, 30*time.Second, "up", sessionUp)
+	t.Logf("session up after %v: id %d, AC %s (%s), auth %s, MTU %d, IPv4 %+v", time.Since(t0).Round(10*time.Millisecond),
+		s.SessionID, s.ACName, s.ACMAC, s.Auth, s.MTU, *s.IPv4)
+	if s.Auth != "chap-md5" || s.MTU != 1492 || s.ACName != "lpeer-ac" || s.ACMAC != linuxpeer.GuestMAC ||
+		s.IPv4.Local.String() != "10.64.0.10" || s.IPv4.Peer.String() != "10.64.0.1" ||
+		len(s.IPv4.DNS) == 0 || s.IPv4.DNS[0].String() != "10.64.0.53" {
+		t.Errorf("session = %+v, want CHAP-MD5, MTU 1492, AC lpeer-ac at %s, 10.64.0.10 peer 10.64.0.1 DNS 10.64.0.53", s, linuxpeer.GuestMAC)
+	}
+
+	// IPCP's DNS server is the forwarder's upstream (dns: names none).
+	if d := r.Snapshot().DNS; d == nil || len(d.Upstreams) == 0 || d.Upstreams[0].Address != "10.64.0.53:53" {
+		t.Errorf("DNS forwarder status = %+v, want IPCP's 10.64.0.53:53 as its upstream", d)
+	}
+
+	// The status page's metrics say the same, once it sampled the
+	// session up (it samples every second).
+	wants := []string{`gvrouter_pppoe_up{interface="wan"} 1`, `gvrouter_pppoe_mtu{interface="wan"} 1492`,
+		`gvrouter_pppoe_state{interface="wan",state="up"} 1`,
+		`gvrouter_pppoe_counter_total{counter="auth_failures",interface="wan"} 0`}
+	var metrics string
+	for try := 0; try < 20; try++ {
+		metrics = ns.Run(t, "curl", "-sS", "--max-time", "5", fmt.Sprintf("http://127.0.0.1:%d/metrics", pppoeStatusPort))
+		if strings.Contains(metrics, wants[0]) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	for _, want := range wants {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q; its pppoe lines:\n%s", want, grepLines(metrics, "gvrouter_pppoe_"))
+		}
+	}
+
+	// The router's capture of wan shows the session's frames as they
+	// are on the wire, both ways, and tshark decodes PPPoE and PPP in
+	// them.
+	pcap := filepath.Join(t.TempDir(), "wan.pcapng")
+	capDone := make(chan error, 1)
+	go func() {
+		capDone <- exec.CommandContext(ctx, "ip", "netns", "exec", ns.Name(), "curl", "-sS", "--max-time", "20", "-o", pcap,
+			fmt.Sprintf("http://127.0.0.1:%d/api/capture?iface=wan&count=40&seconds=6", pppoeStatusPort)).Run()
+	}()
+	time.Sleep(time.Second)
+	if out, err := hostRun(ctx, host, "ping", "-c", "2", "-W", "2", pppoeBehindAC); err != nil {
+		t.Fatalf("host ping %s over PPPoE: %v\n%s", pppoeBehindAC, err, out)
+	}
+	if err := <-capDone; err != nil {
+		t.Fatalf("GET /api/capture?iface=wan: %v", err)
+	}
+	protos, err := exec.CommandContext(ctx, "tshark", "-r", pcap, "-T", "fields", "-e", "frame.protocols", "-e", "pppoe.session_id", "-e", "ip.src").CombinedOutput()
+	if got := strings.Count(string(protos), "pppoes:ppp:ip:icmp"); err != nil || got != 4 || !strings.Contains(string(protos), "10.64.0.10") || !strings.Contains(string(protos), pppoeBehindAC) {
+		head, _ := os.ReadFile(pcap)
+		t.Errorf("router capture of wan through tshark: %v\n%s\nwant 4 frames eth:ethertype:pppoes:ppp:ip:icmp (2 pings), from 10.64.0.10 and from %s; the capture starts %.200q", err, protos, pppoeBehindAC, head)
+	} else {
+		t.Logf("router capture of wan, as tshark reads it:\n%s", protos)
+	}
+
+	// The LAN host's ping and TCP through NAT over the session; tshark
+	// on the tap (the wire between router and AC) reads the SYNs' MSS.
+	tsCtx, tsCancel := context.WithTimeout(ctx, 60*time.Second)
+	defer tsCancel()
+	ts := exec.CommandContext(tsCtx, "ip", "netns", "exec", ns.Name(), "tshark", "-n", "-l", "-i", p.Tap, "-f", "pppoes",
+		"-Y", "tcp.flags.syn == 1", "-T", "fields", "-e", "ip.src", "-e", "tcp.options.mss_val")
+	var tsOut strings.Builder
+	ts.Stdout = &tsOut
+	if err := ts.Start(); err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	time.Sleep(3 * time.Second) // tshark takes a while to capture
+	if out, err := hostRun(ctx, host, "ping", "-c", "3", "-W", "2", pppoeBehindAC); err != nil {
+		t.Fatalf("host ping %s over PPPoE: %v\n%s", pppoeBehindAC, err, out)
+	}
+	for _, dir := range [][]string{nil, {"-R"}} {
+		var out string
+		var err error
+		var bps []string
+		for try := 0; try < 5; try++ {
+			out, err = hostRun(ctx, host, append([]string{"iperf3", "-c", pppoeBehindAC, "-t", "3", "-J"}, dir...)...)
+			if bps = iperfRE.FindStringSubmatch(out); bps != nil || !strings.Contains(out, "Connection refused") {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if err != nil || bps == nil {
+			t.Fatalf("iperf3 %v host→router→PPPoE→AC: %v\n%.2000s", dir, err, out)
+		}
+		t.Logf("iperf3 %v host→router→PPPoE→AC: %s bit/s received", dir, bps[1])
+	}
+	time.Sleep(time.Second)
+	tsCancel()
+	ts.Wait()
+	syns := mssRE.FindAllStringSubmatch(tsOut.String(), -1)
+	fromRouter := 0
+	for _, m := range syns {
+		mss, _ := strconv.Atoi(m[2])
+		if mss > 1492-40 {
+			t.Errorf("SYN from %s on the wire with MSS %d, want <= 1452", m[1], mss)
+		}
+		if m[1] == "10.64.0.10" {
+			fromRouter++
+		}
+	}
+	t.Logf("SYNs on the wire (source, MSS): %q", syns)
+	if fromRouter == 0 {
+		t.Errorf("tshark saw no SYN from the router's IPCP address in the session; output:\n%s", tsOut.String())
+	}
+	if c := r.Snapshot().PPPoE[0].Counters; c["path_decapsulated"] < 1000 || c["path_encapsulated"] < 1000 {
+		t.Errorf("data path counters after iperf3 both ways: decapsulated %d, encapsulated %d, want >= 1000 each",
+			c["path_decapsulated"], c["path_encapsulated"])
+	} else {
+		t.Logf("data path: %d decapsulated, %d encapsulated, %d SYNs clamped on receive", c["path_decapsulated"], c["path_encapsulated"], c["path_mss_clamped_in"])
+	}
+	if st := r.Snapshot(); st.Interfaces != nil {
+		for _, ifc := range st.Interfaces {
+			if ifc.Name == "wan" {
+				t.Logf("wan drops %v", ifc.Drops)
+			}
+		}
+	}
+
+}
+
+// TestPPPoEReconnectAgainstLinux: against the same access concentrator,
+// pppd ended on the AC (its LCP Terminate-Request, then pppoe-server's
+// PADT) brings the session back within 10 s; an AC gone silent is
+// declared dead within interval × failures + 1 s and the session comes
+// back when it answers again; a changed password on the
+// AC gives a counted authentication failure, a status that says so and
+// a backoff (few PADIs); with PAP and the right password the session
+// comes back.
+func TestPPPoEReconnectAgainstLinux(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	const password = "s3cret-pppoe"
+	p, _, host, r := pppoeLab(t, ctx, password, 0)
+	s := waitPPPoE(t, r, 30*time.Second, "up", sessionUp)
+	t.Logf("session up: id %d, auth %s", s.SessionID, s.Auth)
+	// The AC ends the session (pppd's LCP Terminate-Request, then
+	// pppoe-server's PADT): back within 10 s.
+	before := waitPPPoE(t, r, time.Second, "up", sessionUp)
+	t1 := time.Now()
+	p.MustRun(t, ctx, "kill $(pidof pppd)", 10*time.Second)
+	s = waitPPPoE(t, r, 10*time.Second, "reconnected", func(s status.PPPoE) bool {
+		return sessionUp(s) && s.Reconnects > before.Reconnects
+	})
+	t.Logf("reconnected %v after pppd was killed on the AC (last down: %q; padt_rx %d, lcp_term_req_rx %d)",
+		time.Since(t1).Round(10*time.Millisecond), s.LastDownReason, s.Counters["padt_rx"], s.Counters["lcp_term_req_rx"])
+	if out, err := hostRun(ctx, host, "ping", "-c", "2", "-W", "2", pppoeBehindAC); err != nil {
+		t.Fatalf("host ping after the reconnect: %v\n%s", err, out)
+	}
+
+	// The AC goes silent (pppoe-server and pppd stopped): the session is
+	// declared dead within lcp_echo interval × failures + 1 s (4 s), and
+	// comes back once the AC answers again.
+	before = waitPPPoE(t, r, 5*time.Second, "up", sessionUp)
+	t2 := time.Now()
+	p.MustRun(t, ctx, "kill -STOP $(pidof pppoe-server) $(pidof pppd)", 10*time.Second)
+	s = waitPPPoE(t, r, 15*time.Second, "declared dead", func(s status.PPPoE) bool { return s.State != "up" })
+	dead := time.Since(t2)
+	p.MustRun(t, ctx, "kill -CONT $(pidof pppoe-server) $(pidof pppd)", 10*time.Second)
+	t.Logf("silent AC: declared dead after %v (%q, echo_missed %d)", dead.Round(10*time.Millisecond), s.LastDownReason, s.Counters["echo_missed"])
+	if dead > 4*time.Second+500*time.Millisecond { // + the status poll (100 ms) and the stop command's trip into the TCG guest, timed from before it
+		t.Errorf("silent AC declared dead after %v, want within 1 s × 3 + 1 s", dead)
+	}
+	s = waitPPPoE(t, r, 30*time.Second, "back after the AC returned", func(s status.PPPoE) bool {
+		return sessionUp(s) && s.Reconnects > before.Reconnects
+	})
+	t.Logf("back %v after the AC returned", time.Since(t2.Add(dead)).Round(10*time.Millisecond))
+
+	// A changed password on the AC: authentication fails, is counted,
+	// the status says so and the retries back off.
+	p.MustRun(t, ctx, "echo 'alice * wrong-password *' >/etc/ppp/chap-secrets && kill $(pidof pppd)", 10*time.Second)
+	s = waitPPPoE(t, r, 15*time.Second, "failing authentication", func(s status.PPPoE) bool {
+		return s.Counters["auth_failures"] > 0
+	})
+	padi0 := s.Counters["padi_tx"]
+	time.Sleep(8 * time.Second)
+	s = r.Snapshot().PPPoE[0]
+	padis := s.Counters["padi_tx"] - padi0
+	t.Logf("wrong password: state %s, last down %q, AC's message %q, %d auth failures, %d PADIs in 8 s",
+		s.State, s.LastDownReason, s.AuthMessage, s.Counters["auth_failures"], padis)
+	if s.State == "up" || !strings.Contains(strings.ToLower(s.LastDownReason), "auth") {
+		t.Errorf("status after a wrong password = state %q, last down %q; want not up and a reason naming authentication", s.State, s.LastDownReason)
+	}
+	if padis > 5 {
+		t.Errorf("%d PADIs in 8 s of failing authentication, want a backoff (1, 2, 4 s: <= 5)", padis)
+	}
+
+	// PAP with the right password: back up.
+	p.MustRun(t, ctx, "echo 'alice * "+password+" *' >/etc/ppp/pap-secrets && sed -i s/require-chap/require-pap/ /etc/ppp/pppoe-server-options", 10*time.Second)
+	s = waitPPPoE(t, r, 80*time.Second, "up with PAP", func(s status.PPPoE) bool { return sessionUp(s) && s.Auth == "pap" })
+	t.Logf("up again with %s, reconnects %d", s.Auth, s.Reconnects)
+	if out, err := hostRun(ctx, host, "ping", "-c", "2", "-W", "2", pppoeBehindAC); err != nil {
+		t.Fatalf("host ping over the PAP session: %v\n%s", err, out)
+	}
+}
+
+// TestPPPoEVLANAgainstLinux: PPPoE on VLAN 7 (as many ISPs deliver it),
+// the guest's AC on eth0.7 and the router's wan with vlan: [7] on the
+// same port: the session comes up, the host behind the router pings
+// and runs iperf3 to the address behind the AC, and tshark on the port
+// sees the session's frames tagged 7 and none untagged.
+func TestPPPoEVLANAgainstLinux(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	p, ns, host, r := pppoeLab(t, ctx, "s3cret-pppoe", 7)
+	s := waitPPPoE(t, r, 30*time.Second, "up", sessionUp)
+	t.Logf("session up on VLAN 7: id %d, auth %s, IPv4 %+v", s.SessionID, s.Auth, *s.IPv4)
+	tsCtx, tsCancel := context.WithTimeout(ctx, 60*time.Second)
+	defer tsCancel()
+	ts := exec.CommandContext(tsCtx, "ip", "netns", "exec", ns.Name(), "tshark", "-n", "-l", "-i", p.Tap,
+		"-Y", "pppoes", "-T", "fields", "-e", "vlan.id", "-e", "ip.src")
+	var tsOut strings.Builder
+	ts.Stdout = &tsOut
+	if err := ts.Start(); err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	time.Sleep(3 * time.Second)
+	if out, err := hostRun(ctx, host, "ping", "-c", "3", "-W", "2", pppoeBehindAC); err != nil {
+		t.Fatalf("host ping %s over PPPoE on VLAN 7: %v\n%s", pppoeBehindAC, err, out)
+	}
+	out, err := hostRun(ctx, host, "iperf3", "-c", pppoeBehindAC, "-t", "2", "-J")
+	bps := iperfRE.FindStringSubmatch(out)
+	if err != nil || bps == nil {
+		t.Fatalf("iperf3 over PPPoE on VLAN 7: %v\n%.2000s", err, out)
+	}
+	t.Logf("iperf3 host→router→PPPoE on VLAN 7→AC: %s bit/s received", bps[1])
+	time.Sleep(time.Second)
+	tsCancel()
+	ts.Wait()
+	tagged, untagged := 0, 0
+	for _, l := range strings.Split(strings.TrimSpace(tsOut.String()), "\n") {
+		switch f := strings.Split(l, "\t"); {
+		case f[0] == "7":
+			tagged++
+		case l != "":
+			untagged++
+		}
+	}
+	t.Logf("session frames on the port: %d tagged 7, %d otherwise", tagged, untagged)
+	if tagged < 100 || untagged != 0 {
+		t.Errorf("session frames on the port: %d tagged 7 (want >= 100), %d otherwise (want 0)", tagged, untagged)
+	}
+}
+
+// TestPPPoEThroughputAgainstLinux measures iperf3 from the host behind
+// the router to the guest, both ways, through NAT over a plain Ethernet
+// wan (the guest's plain job, MTU 1500) and over PPPoE (the pppoe job,
+// MTU 1492), with one 2 s run each by default and, with GVL_BENCH=1, the
+// median of 5 runs of 5 s. The guest runs under TCG here, so both are
+// bounded by it: this checks that PPPoE costs the path no more than the
+// guest's own PPP does, not the router's ceiling (BenchmarkPPPoEFastPath
+// in package stack is the router's own per-packet cost).
+func TestPPPoEThroughputAgainstLinux(t *testing.T) {
+	runs, secs := 1, "2"
+	if os.Getenv("GVL_BENCH") == "1" {
+		runs, secs = 5, "5"
+	}
+	measure := func(t *testing.T, ctx context.Context, host *netnstest.Netns, addr string) (up, down float64) {
+		for _, dir := range []string{"", "-R"} {
+			var rates []float64
+			for range runs {
+				args := []string{"iperf3", "-c", addr, "-t", secs, "-J"}
+				if dir != "" {
+					args = append(args, dir)
+				}
+				var out string
+				var bps []string
+				for try := 0; try < 5; try++ {
+					out, _ = hostRun(ctx, host, args...)
+					if bps = iperfRE.FindStringSubmatch(out); bps != nil {
+						break
+					}
+					time.Sleep(time.Second)
+				}
+				if bps == nil {
+					t.Fatalf("iperf3 %s to %s: %.2000s", dir, addr, out)
+				}
+				v, _ := strconv.ParseFloat(bps[1], 64)
+				rates = append(rates, v/1e6)
+			}
+			slices.Sort(rates)
+			if dir == "" {
+				up = rates[len(rates)/2]
+			} else {
+				down = rates[len(rates)/2]
+			}
+		}
+		return up, down
+	}
+	var plainUp, plainDown, pppUp, pppDown float64
+	t.Run("plain", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+		defer cancel()
+		netnstest.Privileged(t, "iperf3")
+		p, ns := linuxpeer.StartT(t, ctx, "plain", map[string]string{"ADDR": "10.77.0.2/24", "GUEST_CMD": "iperf3 -s -D"})
+		host := hostBehind(t, ns)
+		startRouter(t, ns, fmt.Sprintf(`ports:
+  - name: %s
+`+hostPort+`interfaces:
+  - {name: wan, port: %s, role: wan, addresses: [10.77.0.1/24]}
+`+hostInterface+`nat:
+  masquerade: [wan]
+`, p.Tap, p.Tap))
+		plainUp, plainDown = measure(t, ctx, host, "10.77.0.2")
+	})
+	t.Run("pppoe", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+		defer cancel()
+		_, _, host, r := pppoeLab(t, ctx, "s3cret-pppoe", 0)
+		waitPPPoE(t, r, 30*time.Second, "up", sessionUp)
+		pppUp, pppDown = measure(t, ctx, host, pppoeBehindAC)
+	})
+	if plainUp == 0 || pppUp == 0 {
+		return
+	}
+	t.Logf("host→router→guest, median of %d × %s s: plain %.0f / %.0f Mbit/s (up / down), PPPoE %.0f / %.0f Mbit/s: %.2f× / %.2f×",
+		runs, secs, plainUp, plainDown, pppUp, pppDown, pppUp/plainUp, pppDown/plainDown)
+}
