@@ -562,8 +562,7 @@ func (d *decoder) host(c *Config, e entry) {
 // but whose service the router does not run yet; a config using one is
 // refused rather than silently left unserved.
 var notYetRunning = map[string]bool{
-	"pppoe":     true, // the pppoe package and router/pppoelink run; the router does not put them on a WAN yet
-	"wireguard": true, // package wireguard (Bind, TUN, keys) runs; the router does not add its NIC and WAN socket yet
+	"pppoe": true, // the pppoe package and router/pppoelink run; the router does not put them on a WAN yet
 }
 
 // validateServices checks the services against the interfaces.

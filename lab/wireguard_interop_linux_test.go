@@ -1,0 +1,207 @@
+package lab_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gvrouter/gvrouter/internal/linuxpeer"
+	"github.com/gvrouter/gvrouter/internal/netnstest"
+	"github.com/gvrouter/gvrouter/router"
+	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/wireguard"
+)
+
+// wgKeyFile writes k to a 0600 file under dir, as `wg genkey >` does.
+func wgKeyFile(t *testing.T, dir string, k wireguard.Key) string {
+	t.Helper()
+	p := filepath.Join(dir, fmt.Sprintf("k%x.key", k[:4]))
+	if err := os.WriteFile(p, []byte(k.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustWGKey(t *testing.T) wireguard.Key {
+	t.Helper()
+	k, err := wireguard.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// wgDumpRE reads a peer line of `wg show IF dump`: public key, preshared
+// key, endpoint, allowed ips, latest handshake, rx, tx, keepalive.
+var wgDumpRE = regexp.MustCompile(`(?m)^(\S{44})\t\S+\t(\S+)\t\S+\t(\d+)\t(\d+)\t(\d+)\t\S+$`)
+
+// guestWGPeer reads the guest's view of its one peer on iface.
+func guestWGPeer(t *testing.T, ctx context.Context, p *linuxpeer.Peer, iface string) (handshake, rx, tx uint64) {
+	t.Helper()
+	out := p.MustRun(t, ctx, "wg show "+iface+" dump", 10*time.Second)
+	m := wgDumpRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("guest: wg show %s dump: no peer line:\n%s", iface, out)
+	}
+	handshake, _ = strconv.ParseUint(m[3], 10, 64)
+	rx, _ = strconv.ParseUint(m[4], 10, 64)
+	tx, _ = strconv.ParseUint(m[5], 10, 64)
+	return
+}
+
+// wgPeerStatus returns the router's status of the peer named name on
+// iface.
+func wgPeerStatus(t *testing.T, r *router.Router, iface, name string) (wireguard.PeerStatus, wireguard.Status) {
+	t.Helper()
+	st, ok := r.WireGuard()[iface]
+	if !ok {
+		t.Fatalf("router status has no WireGuard interface %s", iface)
+	}
+	for _, p := range st.Peers {
+		if p.Name == name {
+			return p, st
+		}
+	}
+	t.Fatalf("router status of %s has no peer %q: %+v", iface, name, st.Peers)
+	return wireguard.PeerStatus{}, st
+}
+
+// TestWireGuardAgainstLinux runs the router's WireGuard interface against
+// the guest kernel's WireGuard (wireguard.ko and wg(8), an independent
+// implementation), the guest on the router's wan, a host behind its lan,
+// the WAN input policy on drop:
+//
+//  1. router-initiated: the host pings the guest's tunnel address; the
+//     router knows the guest's endpoint and starts the handshake; the
+//     guest pings the host back through the tunnel; iperf3 runs 2 s each
+//     way between the host and the guest's tunnel address. Both sides'
+//     handshake times and byte counts must show it.
+//  2. a reload adds a second peer (no endpoint) without touching the
+//     first one's session; the guest's second interface (the new peer's
+//     key) starts the handshake and pings the router's tunnel address;
+//     the first peer's handshake time is unchanged and it still carries.
+//  3. a peer with a key the router does not know gets nothing: its pings
+//     go unanswered, the guest sees no handshake, and the router counts
+//     its initiations as handshake/invalid_initiation.
+func TestWireGuardAgainstLinux(t *testing.T) {
+	netnstest.Privileged(t, "iperf3")
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	routerKey, g1, g2, g3 := mustWGKey(t), mustWGKey(t), mustWGKey(t), mustWGKey(t)
+	p, ns := linuxpeer.StartT(t, ctx, "plain", map[string]string{
+		"ADDR": "10.77.0.2/24", "GUEST_CMD": "iperf3 -s -D",
+	})
+	host := hostBehind(t, ns)
+	host.IP(t, "route", "add", "10.8.0.0/24", "via", "10.78.0.1")
+	dir := t.TempDir()
+	keyFile := wgKeyFile(t, dir, routerKey)
+	conf := func(peers string) string {
+		return fmt.Sprintf(`ports:
+  - name: %s
+`+hostPort+`interfaces:
+  - {name: wan, port: %s, role: wan, addresses: [10.77.0.1/24]}
+`+hostInterface+`  - name: wg0
+    role: lan
+    addresses: [10.8.0.1/24]
+    wireguard:
+      private_key_file: %s
+      listen_port: 51820
+      peers:
+        - {name: g1, public_key: %s, allowed_ips: [10.8.0.2/32], endpoint: "10.77.0.2:51820"}
+%sfirewall: {wan_input: drop}
+`, p.Tap, p.Tap, keyFile, g1.PublicKey(), peers)
+	}
+	r := startRouter(t, ns, conf(""))
+
+	// The guest's wg0: key g1, listening on 51820, the router as peer
+	// for the tunnel and the host's LAN.
+	p.MustRun(t, ctx, fmt.Sprintf("echo %s >/tmp/g1 && ip link add wg0 type wireguard && wg set wg0 private-key /tmp/g1 listen-port 51820 peer %s endpoint 10.77.0.1:51820 allowed-ips 10.8.0.0/24,10.78.0.0/24 && ip addr add 10.8.0.2/24 dev wg0 && ip link set wg0 up && ip route add 10.78.0.0/24 dev wg0",
+		g1, routerKey.PublicKey()), 10*time.Second)
+
+	// 1. The router starts the handshake: the host's packet is the first.
+	if out, err := exec.CommandContext(ctx, "ip", "netns", "exec", host.Name(), "ping", "-c", "3", "-W", "2", "10.8.0.2").CombinedOutput(); err != nil {
+		t.Fatalf("host: ping 10.8.0.2 through the router's tunnel: %v\n%s", err, out)
+	}
+	st1, wgst := wgPeerStatus(t, r, "wg0", "g1")
+	if st1.HandshakeAge < 0 || st1.RxBytes == 0 || st1.TxBytes == 0 || st1.Endpoint != "10.77.0.2:51820" {
+		t.Fatalf("router status of g1 after the host's ping: %+v", st1)
+	}
+	if wgst.Counters["udp"]["rx_response"] == 0 {
+		t.Errorf("router: udp/rx_response = 0 after a handshake it started; counters %v", wgst.Counters)
+	}
+	pingFromGuest(t, ctx, p, "10.78.0.10")
+	pingFromGuest(t, ctx, p, "10.8.0.1")
+	for _, dir := range [][]string{nil, {"-R"}} {
+		args := append([]string{"netns", "exec", host.Name(), "iperf3", "-c", "10.8.0.2", "-t", "2", "-J"}, dir...)
+		var out []byte
+		var bps [][]byte
+		var err error
+		for try := 0; try < 5; try++ {
+			out, err = exec.CommandContext(ctx, "ip", args...).CombinedOutput()
+			if bps = iperfRE.FindSubmatch(out); bps != nil || !strings.Contains(string(out), "Connection refused") {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if err != nil || bps == nil {
+			t.Fatalf("iperf3 %v host→router→WireGuard→guest: %v\n%s", dir, err, out)
+		}
+		t.Logf("iperf3 %v host→router→WireGuard→guest kernel: %s bit/s received", dir, bps[1])
+	}
+	hs, rx, tx := guestWGPeer(t, ctx, p, "wg0")
+	if hs == 0 || rx < 1<<20 || tx < 1<<20 {
+		t.Errorf("guest wg0: latest handshake %d, rx %d, tx %d bytes; want a handshake and over 1 MiB each way", hs, rx, tx)
+	}
+	st1, _ = wgPeerStatus(t, r, "wg0", "g1")
+	if st1.RxBytes < 1<<20 || st1.TxBytes < 1<<20 {
+		t.Errorf("router status of g1 after iperf3: rx %d tx %d bytes, want over 1 MiB each", st1.RxBytes, st1.TxBytes)
+	}
+
+	// 2. A reload adds g2; g1's session stays.
+	cfg2, err := config.Parse("linuxpeer.yaml", []byte(conf(fmt.Sprintf("        - {name: g2, public_key: %s, allowed_ips: [10.8.0.3/32]}\n", g2.PublicKey()))+"state_dir: "+t.TempDir()+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(cfg2); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	p.MustRun(t, ctx, fmt.Sprintf("echo %s >/tmp/g2 && ip link add wg1 type wireguard && wg set wg1 private-key /tmp/g2 peer %s endpoint 10.77.0.1:51820 allowed-ips 10.8.0.1/32 && ip addr add 10.8.0.3/32 dev wg1 && ip link set wg1 up && ip route add 10.8.0.1/32 dev wg1 src 10.8.0.3",
+		g2, routerKey.PublicKey()), 10*time.Second)
+	pingFromGuest(t, ctx, p, "10.8.0.1")
+	if hs, _, _ := guestWGPeer(t, ctx, p, "wg1"); hs == 0 {
+		t.Errorf("guest wg1 (g2, guest-initiated): no handshake")
+	}
+	st2, _ := wgPeerStatus(t, r, "wg0", "g2")
+	if st2.HandshakeAge < 0 || st2.RxBytes == 0 || st2.Endpoint == "" {
+		t.Errorf("router status of g2: %+v, want a handshake, bytes and the guest's endpoint", st2)
+	}
+	g1After, _ := wgPeerStatus(t, r, "wg0", "g1")
+	if !g1After.LastHandshake.Equal(st1.LastHandshake) {
+		t.Errorf("g1's last handshake moved across the reload: %v -> %v (its session was dropped)", st1.LastHandshake, g1After.LastHandshake)
+	}
+	pingFromGuest(t, ctx, p, "10.78.0.10")
+
+	// 3. A key the router does not know.
+	_, before := wgPeerStatus(t, r, "wg0", "g1")
+	p.MustRun(t, ctx, fmt.Sprintf("echo %s >/tmp/g3 && ip link add wg2 type wireguard && wg set wg2 private-key /tmp/g3 peer %s endpoint 10.77.0.1:51820 allowed-ips 10.9.0.1/32 && ip addr add 10.9.0.2/32 dev wg2 && ip link set wg2 up && ip route add 10.9.0.1/32 dev wg2",
+		g3, routerKey.PublicKey()), 10*time.Second)
+	out, err := p.Run(ctx, "ping -c 3 -W 2 10.9.0.1", 20*time.Second)
+	if m := pingRE.FindStringSubmatch(out); err == nil || m == nil || m[2] != "0" {
+		t.Errorf("guest: the wrong-key peer's ping: %v\n%s", err, out)
+	}
+	if hs, rx, _ := guestWGPeer(t, ctx, p, "wg2"); hs != 0 || rx != 0 {
+		t.Errorf("guest wg2 (unknown key): handshake %d, rx %d; want none", hs, rx)
+	}
+	_, after := wgPeerStatus(t, r, "wg0", "g1")
+	if d := after.Counters["handshake"]["invalid_initiation"] - before.Counters["handshake"]["invalid_initiation"]; d == 0 {
+		t.Errorf("router: handshake/invalid_initiation did not count the wrong-key peer's initiations; counters %v", after.Counters)
+	}
+	t.Logf("router wg0 counters: %v", after.Counters)
+}
