@@ -203,5 +203,8 @@ func TestWireGuardAgainstLinux(t *testing.T) {
 	if d := after.Counters["handshake"]["invalid_initiation"] - before.Counters["handshake"]["invalid_initiation"]; d == 0 {
 		t.Errorf("router: handshake/invalid_initiation did not count the wrong-key peer's initiations; counters %v", after.Counters)
 	}
+	if snap := r.Snapshot(); len(snap.WireGuard) != 1 || len(snap.WireGuard[0].Peers) != 2 || snap.WireGuard[0].Peers[0].RxBytes == 0 {
+		t.Errorf("status page snapshot's WireGuard section: %+v", snap.WireGuard)
+	}
 	t.Logf("router wg0 counters: %v", after.Counters)
 }

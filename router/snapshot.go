@@ -50,6 +50,7 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 	s.IPv6 = r.ipv6StatusLocked()
 	s.Neighbors = r.neighborsStatusLocked()
 	s.SQM = r.sqmStatusLocked()
+	s.WireGuard = r.wireGuardStatusLocked()
 	fs := r.net.FragmentStats()
 	s.Fragments = &status.Fragments{Tracked: fs.Tracked, Evicted: fs.Evicted}
 	for _, ic := range r.cfg.Interfaces {

@@ -7,10 +7,12 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/wglink"
 	"github.com/gvrouter/gvrouter/stack"
 	"github.com/gvrouter/gvrouter/wireguard"
@@ -196,6 +198,23 @@ func resolveHost(host string) ([]netip.Addr, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+}
+
+// wireGuardStatusLocked is the status page's WireGuard section, by
+// interface name. r.mu must be held (each link's lock is taken inside
+// it: the lock order is r.mu, then a link's).
+func (r *Router) wireGuardStatusLocked() []status.WireGuard {
+	var out []status.WireGuard
+	for name, w := range r.wireguard {
+		st, err := w.link.Status()
+		if err != nil {
+			r.log.Warn("wireguard status", "interface", name, "err", err)
+			continue
+		}
+		out = append(out, status.WireGuard{Name: name, Status: st})
+	}
+	slices.SortFunc(out, func(a, b status.WireGuard) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // WireGuard returns the status of each WireGuard interface, by name.

@@ -20,6 +20,7 @@ func newRegistry(s *Server) *prometheus.Registry {
 		newIPv6Collector(s),
 		newNeighborCollector(s),
 		newSQMCollector(s),
+		newWireGuardCollector(s),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

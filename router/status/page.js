@@ -185,9 +185,16 @@
       return h`<tr><td><b>${i.name}</b></td><td>${i.gro || "unknown"}</td>${g ? h`<td class="num">${count(g.coalesced)}</td><td class="num">${count(g.flushed)}</td><td class="num">${count(g.bypassed_forward)}</td><td class="num">${count(g.segmented)}</td><td class="num">${count(g.checksum_verified)}</td><td class="num">${count(g.checksum_bad)}</td>` : dash}<td class="num">${count(i.next_hop_forwarded)}</td><td class="num">${count(i.tapped)}</td><td class="num">${count(i.gso_counters.received)} / ${count(i.gso_counters.sent_whole)} / ${count(i.gso_counters.segmented)}</td></tr>`;
     }, h`<tr><td colspan="11" class="empty">no interfaces</td></tr>`)}</tbody></table></div><div class="wrap"><table class="narrow"><tbody>${ns ? h`<tr><td>IP packets into the IP stack (slow path or for the router)</td><td class="num">${count(ns.ip_packets_received)}</td></tr><tr><td>IP packets delivered to the router itself</td><td class="num">${count(ns.ip_packets_delivered)}</td></tr><tr><td>IP packets the IP stack sent</td><td class="num">${count(ns.ip_packets_sent)}</td></tr>` : ""}${f ? h`<tr><td title="fragments refused before NAT (RFC 1858, RFC 5722, RFC 7112) are the interfaces' drops">overlapping and tiny fragments (RFC 5722, RFC 1858)</td><td>fragment guard: ${f.tracked} datagrams tracked, ${count(f.evicted)} evicted early</td></tr>` : ""}<tr><td>status page connections</td><td>${s.http.open_connections} open, ${count(s.http.refused_connections)} refused</td></tr><tr><td title="403: a Host naming none of the router's addresses or names (DNS rebinding), a read of /api or /metrics from another origin">status page requests forbidden</td><td>${count(s.http.forbidden_host)} foreign Host, ${count(s.http.forbidden_origin)} cross-origin</td></tr></tbody></table></div>`;
   }
+  // wireguard is wireguard.go's template.
+  function wireguard(s) {
+    const events = (w) => Object.fromEntries(Object.entries(w.counters || {}).flatMap(([g, m]) => Object.entries(m || {}).map(([n, v]) => [g + "/" + n, v])));
+    const age = (a) => (a < 0 ? "never" : secs(a) + " ago");
+    return each(s.wireguard, (w) => h`<h2>WireGuard ${w.name}</h2><div class="wrap"><table class="narrow" data-wg="${w.name}"><thead><tr><th>Peer</th><th>Endpoint</th><th>Allowed IPs</th><th>Last handshake</th><th class="num">Received</th><th class="num">Sent</th></tr></thead><tbody><tr><td>this router</td><td class="mono">port ${w.listen_port}</td><td class="mono">${w.public_key}</td><td></td><td></td><td></td></tr>${each(w.peers, (p) => h`<tr><td>${p.name}</td><td class="mono">${p.endpoint || "none"}</td><td class="mono">${addrs(p.allowed_ips)}</td><td>${age(p.handshake_age_seconds)}</td><td class="num">${bytes(p.rx_bytes)}</td><td class="num">${bytes(p.tx_bytes)}</td></tr>`)}</tbody></table></div><div class="wrap"><table class="narrow"><thead><tr><th>Scope</th><th>Counters</th></tr></thead><tbody><tr><td>${w.name}</td><td class="drops-cell">${counts(events(w))}</td></tr></tbody></table></div>`);
+  }
+
   const SECTIONS = { "s-alerts": alerts, "s-router": router, "s-interfaces": interfaces, "s-ports": ports,
     "s-conntrack": conntrack, "s-hosts": hosts, "s-services": services, "s-ipv6": ipv6, "s-macsec": macsec,
-    "s-routes": routes, "s-internals": internals };
+    "s-wireguard": wireguard, "s-routes": routes, "s-internals": internals };
 
   // --- graphs ------------------------------------------------------------
   // points holds one entry per sample, oldest first:

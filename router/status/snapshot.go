@@ -79,6 +79,9 @@ type Snapshot struct {
 	// SQM is the shaped directions of wan interfaces (sqm.go), by
 	// interface then direction; nil when no sqm: is configured.
 	SQM []SQM `json:"sqm,omitempty"`
+	// WireGuard is the WireGuard interfaces (wireguard.go), by name;
+	// nil when none is configured.
+	WireGuard []WireGuard `json:"wireguard,omitempty"`
 }
 
 // HTTP is the status server's connections.
