@@ -61,6 +61,8 @@ type Link struct {
 	up          bool
 	resolveErrs uint64
 
+	// kick asks routineReresolve for a lookup now (after Apply).
+	kick   chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -76,7 +78,7 @@ func New(env Env) *Link {
 	l := &Link{env: env, tun: wireguard.NewTUN(env.Name, env.MTU)}
 	l.bind = wireguard.NewBind(env.Listen)
 	ctx, cancel := context.WithCancel(context.Background())
-	l.cancel, l.done = cancel, make(chan struct{})
+	l.cancel, l.done, l.kick = cancel, make(chan struct{}), make(chan struct{}, 1)
 	go l.routineReresolve(ctx)
 	return l
 }
@@ -113,7 +115,12 @@ func (l *Link) Apply(c wireguard.Config, endpoints map[wireguard.Key]string) err
 		}
 		l.up = true
 	}
-	l.reresolveLocked()
+	if len(endpoints) > 0 {
+		select { // the goroutine resolves the new host names now
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
 	return nil
 }
 
@@ -141,13 +148,18 @@ func (l *Link) statusLocked() (wireguard.Status, error) {
 	return st, nil
 }
 
-// reresolveLocked moves peers whose handshake is stale to their endpoint
-// host's current address.
-func (l *Link) reresolveLocked() {
-	if len(l.endpoints) == 0 || !l.up {
+// reresolve moves peers whose handshake is stale to their endpoint
+// host's current address. The lookups run without l.mu, so a slow
+// resolver never holds up Status (and the status page) or Apply.
+func (l *Link) reresolve() {
+	l.mu.Lock()
+	if len(l.endpoints) == 0 || l.dev == nil {
+		l.mu.Unlock()
 		return
 	}
 	st, err := l.statusLocked()
+	endpoints := l.endpoints
+	l.mu.Unlock()
 	if err != nil {
 		return
 	}
@@ -155,20 +167,22 @@ func (l *Link) reresolveLocked() {
 	if resolve == nil {
 		resolve = func(string) ([]netip.Addr, error) { return nil, fmt.Errorf("no resolver") }
 	}
-	text, err := wireguard.Reresolve(st, l.endpoints, resolve)
+	text, err := wireguard.Reresolve(st, endpoints, resolve)
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if err != nil {
 		l.resolveErrs++
 		l.env.Log.Warn("wireguard endpoint", "interface", l.env.Name, "err", err)
 	}
-	if text != "" {
+	if text != "" && l.dev != nil {
 		if err := l.dev.IpcSet(text); err != nil {
 			l.env.Log.Warn("wireguard endpoint", "interface", l.env.Name, "err", err)
 		}
 	}
 }
 
-// routineReresolve calls reresolveLocked every reresolveEvery until ctx
-// ends; Close ends it and waits.
+// routineReresolve calls reresolve every reresolveEvery, and when Apply
+// kicks it, until ctx ends; Close ends it and waits.
 func (l *Link) routineReresolve(ctx context.Context) {
 	defer close(l.done)
 	t := time.NewTicker(reresolveEvery)
@@ -177,10 +191,10 @@ func (l *Link) routineReresolve(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-l.kick:
+			l.reresolve()
 		case <-t.C:
-			l.mu.Lock()
-			l.reresolveLocked()
-			l.mu.Unlock()
+			l.reresolve()
 		}
 	}
 }
