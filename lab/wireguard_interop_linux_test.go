@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gvrouter/gvrouter/hw"
 	"github.com/gvrouter/gvrouter/internal/linuxpeer"
 	"github.com/gvrouter/gvrouter/internal/netnstest"
 	"github.com/gvrouter/gvrouter/router"
@@ -73,6 +74,25 @@ func wgPeerStatus(t *testing.T, r *router.Router, iface, name string) (wireguard
 	return wireguard.PeerStatus{}, st
 }
 
+// wanHost makes a namespace (deleted when t ends) on a veth pair whose
+// other end, lpw0, is left in ns for the router: a host on the far side
+// of a second wan, 10.79.0.10/24, with no route back to anything but its
+// subnet, so only masqueraded packets get answers.
+func wanHost(t *testing.T, ns *netnstest.Netns) *netnstest.Netns {
+	t.Helper()
+	w := netnstest.New(t, "lpw", netnstest.WithoutIPv6())
+	ns.IP(t, "link", "add", "lpw0", "type", "veth", "peer", "name", "lpw1", "netns", w.Name())
+	ns.IP(t, "link", "set", "lpw0", "up")
+	w.IP(t, "link", "set", "lpw1", "up")
+	w.IP(t, "addr", "add", "10.79.0.10/24", "dev", "lpw1")
+	var err error
+	w.Do(t, func() { err = hw.SetOffloads("lpw1", hw.Offloads{RxCsum: true}) })
+	if err != nil {
+		t.Fatalf("offloads of lpw1: %v", err)
+	}
+	return w
+}
+
 // iperfHost runs iperf3 -c to for 2 s from host (args: -R for the other
 // way) against the guest's iperf3 -s and returns the received rate and
 // the sender's retransmits.
@@ -108,16 +128,25 @@ func iperfHost(t *testing.T, ctx context.Context, host *netnstest.Netns, to stri
 //
 //  1. router-initiated: the host pings the guest's tunnel address; the
 //     router knows the guest's endpoint and starts the handshake; the
-//     guest pings the host back through the tunnel; iperf3 runs 2 s each
-//     way between the host and the guest's tunnel address. Both sides'
-//     handshake times and byte counts must show it.
+//     guest pings the host back through the tunnel, the router, and a
+//     host behind a second wan that knows no way back to the tunnel's
+//     subnet (the road warrior reaches the WAN through the router's
+//     masquerade); iperf3 runs 2 s each way between the host and the
+//     guest's tunnel address, and plainly forwarded to the guest's WAN
+//     address before the tunnel exists. Both sides' handshake times and
+//     byte counts must show it.
 //  2. a reload adds a second peer (no endpoint) without touching the
 //     first one's session; the guest's second interface (the new peer's
 //     key) starts the handshake and pings the router's tunnel address;
 //     the first peer's handshake time is unchanged and it still carries.
+//     The second peer has a preshared key. Then the guest's WAN address
+//     changes and the router's endpoint for the first peer follows.
 //  3. a peer with a key the router does not know gets nothing: its pings
 //     go unanswered, the guest sees no handshake, and the router counts
 //     its initiations as handshake/invalid_initiation.
+//  4. the wg-quick file NewWireGuardPeer (gvrouter wg peer) makes for a
+//     new peer, loaded by the guest as it is, after a reload that adds
+//     the peer's entry.
 func TestWireGuardAgainstLinux(t *testing.T) {
 	netnstest.Privileged(t, "iperf3")
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
@@ -128,13 +157,16 @@ func TestWireGuardAgainstLinux(t *testing.T) {
 	})
 	host := hostBehind(t, ns)
 	host.IP(t, "route", "add", "10.8.0.0/24", "via", "10.78.0.1")
+	wanHost(t, ns)
 	dir := t.TempDir()
 	keyFile, pskFile := wgKeyFile(t, dir, routerKey), wgKeyFile(t, dir, psk)
 	conf := func(peers string) string {
 		return fmt.Sprintf(`ports:
   - name: %s
+  - name: lpw0
 `+hostPort+`interfaces:
   - {name: wan, port: %s, role: wan, addresses: [10.77.0.1/24]}
+  - {name: wan2, port: lpw0, role: wan, addresses: [10.79.0.1/24]}
 `+hostInterface+`  - name: wg0
     role: lan
     addresses: [10.8.0.1/24]
@@ -144,6 +176,7 @@ func TestWireGuardAgainstLinux(t *testing.T) {
       peers:
         - {name: g1, public_key: %s, allowed_ips: [10.8.0.2/32], endpoint: "10.77.0.2:51820"}
 %sfirewall: {wan_input: drop}
+nat: {masquerade: [wan2]}
 `, p.Tap, p.Tap, keyFile, g1.PublicKey(), peers)
 	}
 	r := startRouter(t, ns, conf(""))
@@ -157,7 +190,7 @@ func TestWireGuardAgainstLinux(t *testing.T) {
 
 	// The guest's wg0: key g1, listening on 51820, the router as peer
 	// for the tunnel and the host's LAN.
-	p.MustRun(t, ctx, fmt.Sprintf("echo %s >/tmp/g1 && ip link add wg0 type wireguard && wg set wg0 private-key /tmp/g1 listen-port 51820 peer %s endpoint 10.77.0.1:51820 allowed-ips 10.8.0.0/24,10.78.0.0/24 && ip addr add 10.8.0.2/24 dev wg0 && ip link set wg0 up && ip route replace 10.78.0.0/24 dev wg0",
+	p.MustRun(t, ctx, fmt.Sprintf("echo %s >/tmp/g1 && ip link add wg0 type wireguard && wg set wg0 private-key /tmp/g1 listen-port 51820 peer %s endpoint 10.77.0.1:51820 allowed-ips 10.8.0.0/24,10.78.0.0/24,10.79.0.0/24 && ip addr add 10.8.0.2/24 dev wg0 && ip link set wg0 up && ip route replace 10.78.0.0/24 dev wg0 && ip route add 10.79.0.0/24 dev wg0",
 		g1, routerKey.PublicKey()), 10*time.Second)
 
 	// 1. The router starts the handshake: the host's packet is the first.
