@@ -157,6 +157,7 @@ func TestWireGuardAgainstLinux(t *testing.T) {
 	})
 	host := hostBehind(t, ns)
 	host.IP(t, "route", "add", "10.8.0.0/24", "via", "10.78.0.1")
+	host.IP(t, "route", "add", "192.168.50.0/24", "via", "10.78.0.1")
 	wanHost(t, ns)
 	dir := t.TempDir()
 	keyFile, pskFile := wgKeyFile(t, dir, routerKey), wgKeyFile(t, dir, psk)
@@ -174,7 +175,7 @@ func TestWireGuardAgainstLinux(t *testing.T) {
       private_key_file: %s
       listen_port: 51820
       peers:
-        - {name: g1, public_key: %s, allowed_ips: [10.8.0.2/32], endpoint: "10.77.0.2:51820"}
+        - {name: g1, public_key: %s, allowed_ips: [10.8.0.2/32, 192.168.50.0/24], endpoint: "10.77.0.2:51820"}
 %sfirewall: {wan_input: drop}
 nat: {masquerade: [wan2]}
 `, p.Tap, p.Tap, keyFile, g1.PublicKey(), peers)
