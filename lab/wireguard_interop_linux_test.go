@@ -158,7 +158,7 @@ func TestWireGuardAgainstLinux(t *testing.T) {
 	host := hostBehind(t, ns)
 	host.IP(t, "route", "add", "10.8.0.0/24", "via", "10.78.0.1")
 	host.IP(t, "route", "add", "192.168.50.0/24", "via", "10.78.0.1")
-	wanHost(t, ns)
+	wan := wanHost(t, ns)
 	dir := t.TempDir()
 	keyFile, pskFile := wgKeyFile(t, dir, routerKey), wgKeyFile(t, dir, psk)
 	conf := func(peers string) string {
@@ -276,6 +276,35 @@ nat: {masquerade: [wan2]}
 	_, after := wgPeerStatus(t, r, "wg0", "g1")
 	if d := after.Counters["handshake"]["invalid_initiation"] - before.Counters["handshake"]["invalid_initiation"]; d == 0 {
 		t.Errorf("router: handshake/invalid_initiation did not count the wrong-key peer's initiations; counters %v", after.Counters)
+	}
+	// Random UDP to the listen port from the host behind wan2 (through
+	// the WAN input policy, which admits that port) is counted and
+	// dropped; the same to the next port is the input policy's drop;
+	// g2 keeps working.
+	wanDrops := func() uint64 {
+		for _, i := range r.Snapshot().Interfaces {
+			if i.Name == "wan2" {
+				return i.Drops["firewall_input"]
+			}
+		}
+		return 0
+	}
+	fw0 := wanDrops()
+	send := `import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(5):
+    s.sendto(b"not-wireguard-%d-" % i + bytes(40), ("10.79.0.1", int(sys.argv[1])))`
+	for _, port := range []string{"51820", "51821"} {
+		if out, err := exec.CommandContext(ctx, "ip", "netns", "exec", wan.Name(), "/usr/bin/python3", "-c", send, port).CombinedOutput(); err != nil {
+			t.Fatalf("wan host: junk UDP to 10.79.0.1:%s: %v\n%s", port, err, out)
+		}
+	}
+	pingFromGuest(t, ctx, p, "10.8.0.1")
+	if _, st := wgPeerStatus(t, r, "wg0", "g2"); st.Counters["drops"]["unknown_type"] < 5 {
+		t.Errorf("router: drops/unknown_type = %d after 5 random datagrams to the listen port, want >= 5", st.Counters["drops"]["unknown_type"])
+	}
+	if d := wanDrops() - fw0; d < 5 {
+		t.Errorf("router: wan2 firewall_input drops rose by %d after 5 datagrams to port 51821, want >= 5 (the policy admits the listen port only)", d)
 	}
 	if snap := r.Snapshot(); len(snap.WireGuard) != 1 || len(snap.WireGuard[0].Peers) != 2 || snap.WireGuard[0].Peers[0].RxBytes == 0 {
 		t.Errorf("status page snapshot's WireGuard section: %+v", snap.WireGuard)
