@@ -29,7 +29,7 @@ func key(t *testing.T) wireguard.Key {
 // TestApplyAndResolve: the first Apply brings the device up with its
 // peers (named in Status); a peer whose endpoint is a host name gets
 // the address the resolver gives, soon after Apply and without a
-// handshake; a failed lookup is counted as errors/resolve; a second
+// handshake; Status lists peers by name; a failed lookup is counted as errors/resolve; a second
 // Apply that drops a peer leaves the other, with its endpoint.
 func TestApplyAndResolve(t *testing.T) {
 	lookups := make(chan string, 16)
@@ -65,12 +65,12 @@ func TestApplyAndResolve(t *testing.T) {
 		if st, err = l.Status(); err != nil {
 			t.Fatal(err)
 		}
-		if len(st.Peers) == 2 && st.Peers[1].Endpoint == "192.0.2.7:51820" || time.Now().After(deadline) {
+		if len(st.Peers) == 2 && st.Peers[0].Endpoint == "192.0.2.7:51820" || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if len(st.Peers) != 2 || st.Peers[0].Name != "phone" || st.Peers[1].Name != "laptop" || st.Peers[1].Endpoint != "192.0.2.7:51820" ||
+	if len(st.Peers) != 2 || st.Peers[0].Name != "laptop" || st.Peers[1].Name != "phone" || st.Peers[0].Endpoint != "192.0.2.7:51820" ||
 		st.PublicKey != priv.PublicKey().String() || st.ListenPort == 0 {
 		t.Fatalf("status = %+v, want phone and laptop (at 192.0.2.7:51820), the key and a port", st)
 	}
