@@ -357,3 +357,65 @@ for i in range(5):
 		t.Error("guest wg3 (the printed config): no handshake")
 	}
 }
+
+// TestWireGuardRekeyAgainstLinux: a session to the guest's kernel
+// WireGuard lives past REKEY_AFTER_TIME (120 s, the whitepaper's §6.2;
+// fixed in wireguard-go and the kernel alike): the guest, which made the
+// first handshake, makes a second while its pings keep flowing, the
+// router takes it (a second initiation counted, the last handshake
+// moved on by at least 120 s) and the pings lose at most a few. It
+// takes about two and a half minutes.
+func TestWireGuardRekeyAgainstLinux(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 150 s (REKEY_AFTER_TIME); run without -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
+	defer cancel()
+	routerKey, g1 := mustWGKey(t), mustWGKey(t)
+	p, ns := linuxpeer.StartT(t, ctx, "plain", map[string]string{"ADDR": "10.77.0.2/24", "UPTIME": "300"})
+	keyFile := wgKeyFile(t, t.TempDir(), routerKey)
+	r := startRouter(t, ns, fmt.Sprintf(`ports:
+  - name: %s
+interfaces:
+  - {name: wan, port: %s, role: wan, addresses: [10.77.0.1/24]}
+  - name: wg0
+    role: lan
+    addresses: [10.8.0.1/24]
+    wireguard:
+      private_key_file: %s
+      listen_port: 51820
+      peers:
+        - {name: g1, public_key: %s, allowed_ips: [10.8.0.2/32]}
+`, p.Tap, p.Tap, keyFile, g1.PublicKey()))
+	p.MustRun(t, ctx, fmt.Sprintf("echo %s >/tmp/g1 && ip link add wg0 type wireguard && wg set wg0 private-key /tmp/g1 peer %s endpoint 10.77.0.1:51820 allowed-ips 10.8.0.0/24 && ip addr add 10.8.0.2/24 dev wg0 && ip link set wg0 up",
+		g1, routerKey.PublicKey()), 10*time.Second)
+	pingFromGuest(t, ctx, p, "10.8.0.1")
+	first, st := wgPeerStatus(t, r, "wg0", "g1")
+	inits := st.Counters["udp"]["rx_initiation"]
+	if first.HandshakeAge < 0 || inits == 0 {
+		t.Fatalf("no first handshake: %+v, rx_initiation %d", first, inits)
+	}
+	out, err := p.Run(ctx, "ping -c 135 -i 1 -W 1 10.8.0.1", 170*time.Second)
+	m := pingRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("guest: ping for 135 s: %v\n%s", err, out)
+	}
+	sent, got := atoi(m[1]), atoi(m[2])
+	second, st := wgPeerStatus(t, r, "wg0", "g1")
+	t.Logf("135 s of pings: %d of %d answered; handshakes at %v and %v; rx_initiation %d -> %d",
+		got, sent, first.LastHandshake.Format(time.TimeOnly), second.LastHandshake.Format(time.TimeOnly), inits, st.Counters["udp"]["rx_initiation"])
+	if d := second.LastHandshake.Sub(first.LastHandshake); d < 120*time.Second {
+		t.Errorf("the last handshake moved on by %v, want a rekey after at least 120 s", d)
+	}
+	if st.Counters["udp"]["rx_initiation"] <= inits {
+		t.Errorf("router: no second initiation (rx_initiation %d, was %d)", st.Counters["udp"]["rx_initiation"], inits)
+	}
+	if sent-got > 3 {
+		t.Errorf("%d of %d pings lost across the rekey, want at most 3", sent-got, sent)
+	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
