@@ -69,7 +69,7 @@ func (r *Router) syncWireGuardLocked(cfg *config.Config) (gone []*wglink.Link) {
 		r.wireguard[ic.Name] = &runningWG{mtu: ic.MTU, link: wglink.New(wglink.Env{
 			Name:    ic.Name,
 			MTU:     ic.MTU,
-			Listen:  r.wgListener(),
+			Listen:  r.wgListener(ic.Name),
 			Resolve: resolveHost,
 			Log:     r.log.With("component", "wireguard", "interface", ic.Name),
 		})}
@@ -172,18 +172,23 @@ func (r *Router) closeWireGuardLocked() {
 }
 
 // wgListener opens the Bind's sockets in the router's netstack, on the
-// unspecified address: replies leave by the route to the peer (the
-// WAN's), from the WAN's address. IPv4 only for now: netstack's [::]
-// socket would also take the IPv4 port (it is dual-stack), so an IPv6
-// underlay needs a V6Only socket first.
-func (r *Router) wgListener() wireguard.Listener {
+// unspecified addresses: replies leave by the route to the peer (the
+// WAN's), from the WAN's address. The IPv6 socket is V6ONLY so that it
+// can share the port with the IPv4 one; if it cannot be opened the
+// interface runs on IPv4 alone (logged).
+func (r *Router) wgListener(name string) wireguard.Listener {
 	return func(network string, port uint16) (wireguard.PacketConn, error) {
-		if network != "udp4" {
-			return nil, nil
-		}
 		n := r.net // set once in New, before any link comes up
 		if n == nil {
 			return nil, errors.New("wireguard: the netstack is not up")
+		}
+		if network == "udp6" {
+			c, err := n.ListenUDP6Only(netip.AddrPortFrom(netip.IPv6Unspecified(), port))
+			if err != nil {
+				r.log.Warn("wireguard: no IPv6 socket; IPv4 only", "interface", name, "port", port, "err", err)
+				return nil, nil
+			}
+			return c, nil
 		}
 		c, err := n.ListenUDPConn(netip.AddrPortFrom(netip.IPv4Unspecified(), port))
 		if err != nil {

@@ -137,3 +137,26 @@ func TestAdmitUDP(t *testing.T) {
 		}
 	}
 }
+
+// TestListenUDP6Only: an IPv6 socket with V6ONLY shares a port with an
+// IPv4 one (WireGuard's two sockets); a dual-stack one cannot.
+func TestListenUDP6Only(t *testing.T) {
+	l := newLab(t)
+	v4, err := l.r.ListenUDPConn(netip.MustParseAddrPort("0.0.0.0:51820"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v4.Close()
+	if c, err := l.r.ListenUDPConn(netip.MustParseAddrPort("[::]:51820")); err == nil {
+		c.Close()
+		t.Error("a dual-stack [::]:51820 socket opened beside 0.0.0.0:51820; the test would not show V6ONLY's effect")
+	}
+	v6, err := l.r.ListenUDP6Only(netip.MustParseAddrPort("[::]:51820"))
+	if err != nil {
+		t.Fatalf("ListenUDP6Only([::]:51820) beside 0.0.0.0:51820: %v", err)
+	}
+	v6.Close()
+	if _, err := l.r.ListenUDP6Only(netip.MustParseAddrPort("0.0.0.0:51821")); err == nil {
+		t.Error("ListenUDP6Only took an IPv4 address")
+	}
+}
