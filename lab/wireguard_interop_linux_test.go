@@ -207,6 +207,18 @@ nat: {masquerade: [wan2]}
 	}
 	pingFromGuest(t, ctx, p, "10.78.0.10")
 	pingFromGuest(t, ctx, p, "10.8.0.1")
+	// A full-size packet of the tunnel's MTU (1420 = 1392 + 28) both ways.
+	pingFromGuest(t, ctx, p, "10.78.0.10", "-s", "1392")
+	// Site to site: the guest's "remote LAN" 192.168.50.0/24 (on its
+	// loopback) is one of g1's allowed IPs, so the router routes it into
+	// the tunnel.
+	p.MustRun(t, ctx, "ip addr add 192.168.50.1/24 dev lo", 10*time.Second)
+	if out, err := exec.CommandContext(ctx, "ip", "netns", "exec", host.Name(), "ping", "-c", "2", "-W", "2", "192.168.50.1").CombinedOutput(); err != nil {
+		t.Errorf("host: ping 192.168.50.1, a remote subnet routed by allowed IPs: %v\n%s", err, out)
+	}
+	// Road warrior to the WAN: the host on wan2 knows no way back to
+	// 10.8.0.0/24, so its answer proves the router's masquerade.
+	pingFromGuest(t, ctx, p, "10.79.0.10")
 	// iperf3 between the host and the guest, through the tunnel and,
 	// for comparison on the same lab, plainly forwarded to the guest's
 	// WAN address (the router's wan_input does not apply: it forwards).
