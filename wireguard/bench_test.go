@@ -109,6 +109,7 @@ func BenchmarkTunnelTCP(b *testing.B) {
 		}
 	}
 	c.Close()
+	b.ReportMetric(float64(x.tun.Stats.TxQueueFull.Load())/float64(b.N), "queue_full/op")
 	if n := <-got; n < int64(b.N)*int64(len(buf)) {
 		b.Fatalf("receiver got %d bytes, want %d", n, int64(b.N)*int64(len(buf)))
 	}
