@@ -70,8 +70,12 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 	// A SecY that cannot be built (say, its PN store is unwritable) is
 	// reported; the rest of the config is applied.
 	msErr := r.syncMACsecLocked(cfg)
+	wgGone := r.syncWireGuardLocked(cfg)
 	interim := *cfg
 	interim.Interfaces = slices.DeleteFunc(slices.Clone(cfg.Interfaces), func(ic config.Interface) bool {
+		if ic.WireGuard != nil {
+			return false // a link on no port: it stays through the reload
+		}
 		_, ok := r.ports[ic.Port]
 		return !ok || slices.ContainsFunc(changed, func(p config.Port) bool { return p.Name == ic.Port }) || cfg.Port(ic.Port) == nil
 	})
@@ -103,6 +107,12 @@ func (r *Router) reloadLocked(cfg *config.Config) error {
 		errs = append(errs, err)
 	} else if err := r.net.Apply(sc); err != nil {
 		errs = append(errs, fmt.Errorf("netstack: %w", err))
+	}
+	for _, l := range wgGone {
+		l.Close() // netstack no longer has its link
+	}
+	if err := r.applyWireGuardLocked(cfg); err != nil {
+		errs = append(errs, err)
 	}
 	r.bindSQMLocked(cfg)
 	r.cfg = cfg

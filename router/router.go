@@ -87,6 +87,9 @@ type Router struct {
 
 	// macsec holds the SecYs by name (macsec.go); under mu.
 	macsec map[string]*runningSecY
+	// wireguard holds the WireGuard interfaces by name (wireguard.go); under
+	// mu.
+	wireguard map[string]*runningWG
 	// sqm holds the shaped directions of wan interfaces (sqm.go); made
 	// with the NAT engine, which finds each frame's inside host.
 	sqm *sqm.Set
@@ -250,6 +253,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	if err := r.syncMACsecLocked(cfg); err != nil {
 		return nil, err
 	}
+	r.syncWireGuardLocked(cfg)
 	sc, err := r.stackConfigLocked(cfg)
 	if err != nil {
 		return nil, err
@@ -264,6 +268,9 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	r.setListenPolicyLocked(cfg)
 	if err := r.applyNATLocked(); err != nil {
 		return nil, fmt.Errorf("nat: %w", err)
+	}
+	if err := r.applyWireGuardLocked(cfg); err != nil {
+		return nil, err
 	}
 	r.svc = r.newServicesLocked()
 	r.wg.Add(3)
@@ -336,8 +343,11 @@ func extraTags(cfg *config.Config, port string) int {
 // stackConfigLocked translates the config into the netstack's terms, using
 // each port's MAC and MTU.
 func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
-	sc := stack.Config{NAT: r.nat.engine}
+	sc := stack.Config{NAT: r.nat.engine, Links: r.wgLinksLocked(cfg)}
 	for _, ic := range cfg.Interfaces {
+		if ic.WireGuard != nil {
+			continue // a link (wireguard.go), on no port
+		}
 		rp, ok := r.ports[ic.Port]
 		if !ok {
 			return sc, fmt.Errorf("interface %s: port %s is not open", ic.Name, ic.Port)
@@ -376,6 +386,7 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 			GRO:          gro,
 			// fw4's wan zone input policy, after NAT (forwards pass).
 			DropNewInput: natrules.DropNewInput(cfg, ic),
+			AdmitUDP:     wanOnly(ic, wgAdmitUDP(cfg)),
 			// RFC 3704 ingress filtering on the inside; nothing of the
 			// router's own leaves the outside from an inside address.
 			IngressFilter: ic.Role == config.RoleLAN,
@@ -546,6 +557,7 @@ func (r *Router) Close() error {
 	r.ports = nil
 	r.unlockPortsLocked()
 	r.closeMACsecLocked()
+	r.closeWireGuardLocked()
 	if r.net != nil {
 		r.net.Close()
 	}

@@ -52,6 +52,7 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 	s.Neighbors = r.neighborsStatusLocked()
 	s.SQM = r.sqmStatusLocked()
 	s.PortMapping = r.portMapStatusLocked()
+	s.WireGuard = r.wireGuardStatusLocked()
 	fs := r.net.FragmentStats()
 	s.Fragments = &status.Fragments{Tracked: fs.Tracked, Evicted: fs.Evicted}
 	for _, ic := range r.cfg.Interfaces {

@@ -64,7 +64,8 @@ func dropped(r dropReason) verdict { return verdict{drop: r, dropped: true} }
 // addresses that open a flow (natengine.CTNew: a TCP SYN, UDP that answers
 // none of the router's own flows and is not for its DHCP client ports,
 // any protocol but TCP, UDP, ICMP and IGMP) are dropped (fw4's wan zone
-// "input REJECT"), after NAT, so port forwards still pass (inputNew).
+// "input REJECT"), after NAT, so port forwards still pass (inputNew);
+// UDP to r.admitUDP's ports passes too (inputadmit.go).
 // r.frags, if not nil, refuses fragments that could evade NAT and
 // firewall, before NAT (fragguard.go).
 func classify(f *hw.Frame, r *rxRun) verdict {
@@ -208,7 +209,7 @@ func classify4(f *hw.Frame, ip []byte, r *rxRun, v *verdict) {
 		return
 	}
 	fragment := h.More() || h.FragmentOffset() != 0
-	if forUs && r.inputDrop && inputNew(nat != nil, st, h.Protocol(), l4, fragment) {
+	if forUs && r.inputDrop && inputNew(nat != nil, st, h.Protocol(), l4, fragment) && (fragment || !admitUDP(r.admitUDP, h.Protocol(), l4)) {
 		// Before the fragment check: a first fragment opens a flow too.
 		*v = dropped(dropFirewallInput)
 		return
@@ -291,7 +292,7 @@ func classify6(f *hw.Frame, ip []byte, r *rxRun, v *verdict) {
 		}
 	}
 	forUs := local.has6(ip[24:40])
-	if forUs && r.inputDrop && inputNew(nat != nil, st, ip[6], ip[header.IPv6MinimumSize:end], false) {
+	if forUs && r.inputDrop && inputNew(nat != nil, st, ip[6], ip[header.IPv6MinimumSize:end], false) && !admitUDP(r.admitUDP, ip[6], ip[header.IPv6MinimumSize:end]) {
 		*v = dropped(dropFirewallInput)
 		return
 	}

@@ -41,6 +41,9 @@ type InterfaceConfig struct {
 	// arriving here (TCP SYN, UDP), after NAT: the input policy of WAN
 	// interfaces (config "firewall: wan_input: drop"). ICMP passes.
 	DropNewInput bool
+	// AdmitUDP are UDP ports of the router's own that new flows may
+	// reach despite DropNewInput, e.g. [51820], a WireGuard listen port.
+	AdmitUDP []uint16
 	// IngressFilter drops IP packets received here from a source outside
 	// the interface's subnets and the routes through it (RFC 3704
 	// ingress filtering, srcfilter.go): lan interfaces.
@@ -71,6 +74,9 @@ type RouteConfig struct {
 type Config struct {
 	Interfaces []InterfaceConfig
 	Routes     []RouteConfig
+	// Links are the point-to-point interfaces on the caller's own link
+	// endpoints, e.g. WireGuard's (link.go).
+	Links []LinkConfig
 	// NAT is the conntrack/NAT engine with its fast path; nil runs the
 	// router without conntrack. Only New reads it: the engine is the same
 	// for the Netstack's life (reload keeps every tracked flow).
@@ -127,6 +133,7 @@ func (c *Config) validate() error {
 			seen[p.Addr()] = true
 		}
 	}
+	errs = c.validateLinks(names, errs)
 	for _, r := range c.Routes {
 		if _, err := c.resolveRoute(r); err != nil {
 			errs = append(errs, err)
@@ -150,6 +157,11 @@ func (c *Config) resolveRoute(r RouteConfig) (RouteConfig, error) {
 				return r, nil
 			}
 		}
+		for _, l := range c.Links {
+			if l.Name == r.Dev {
+				return r, nil
+			}
+		}
 		return r, fmt.Errorf("route %s: no interface %q", r.To, r.Dev)
 	}
 	if !r.Via.IsValid() {
@@ -159,6 +171,14 @@ func (c *Config) resolveRoute(r RouteConfig) (RouteConfig, error) {
 		for _, p := range ifc.Addresses {
 			if p.Masked().Contains(r.Via) {
 				r.Dev = ifc.Name
+				return r, nil
+			}
+		}
+	}
+	for _, l := range c.Links {
+		for _, p := range l.Addresses {
+			if p.Masked().Contains(r.Via) {
+				r.Dev = l.Name
 				return r, nil
 			}
 		}

@@ -145,6 +145,7 @@ func (e *Endpoint) handleFramesInto(frames []hw.Frame, ss *sendSet) {
 		nat:       e.nat,
 		in:        natIface(e.nicID),
 		inputDrop: e.inputDrop.Load(),
+		admitUDP:  e.admitUDP.Load(),
 		frags:     e.frags,
 	}
 	if r.nat != nil {
@@ -206,6 +207,7 @@ type rxRun struct {
 	nat       *natengine.Engine
 	in        natengine.Iface
 	inputDrop bool
+	admitUDP  *[]uint16
 	frags     *fragFilter
 
 	run                           fastRun

@@ -57,6 +57,8 @@ type Endpoint struct {
 	gro atomic.Uint32
 	// inputDrop is InterfaceConfig.DropNewInput.
 	inputDrop atomic.Bool
+	// admitUDP is InterfaceConfig.AdmitUDP, nil when empty.
+	admitUDP atomic.Pointer[[]uint16]
 	// ingress is the interface's source filter, nil without
 	// InterfaceConfig.IngressFilter; egressFilter is the inside set of
 	// an EgressFilter interface, nil otherwise (srcfilter.go).

@@ -57,6 +57,9 @@ type Netstack struct {
 	// Interface's addrs, removed, ingressFilter and egressFilter.
 	mu     sync.Mutex
 	ifaces map[string]*Interface
+	// links are the point-to-point NICs of Config.Links (link.go),
+	// under mu like ifaces.
+	links  map[string]*link
 	nextID tcpip.NICID
 	routes []RouteConfig
 	table  []tcpip.Route
@@ -118,7 +121,7 @@ func New(cfg Config, log *slog.Logger) (*Netstack, error) {
 	pins := newForwardPins()
 	s.SetNFTables(pins)
 	s.SetNFTablesConfigured(true)
-	r := &Netstack{s: s, log: log, pins: pins, ifaces: make(map[string]*Interface), nat: cfg.NAT, neighbors: nw}
+	r := &Netstack{s: s, log: log, pins: pins, ifaces: make(map[string]*Interface), links: make(map[string]*link), nat: cfg.NAT, neighbors: nw}
 	pins.egress = &r.egress
 	if err := r.Apply(cfg); err != nil {
 		r.Close()
@@ -183,9 +186,11 @@ func (r *Netstack) Apply(cfg Config) error {
 		}
 		ifc.ep.gro.Store(uint32(c.GRO))
 		ifc.ep.inputDrop.Store(c.DropNewInput)
+		ifc.ep.storeAdmitUDP(c.AdmitUDP)
 		ifc.ingressFilter, ifc.egressFilter = c.IngressFilter, c.EgressFilter
 		errs = append(errs, r.syncAddrsLocked(ifc, c.Addresses)...)
 	}
+	errs = append(errs, r.syncLinksLocked(&cfg)...)
 	r.syncRoutesLocked(&cfg)
 	r.refreshSourceFiltersLocked()
 	r.refreshLocalLocked()
@@ -215,6 +220,9 @@ func (r *Netstack) NATIface(name string) (natengine.Iface, bool) {
 	defer r.mu.Unlock()
 	ifc, ok := r.ifaces[name]
 	if !ok {
+		if id, ok := r.linkIDLocked(name); ok {
+			return natIface(id), true
+		}
 		return natengine.NoIface, false
 	}
 	return natIface(ifc.id), true
@@ -312,13 +320,18 @@ func (r *Netstack) syncRoutesLocked(cfg *Config) {
 	var table []tcpip.Route
 	seen := make(map[RouteConfig]bool)
 	add := func(rc RouteConfig) {
-		ifc := r.ifaces[rc.Dev]
-		if ifc == nil || seen[rc] {
+		var id tcpip.NICID
+		if ifc := r.ifaces[rc.Dev]; ifc != nil {
+			id = ifc.id
+		} else if lid, ok := r.linkIDLocked(rc.Dev); ok {
+			id = lid
+		}
+		if id == 0 || seen[rc] {
 			return
 		}
 		seen[rc] = true
 		routes = append(routes, rc)
-		tr := tcpip.Route{Destination: subnet(rc.To), NIC: ifc.id}
+		tr := tcpip.Route{Destination: subnet(rc.To), NIC: id}
 		if rc.Via.IsValid() {
 			tr.Gateway = tcpipAddr(rc.Via)
 		}
@@ -327,6 +340,14 @@ func (r *Netstack) syncRoutesLocked(cfg *Config) {
 	for _, c := range cfg.Interfaces {
 		for _, p := range c.Addresses {
 			add(RouteConfig{To: p.Masked(), Dev: c.Name})
+		}
+	}
+	for _, l := range cfg.Links {
+		for _, p := range l.Addresses {
+			add(RouteConfig{To: p.Masked(), Dev: l.Name})
+		}
+		for _, p := range l.Routes {
+			add(RouteConfig{To: p.Masked(), Dev: l.Name})
 		}
 	}
 	for _, rc := range cfg.Routes {

@@ -52,10 +52,27 @@ const listenUDPReceiveBuffer = 1 << 20
 
 // ListenUDPConn is ListenUDP with the concrete type.
 func (r *Netstack) ListenUDPConn(addr netip.AddrPort) (*UDPConn, error) {
+	return r.listenUDPConn(addr, false)
+}
+
+// ListenUDP6Only is ListenUDPConn for an IPv6 address (e.g. [::]:51820)
+// with IPV6_V6ONLY set, so that an IPv4 socket can hold the same port
+// beside it (netstack's IPv6 sockets are dual-stack otherwise).
+func (r *Netstack) ListenUDP6Only(addr netip.AddrPort) (*UDPConn, error) {
+	if !addr.Addr().Is6() || addr.Addr().Is4In6() {
+		return nil, errors.New("stack: listen udp6 " + addr.String() + ": not an IPv6 address")
+	}
+	return r.listenUDPConn(addr, true)
+}
+
+func (r *Netstack) listenUDPConn(addr netip.AddrPort, v6Only bool) (*UDPConn, error) {
 	var wq waiter.Queue
 	ep, terr := r.s.NewEndpoint(udp.ProtocolNumber, protoOf(addr.Addr()), &wq)
 	if terr != nil {
 		return nil, errors.New("stack: listen udp " + addr.String() + ": " + terr.String())
+	}
+	if v6Only {
+		ep.SocketOptions().SetV6Only(true)
 	}
 	if terr := ep.Bind(*fullAddr(addr)); terr != nil {
 		ep.Close()

@@ -69,11 +69,32 @@ func TestAllocs(t *testing.T) {
 	}); got != 0 {
 		t.Errorf("netstack -> device: %v allocations per packet, want 0", got)
 	}
+	var seen int
+	tn.SetHooks(&Hooks{In: func(ip []byte) bool { seen += len(ip); return true }, Out: func(ip []byte, _ bool) bool { seen += len(ip); return true }})
+	if got := testing.AllocsPerRun(1000, func() {
+		tn.WritePackets(l)
+		tn.Read(rbufs, rsizes, 16)
+	}); got != 0 || seen == 0 {
+		t.Errorf("netstack -> device with hooks: %v allocations per packet (want 0), hooks saw %d bytes", got, seen)
+	}
 	tn.Attach(nopDispatcher{})
 	wbufs := [][]byte{append(make([]byte, 16), ip...)}
 	// NewPacketBuffer takes its buffer from gVisor's pools, which -race
 	// empties at random.
 	if got := testing.AllocsPerRun(1000, func() { tn.Write(wbufs, 16) }); got != 0 && !raceEnabled {
-		t.Errorf("device -> netstack: %v allocations per packet, want 0", got)
+		t.Errorf("device -> netstack (with hooks): %v allocations per packet, want 0", got)
+	}
+	drop := &Hooks{In: func([]byte) bool { return false }, Out: func([]byte, bool) bool { return false }}
+	tn.SetHooks(drop)
+	tn.Write(wbufs, 16)
+	if n := tn.Stats.RxHookDrop.Load(); n != 1 {
+		t.Errorf("RxHookDrop = %d after a refused packet, want 1", n)
+	}
+	calls := 0
+	tn.SetHooks(&Hooks{Out: func([]byte, bool) bool { calls++; return calls > 1 }}) // refuses the first
+	tn.WritePackets(l)
+	tn.WritePackets(l)
+	if n, _ := tn.Read(rbufs, rsizes, 16); n != 1 || tn.Stats.TxHookDrop.Load() != 1 {
+		t.Errorf("Read with the first packet refused = %d packets, TxHookDrop %d; want 1 and 1", n, tn.Stats.TxHookDrop.Load())
 	}
 }

@@ -1,10 +1,16 @@
 package wireguard
 
 import (
+	"context"
+	"io"
 	"net/netip"
 	"testing"
+	"time"
 
 	"golang.zx2c4.com/wireguard/conn"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
@@ -63,5 +69,48 @@ func BenchmarkTUNFromDevice(b *testing.B) {
 	b.SetBytes(int64(len(ip)))
 	for b.Loop() {
 		tn.Write(bufs, 16)
+	}
+}
+
+// BenchmarkTunnelTCP is TCP through a tunnel between two of our devices
+// on loopback UDP, each side a gVisor netstack: the userspace path's
+// throughput on this machine (both devices, both stacks and the kernel's
+// loopback share its cores), for docs/performance.md.
+func BenchmarkTunnelTCP(b *testing.B) {
+	x, y := pair(b)
+	ln, err := gonet.ListenTCP(y.s, tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4(y.addr.As4()), Port: 9}, ipv4.ProtocolNumber)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan int64, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- 0
+			return
+		}
+		n, _ := io.Copy(io.Discard, c)
+		c.Close()
+		got <- n
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := gonet.DialContextTCP(ctx, x.s, tcpip.FullAddress{Addr: tcpip.AddrFrom4(y.addr.As4()), Port: 9}, ipv4.ProtocolNumber)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	b.SetBytes(int64(len(buf)))
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c.Close()
+	b.ReportMetric(float64(x.tun.Stats.TxQueueFull.Load())/float64(b.N), "queue_full/op")
+	if n := <-got; n < int64(b.N)*int64(len(buf)) {
+		b.Fatalf("receiver got %d bytes, want %d", n, int64(b.N)*int64(len(buf)))
 	}
 }

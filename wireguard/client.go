@@ -65,3 +65,39 @@ func join[T fmt.Stringer](xs []T) string {
 	}
 	return strings.Join(s, ", ")
 }
+
+// FreeAddress returns the lowest host address of subnet (the
+// interface's, e.g. 10.8.0.1/24) that is neither an address of the
+// interface's own (own) nor inside a prefix in used (the peers' allowed
+// IPs), for a new peer; false if none is left. The subnet's network
+// and, for IPv4, broadcast addresses are never given.
+func FreeAddress(subnet netip.Prefix, own []netip.Addr, used []netip.Prefix) (netip.Addr, bool) {
+	subnet = subnet.Masked()
+	last := lastAddr(subnet)
+	for a := subnet.Addr().Next(); a.IsValid() && subnet.Contains(a); a = a.Next() {
+		if a.Is4() && a == last {
+			break
+		}
+		taken := false
+		for _, o := range own {
+			taken = taken || o == a
+		}
+		for _, u := range used {
+			taken = taken || u.Contains(a)
+		}
+		if !taken {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// lastAddr is the highest address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}

@@ -58,3 +58,27 @@ func TestClientConfigWGQuick(t *testing.T) {
 		t.Errorf("wg pubkey of the client's key = %q, %v; want %s", pub, err, priv.PublicKey())
 	}
 }
+
+func TestFreeAddress(t *testing.T) {
+	p := netip.MustParsePrefix
+	a := netip.MustParseAddr
+	tests := []struct {
+		subnet string
+		own    []netip.Addr
+		used   []netip.Prefix
+		want   string // "" = none
+	}{
+		{"10.8.0.1/24", []netip.Addr{a("10.8.0.1")}, nil, "10.8.0.2"},
+		{"10.8.0.1/24", []netip.Addr{a("10.8.0.1")}, []netip.Prefix{p("10.8.0.2/32"), p("10.8.0.3/32")}, "10.8.0.4"},
+		{"10.8.0.1/24", []netip.Addr{a("10.8.0.1")}, []netip.Prefix{p("10.8.0.0/25")}, "10.8.0.128"},
+		{"10.8.0.1/30", []netip.Addr{a("10.8.0.1")}, []netip.Prefix{p("10.8.0.2/32")}, ""}, // .3 is the broadcast
+		{"10.8.0.1/31", []netip.Addr{a("10.8.0.1")}, nil, ""},
+		{"fd00:8::1/64", []netip.Addr{a("fd00:8::1")}, []netip.Prefix{p("fd00:8::2/128")}, "fd00:8::3"},
+	}
+	for _, tt := range tests {
+		got, ok := FreeAddress(p(tt.subnet), tt.own, tt.used)
+		if (tt.want == "" && ok) || (tt.want != "" && (!ok || got != a(tt.want))) {
+			t.Errorf("FreeAddress(%s, %v, %v) = %v, %v, want %q", tt.subnet, tt.own, tt.used, got, ok, tt.want)
+		}
+	}
+}

@@ -120,3 +120,67 @@ func (p Peer) Format(f fmt.State, _ rune) {
 	fmt.Fprintf(f, "{Name:%s PublicKey:%s PresharedKey:%s AllowedIPs:%v Endpoint:%v PersistentKeepalive:%s}",
 		p.Name, p.PublicKey, psk, p.AllowedIPs, p.Endpoint, p.PersistentKeepalive)
 }
+
+// UpdateUAPI renders the IpcSet text that moves a device configured
+// with old to c without touching what stayed, for a reload: peers that
+// are gone are removed, new and changed peers are set in place, and
+// unchanged peers are not mentioned, so their sessions (and an endpoint
+// they roamed to) survive. A changed private key, or no old config,
+// replaces everything (UAPI): every session was made with the old key.
+func (c *Config) UpdateUAPI(old *Config) string {
+	if old == nil || old.PrivateKey != c.PrivateKey {
+		return c.UAPI()
+	}
+	var b strings.Builder
+	if old.ListenPort != c.ListenPort {
+		fmt.Fprintf(&b, "listen_port=%d\n", c.ListenPort)
+	}
+	was := make(map[Key]*Peer, len(old.Peers))
+	for i := range old.Peers {
+		was[old.Peers[i].PublicKey] = &old.Peers[i]
+	}
+	for _, p := range c.Peers {
+		delete(was, p.PublicKey)
+	}
+	for _, p := range old.Peers {
+		if _, gone := was[p.PublicKey]; gone {
+			fmt.Fprintf(&b, "public_key=%s\nremove=true\n", p.PublicKey.hex())
+		}
+	}
+	prev := make(map[Key]Peer, len(old.Peers))
+	for _, p := range old.Peers {
+		prev[p.PublicKey] = p
+	}
+	for _, p := range c.Peers {
+		o, existed := prev[p.PublicKey]
+		if existed && p.sameAs(o) {
+			continue
+		}
+		fmt.Fprintf(&b, "public_key=%s\n", p.PublicKey.hex())
+		if !existed || p.PresharedKey != o.PresharedKey {
+			fmt.Fprintf(&b, "preshared_key=%s\n", p.PresharedKey.hex())
+		}
+		if p.Endpoint.IsValid() && (!existed || p.Endpoint != o.Endpoint) {
+			fmt.Fprintf(&b, "endpoint=%s\n", p.Endpoint)
+		}
+		fmt.Fprintf(&b, "persistent_keepalive_interval=%d\nreplace_allowed_ips=true\n", p.PersistentKeepalive/time.Second)
+		for _, a := range p.AllowedIPs {
+			fmt.Fprintf(&b, "allowed_ip=%s\n", a)
+		}
+	}
+	return b.String()
+}
+
+// sameAs reports whether p and o configure a peer alike (the name aside).
+func (p Peer) sameAs(o Peer) bool {
+	if p.PublicKey != o.PublicKey || p.PresharedKey != o.PresharedKey || p.Endpoint != o.Endpoint ||
+		p.PersistentKeepalive != o.PersistentKeepalive || len(p.AllowedIPs) != len(o.AllowedIPs) {
+		return false
+	}
+	for i := range p.AllowedIPs {
+		if p.AllowedIPs[i] != o.AllowedIPs[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -23,20 +23,18 @@
 // reads it back as a JSON-tagged Status (per peer: last handshake and
 // its age, endpoint, rx/tx bytes, allowed IPs; the counters by group).
 //
-// This is the first stage of issue 40. Done: the Bind, the TUN, keys and
-// key files, Config with Validate and UAPI, the counters, Status, the
-// wg-quick text of a new peer (ClientConfig), Reresolve (endpoint host
-// names looked up again when a peer stops answering), `gvrouter wg
-// genkey|pubkey`, and the config block (router/config, refused as not
-// yet running). The next stage wires it: a router NIC per interface
-// with a firewall role/zone, routes from allowed IPs, the Bind over the
-// WAN netstack's *stack.UDPConn (with the NAT engine reserving the
-// port), a timer calling Reresolve for peers at host names, `gvrouter wg
-// peer NAME` printing a ClientConfig and its QR code, Status on the
-// status page and /metrics, and interop with Linux WireGuard in the
-// linuxpeer QEMU guest. Tested here already: a handshake flood gets
-// cookie replies (TestHandshakeFlood); random UDP, replays and unknown
-// receiver indices are counted (TestBadInput); the Bind runs on the
-// router's netstack sockets (TestTunnelOverNetstack); a moved endpoint
-// host is found again (TestReresolve).
+// The router runs it (issue 40 stage 2): router/wglink runs one device
+// per wireguard: interface, router/wireguard.go adds its TUN to the
+// netstack as a link (stack.LinkConfig) with the NAT engine on its
+// inside (Hooks), the Bind on the router's own netstack UDP socket, the
+// listen port admitted by the WAN input policy and reserved from SNAT;
+// reloads change peers with Config.UpdateUAPI, so the others keep their
+// sessions. `gvrouter wg peer NAME` prints a ClientConfig for a new peer
+// (FreeAddress picks its address) and its QR code. Tested here: a
+// handshake flood gets cookie replies (TestHandshakeFlood); random UDP,
+// replays and unknown receiver indices are counted (TestBadInput); the
+// Bind runs on the router's netstack sockets (TestTunnelOverNetstack); a
+// moved endpoint host is found again (TestReresolve); an update keeps
+// live sessions (TestUpdateKeepsSessions). Against Linux's kernel
+// WireGuard: lab's TestWireGuardAgainstLinux.
 package wireguard

@@ -70,12 +70,12 @@ func loopback(n *node) Listener {
 	}
 }
 
-func newNode(t *testing.T, addr string) *node {
+func newNode(t testing.TB, addr string) *node {
 	return newNodeOn(t, addr, loopback)
 }
 
 // newNodeOn is newNode with the Bind's sockets from listen.
-func newNodeOn(t *testing.T, addr string, listen func(*node) Listener) *node {
+func newNodeOn(t testing.TB, addr string, listen func(*node) Listener) *node {
 	t.Helper()
 	n := &node{addr: netip.MustParseAddr(addr), underlay: netip.MustParseAddr("127.0.0.1")}
 	var err error
@@ -106,7 +106,7 @@ func newNodeOn(t *testing.T, addr string, listen func(*node) Listener) *node {
 }
 
 // configure gives n its key and peers and brings it up.
-func (n *node) configure(t *testing.T, peers ...Peer) {
+func (n *node) configure(t testing.TB, peers ...Peer) {
 	t.Helper()
 	c := Config{PrivateKey: n.key, Peers: peers}
 	if err := c.Validate(); err != nil {
@@ -131,7 +131,7 @@ func (n *node) peerOf(withEndpoint bool) Peer {
 }
 
 // pair returns two nodes that are each other's peer; a knows b's endpoint.
-func pair(t *testing.T) (a, b *node) {
+func pair(t testing.TB) (a, b *node) {
 	a, b = newNode(t, "10.9.0.1"), newNode(t, "10.9.0.2")
 	b.configure(t, a.peerOf(false))
 	a.configure(t, b.peerOf(true))

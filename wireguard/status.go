@@ -2,10 +2,12 @@ package wireguard
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/hex"
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +22,8 @@ type Status struct {
 	PublicKey string `json:"public_key"`
 	// ListenPort is the UDP port the Bind listens on.
 	ListenPort uint16 `json:"listen_port"`
-	// Peers are the configured peers, in the device's order.
+	// Peers are the configured peers by name, then public key (the
+	// device lists them in no fixed order).
 	Peers []PeerStatus `json:"peers"`
 	// Counters are the Bind's, the TUN's and the device's counters by
 	// group ("udp", "inside", "handshake", "drops", "errors") and name.
@@ -149,5 +152,8 @@ func ReadStatus(uapi string, names map[Key]string, stats Stats, now time.Time) (
 		}
 	}
 	flush()
+	slices.SortFunc(st.Peers, func(a, b PeerStatus) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.PublicKey, b.PublicKey))
+	})
 	return st, nil
 }

@@ -44,6 +44,24 @@ type TUNStats struct {
 	// RxNotAttached counts decrypted packets that came while no NIC was
 	// attached, dropped.
 	RxNotAttached atomic.Uint64 `counter:"drops/not_attached"`
+	// RxHookDrop and TxHookDrop count packets the Hooks refused (the
+	// router's NAT: malformed, no mapping, conntrack full).
+	RxHookDrop atomic.Uint64 `counter:"drops/nat_in"`
+	TxHookDrop atomic.Uint64 `counter:"drops/nat_out"`
+}
+
+// Hooks are the router's NAT on the tunnel's inside, the stages an
+// Ethernet interface runs in its own receive and transmit paths
+// (package stack): In sees each decrypted packet before netstack does
+// (NAT Prerouting), Out each packet netstack sends into the tunnel once
+// it is in the device's buffer (NAT Postrouting; forwarded says whether
+// netstack forwarded it or the router sent it). Both get the bare IP
+// packet, may rewrite it in place without changing its length, and
+// return false to drop it (counted as RxHookDrop or TxHookDrop). They
+// run on the device's goroutines and must not allocate.
+type Hooks struct {
+	In  func(ip []byte) bool
+	Out func(ip []byte, forwarded bool) bool
 }
 
 // TUN is the tunnel's inside: a tun.Device for the WireGuard device and,
@@ -64,6 +82,9 @@ type TUN struct {
 	events chan tun.Event
 	done   chan struct{}
 	once   sync.Once
+
+	// hooks are the Hooks in force, nil for none.
+	hooks atomic.Pointer[Hooks]
 
 	// mu protects dispatcher and onClose.
 	mu         sync.RWMutex
@@ -107,10 +128,16 @@ func (t *TUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		return 0, os.ErrClosed
 	}
 	n := 0
+	h := t.hooks.Load()
 	for {
 		if t.copyOut(pkt, bufs[n][offset:]) {
-			sizes[n] = pkt.Size()
-			n++
+			size := pkt.Size()
+			if h != nil && h.Out != nil && !h.Out(bufs[n][offset:offset+size], pkt.NetworkPacketInfo.IsForwardedPacket) {
+				t.Stats.TxHookDrop.Add(1)
+			} else {
+				sizes[n] = size
+				n++
+			}
 		}
 		pkt.DecRef()
 		if n == len(bufs) {
@@ -123,7 +150,7 @@ func (t *TUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		}
 		break
 	}
-	if n == 0 { // all too big: wait for the next one
+	if n == 0 { // all too big or refused: wait for the next one
 		return t.Read(bufs, sizes, offset)
 	}
 	t.Stats.TxPackets.Add(uint64(n))
@@ -157,6 +184,7 @@ func (t *TUN) Write(bufs [][]byte, offset int) (int, error) {
 	t.mu.RLock()
 	d := t.dispatcher
 	t.mu.RUnlock()
+	h := t.hooks.Load()
 	for _, b := range bufs {
 		p := b[offset:]
 		var proto tcpip.NetworkProtocolNumber
@@ -173,6 +201,10 @@ func (t *TUN) Write(bufs [][]byte, offset int) (int, error) {
 			t.Stats.RxNotAttached.Add(1)
 			continue
 		}
+		if h != nil && h.In != nil && !h.In(p) {
+			t.Stats.RxHookDrop.Add(1)
+			continue
+		}
 		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(p)})
 		d.DeliverNetworkPacket(proto, pkt)
 		pkt.DecRef()
@@ -180,6 +212,9 @@ func (t *TUN) Write(bufs [][]byte, offset int) (int, error) {
 	}
 	return len(bufs), nil
 }
+
+// SetHooks makes h (nil: none) the TUN's Hooks from the next packet on.
+func (t *TUN) SetHooks(h *Hooks) { t.hooks.Store(h) }
 
 // Name implements tun.Device.
 func (t *TUN) Name() (string, error) { return t.name, nil }

@@ -7,6 +7,7 @@
 //	gvrouter capture -i eth0.2 -w - [host 192.0.2.1 and tcp] | tshark -r -
 //	gvrouter bridge -a IF -b IF [-driver af_packet|af_xdp]  our ports alone as an L2 bridge (bench)
 //	gvrouter wg genkey | gvrouter wg pubkey
+//	gvrouter wg peer -config /etc/gvrouter/config.yaml phone   a new peer's wg-quick file and QR code
 //	gvrouter version
 package main
 
@@ -54,6 +55,8 @@ commands:
   bridge  -a IF -b IF [-driver af_packet|af_xdp]
                                          bridge two ports at layer 2 with the port code alone
   wg genkey | wg pubkey                  a WireGuard private key; the public key of the one on stdin
+  wg peer [-config FILE] [-interface wg0] [-endpoint host:port] [-all] NAME
+                                         a new WireGuard peer: its wg-quick file, a QR code, the peers: entry to add
   version                                print the version
 `
 

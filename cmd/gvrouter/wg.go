@@ -13,8 +13,11 @@ import (
 // commands with its base64 text, so `gvrouter wg genkey | gvrouter wg
 // pubkey` and wg's agree.
 func cmdWG(args []string, in io.Reader, out io.Writer) error {
+	if len(args) >= 1 && args[0] == "peer" {
+		return cmdWGPeer(args[1:], out)
+	}
 	if len(args) != 1 {
-		return errors.New("usage: gvrouter wg genkey | gvrouter wg pubkey")
+		return errors.New("usage: gvrouter wg genkey | gvrouter wg pubkey; gvrouter wg peer [flags] NAME")
 	}
 	switch args[0] {
 	case "genkey":
@@ -37,5 +40,5 @@ func cmdWG(args []string, in io.Reader, out io.Writer) error {
 		_, err = fmt.Fprintln(out, k.PublicKey())
 		return err
 	}
-	return fmt.Errorf("unknown wg command %q (genkey, pubkey)", args[0])
+	return fmt.Errorf("unknown wg command %q (genkey, pubkey, peer)", args[0])
 }

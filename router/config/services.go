@@ -561,9 +561,7 @@ func (d *decoder) host(c *Config, e entry) {
 // notYetRunning names the service keys this version parses and checks
 // but whose service the router does not run yet; a config using one is
 // refused rather than silently left unserved.
-var notYetRunning = map[string]bool{
-	"wireguard": true, // package wireguard (Bind, TUN, keys) runs; the router does not add its NIC and WAN socket yet
-}
+var notYetRunning = map[string]bool{}
 
 // validateServices checks the services against the interfaces.
 func (c *Config) validateServices(l *errorList) {

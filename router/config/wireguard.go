@@ -205,8 +205,14 @@ func (c *Config) validateWireGuard(l *errorList, ifc *Interface, what string) {
 	if w == nil {
 		return
 	}
-	if notYetRunning["wireguard"] {
-		l.add(w.Pos, "%s: wireguard: WireGuard interfaces are %s yet (keys, config and the device glue are done; the router wiring is not)", what, errNotSupportedSuffix)
+	if lp := uint16(w.ListenPort); lp != 0 {
+		// The router's own socket holds the port on every address: a
+		// forward of it would take WireGuard's packets.
+		for _, f := range c.NAT.Forwards {
+			if f.Proto == ProtoUDP && f.FirstPort <= lp && lp <= f.LastPort {
+				l.add(f.Pos, "nat: forward udp %s: port %d is WireGuard interface %q's listen_port%s", f.PortString(), lp, ifc.Name, atLine(w.Pos))
+			}
+		}
 	}
 	for _, k := range []string{"port", "vlan", "dhcp", "dhcp_server", "pppoe", "sqm", "gro"} {
 		if _, ok := ifc.src.pos[k]; ok {

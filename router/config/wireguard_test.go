@@ -112,13 +112,30 @@ func TestParseWireGuard(t *testing.T) {
 	}
 }
 
-// TestWireGuardNotYetRunning: the router does not run WireGuard yet, so
-// a config asking for it is refused at the wireguard: key.
-func TestWireGuardNotYetRunning(t *testing.T) {
+// TestWireGuardRuns: the router runs WireGuard interfaces, so the
+// config is taken as it is (the first stage refused it at the
+// wireguard: key as "not supported by this version yet").
+func TestWireGuardRuns(t *testing.T) {
 	f := writeWGFiles(t)
-	_, err := Parse("w.yaml", []byte(f.config()))
-	if want := `w.yaml:12:5: interface "wg0": wireguard: WireGuard interfaces are not supported by this version yet`; err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("Parse = %v, want %q", err, want)
+	if _, err := Parse("w.yaml", []byte(f.config())); err != nil {
+		t.Errorf("Parse = %v, want nil", err)
+	}
+}
+
+// TestWireGuardForwardConflict: a UDP port forward of the listen port
+// would take WireGuard's packets; it is refused at the forward.
+func TestWireGuardForwardConflict(t *testing.T) {
+	f := writeWGFiles(t)
+	base := f.config() + "  - {name: wan, port: eth0, vlan: 2, role: wan, addresses: [203.0.113.2/24]}\nnat:\n  forwards:\n"
+	for _, tc := range []struct{ fwd, want string }{
+		{`    - {proto: udp, port: "51000-52000", to: 192.168.1.10}`, `w.yaml:25:7: nat: forward udp 51000-52000: port 51820 is WireGuard interface "wg0"'s listen_port (line 12)`},
+		{`    - {proto: tcp, port: 51820, to: 192.168.1.10}`, ""},
+		{`    - {proto: udp, port: 51821, to: 192.168.1.10}`, ""},
+	} {
+		_, err := Parse("w.yaml", []byte(base+tc.fwd+"\n"))
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: Parse = %v, want %q", tc.fwd, err, tc.want)
+		}
 	}
 }
 

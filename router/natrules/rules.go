@@ -192,7 +192,8 @@ type Reserved struct {
 }
 
 // ReservedPorts lists the netstack listeners cfg asks for (the status
-// page's interface:port entries) and the extra ones (the bench sink).
+// page's interface:port entries, WireGuard listen ports) and the extra
+// ones (the bench sink).
 func ReservedPorts(cfg *config.Config, extra []netip.AddrPort) []Reserved {
 	var out []Reserved
 	for _, l := range cfg.Status.Listen {
@@ -206,6 +207,18 @@ func ReservedPorts(cfg *config.Config, extra []netip.AddrPort) []Reserved {
 	}
 	for _, ap := range extra {
 		out = append(out, Reserved{natengine.ProtoTCP, ap.Addr().Unmap(), ap.Port()})
+	}
+	// A WireGuard listen port: the router's UDP socket holds it on
+	// every address (router/wireguard.go).
+	for _, w := range cfg.Interfaces {
+		if w.WireGuard == nil || w.WireGuard.ListenPort == 0 {
+			continue
+		}
+		for _, ic := range cfg.Interfaces {
+			for _, p := range ic.Addresses {
+				out = append(out, Reserved{natengine.ProtoUDP, p.Addr(), uint16(w.WireGuard.ListenPort)})
+			}
+		}
 	}
 	return out
 }

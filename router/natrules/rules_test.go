@@ -6,11 +6,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
+	"github.com/gvrouter/gvrouter/wireguard"
 )
 
 const natBase = `ports:
@@ -348,5 +350,36 @@ func TestNATRulesInsideRoutes(t *testing.T) {
 	}
 	if got, want := r.Ifaces[1].Subnets, prefixes("203.0.113.0/24", "2001:db8::/64"); !slices.Equal(got, want) {
 		t.Errorf("wan subnets = %v, want %v (no default route)", got, want)
+	}
+}
+
+// TestReservedWireGuardPort: a WireGuard listen port is reserved for UDP
+// on every address of the router, so SNAT never maps a flow onto it.
+func TestReservedWireGuardPort(t *testing.T) {
+	dir := t.TempDir()
+	key, _ := wireguard.GenerateKey()
+	keyFile := filepath.Join(dir, "wg0.key")
+	if err := os.WriteFile(keyFile, []byte(key.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := strings.Replace(natBase, "status:", "  - {name: wg0, role: lan, addresses: [10.8.0.1/24], wireguard: {private_key_file: "+keyFile+", listen_port: 51820}}\nstatus:", 1)
+	cfg, err := config.Parse("nat.yaml", []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Compile(cfg, seqIDs(cfg), nil, ReservedPorts(cfg, nil))
+	for _, tt := range []struct {
+		proto uint8
+		addr  string
+		want  bool
+	}{
+		{natengine.ProtoUDP, "203.0.113.2", true},
+		{natengine.ProtoUDP, "198.51.100.2", true},
+		{natengine.ProtoUDP, "10.8.0.1", true},
+		{natengine.ProtoTCP, "203.0.113.2", false},
+	} {
+		if got := r.Reserved(tt.proto, netip.MustParseAddr(tt.addr), 51820); got != tt.want {
+			t.Errorf("Reserved(%d, %s, 51820) = %v, want %v", tt.proto, tt.addr, got, tt.want)
+		}
 	}
 }

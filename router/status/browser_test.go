@@ -23,6 +23,7 @@ import (
 	"github.com/gvrouter/gvrouter/internal/fakeclock"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/status/statustest"
+	"github.com/gvrouter/gvrouter/wireguard"
 )
 
 // browserRouter is a Server over a fake router whose counters move with
@@ -66,6 +67,16 @@ func newBrowserRouter() *browserRouter {
 			SA: []status.MACsecSA{{AN: 0, State: "on", NextPN: 8, KeyID: "02", Counters: map[string]uint64{"InPktsOK": 7}}}}},
 	}}
 	snap.PortMapping = portMapSnapshot()
+	snap.WireGuard = []status.WireGuard{{Name: "wg0", Status: wireguard.Status{
+		PublicKey: "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=", ListenPort: 51820,
+		Peers: []wireguard.PeerStatus{
+			{Name: "phone", PublicKey: "HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw=", Endpoint: "198.51.100.7:41234",
+				LastHandshake: t0.Add(-75 * time.Second), HandshakeAge: 75, RxBytes: 1_234_567, TxBytes: 9_876_543,
+				AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.8.0.2/32"), netip.MustParsePrefix("fd00:8::2/128")}, PersistentKeepalive: 25},
+			{Name: "laptop", PublicKey: "TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=", HandshakeAge: -1, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.8.0.3/32")}},
+		},
+		Counters: map[string]map[string]uint64{"udp": {"rx_initiation": 3, "rx_transport": 1500, "tx": 1400}, "handshake": {"invalid_initiation": 2, "invalid_mac1": 0}, "drops": {"unknown_type": 5}},
+	}}}
 	src := statustest.New(snap)
 	clk := fakeclock.NewAt(t0)
 	s := status.New(src, nil)
@@ -164,6 +175,15 @@ func TestBrowser(t *testing.T) {
 	if diff := cmp.Diff(static, live); diff != "" {
 		t.Errorf("page text changed on the script's first update (-templates +script):\n%s", diff)
 	}
+	for _, want := range []string{"WireGuard wg0", "phone\t198.51.100.7:41234\t10.8.0.2/32, fd00:8::2/128\t1m 15s ago\t1.18 MiB\t9.42 MiB",
+		"laptop\tnone\t10.8.0.3/32\tnever\t0 B\t0 B", "port 51820", "handshake/invalid_initiation 2", "udp/rx_transport 1,500"} {
+		if !strings.Contains(live["s-wireguard"], want) {
+			t.Errorf("WireGuard section lacks %q:\n%s", want, live["s-wireguard"])
+		}
+	}
+	if strings.Contains(live["s-wireguard"], "invalid_mac1") {
+		t.Errorf("WireGuard section shows a zero counter:\n%s", live["s-wireguard"])
+	}
 	if len(live) < 8 {
 		t.Errorf("page has %d sections, want the 11 of page.go: %v", len(live), live)
 	}
@@ -239,8 +259,13 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("scrollY = %v after scrolling to 300; is the page shorter than the window?", y)
 	}
 	start := time.Now()
-	r.tick(func(s *status.Snapshot) { s.Interfaces[1].State = "down"; s.Ports[1].State = "down" })
+	r.tick(func(s *status.Snapshot) {
+		s.Interfaces[1].State = "down"
+		s.Ports[1].State = "down"
+		s.WireGuard[0].Peers[1].HandshakeAge, s.WireGuard[0].Peers[1].Endpoint = 3, "203.0.113.9:51820"
+	})
 	waitFor("wan's badge turns red", `document.querySelector('.badge[data-iface="wan"]').classList.contains("down")`, 2*time.Second)
+	waitFor("the laptop's handshake is drawn", `document.querySelector('[data-wg="wg0"]').innerText.includes("203.0.113.9:51820\t10.8.0.3/32\t3s ago")`, 2*time.Second)
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("wan's badge turned red %v after the link went down, want within 2 s", d)
 	}

@@ -21,6 +21,7 @@ func newRegistry(s *Server) *prometheus.Registry {
 		newNeighborCollector(s),
 		newSQMCollector(s),
 		newPortMapCollector(s),
+		newWireGuardCollector(s),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

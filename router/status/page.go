@@ -175,6 +175,7 @@ footer a { color: inherit; }
 <section id="s-services">{{template "services" .Snapshot}}</section>
 <section id="s-ipv6">{{template "ipv6" .Snapshot}}</section>
 <section id="s-macsec">{{template "macsec" .Snapshot}}</section>
+<section id="s-wireguard">{{template "wireguard" .Snapshot}}</section>
 <section id="s-routes">{{template "routes" .Snapshot}}</section>
 <details id="details"><summary>Internal counters</summary>
 <section id="s-internals">{{template "internals" .Snapshot}}</section>

@@ -192,9 +192,16 @@
     for (const g of ["events", "refused", "errors"]) for (const [k, v] of Object.entries(p[g] || {})) table[g + "/" + k] = v;
     return h`<h2>Port mapping</h2><p class="sub">${(p.protocols || []).join(", ")} on ${(p.listen || []).join(", ")}; mappings on <span class="mono">${p.wan}</span> ${p.external ? h`<span class="mono">${p.external}</span>` : "(no address yet)"}, epoch ${secs(p.epoch)}</p><div class="wrap"><table id="portmap" class="narrow"><thead><tr><th>Owner</th><th>Protocol</th><th class="num">External port</th><th>Internal</th><th>Client</th><th>Description</th><th class="num">Expires in</th></tr></thead><tbody>${each(p.mappings, (m) => h`<tr><td>${m.owner}</td><td class="mono">${m.protocol}</td><td class="num">${m.external}</td><td class="mono">${m.internal}${each(m.peers, (x) => h`<br><span class="sub">peer ${x}</span>`)}</td><td class="mono">${m.client}</td><td>${m.description ? m.description : none("none")}</td><td class="num">${secs(m.remaining_s)}</td></tr>`, h`<tr><td colspan="7" class="empty">no mappings</td></tr>`)}</tbody></table></div><div class="wrap"><table class="narrow"><thead><tr><th>Counters</th><th></th></tr></thead><tbody><tr><td>table</td><td class="drops-cell">${counts(table)}</td></tr>${each(p.servers, (x) => h`<tr><td>${x.name}</td><td class="drops-cell">${counts(x.counters)}</td></tr>`)}</tbody></table></div>`;
   }
+  // wireguard is wireguard.go's template.
+  function wireguard(s) {
+    const events = (w) => Object.fromEntries(Object.entries(w.counters || {}).flatMap(([g, m]) => Object.entries(m || {}).map(([n, v]) => [g + "/" + n, v])));
+    const age = (a) => (a < 0 ? "never" : secs(a) + " ago");
+    return each(s.wireguard, (w) => h`<h2>WireGuard ${w.name}</h2><div class="wrap"><table class="narrow" data-wg="${w.name}"><thead><tr><th>Peer</th><th>Endpoint</th><th>Allowed IPs</th><th>Last handshake</th><th class="num">Received</th><th class="num">Sent</th></tr></thead><tbody><tr><td>this router</td><td class="mono">port ${w.listen_port}</td><td class="mono">${w.public_key}</td><td></td><td></td><td></td></tr>${each(w.peers, (p) => h`<tr><td>${p.name}</td><td class="mono">${p.endpoint || "none"}</td><td class="mono">${addrs(p.allowed_ips)}</td><td>${age(p.handshake_age_seconds)}</td><td class="num">${bytes(p.rx_bytes)}</td><td class="num">${bytes(p.tx_bytes)}</td></tr>`)}</tbody></table></div><div class="wrap"><table class="narrow"><thead><tr><th>Scope</th><th>Counters</th></tr></thead><tbody><tr><td>${w.name}</td><td class="drops-cell">${counts(events(w))}</td></tr></tbody></table></div>`);
+  }
+
   const SECTIONS = { "s-alerts": alerts, "s-router": router, "s-interfaces": interfaces, "s-ports": ports,
     "s-conntrack": conntrack, "s-portmap": portmap, "s-hosts": hosts, "s-services": services, "s-ipv6": ipv6, "s-macsec": macsec,
-    "s-routes": routes, "s-internals": internals };
+    "s-wireguard": wireguard, "s-routes": routes, "s-internals": internals };
 
   // --- graphs ------------------------------------------------------------
   // points holds one entry per sample, oldest first:

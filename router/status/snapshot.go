@@ -82,6 +82,9 @@ type Snapshot struct {
 	// PortMapping is NAT-PMP, PCP and UPnP IGD (portmap.go); nil when
 	// port_mapping: turns none on.
 	PortMapping *PortMapping `json:"port_mapping,omitempty"`
+	// WireGuard is the WireGuard interfaces (wireguard.go), by name;
+	// nil when none is configured.
+	WireGuard []WireGuard `json:"wireguard,omitempty"`
 }
 
 // HTTP is the status server's connections.
