@@ -384,6 +384,9 @@ func TestWireGuardRekeyAgainstLinux(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes 150 s (REKEY_AFTER_TIME); run without -short")
 	}
+	// It mostly waits out REKEY_AFTER_TIME: beside the other lab tests,
+	// not before them.
+	t.Parallel() // as the lab package's parallelLongLab: no slot
 	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
 	defer cancel()
 	routerKey, g1 := mustWGKey(t), mustWGKey(t)
