@@ -571,3 +571,63 @@ func TestStatsConcurrent(t *testing.T) {
 	}
 	_ = last
 }
+
+// TestCoDelJudgesByLinkBacklog: CoDel's "no drop with at most one MTU
+// queued" guard (RFC 8289 §5, bytes() <= maxpacket) is about the link
+// going idle, so FQ-CoDel asks it of the whole queue, as Linux's fq_codel
+// does (it passes the qdisc's backlog): eight flows that each hold two
+// packets wait two DRR rounds, 10 ms, above the 5 ms target, and CoDel
+// must act on them although each flow alone holds only one MTU behind its
+// head. Judged per flow they were never touched, and TCP flows stood at
+// three packets each (15 ms at 8 flows x 19 Mbit/s; TestTCPBulkDelay). A
+// lone flow with one packet behind its head is still never dropped.
+func TestCoDelJudgesByLinkBacklog(t *testing.T) {
+	for _, c := range []struct {
+		flows     int
+		step      int64 // one frame leaves per step
+		wantDrops bool
+	}{
+		{8, 640_000, true}, // a 1514-byte frame at ~19 Mbit/s: 16 frames queued wait 10 ms
+		{1, 6 * ms, false}, // a 2 Mbit/s link: the lone flow's frames wait 6 ms
+	} {
+		t.Run(fmt.Sprint(c.flows, "flows"), func(t *testing.T) {
+			q := mustNew(t, Config{Classify: func(f []byte) Class { return ClassifyFrame(f, HostNone) }, CoDel: CoDelParams{ECN: false}})
+			var frames [][]byte
+			var queues []int32
+			for i := 0; i < c.flows; i++ {
+				f := udp4("10.0.0.1", "192.0.2.1", uint16(6000+i), 80, 1514)
+				frames = append(frames, f)
+				queues = append(queues, int32(finish(ClassifyFrame(f, HostNone).Flow^q.seed)%uint64(q.nflows)))
+			}
+			out := make([][]byte, 1)
+			var sojSum, sojN int64
+			for now := int64(0); now < 3000*ms; now += c.step {
+				// Each flow back to two packets, then one frame leaves:
+				// every packet waits two DRR rounds.
+				for i, fi := range queues {
+					for q.flows[fi].bytes < 2*1514 {
+						f := append([]byte(nil), frames[i]...)
+						stamp(f, now)
+						q.Enqueue(now, [][]byte{f})
+					}
+				}
+				if n := q.Dequeue(now, out); n == 1 && now > 500*ms {
+					sojSum += now - stamped(out[0])
+					sojN++
+				}
+			}
+			st := q.Stats().Tins[0]
+			mean := sojSum / max(sojN, 1)
+			t.Logf("%d flows: mean sojourn %.2f ms, %d CoDel drops, %d sent", c.flows, float64(mean)/1e6, st.CoDelDrops, st.SentPackets)
+			if mean <= DefaultTarget {
+				t.Fatalf("mean sojourn %.2f ms is not above the 5 ms target: the test means nothing", float64(mean)/1e6)
+			}
+			if c.wantDrops && st.CoDelDrops == 0 {
+				t.Errorf("no CoDel drops: %d flows of two packets each stood %.2f ms above the target for 3 s", c.flows, float64(mean-DefaultTarget)/1e6)
+			}
+			if !c.wantDrops && st.CoDelDrops != 0 {
+				t.Errorf("%d CoDel drops from a lone flow with one MTU behind its head (the link would idle)", st.CoDelDrops)
+			}
+		})
+	}
+}
