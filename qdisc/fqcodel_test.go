@@ -273,9 +273,17 @@ func TestSparseFlowSeesNoQueue(t *testing.T) {
 // TestECNIgnoringFlowBounded: an ECT flow that ignores CE marks and sends at
 // 3x the link rate is marked, then, once the pool is full, dropped from (it is
 // the fattest flow); a second host keeps its half and memory stays bounded.
+// Both directions: egress, and ingress (download), where CoDel's drops
+// use the link too.
 func TestECNIgnoringFlowBounded(t *testing.T) {
+	for _, ingress := range []bool{false, true} {
+		t.Run(fmt.Sprint("ingress=", ingress), func(t *testing.T) { testECNIgnoringFlowBounded(t, ingress) })
+	}
+}
+
+func testECNIgnoringFlowBounded(t *testing.T, ingress bool) {
 	q := mustNew(t, Config{Limit: 512, CoDel: CoDelParams{ECN: true}})
-	s, err := NewShaper(ShaperConfig{Rate: 10_000_000}, q)
+	s, err := NewShaper(ShaperConfig{Rate: 10_000_000, Ingress: ingress}, q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,8 +292,12 @@ func TestECNIgnoringFlowBounded(t *testing.T) {
 	good := &simSource{frame: frame4("10.0.0.7", "192.0.2.1", protoUDP, 7777, 80, 1514, 0), pps: 1000}
 	bytes := map[string]int{}
 	marked := 0
+	drops0 := int64(-1) // CoDel drops when the measurement starts
 	runSim(q, s, []*simSource{bad, good}, 5000*ms, ms/10, func(f []byte, now, soj int64) {
 		if now > 1000*ms {
+			if drops0 < 0 {
+				drops0 = int64(q.Stats().Tins[0].CoDelDrops)
+			}
 			bytes[srcAddr4(f).String()] += len(f)
 		}
 		if f[15]&3 == 3 {
@@ -309,9 +321,15 @@ func TestECNIgnoringFlowBounded(t *testing.T) {
 	if st.BacklogPackets > 512 {
 		t.Errorf("backlog %d > limit", st.BacklogPackets)
 	}
-	share := float64(bytes["10.0.0.7"]) / float64(bytes["10.0.0.7"]+bytes["10.0.0.66"])
+	good7 := float64(bytes["10.0.0.7"])
+	if ingress {
+		// The link carried the second host's CoDel drops too (the
+		// ECT flood is only marked, so every CoDel drop is its).
+		good7 += float64((int64(st.CoDelDrops) - drops0) * 1514)
+	}
+	share := good7 / (good7 + float64(bytes["10.0.0.66"]))
 	if share < 0.45 || share > 0.55 {
-		t.Errorf("second host share %.3f, want 0.45..0.55", share)
+		t.Errorf("second host share %.3f of the link, want 0.45..0.55", share)
 	}
 }
 
@@ -319,9 +337,17 @@ func TestECNIgnoringFlowBounded(t *testing.T) {
 // 64-byte packets at 50x the link rate fills the pool but not more: the
 // backlog stays at the limit, memory at New's, drops are counted, and the
 // other host keeps half of the link.
+// Both directions: egress, and ingress (download), where CoDel's drops
+// use the link too.
 func TestManyFlowsAndTinyFloodBounded(t *testing.T) {
+	for _, ingress := range []bool{false, true} {
+		t.Run(fmt.Sprint("ingress=", ingress), func(t *testing.T) { testManyFlowsAndTinyFloodBounded(t, ingress) })
+	}
+}
+
+func testManyFlowsAndTinyFloodBounded(t *testing.T, ingress bool) {
 	q := mustNew(t, Config{})
-	s, err := NewShaper(ShaperConfig{Rate: 20_000_000, Overhead: 38}, q)
+	s, err := NewShaper(ShaperConfig{Rate: 20_000_000, Overhead: 38, Ingress: ingress}, q)
 	if err != nil {
 		t.Fatal(err)
 	}
