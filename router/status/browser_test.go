@@ -74,7 +74,7 @@ func newBrowserRouter() *browserRouter {
 	up.Tins[1] = qdisc.TinStats{SentPackets: 1_234_567, SentBytes: 1_800_000_000, CoDelDrops: 1_017, ECNMarks: 5_432, OverlimitDrops: 12,
 		BacklogPackets: 23, BacklogBytes: 34_000, Delay: 3_250_000, PeakDelay: 41_000_000}
 	up.Tins[2] = qdisc.TinStats{SentPackets: 9_001, SentBytes: 1_200_000, Delay: 120_000, PeakDelay: 1_990_000}
-	down := qdisc.Stats{NumTins: 1, Limit: 4096}
+	down := qdisc.Stats{NumTins: 1, Limit: 4096, MemoryBytes: 6_742_016, OversizeDrops: 1_234}
 	down.Tins[0] = qdisc.TinStats{SentPackets: 5_000_000, SentBytes: 7_500_000_000, ECNMarks: 77_000, Delay: 4_990_000, PeakDelay: 98_760_000}
 	snap.SQM = []status.SQM{
 		{sqm.Status{Interface: "wan", Stats: sqm.Stats{Direction: "upload", Rate: 19_000_000, Overhead: 44, Diffserv: "diffserv3",
@@ -266,6 +266,7 @@ func TestBrowser(t *testing.T) {
 		tin := &s.SQM[0].Queue.Tins[1]
 		tin.CoDelDrops, tin.BacklogPackets, tin.BacklogBytes, tin.Delay = 2_018, 40, 60_560, 12_345_678
 		s.SQM[1].Queue.Tins[0].Delay = 2_500_000
+		s.SQM[1].Queue.OversizeDrops, s.SQM[1].WriteErrors = 1_240, 3
 	})
 	waitFor("wan's badge turns red", `document.querySelector('.badge[data-iface="wan"]').classList.contains("down")`, 2*time.Second)
 	if d := time.Since(start); d > 2*time.Second {
@@ -281,6 +282,15 @@ func TestBrowser(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantRows, sqmRows); diff != "" {
 		t.Errorf("sqm table after the update, without a reload (-want +page):\n%s", diff)
+	}
+	var sqmLines []string
+	eval("sqm lines", `[...document.querySelectorAll("#s-sqm p.sub")].map(p => p.innerText)`, &sqmLines)
+	wantLines := []string{
+		"wan upload: at most 4,096 packets in 6.68 MiB; oversize drops 0, write errors 0",
+		"wan download: at most 4,096 packets in 6.43 MiB; oversize drops 1,240, write errors 3",
+	}
+	if diff := cmp.Diff(wantLines, sqmLines); diff != "" {
+		t.Errorf("sqm limits and drops after the update (-want +page):\n%s", diff)
 	}
 	var after struct {
 		Marker, Y, Points int
