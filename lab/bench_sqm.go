@@ -169,6 +169,9 @@ func sqmFigures(r sqmRates) []struct {
 		{"+p99 ms", func(x sqmRun) float64 { return p99(x.Loaded.RTT) - mean(x.Idle.RTT) }, "%.1f"},
 		{"up owd", func(x sqmRun) float64 { return mean(x.Loaded.Up) }, "%.1f"},
 		{"dn owd", func(x sqmRun) float64 { return mean(x.Loaded.Down) }, "%.1f"},
+		// Where the tail is: each direction's one-way p99.
+		{"up p99", func(x sqmRun) float64 { return p99(x.Loaded.Up) }, "%.1f"},
+		{"dn p99", func(x sqmRun) float64 { return p99(x.Loaded.Down) }, "%.1f"},
 		{"loss %", func(x sqmRun) float64 { return x.Loaded.Loss }, "%.1f"},
 		{"up Mb/s", func(x sqmRun) float64 { return x.UpBps / 1e6 }, "%.1f"},
 		{"up %", func(x sqmRun) float64 { return 100 * x.UpBps / upBps }, "%.0f"},

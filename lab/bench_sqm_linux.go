@@ -125,7 +125,7 @@ func (l *lab) benchSQM(ctx context.Context) error {
 		}
 		fmt.Fprintf(l.out, "  (%d runs)\n", len(runs[i]))
 	}
-	fmt.Fprintf(l.out, "ms: irtt round trip; +avg/+p99: loaded avg/p99 less the idle avg; up/dn owd: one-way delay under load; up/dn %%: of the sqm rate (%d/%d kbit) in both rows; cpu: the router process's CPU over the loaded phase, per Gbit moved (both ways) and as %% of one core; 1-flow %%: the single-stream host's share of the upload beside the 16-stream host\n",
+	fmt.Fprintf(l.out, "ms: irtt round trip; +avg/+p99: loaded avg/p99 less the idle avg; up/dn owd: one-way delay under load, avg and p99; up/dn %%: of the sqm rate (%d/%d kbit) in both rows; cpu: the router process's CPU over the loaded phase, per Gbit moved (both ways) and as %% of one core; 1-flow %%: the single-stream host's share of the upload beside the 16-stream host\n",
 		shapedKbit(rates.Down), shapedKbit(rates.Up))
 	return errors.Join(errs...)
 }
