@@ -145,6 +145,10 @@ type sqmRun struct {
 	Seconds      float64 // wall time of the loaded phase
 	FairMany     float64 // bit/s of the 16-flow host, NaN if not run
 	FairOne      float64 // bit/s of the 1-flow host
+	// RingDrops are the frames the router's port receive rings dropped
+	// (the kernel's tail drop before the router reads them, counted
+	// in the ports' "ring" drops) over the run; NaN when not read.
+	RingDrops float64
 }
 
 // sqmFigures are the printed columns of the SQM table. Shares are of the
@@ -180,6 +184,7 @@ func sqmFigures(r sqmRates) []struct {
 		{"cpu s/Gb", func(x sqmRun) float64 { return x.CPUSeconds / ((x.UpBps + x.DnBps) * x.Seconds / 1e9) }, "%.2f"},
 		{"cpu %", func(x sqmRun) float64 { return 100 * x.CPUSeconds / x.Seconds }, "%.0f"},
 		{"1-flow %", func(x sqmRun) float64 { return 100 * x.FairOne / (x.FairOne + x.FairMany) }, "%.1f"},
+		{"ring drp", func(x sqmRun) float64 { return x.RingDrops }, "%.0f"},
 	}
 }
 
