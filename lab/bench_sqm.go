@@ -145,6 +145,10 @@ type sqmRun struct {
 	Seconds      float64 // wall time of the loaded phase
 	FairMany     float64 // bit/s of the 16-flow host, NaN if not run
 	FairOne      float64 // bit/s of the 1-flow host
+	// RingDrops are the frames the router's port receive rings dropped
+	// (the kernel's tail drop before the router reads them, counted
+	// in the ports' "ring" drops) over the run; NaN when not read.
+	RingDrops float64
 }
 
 // sqmFigures are the printed columns of the SQM table. Shares are of the
@@ -169,6 +173,9 @@ func sqmFigures(r sqmRates) []struct {
 		{"+p99 ms", func(x sqmRun) float64 { return p99(x.Loaded.RTT) - mean(x.Idle.RTT) }, "%.1f"},
 		{"up owd", func(x sqmRun) float64 { return mean(x.Loaded.Up) }, "%.1f"},
 		{"dn owd", func(x sqmRun) float64 { return mean(x.Loaded.Down) }, "%.1f"},
+		// Where the tail is: each direction's one-way p99.
+		{"up p99", func(x sqmRun) float64 { return p99(x.Loaded.Up) }, "%.1f"},
+		{"dn p99", func(x sqmRun) float64 { return p99(x.Loaded.Down) }, "%.1f"},
 		{"loss %", func(x sqmRun) float64 { return x.Loaded.Loss }, "%.1f"},
 		{"up Mb/s", func(x sqmRun) float64 { return x.UpBps / 1e6 }, "%.1f"},
 		{"up %", func(x sqmRun) float64 { return 100 * x.UpBps / upBps }, "%.0f"},
@@ -177,6 +184,7 @@ func sqmFigures(r sqmRates) []struct {
 		{"cpu s/Gb", func(x sqmRun) float64 { return x.CPUSeconds / ((x.UpBps + x.DnBps) * x.Seconds / 1e9) }, "%.2f"},
 		{"cpu %", func(x sqmRun) float64 { return 100 * x.CPUSeconds / x.Seconds }, "%.0f"},
 		{"1-flow %", func(x sqmRun) float64 { return 100 * x.FairOne / (x.FairOne + x.FairMany) }, "%.1f"},
+		{"ring drp", func(x sqmRun) float64 { return x.RingDrops }, "%.0f"},
 	}
 }
 

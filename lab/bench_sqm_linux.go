@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gvrouter/gvrouter/router/status"
 )
 
 // The SQM bench's servers, all in the namespace beyond the WAN host so
@@ -125,7 +127,7 @@ func (l *lab) benchSQM(ctx context.Context) error {
 		}
 		fmt.Fprintf(l.out, "  (%d runs)\n", len(runs[i]))
 	}
-	fmt.Fprintf(l.out, "ms: irtt round trip; +avg/+p99: loaded avg/p99 less the idle avg; up/dn owd: one-way delay under load; up/dn %%: of the sqm rate (%d/%d kbit) in both rows; cpu: the router process's CPU over the loaded phase, per Gbit moved (both ways) and as %% of one core; 1-flow %%: the single-stream host's share of the upload beside the 16-stream host\n",
+	fmt.Fprintf(l.out, "ms: irtt round trip; +avg/+p99: loaded avg/p99 less the idle avg; up/dn owd: one-way delay under load, avg and p99; up/dn %%: of the sqm rate (%d/%d kbit) in both rows; cpu: the router process's CPU over the loaded phase, per Gbit moved (both ways) and as %% of one core; 1-flow %%: the single-stream host's share of the upload beside the 16-stream host; ring drp: frames the router's port receive rings dropped over the run (before the router reads them: no queue of its own sees them)\n",
 		shapedKbit(rates.Down), shapedKbit(rates.Up))
 	return errors.Join(errs...)
 }
@@ -204,7 +206,7 @@ func (l *lab) sqmSetup(ctx context.Context, rates sqmRates) (sqmTopology, func()
 // sqmRow loads cfg into the router, checks that its status shows
 // sqmQueues shaped directions and measures one run.
 func (l *lab) sqmRow(ctx context.Context, t sqmTopology, cfg []byte, sqmQueues int) (sqmRun, error) {
-	run := sqmRun{UpBps: math.NaN(), DnBps: math.NaN(), CPUSeconds: math.NaN(), FairMany: math.NaN(), FairOne: math.NaN()}
+	run := sqmRun{UpBps: math.NaN(), DnBps: math.NaN(), CPUSeconds: math.NaN(), FairMany: math.NaN(), FairOne: math.NaN(), RingDrops: math.NaN()}
 	if err := reloadRouter(l, cfg); err != nil {
 		return run, err
 	}
@@ -217,6 +219,9 @@ func (l *lab) sqmRow(ctx context.Context, t sqmTopology, cfg []byte, sqmQueues i
 	}
 	kBefore := l.kernelState()
 	run, err = l.sqmMeasure(ctx, t, l.router.cmd.Process.Pid)
+	if after, serr := l.statusSince(ctx, time.Now()); serr == nil {
+		run.RingDrops = float64(ringDrops(after) - ringDrops(snap))
+	}
 	// As in benchRound: the router's figures count only if it did all
 	// the forwarding.
 	if err := kernelSilent(kBefore, l.kernelState()); err != nil {
@@ -225,10 +230,19 @@ func (l *lab) sqmRow(ctx context.Context, t sqmTopology, cfg []byte, sqmQueues i
 	return run, err
 }
 
+// ringDrops sums the router's ports' receive-ring drops.
+func ringDrops(s status.Snapshot) uint64 {
+	var n uint64
+	for _, p := range s.Ports {
+		n += p.Drops["ring"]
+	}
+	return n
+}
+
 // sqmMeasure measures one run of whatever routes: the idle probe, the
 // loaded phase with the CPU time of process pid, the fairness row.
 func (l *lab) sqmMeasure(ctx context.Context, t sqmTopology, pid int) (sqmRun, error) {
-	run := sqmRun{UpBps: math.NaN(), DnBps: math.NaN(), CPUSeconds: math.NaN(), FairMany: math.NaN(), FairOne: math.NaN()}
+	run := sqmRun{UpBps: math.NaN(), DnBps: math.NaN(), CPUSeconds: math.NaN(), FairMany: math.NaN(), FairOne: math.NaN(), RingDrops: math.NaN()}
 	var err error
 	if run.Idle, err = l.irtt(ctx, sqmIdleSeconds*time.Second); err != nil {
 		return run, fmt.Errorf("idle: %w", err)

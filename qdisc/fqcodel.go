@@ -163,6 +163,9 @@ type FQCoDel struct {
 	// dropBytes and dropPkts sum the IP lengths of packets CoDel dropped
 	// since the shaper last looked (cake's ingress mode counts them as sent).
 	dropBytes, dropPkts int64
+	// chargeDrops: an ingress Shaper counts CoDel's drops as sent, so
+	// they also use their flow's and host's DRR deficit (set by NewShaper).
+	chargeDrops bool
 
 	oversize uint64
 
@@ -485,6 +488,15 @@ func (q *FQCoDel) Backlog() int {
 	return n
 }
 
+// backlogBytes returns the bytes queued in all tins.
+func (q *FQCoDel) backlogBytes() int {
+	n := uint64(0)
+	for i := range q.tins {
+		n += q.tins[i].stats.BacklogBytes
+	}
+	return int(n)
+}
+
 // dequeueOne picks a tin and returns the next slot from it, or none.
 func (q *FQCoDel) dequeueOne(now int64) int32 {
 	for range len(q.tins) {
@@ -533,6 +545,7 @@ func (q *FQCoDel) dequeueTin(t *tin, now int64) int32 {
 			continue
 		}
 		s := q.dequeueHost(h, t, now)
+		// (CoDel drops an ingress shaper charges came off h.deficit already.)
 		if s == none {
 			q.popHost(l)
 			if l == &t.newHosts {
@@ -567,7 +580,7 @@ func (q *FQCoDel) dequeueHost(h *host, t *tin, now int64) int32 {
 			q.pushFlow(&h.oldFlows, fi)
 			continue
 		}
-		s := q.codelDequeue(fl, t, now)
+		s := q.codelDequeue(fl, h, t, now)
 		if s == none {
 			// RFC 8290 §4.2: an empty new flow moves to the old list
 			// so it cannot stay "new" by emptying; an empty old flow leaves.
@@ -587,7 +600,15 @@ func (q *FQCoDel) dequeueHost(h *host, t *tin, now int64) int32 {
 }
 
 // codelDequeue is CoDel's dequeue on one flow (the loop documented on CoDel).
-func (q *FQCoDel) codelDequeue(fl *flow, t *tin, now int64) int32 {
+//
+// The backlog CoDel judges by is the whole queue's, all tins, as Linux's
+// fq_codel passes the qdisc's: the RFC 8289 guard "no drop with at most
+// one MTU queued" keeps the link from idling, and a flow holding one
+// packet behind its head does not idle a link other flows keep busy.
+// Judged by the flow's own bytes, N flows at a small share of the rate
+// stand at three packets each, N x 3 frame times (15 ms at 8 flows x 19
+// Mbit/s), without CoDel ever acting.
+func (q *FQCoDel) codelDequeue(fl *flow, h *host, t *tin, now int64) int32 {
 	for {
 		if fl.head == none {
 			fl.codel.Empty()
@@ -597,9 +618,17 @@ func (q *FQCoDel) codelDequeue(fl *flow, t *tin, now int64) int32 {
 		sojourn := now - q.slotTime[s]
 		f := q.frame(s)
 		ect := ecn(f, int(q.slotL3[s]), q.slotVer[s]) != ecnNotECT
-		switch fl.codel.Judge(&q.params, now, sojourn, int(fl.bytes), ect) {
+		switch fl.codel.Judge(&q.params, now, sojourn, q.backlogBytes(), ect) {
 		case Drop:
 			t.stats.CoDelDrops++
+			if q.chargeDrops {
+				// The drop used the link as a sent packet would (cake
+				// charges its flow too): without this an unresponsive
+				// flood's drops take the link beside its DRR share.
+				n := int32(q.slotLen[s])
+				fl.deficit -= n
+				h.deficit -= n
+			}
 			q.dropSlot(s, true)
 			continue
 		case Mark:

@@ -273,9 +273,17 @@ func TestSparseFlowSeesNoQueue(t *testing.T) {
 // TestECNIgnoringFlowBounded: an ECT flow that ignores CE marks and sends at
 // 3x the link rate is marked, then, once the pool is full, dropped from (it is
 // the fattest flow); a second host keeps its half and memory stays bounded.
+// Both directions: egress, and ingress (download), where CoDel's drops
+// use the link too.
 func TestECNIgnoringFlowBounded(t *testing.T) {
+	for _, ingress := range []bool{false, true} {
+		t.Run(fmt.Sprint("ingress=", ingress), func(t *testing.T) { testECNIgnoringFlowBounded(t, ingress) })
+	}
+}
+
+func testECNIgnoringFlowBounded(t *testing.T, ingress bool) {
 	q := mustNew(t, Config{Limit: 512, CoDel: CoDelParams{ECN: true}})
-	s, err := NewShaper(ShaperConfig{Rate: 10_000_000}, q)
+	s, err := NewShaper(ShaperConfig{Rate: 10_000_000, Ingress: ingress}, q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,8 +292,12 @@ func TestECNIgnoringFlowBounded(t *testing.T) {
 	good := &simSource{frame: frame4("10.0.0.7", "192.0.2.1", protoUDP, 7777, 80, 1514, 0), pps: 1000}
 	bytes := map[string]int{}
 	marked := 0
+	drops0 := int64(-1) // CoDel drops when the measurement starts
 	runSim(q, s, []*simSource{bad, good}, 5000*ms, ms/10, func(f []byte, now, soj int64) {
 		if now > 1000*ms {
+			if drops0 < 0 {
+				drops0 = int64(q.Stats().Tins[0].CoDelDrops)
+			}
 			bytes[srcAddr4(f).String()] += len(f)
 		}
 		if f[15]&3 == 3 {
@@ -309,9 +321,15 @@ func TestECNIgnoringFlowBounded(t *testing.T) {
 	if st.BacklogPackets > 512 {
 		t.Errorf("backlog %d > limit", st.BacklogPackets)
 	}
-	share := float64(bytes["10.0.0.7"]) / float64(bytes["10.0.0.7"]+bytes["10.0.0.66"])
+	good7 := float64(bytes["10.0.0.7"])
+	if ingress {
+		// The link carried the second host's CoDel drops too (the
+		// ECT flood is only marked, so every CoDel drop is its).
+		good7 += float64((int64(st.CoDelDrops) - drops0) * 1514)
+	}
+	share := good7 / (good7 + float64(bytes["10.0.0.66"]))
 	if share < 0.45 || share > 0.55 {
-		t.Errorf("second host share %.3f, want 0.45..0.55", share)
+		t.Errorf("second host share %.3f of the link, want 0.45..0.55", share)
 	}
 }
 
@@ -319,9 +337,17 @@ func TestECNIgnoringFlowBounded(t *testing.T) {
 // 64-byte packets at 50x the link rate fills the pool but not more: the
 // backlog stays at the limit, memory at New's, drops are counted, and the
 // other host keeps half of the link.
+// Both directions: egress, and ingress (download), where CoDel's drops
+// use the link too.
 func TestManyFlowsAndTinyFloodBounded(t *testing.T) {
+	for _, ingress := range []bool{false, true} {
+		t.Run(fmt.Sprint("ingress=", ingress), func(t *testing.T) { testManyFlowsAndTinyFloodBounded(t, ingress) })
+	}
+}
+
+func testManyFlowsAndTinyFloodBounded(t *testing.T, ingress bool) {
 	q := mustNew(t, Config{})
-	s, err := NewShaper(ShaperConfig{Rate: 20_000_000, Overhead: 38}, q)
+	s, err := NewShaper(ShaperConfig{Rate: 20_000_000, Overhead: 38, Ingress: ingress}, q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,4 +596,64 @@ func TestStatsConcurrent(t *testing.T) {
 		t.Errorf("stats %+v, want 1000 sent and sent+dropped+queued = 2000", st)
 	}
 	_ = last
+}
+
+// TestCoDelJudgesByLinkBacklog: CoDel's "no drop with at most one MTU
+// queued" guard (RFC 8289 §5, bytes() <= maxpacket) is about the link
+// going idle, so FQ-CoDel asks it of the whole queue, as Linux's fq_codel
+// does (it passes the qdisc's backlog): eight flows that each hold two
+// packets wait two DRR rounds, 10 ms, above the 5 ms target, and CoDel
+// must act on them although each flow alone holds only one MTU behind its
+// head. Judged per flow they were never touched, and TCP flows stood at
+// three packets each (15 ms at 8 flows x 19 Mbit/s; TestTCPBulkDelay). A
+// lone flow with one packet behind its head is still never dropped.
+func TestCoDelJudgesByLinkBacklog(t *testing.T) {
+	for _, c := range []struct {
+		flows     int
+		step      int64 // one frame leaves per step
+		wantDrops bool
+	}{
+		{8, 640_000, true}, // a 1514-byte frame at ~19 Mbit/s: 16 frames queued wait 10 ms
+		{1, 6 * ms, false}, // a 2 Mbit/s link: the lone flow's frames wait 6 ms
+	} {
+		t.Run(fmt.Sprint(c.flows, "flows"), func(t *testing.T) {
+			q := mustNew(t, Config{Classify: func(f []byte) Class { return ClassifyFrame(f, HostNone) }, CoDel: CoDelParams{ECN: false}})
+			var frames [][]byte
+			var queues []int32
+			for i := 0; i < c.flows; i++ {
+				f := udp4("10.0.0.1", "192.0.2.1", uint16(6000+i), 80, 1514)
+				frames = append(frames, f)
+				queues = append(queues, int32(finish(ClassifyFrame(f, HostNone).Flow^q.seed)%uint64(q.nflows)))
+			}
+			out := make([][]byte, 1)
+			var sojSum, sojN int64
+			for now := int64(0); now < 3000*ms; now += c.step {
+				// Each flow back to two packets, then one frame leaves:
+				// every packet waits two DRR rounds.
+				for i, fi := range queues {
+					for q.flows[fi].bytes < 2*1514 {
+						f := append([]byte(nil), frames[i]...)
+						stamp(f, now)
+						q.Enqueue(now, [][]byte{f})
+					}
+				}
+				if n := q.Dequeue(now, out); n == 1 && now > 500*ms {
+					sojSum += now - stamped(out[0])
+					sojN++
+				}
+			}
+			st := q.Stats().Tins[0]
+			mean := sojSum / max(sojN, 1)
+			t.Logf("%d flows: mean sojourn %.2f ms, %d CoDel drops, %d sent", c.flows, float64(mean)/1e6, st.CoDelDrops, st.SentPackets)
+			if mean <= DefaultTarget {
+				t.Fatalf("mean sojourn %.2f ms is not above the 5 ms target: the test means nothing", float64(mean)/1e6)
+			}
+			if c.wantDrops && st.CoDelDrops == 0 {
+				t.Errorf("no CoDel drops: %d flows of two packets each stood %.2f ms above the target for 3 s", c.flows, float64(mean-DefaultTarget)/1e6)
+			}
+			if !c.wantDrops && st.CoDelDrops != 0 {
+				t.Errorf("%d CoDel drops from a lone flow with one MTU behind its head (the link would idle)", st.CoDelDrops)
+			}
+		})
+	}
 }

@@ -139,6 +139,7 @@ func NewShaper(cfg ShaperConfig, q *FQCoDel) (*Shaper, error) {
 	if cfg.MaxLag == 0 {
 		cfg.MaxLag = DefaultMaxLag
 	}
+	q.chargeDrops = cfg.Ingress
 	return &Shaper{cfg: cfg, q: q, idle: true}, nil
 }
 

@@ -184,3 +184,38 @@ func TestShaperIngressChargesDrops(t *testing.T) {
 		}
 	}
 }
+
+// TestIngressDropsCostTheirHost: in ingress mode a CoDel drop uses the
+// shaper's time as a sent packet does, so it must also use its flow's and
+// host's DRR share, as cake charges the flow's deficit. Otherwise an
+// unresponsive flood, whose CoDel drops grow with CoDel's count, takes
+// the link beside its DRR share: a second host asking for less than its
+// half gets less than it asks, builds a queue and is dropped from too.
+func TestIngressDropsCostTheirHost(t *testing.T) {
+	const rate = 10_000_000
+	q := mustNew(t, Config{CoDel: CoDelParams{ECN: false}, Classify: func(f []byte) Class { return ClassifyFrame(f, HostDst) }})
+	s, err := NewShaper(ShaperConfig{Rate: rate, Ingress: true}, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Downloads to two LAN hosts, both unresponsive UDP: a 30 Mbit/s
+	// flood and 4 Mbit/s (333 frames/s), less than the 5 Mbit/s half.
+	flood := &simSource{frame: udp4("198.51.100.66", "192.168.1.66", 6666, 80, 1514), pps: 2500}
+	other := &simSource{frame: udp4("198.51.100.7", "192.168.1.7", 7777, 80, 1514), pps: 333}
+	var otherFrames int
+	const from, dur = 1000 * ms, 10_000 * ms
+	runSim(q, s, []*simSource{flood, other}, dur, ms/10, func(f []byte, now, soj int64) {
+		if now > from && f[14+19] == 7 {
+			otherFrames++
+		}
+	})
+	st := q.Stats().Tins[0]
+	got := float64(otherFrames) / (float64(dur-from) / 1e9) / other.pps
+	t.Logf("the other host got %.1f %% of what it sent; %d CoDel drops, %d overlimit drops", 100*got, st.CoDelDrops, st.OverlimitDrops)
+	if st.CoDelDrops == 0 {
+		t.Fatal("no CoDel drops: the flood was not judged, the test means nothing")
+	}
+	if got < 0.98 {
+		t.Errorf("the other host got %.1f %% of its 4 Mbit/s beside the flood, want >= 98 %% (it asks for less than its half)", 100*got)
+	}
+}

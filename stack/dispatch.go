@@ -90,7 +90,7 @@ func (e *Endpoint) HandleBatch(queue int, frames []hw.Frame) {
 	e.captureRx(frames)
 	if sh := e.shapeIn.Load(); sh != nil {
 		// Download shaping, as in Endpoint.receive (shapein.go).
-		if frames = sh.shapeFrames(frames); len(frames) == 0 {
+		if frames = sh.shapeFrames(frames, int(e.mtu.Load())); len(frames) == 0 {
 			return
 		}
 	}

@@ -322,7 +322,7 @@ func (e *Endpoint) receive(frames []hw.Frame, ss *sendSet) {
 	if sh := e.shapeIn.Load(); sh != nil {
 		// Download shaping (sqm): the frames come back through
 		// DeliverShaped when the shaper lets them go.
-		if frames = sh.shapeFrames(frames); len(frames) == 0 {
+		if frames = sh.shapeFrames(frames, int(e.mtu.Load())); len(frames) == 0 {
 			return
 		}
 	}

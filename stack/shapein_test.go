@@ -1,10 +1,13 @@
 package stack
 
 import (
+	"bytes"
 	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gvrouter/gvrouter/hw"
 )
 
 // relayShaper is an ingress shaper that hands every frame back at once,
@@ -64,4 +67,53 @@ func TestIngressShaper(t *testing.T) {
 	// Without the shaper the wan works again.
 	wan.SetIngressShaper(nil)
 	ping(t, l.b, aIP4)
+}
+
+// TestIngressShaperCutsSuperframes: a superframe arriving on a shaped
+// wan (a GRO merge of the NIC's, or a local sender's TSO, on a port with
+// vnet headers) goes through the download shaper as the wire frames it
+// stands for, complete checksums and all, and then on to the LAN; it
+// used to pass the shaper by, unshaped and unseen by its queue.
+func TestIngressShaperCutsSuperframes(t *testing.T) {
+	s := newSuperLab(t, false)
+	wan := s.l.r.Interface("wan")
+	sh := &relayShaper{ifc: wan, frames: make(chan []byte, 1024)}
+	go sh.run()
+	defer close(sh.frames)
+	wan.SetIngressShaper(sh)
+	defer wan.SetIngressShaper(nil)
+
+	f, g := s.superframe(30*s.mss+100, 0x18, 3) // ACK, PSH: 31 segments
+	orig := bytes.Clone(f)
+	s.inject(f, g)
+	var segs [][]byte
+	for end := time.Now().Add(5 * time.Second); len(segs) < 31 && time.Now().Before(end); {
+		got, _, _ := s.oursAndOthers(t)
+		segs = append(segs, got...)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := sh.n.Load(); n < 31 {
+		t.Fatalf("the shaper saw %d frames of a 31-segment superframe, want its 31 wire frames", n)
+	}
+	s.checkSegments(t, segs, orig)
+
+	// A frame of wire size with a partial checksum (a local sender's
+	// checksum offload) is shaped too, and leaves with its checksum
+	// complete (checkSegments decodes it with gopacket).
+	s.seq += uint32(len(orig) - 14 - 20 - 20)
+	before := sh.n.Load()
+	f, g = s.superframe(s.mss-200, 0x18, 4)
+	g = hw.GSO{NeedsCsum: true, CsumStart: g.CsumStart, CsumOffset: g.CsumOffset}
+	orig = bytes.Clone(f)
+	s.inject(f, g)
+	segs = nil
+	for end := time.Now().Add(5 * time.Second); len(segs) < 1 && time.Now().Before(end); {
+		got, _, _ := s.oursAndOthers(t)
+		segs = append(segs, got...)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := sh.n.Load() - before; n != 1 {
+		t.Fatalf("the shaper saw %d frames of one with a partial checksum, want 1", n)
+	}
+	s.checkSegments(t, segs, orig)
 }

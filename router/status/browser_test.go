@@ -21,8 +21,10 @@ import (
 
 	"github.com/gvrouter/gvrouter/internal/browsertest"
 	"github.com/gvrouter/gvrouter/internal/fakeclock"
+	"github.com/gvrouter/gvrouter/qdisc"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/status/statustest"
+	"github.com/gvrouter/gvrouter/sqm"
 	"github.com/gvrouter/gvrouter/wireguard"
 )
 
@@ -77,6 +79,21 @@ func newBrowserRouter() *browserRouter {
 		},
 		Counters: map[string]map[string]uint64{"udp": {"rx_initiation": 3, "rx_transport": 1500, "tx": 1400}, "handshake": {"invalid_initiation": 2, "invalid_mac1": 0}, "drops": {"unknown_type": 5}},
 	}}}
+	// Both sqm directions of the wan, one with diffserv3's three tins,
+	// for the sqm table (the script renders it as the template does).
+	up := qdisc.Stats{NumTins: 3, Limit: 4096, MemoryBytes: 7_000_000}
+	up.Tins[0] = qdisc.TinStats{SentPackets: 310, SentBytes: 450_000, CoDelDrops: 2, BacklogPackets: 1, BacklogBytes: 1514, Delay: 7_125_000, PeakDelay: 55_500_000}
+	up.Tins[1] = qdisc.TinStats{SentPackets: 1_234_567, SentBytes: 1_800_000_000, CoDelDrops: 1_017, ECNMarks: 5_432, OverlimitDrops: 12,
+		BacklogPackets: 23, BacklogBytes: 34_000, Delay: 3_250_000, PeakDelay: 41_000_000}
+	up.Tins[2] = qdisc.TinStats{SentPackets: 9_001, SentBytes: 1_200_000, Delay: 120_000, PeakDelay: 1_990_000}
+	down := qdisc.Stats{NumTins: 1, Limit: 4096, MemoryBytes: 6_742_016, OversizeDrops: 1_234}
+	down.Tins[0] = qdisc.TinStats{SentPackets: 5_000_000, SentBytes: 7_500_000_000, ECNMarks: 77_000, Delay: 4_990_000, PeakDelay: 98_760_000}
+	snap.SQM = []status.SQM{
+		{sqm.Status{Interface: "wan", Stats: sqm.Stats{Direction: "upload", Rate: 19_000_000, Overhead: 44, Diffserv: "diffserv3",
+			TinNames: []string{"bulk", "besteffort", "voice"}, Queue: up}}},
+		{sqm.Status{Interface: "wan", Stats: sqm.Stats{Direction: "download", Rate: 95_000_000, Overhead: 44, Diffserv: "besteffort",
+			TinNames: []string{"besteffort"}, Queue: down}}},
+	}
 	src := statustest.New(snap)
 	clk := fakeclock.NewAt(t0)
 	s := status.New(src, nil)
@@ -184,6 +201,9 @@ func TestBrowser(t *testing.T) {
 	if strings.Contains(live["s-wireguard"], "invalid_mac1") {
 		t.Errorf("WireGuard section shows a zero counter:\n%s", live["s-wireguard"])
 	}
+	if !strings.Contains(static["s-sqm"], "Smart queue management") || !strings.Contains(static["s-sqm"], "98.76 ms") {
+		t.Errorf("the sqm section without JavaScript lacks the table: %q", static["s-sqm"])
+	}
 	if len(live) < 8 {
 		t.Errorf("page has %d sections, want the 11 of page.go: %v", len(live), live)
 	}
@@ -263,11 +283,37 @@ func TestBrowser(t *testing.T) {
 		s.Interfaces[1].State = "down"
 		s.Ports[1].State = "down"
 		s.WireGuard[0].Peers[1].HandshakeAge, s.WireGuard[0].Peers[1].Endpoint = 3, "203.0.113.9:51820"
+		// The upload's best-effort tin drops and queues more, and the
+		// download's delay moves: the sqm table follows without a reload.
+		tin := &s.SQM[0].Queue.Tins[1]
+		tin.CoDelDrops, tin.BacklogPackets, tin.BacklogBytes, tin.Delay = 2_018, 40, 60_560, 12_345_678
+		s.SQM[1].Queue.Tins[0].Delay = 2_500_000
+		s.SQM[1].Queue.OversizeDrops, s.SQM[1].WriteErrors = 1_240, 3
 	})
 	waitFor("wan's badge turns red", `document.querySelector('.badge[data-iface="wan"]').classList.contains("down")`, 2*time.Second)
 	waitFor("the laptop's handshake is drawn", `document.querySelector('[data-wg="wg0"]').innerText.includes("203.0.113.9:51820\t10.8.0.3/32\t3s ago")`, 2*time.Second)
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("wan's badge turned red %v after the link went down, want within 2 s", d)
+	}
+	var sqmRows []string
+	eval("sqm rows", `[...document.querySelectorAll("#sqm tbody tr")].map(tr => [...tr.cells].map(c => c.innerText).join("|"))`, &sqmRows)
+	wantRows := []string{
+		"wan|upload|19.00 Mbit/s|bulk|7.12 ms|55.50 ms|310|2|0|0|1 pkts, 1.48 KiB",
+		"wan|upload|19.00 Mbit/s|besteffort|12.35 ms|41.00 ms|1,234,567|2,018|5,432|12|40 pkts, 59.14 KiB",
+		"wan|upload|19.00 Mbit/s|voice|0.12 ms|1.99 ms|9,001|0|0|0|0 pkts, 0 B",
+		"wan|download|95.00 Mbit/s|besteffort|2.50 ms|98.76 ms|5,000,000|0|77,000|0|0 pkts, 0 B",
+	}
+	if diff := cmp.Diff(wantRows, sqmRows); diff != "" {
+		t.Errorf("sqm table after the update, without a reload (-want +page):\n%s", diff)
+	}
+	var sqmLines []string
+	eval("sqm lines", `[...document.querySelectorAll("#s-sqm p.sub")].map(p => p.innerText)`, &sqmLines)
+	wantLines := []string{
+		"wan upload: at most 4,096 packets in 6.68 MiB; oversize drops 0, write errors 0",
+		"wan download: at most 4,096 packets in 6.43 MiB; oversize drops 1,240, write errors 3",
+	}
+	if diff := cmp.Diff(wantLines, sqmLines); diff != "" {
+		t.Errorf("sqm limits and drops after the update (-want +page):\n%s", diff)
 	}
 	var after struct {
 		Marker, Y, Points int

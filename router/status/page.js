@@ -144,6 +144,16 @@
     if (!c) return "";
     return h`<h2>Connection tracking</h2><div class="wrap"><table class="narrow"><thead><tr><th class="num">Flows</th><th class="num">Assured</th><th class="num">Offloaded</th><th class="num">New flows</th><th class="num">Fast path</th><th>Slow path</th><th>Drops</th></tr></thead><tbody><tr><td class="num">${num(c.flows)}<br><span class="sub">of ${num(c.max)}; the router's ${num(c.router_flows)} (reserve ${num(c.router_reserve)})</span></td><td class="num">${num(c.assured)}</td><td class="num">${num(c.offloaded)}</td><td class="num">${count((c.events || {}).created)}<br><span class="sub">${pps(c.rates.new_flows_per_second)}</span></td><td class="num">${count(c.fastpath_hits)} pkts<br><span class="sub">${percent(c.fastpath_ratio)} hit, ${pps(c.rates.fastpath_packets_per_second)}</span></td><td class="drops-cell">${counts(c.slowpath)}<span class="sub">${pps(c.rates.slowpath_packets_per_second)}</span></td><td class="drops-cell">${drops(c.drops)}</td></tr></tbody></table></div><div class="wrap"><table class="narrow"><thead><tr><th>Protocol</th><th>State</th><th class="num">Flows</th></tr></thead><tbody>${each((c.states || []).filter((f) => f.flows > 0), (f) => h`<tr><td class="mono">${f.proto}</td><td class="mono">${f.state}</td><td class="num">${num(f.flows)}</td></tr>`, h`<tr><td colspan="3" class="empty">no flows</td></tr>`)}</tbody></table></div><h2>NAT ports</h2><div class="wrap"><table class="narrow"><thead><tr><th>External address</th><th>Protocol</th><th class="num">Ports in use</th><th class="num">Flows</th></tr></thead><tbody>${each(c.nat_ports, (p) => h`<tr><td class="mono">${p.address}</td><td class="mono">${p.proto}</td><td class="num">${num(p.ports)}</td><td class="num">${num(p.flows)}</td></tr>`, h`<tr><td colspan="4" class="empty">no mappings</td></tr>`)}</tbody></table></div>`;
   }
+  // sqm is the "sqm" template of sqm.go: one row per tin in use.
+  const ms = (ns) => fixed((ns || 0) / 1e6, 2) + " ms";
+  function sqm(s) {
+    if (!s.sqm || !s.sqm.length) return "";
+    const rows = s.sqm.map((q) => {
+      const st = q.queue || {}, names = q.tin_names || [];
+      return (st.tins || []).slice(0, st.num_tins || 0).map((t, i) => h`<tr><td>${q.interface}</td><td>${q.direction}</td><td class="num">${bits(q.rate_bps)}</td><td>${i < names.length ? names[i] : String(i)}</td><td class="num">${ms(t.delay_ns)}</td><td class="num">${ms(t.peak_delay_ns)}</td><td class="num">${count(t.sent_packets)}</td><td class="num">${count(t.codel_drops)}</td><td class="num">${count(t.ecn_marks)}</td><td class="num">${count(t.overlimit_drops)}</td><td class="num">${count(t.backlog_packets)} pkts, ${bytes(t.backlog_bytes || 0)}</td></tr>`);
+    });
+    return h`<h2>Smart queue management</h2><div class="wrap"><table id="sqm" class="narrow"><thead><tr><th>Interface</th><th>Direction</th><th class="num">Rate</th><th>Tin</th><th class="num">Delay</th><th class="num">Peak delay</th><th class="num">Sent</th><th class="num">CoDel drops</th><th class="num">ECN marks</th><th class="num">Overlimit drops</th><th class="num">Backlog</th></tr></thead><tbody>${rows}</tbody></table></div>${s.sqm.map((q) => { const st = q.queue || {}; return h`<p class="sub">${q.interface} ${q.direction}: at most ${num(st.limit_packets)} packets in ${bytes(Math.max(st.memory_bytes || 0, 0))}; oversize drops ${count(st.oversize_drops)}, write errors ${count(q.write_errors)}</p>`; })}`;
+  }
   const row = (k, v, cls) => h`<tr><td>${k}</td><td${cls ? new Raw(` class="${cls}"`) : ""}>${v}</td></tr>`;
   function services(s) {
     const t = s.time;
@@ -200,7 +210,7 @@
   }
 
   const SECTIONS = { "s-alerts": alerts, "s-router": router, "s-interfaces": interfaces, "s-ports": ports,
-    "s-conntrack": conntrack, "s-portmap": portmap, "s-hosts": hosts, "s-services": services, "s-ipv6": ipv6, "s-macsec": macsec,
+    "s-conntrack": conntrack, "s-sqm": sqm, "s-portmap": portmap, "s-hosts": hosts, "s-services": services, "s-ipv6": ipv6, "s-macsec": macsec,
     "s-wireguard": wireguard, "s-routes": routes, "s-internals": internals };
 
   // --- graphs ------------------------------------------------------------

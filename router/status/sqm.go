@@ -35,6 +35,9 @@ type SQMTin struct {
 	qdisc.TinStats
 }
 
+// Memory is the queue's allocated memory, its bound under any traffic.
+func (s SQM) Memory() string { return formatBytes(uint64(max(s.Queue.MemoryBytes, 0))) }
+
 // DelayMs and PeakDelayMs format the delays in milliseconds.
 func (t SQMTin) DelayMs() string     { return fmt.Sprintf("%.2f ms", float64(t.Delay)/1e6) }
 func (t SQMTin) PeakDelayMs() string { return fmt.Sprintf("%.2f ms", float64(t.PeakDelay)/1e6) }
@@ -59,6 +62,9 @@ const sqmHTML = `{{define "sqm" -}}
 {{- end}}
 </tbody>
 </table></div>
+{{- range .SQM}}
+<p class="sub">{{.Interface}} {{.Direction}}: at most {{num .Queue.Limit}} packets in {{.Memory}}; oversize drops {{count .Queue.OversizeDrops}}, write errors {{count .WriteErrors}}</p>
+{{- end}}
 {{- end}}
 {{- end}}`
 
@@ -74,6 +80,7 @@ type sqmCollector struct {
 	s                                            *Server
 	sent, sentBytes, codel, marks, over, backlog *prometheus.Desc
 	delay, peak, rate                            *prometheus.Desc
+	oversize, writeErrors, limit, memory         *prometheus.Desc
 }
 
 func newSQMCollector(s *Server) *sqmCollector {
@@ -82,22 +89,27 @@ func newSQMCollector(s *Server) *sqmCollector {
 		return prometheus.NewDesc("gvrouter_sqm_"+name, help, labels, nil)
 	}
 	return &sqmCollector{
-		s:         s,
-		sent:      d("sent_packets_total", "Packets the shaper sent, per tin.", l),
-		sentBytes: d("sent_bytes_total", "Bytes the shaper sent, per tin.", l),
-		codel:     d("codel_drops_total", "Packets CoDel dropped (queue delay above target for an interval), per tin.", l),
-		marks:     d("ecn_marks_total", "Packets CoDel marked CE instead of dropping, per tin.", l),
-		over:      d("overlimit_drops_total", "Packets dropped from the fattest flow because the queue was full, per tin.", l),
-		backlog:   d("backlog_packets", "Packets queued now, per tin.", l),
-		delay:     d("delay_seconds", "Moving average of the queueing delay of sent packets, per tin.", l),
-		peak:      d("peak_delay_seconds", "Largest queueing delay of a sent packet, per tin.", l),
-		rate:      d("rate_bits_per_second", "The shaped rate.", []string{"interface", "direction"}),
+		s:           s,
+		sent:        d("sent_packets_total", "Packets the shaper sent, per tin.", l),
+		sentBytes:   d("sent_bytes_total", "Bytes the shaper sent, per tin.", l),
+		codel:       d("codel_drops_total", "Packets CoDel dropped (queue delay above target for an interval), per tin.", l),
+		marks:       d("ecn_marks_total", "Packets CoDel marked CE instead of dropping, per tin.", l),
+		over:        d("overlimit_drops_total", "Packets dropped from the fattest flow because the queue was full, per tin.", l),
+		backlog:     d("backlog_packets", "Packets queued now, per tin.", l),
+		delay:       d("delay_seconds", "Moving average of the queueing delay of sent packets, per tin.", l),
+		peak:        d("peak_delay_seconds", "Largest queueing delay of a sent packet, per tin.", l),
+		rate:        d("rate_bits_per_second", "The shaped rate.", []string{"interface", "direction"}),
+		oversize:    d("oversize_drops_total", "Frames longer than a queue slot, dropped on arrival.", []string{"interface", "direction"}),
+		writeErrors: d("write_errors_total", "Frames the shaper released that the output refused.", []string{"interface", "direction"}),
+		limit:       d("limit_packets", "Packets all the direction's queues may hold together; a full queue drops from the fattest flow.", []string{"interface", "direction"}),
+		memory:      d("memory_bytes", "Memory the direction's queues allocated at start: the bound under any traffic.", []string{"interface", "direction"}),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *sqmCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.codel, c.marks, c.over, c.backlog, c.delay, c.peak, c.rate} {
+	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.codel, c.marks, c.over, c.backlog, c.delay, c.peak, c.rate,
+		c.oversize, c.writeErrors, c.limit, c.memory} {
 		ch <- d
 	}
 }
@@ -106,6 +118,10 @@ func (c *sqmCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *sqmCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, q := range c.s.current().SQM {
 		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, float64(q.Rate), q.Interface, q.Direction)
+		ch <- prometheus.MustNewConstMetric(c.oversize, prometheus.CounterValue, float64(q.Queue.OversizeDrops), q.Interface, q.Direction)
+		ch <- prometheus.MustNewConstMetric(c.writeErrors, prometheus.CounterValue, float64(q.WriteErrors), q.Interface, q.Direction)
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(q.Queue.Limit), q.Interface, q.Direction)
+		ch <- prometheus.MustNewConstMetric(c.memory, prometheus.GaugeValue, float64(q.Queue.MemoryBytes), q.Interface, q.Direction)
 		for _, t := range q.TinRows() {
 			lv := []string{q.Interface, q.Direction, t.Name}
 			ch <- prometheus.MustNewConstMetric(c.sent, prometheus.CounterValue, float64(t.SentPackets), lv...)
