@@ -186,6 +186,8 @@ type Interface struct {
 	// IPv6 is the interface's ipv6: mapping (prefix delegation, router
 	// advertisements, stateless DHCPv6); nil = DefaultIPv6(Role).
 	IPv6 *IPv6
+	// SQM is the wan interface's shaping (sqm:); nil = none.
+	SQM *SQM
 	// Host reports the host TAP's interface (from host:).
 	Host bool
 	Pos  Pos // where the interface is defined

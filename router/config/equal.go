@@ -14,7 +14,7 @@ func (i Interface) Equal(j Interface) bool {
 	return i.Name == j.Name && i.Port == j.Port && i.MTU == j.MTU && i.Role == j.Role &&
 		slices.Equal(i.Addresses, j.Addresses) && slices.Equal(i.VLAN, j.VLAN) &&
 		i.VLANProtocol == j.VLANProtocol && i.PCP == j.PCP && i.GRO == j.GRO &&
-		(i.DHCP == nil) == (j.DHCP == nil) && i.Host == j.Host
+		(i.DHCP == nil) == (j.DHCP == nil) && i.Host == j.Host && i.SQM.equal(j.SQM)
 }
 
 // Equal reports whether r and s are the same route; positions are ignored.

@@ -17,7 +17,7 @@ var (
 	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "nat", "firewall", "status", "macsec", "state_dir", "dns", "host"}
 	topUnsupported        = []string{}
 	portKeys              = []string{"name", "queues", "mtu", "driver", "tx", "aqm"}
-	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role", "vlan", "vlan_protocol", "pcp", "gro", "dhcp", "dhcp_server", "ipv6"}
+	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role", "vlan", "vlan_protocol", "pcp", "gro", "dhcp", "dhcp_server", "ipv6", "sqm"}
 	interfaceUnsupported  = []string{}
 	routeKeys             = []string{"to", "via", "dev"}
 	statusKeys            = []string{"listen", "hosts"}
@@ -253,6 +253,9 @@ func (d *decoder) iface(n *yaml.Node) Interface {
 	}
 	if e, ok := m["ipv6"]; ok {
 		d.ipv6(&ifc, e, what)
+	}
+	if e, ok := m["sqm"]; ok {
+		d.sqm(&ifc, e, what)
 	}
 	return ifc
 }

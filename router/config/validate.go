@@ -57,6 +57,7 @@ func (c *Config) validate(l *errorList) {
 	c.validateStatus(l)
 	c.validateMACsec(l)
 	c.validateServices(l)
+	c.validateSQM(l)
 }
 
 // hint returns "; did you mean X?" for a likely typo of one of known,
