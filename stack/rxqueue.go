@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/qdisc"
 )
 
 // The receive queue: the router's own queue for when it is the
@@ -31,7 +32,8 @@ import (
 //     rxqBatch frames at a time by deficit round robin over the flows,
 //     sparse flows first (RFC 8290 §4: the new-flows list), applies CoDel
 //     to each flow on the time its frames waited (rxQueue.dequeueLocked;
-//     an ECN-capable packet is marked CE instead of dropped, rxqueue_ecn.go)
+//     an ECN-capable packet is marked CE instead of dropped; CoDel and the
+//     flow classifier are package qdisc's)
 //     and hands the batch to the next stage (PortInput.HandleBatch) with
 //     the port's queue number, so calls for one queue still never
 //     overlap and each flow stays in order on one goroutine.
@@ -115,6 +117,9 @@ type RxQueue struct {
 	// clock is time.Now; tests replace it before the first batch.
 	clock func() time.Time
 	base  time.Time
+	// codel is every flow's CoDel parameters: RFC 8289's (target 5 ms,
+	// interval 100 ms), ECN-capable packets marked instead of dropped.
+	codel qdisc.CoDelParams
 	stop  chan struct{}
 	wg    sync.WaitGroup
 	stats rxqCounters
@@ -157,6 +162,7 @@ func NewRxQueue(next hw.BatchHandler, maxFrame int) *RxQueue {
 		next:     next,
 		slotSize: max(rxqSlotSize, maxFrame),
 		clock:    time.Now,
+		codel:    qdisc.DefaultCoDelParams(),
 		stop:     make(chan struct{}),
 	}
 	s.base = s.clock()

@@ -1,13 +1,13 @@
 package stack
 
 import (
-	"encoding/binary"
 	"math/rand/v2"
 	"sync"
 
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 
 	"github.com/gvrouter/gvrouter/hw"
+	"github.com/gvrouter/gvrouter/qdisc"
 )
 
 // rxQueue is the queue of one receive queue of a port: its slots, flow
@@ -56,6 +56,10 @@ type rxSlot struct {
 	// next is the slot behind it in its flow, -1 for none.
 	next int32
 	big  bool
+	// l3 and ipVer are where its IP header is and its version (4 or
+	// 6; 0: not IP), for CoDel's ECN mark (qdisc.Class).
+	l3    uint16
+	ipVer uint8
 }
 
 // rxFlow is one flow queue: a FIFO of slots, its deficit and list place.
@@ -66,6 +70,8 @@ type rxFlow struct {
 	// link is the next flow on the list it is on, -1 for none.
 	link int32
 	list uint8 // listNone, listNew or listOld
+	// codel is the flow's AQM state (RFC 8290 §4.1: CoDel per flow).
+	codel qdisc.CoDel
 }
 
 const (
@@ -147,7 +153,7 @@ func (q *rxQueue) enqueueLocked(frames []hw.Frame, wall, mono int64) int {
 				sl.arrive = mono - w
 			}
 		}
-		q.pushLocked(q.flowOf(&sl.f), idx)
+		q.pushLocked(q.classifyLocked(sl), idx)
 		n++
 	}
 	return n
@@ -292,9 +298,43 @@ func (q *rxQueue) dequeueLocked(mono int64, out []int32, c *dequeueCounts) []int
 }
 
 // flowDequeueLocked returns flow fi's next frame to serve, or -1 when
-// it has none. This is where the flow's AQM drops or marks.
+// it has none: the flow's CoDel judges each head frame on the time it
+// waited and drops it (then the next), marks it CE (if ECN-capable) or
+// lets it go (qdisc.CoDel, RFC 8289 §5).
 func (q *rxQueue) flowDequeueLocked(fi int32, mono int64, c *dequeueCounts) int32 {
-	return q.popLocked(fi)
+	fl := &q.flows[fi]
+	for {
+		idx := q.popLocked(fi)
+		if idx < 0 {
+			fl.codel.Empty()
+			return -1
+		}
+		sl := &q.slots[idx]
+		switch fl.codel.Judge(&q.s.codel, mono, mono-sl.arrive, fl.bytes, ecnCapable(sl)) {
+		case qdisc.Drop:
+			q.releaseOneLocked(idx)
+			c.dropped++
+			continue
+		case qdisc.Mark:
+			qdisc.SetCE(sl.f.Data, int(sl.l3), sl.ipVer)
+			c.marked++
+		}
+		return idx
+	}
+}
+
+// ecnCapable reports whether a slot's IP packet is ECT(0), ECT(1) or CE
+// (RFC 3168 §5): the two low bits of the IPv4 TOS octet, or of the IPv6
+// Traffic Class (bits 4 and 5 of the header's second octet).
+func ecnCapable(sl *rxSlot) bool {
+	d, off := sl.f.Data, int(sl.l3)
+	switch {
+	case sl.ipVer == 4 && len(d) >= off+header.IPv4MinimumSize:
+		return d[off+1]&3 != 0
+	case sl.ipVer == 6 && len(d) >= off+header.IPv6MinimumSize:
+		return d[off+1]>>4&3 != 0
+	}
+	return false
 }
 
 // dropFattestLocked drops half of the frames (at least one, at most
@@ -348,74 +388,20 @@ func (q *rxQueue) popFlow(l *flowList) {
 	q.flows[fi].link = -1
 }
 
-// flowOf returns the flow queue of frame f: a keyed hash of its VLANs
-// and, for IP, its addresses, protocol and ports (none for a fragment,
-// so that a datagram's fragments stay together); for other EtherTypes
-// its MAC addresses and EtherType. The frame is as the port delivered
-// it: the outer tag may be in f's metadata, inner ones in-band.
-func (q *rxQueue) flowOf(f *hw.Frame) int32 {
-	d := f.Data
-	h := q.seed
-	if f.VLANValid {
-		h = mix(h, uint64(f.VLANTCI&0xfff))
+// classifyLocked returns the flow queue of a slot's frame and notes
+// where its IP header is: qdisc.ClassifyFrame's flow (5-tuple, ICMP
+// echo identifier, addresses alone for fragments; in-band tags and PPPoE
+// skipped), with the outer VLAN the ring header holds, keyed by the
+// queue's seed so that no sender can aim at one flow queue.
+func (q *rxQueue) classifyLocked(sl *rxSlot) int32 {
+	c := qdisc.ClassifyFrame(sl.f.Data, qdisc.HostNone)
+	sl.l3, sl.ipVer = c.L3, c.IPVersion
+	h := q.seed ^ c.Flow
+	if sl.f.VLANValid {
+		h ^= uint64(sl.f.VLANTCI&0xfff) << 48
 	}
-	off := 12
-	for range maxTags {
-		if len(d) < off+2+vlanTagLength || !isTPID(binary.BigEndian.Uint16(d[off:])) {
-			break
-		}
-		h = mix(h, uint64(binary.BigEndian.Uint16(d[off+2:])&0xfff))
-		off += vlanTagLength
-	}
-	if len(d) < off+2 {
-		return fold(h)
-	}
-	et := binary.BigEndian.Uint16(d[off:])
-	ip := d[off+2:]
-	switch {
-	case et == uint16(header.IPv4ProtocolNumber) && len(ip) >= 20 && ip[0]>>4 == 4:
-		h = mix(h, uint64(binary.BigEndian.Uint32(ip[12:]))<<32|uint64(binary.BigEndian.Uint32(ip[16:])))
-		proto := ip[9]
-		ihl := int(ip[0]&0xf) * 4
-		frag := binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 // MF or an offset
-		if !frag && hasPorts(proto) && ihl >= 20 && len(ip) >= ihl+4 {
-			return fold(mix(h, uint64(proto)<<32|uint64(binary.BigEndian.Uint32(ip[ihl:]))))
-		}
-		return fold(mix(h, uint64(proto)))
-	case et == uint16(header.IPv6ProtocolNumber) && len(ip) >= 40:
-		for i := 8; i < 40; i += 8 {
-			h = mix(h, binary.BigEndian.Uint64(ip[i:]))
-		}
-		nh := ip[6]
-		if hasPorts(nh) && len(ip) >= 44 {
-			return fold(mix(h, uint64(nh)<<32|uint64(binary.BigEndian.Uint32(ip[40:]))))
-		}
-		return fold(mix(h, uint64(nh)))
-	}
-	h = mix(h, uint64(binary.BigEndian.Uint32(d[0:]))<<16|uint64(binary.BigEndian.Uint16(d[4:])))
-	h = mix(h, uint64(binary.BigEndian.Uint32(d[6:]))<<16|uint64(binary.BigEndian.Uint16(d[10:])))
-	return fold(mix(h, uint64(et)))
-}
-
-// hasPorts reports whether IP protocol p starts with 16-bit source and
-// destination ports: TCP, UDP, DCCP, SCTP, UDP-Lite.
-func hasPorts(p uint8) bool {
-	switch p {
-	case 6, 17, 33, 132, 136:
-		return true
-	}
-	return false
-}
-
-// mix adds w to hash h (a multiply-xorshift round).
-func mix(h, w uint64) uint64 {
-	h ^= w
 	h *= 0x9e3779b97f4a7c15
-	return h ^ h>>29
-}
-
-// fold reduces a hash to a flow queue number.
-func fold(h uint64) int32 {
+	h ^= h >> 32
 	h *= 0xbf58476d1ce4e5b9
-	return int32((h ^ h>>32) & (rxqFlows - 1))
+	return int32((h ^ h>>29) & (rxqFlows - 1))
 }
