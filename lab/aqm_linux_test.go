@@ -19,6 +19,7 @@ type aqmRound struct {
 	name  string
 	run   latencyRun
 	ports map[string]status.PortAQM
+	drops map[string]map[string]uint64 // the ports' drops by reason
 }
 
 // sum adds up one counter of the round's ports.
@@ -31,31 +32,33 @@ func (r aqmRound) sum(get func(status.PortAQM) uint64) uint64 {
 }
 
 func (r aqmRound) String() string {
-	return fmt.Sprintf("%-10s up: ping avg %.2f ms p99 %.2f ms loss %.1f %%, %.0f Mbit/s; down: ping avg %.2f ms p99 %.2f ms loss %.1f %%, %.0f Mbit/s; queue: %d queued, %d passed, %d dropped, %d ECN marked, %d over limit",
+	return fmt.Sprintf("%-10s up: ping avg %.2f ms p99 %.2f ms loss %.1f %%, %.0f Mbit/s; down: ping avg %.2f ms p99 %.2f ms loss %.1f %%, %.0f Mbit/s; queue: %d queued, %d passed, %d dropped, %d ECN marked, %d over limit; port drops %v",
 		r.name, r.run.Up.avg(), r.run.Up.p99(), r.run.Up.loss(), r.run.UpBps/1e6,
 		r.run.Down.avg(), r.run.Down.p99(), r.run.Down.loss(), r.run.DnBps/1e6,
 		r.sum(func(p status.PortAQM) uint64 { return p.Queued }), r.sum(func(p status.PortAQM) uint64 { return p.Passed }),
 		r.sum(func(p status.PortAQM) uint64 { return p.Dropped }), r.sum(func(p status.PortAQM) uint64 { return p.Marked }),
-		r.sum(func(p status.PortAQM) uint64 { return p.Overlimit }))
+		r.sum(func(p status.PortAQM) uint64 { return p.Overlimit }), r.drops)
 }
 
 // portAQM reads the router's ports' receive queues from /api/status.
-func (l *lab) portAQM(ctx context.Context) (map[string]status.PortAQM, error) {
+func (l *lab) portAQM(ctx context.Context) (map[string]status.PortAQM, map[string]map[string]uint64, error) {
 	body, err := httpGet(ctx, l.rtrNS, "http://127.0.0.1:"+strconv.Itoa(routerStatusPort)+"/api/status")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var s status.Snapshot
 	if err := json.Unmarshal(body, &s); err != nil {
-		return nil, fmt.Errorf("lab: status JSON: %w", err)
+		return nil, nil, fmt.Errorf("lab: status JSON: %w", err)
 	}
 	out := map[string]status.PortAQM{}
+	drops := map[string]map[string]uint64{}
 	for _, p := range s.Ports {
 		if p.AQM != nil {
 			out[p.Name] = *p.AQM
 		}
+		drops[p.Name] = p.Drops
 	}
-	return out, nil
+	return out, drops, nil
 }
 
 // TestAQMProbeUnderLoad saturates the router with 4 iperf3 streams each
@@ -106,11 +109,11 @@ func TestAQMProbeUnderLoad(t *testing.T) {
 				if err != nil {
 					return fmt.Errorf("round %s: %w", r.name, err)
 				}
-				ports, err := l.portAQM(ctx)
+				ports, drops, err := l.portAQM(ctx)
 				if err != nil {
 					return fmt.Errorf("round %s: %w", r.name, err)
 				}
-				rounds = append(rounds, aqmRound{r.name, run, ports})
+				rounds = append(rounds, aqmRound{r.name, run, ports, drops})
 				t.Log(rounds[len(rounds)-1])
 			}
 			return nil
