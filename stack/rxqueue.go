@@ -66,11 +66,16 @@ const (
 	// superframes (vnet ports), made when the first one is queued: 32 x
 	// 64 KiB = 2 MiB, about ten ring blocks' worth of them.
 	rxqBigSlots = 32
-	// rxqBatch is the most frames the worker takes per dequeue: large
-	// enough that per-batch work (the transmit batch, counters) is
-	// spread, small enough that a sparse flow's frame that arrives
-	// while a batch runs waits for at most ~64 frames' work.
-	rxqBatch = 64
+	// rxqBatch is the most frames the worker takes per dequeue:
+	// hw.TxBatchSize (wireguard-go's IdealBatchSize), so that the
+	// batch's forwarded frames leave in one sendmmsg per egress as a
+	// ring block's did, while a sparse flow's frame that arrives during
+	// a batch waits for at most 128 frames' work (~0.5 ms).
+	rxqBatch = 128
+	// rxqDropBatch is the most frames one full-queue event drops from
+	// the largest flow: fq_codel's drop_batch_size (64), so that a
+	// flood does not cost a scan of the flows per frame.
+	rxqDropBatch = 64
 	// rxqPassFrames and rxqPassBytes bound a batch that may pass
 	// straight through when the queue is empty: a few frames whose work
 	// is done in well under a millisecond, so the ring is not left

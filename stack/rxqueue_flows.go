@@ -338,7 +338,7 @@ func ecnCapable(sl *rxSlot) bool {
 }
 
 // dropFattestLocked drops half of the frames (at least one, at most
-// rxqBatch) from the head of the flow with the most bytes queued, as
+// rxqDropBatch) from the head of the flow with the most bytes queued, as
 // fq_codel does when it is over its limit.
 func (q *rxQueue) dropFattestLocked() {
 	fat, most := int32(-1), 0
@@ -354,7 +354,7 @@ func (q *rxQueue) dropFattestLocked() {
 	}
 	goal := q.flows[fat].bytes / 2
 	var dropped uint64
-	for i := 0; i < rxqBatch; i++ {
+	for i := 0; i < rxqDropBatch; i++ {
 		idx := q.popLocked(fat)
 		if idx < 0 {
 			break

@@ -129,13 +129,13 @@ func TestRxQueueSparseFirst(t *testing.T) {
 	sink := &rxqSink{entered: make(chan struct{}, 16), gate: make(chan struct{})}
 	s := newTestRxQueue(t, sink.handle)
 	var bulk [][]byte
-	for i := range 100 {
+	for i := range 200 {
 		bulk = append(bulk, bulkFrame(1000, uint32(i), 1000))
 	}
 	s.HandleBatch(0, framesOf(bulk...))
 	<-sink.entered // the worker runs its first batch (rxqBatch frames)
 	var second [][]byte
-	for i := 100; i < 200; i++ {
+	for i := 200; i < 300; i++ {
 		second = append(second, bulkFrame(1000, uint32(i), 1000))
 	}
 	second = append(second, pingFrame(1))
@@ -145,7 +145,7 @@ func TestRxQueueSparseFirst(t *testing.T) {
 		}
 	}()
 	close(sink.gate)
-	sink.waitFor(t, 201)
+	sink.waitFor(t, 301)
 	close(sink.entered)
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
