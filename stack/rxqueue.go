@@ -66,12 +66,13 @@ const (
 	// superframes (vnet ports), made when the first one is queued: 32 x
 	// 64 KiB = 2 MiB, about ten ring blocks' worth of them.
 	rxqBigSlots = 32
-	// rxqBatch is the most frames the worker takes per dequeue:
-	// hw.TxBatchSize (wireguard-go's IdealBatchSize), so that the
-	// batch's forwarded frames leave in one sendmmsg per egress as a
-	// ring block's did, while a sparse flow's frame that arrives during
-	// a batch waits for at most 128 frames' work (~0.5 ms).
-	rxqBatch = 128
+	// rxqBatch is the most frames the worker takes per dequeue: large
+	// enough that per-batch work (a sendmmsg per egress, counters) is
+	// spread, small enough that a sparse flow's frame that arrives
+	// while a batch runs waits for at most 64 frames' work. Measured
+	// in the lab (TestAQMProbeUnderLoad, shared machine): 128, as
+	// hw.TxBatchSize, gave no more throughput and a slower probe.
+	rxqBatch = 64
 	// rxqDropBatch is the most frames one full-queue event drops from
 	// the largest flow: fq_codel's drop_batch_size (64), so that a
 	// flood does not cost a scan of the flows per frame.
