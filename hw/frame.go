@@ -35,6 +35,12 @@ type Frame struct {
 	// behind it: the port's consumer is falling behind, and the ring
 	// will soon drop frames of every flow alike unless it sheds work.
 	Backlogged bool
+	// RxTime is when the kernel received the frame, in nanoseconds since
+	// the Unix epoch (CLOCK_REALTIME: tp_sec and tp_nsec of the ring
+	// header), so that a queue after the ring can tell how long the
+	// frame has waited in all. 0 when the port has no timestamp (AF_XDP,
+	// TAP).
+	RxTime int64
 }
 
 // BatchHandler receives one batch of frames from one receive queue. Frames

@@ -21,6 +21,8 @@ const (
 	frameHdrLen = 48
 	// Offsets inside struct tpacket3_hdr.
 	fhNextOffset = 0
+	fhSec        = 4
+	fhNsec       = 8
 	fhSnaplen    = 12
 	fhLen        = 16
 	fhStatus     = 20
@@ -155,6 +157,7 @@ func parseBlock(block []byte, frames []Frame, maxLen int, vnet bool, drops *drop
 			f.CsumValid = status&tpStatusCsumValid != 0
 			f.CsumPartial = status&tpStatusCsumNotReady != 0
 			f.GSO = gso
+			f.RxTime = int64(le.Uint32(h[fhSec:]))*1e9 + int64(le.Uint32(h[fhNsec:]))
 		}
 		if i == numPkts-1 {
 			break
