@@ -28,7 +28,9 @@ type Port struct {
 	// vnet: the sockets carry virtio-net headers (Config.VnetHdr); fixed
 	// once open returns.
 	vnet bool
-	log  *slog.Logger
+	// blockRingOnly is Config.BlockRingOnly.
+	blockRingOnly bool
+	log           *slog.Logger
 
 	ns  netns
 	ctl int // control socket in the port's namespace (ioctls)
@@ -109,6 +111,7 @@ func Open(cfg Config, log *slog.Logger) (*Port, error) {
 	}
 	p := &Port{name: cfg.Name, log: log.With("port", cfg.Name), ctl: -1, txFD: -1, txMode: tx}
 	p.vnet = vnet == VnetOn || vnet == VnetDefault && prof.VnetHdr
+	p.blockRingOnly = cfg.BlockRingOnly
 	p.ns, err = currentNetns()
 	if err != nil {
 		return nil, fmt.Errorf("hw: open %s: %w", cfg.Name, err)

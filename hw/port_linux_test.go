@@ -575,7 +575,9 @@ func TestBacklogged(t *testing.T) {
 	privileged(t)
 	n := newNetns(t)
 	vethPair(t, n, "p0", "p1")
-	p := openIn(t, n, Config{Name: "p1", KeepKernel: true})
+	// Backlogged is the block ring's: the light ring, which would take
+	// these frames, hands each over as it lands.
+	p := openIn(t, n, Config{Name: "p1", KeepKernel: true, BlockRingOnly: true})
 	release := make(chan struct{})
 	var once sync.Once
 	var mu sync.Mutex

@@ -96,6 +96,9 @@ type Router struct {
 	// mkaSecY, if set, wraps each SecY for its MKA participant
 	// (WithMKASecY).
 	mkaSecY func(MKASecY) MKASecY
+	// macsecYield sets macsec.Config.YieldBetweenRuns on every SecY
+	// (WithMACsecYield).
+	macsecYield bool
 
 	// nat is the conntrack/NAT engine and its status.
 	nat struct {
