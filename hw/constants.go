@@ -30,6 +30,14 @@ const (
 	// burst does not count but a consumer losing ground is seen well
 	// before the ring is full.
 	RingBacklogBlocks = RingBlocks / 4
+	// BacklogReadBlocks is how many ready ring blocks (or AF_XDP
+	// batches) a receive loop with a Backlog reads in a row before it
+	// serves one batch of the backlog: reading (a copy) is much cheaper
+	// than the data path, so the loop empties the ring first and the
+	// Backlog, not the ring, decides what is dropped; the bound only
+	// keeps the data path from starving while a flood keeps the ring
+	// ready. A quarter of the ring, as RingBacklogBlocks.
+	BacklogReadBlocks = RingBlocks / 4
 	// RingFrameSize is the frame size hint TPACKET_V3 requires (frames are
 	// variable-length in V3; this only sizes frame_nr). 2 KiB covers a
 	// 1500-byte MTU frame plus its tpacket3_hdr.

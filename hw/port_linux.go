@@ -320,6 +320,18 @@ func (p *Port) closeResources() error {
 // its own goroutine; h is called concurrently for different queues. Run
 // returns nil when ctx ends, ErrClosed when Close stopped it.
 func (p *Port) Run(ctx context.Context, h BatchHandler) error {
+	return p.run(ctx, h, nil)
+}
+
+// RunBacklog is Run with b.HandleRing as the handler, and b served by
+// each receive loop when its ring has nothing ready (hw.Backlog).
+func (p *Port) RunBacklog(ctx context.Context, b Backlog) error {
+	return p.run(ctx, nil, b)
+}
+
+var _ BacklogRunner = (*Port)(nil)
+
+func (p *Port) run(ctx context.Context, h BatchHandler, b Backlog) error {
 	p.mu.RLock()
 	if p.closed {
 		p.mu.RUnlock()
@@ -361,7 +373,7 @@ func (p *Port) Run(ctx context.Context, h BatchHandler) error {
 	errs := make([]error, len(p.queues))
 	var wg sync.WaitGroup
 	for i, q := range p.queues {
-		wg.Go(func() { errs[i] = q.routineReceive(ctx, &stopped, h) })
+		wg.Go(func() { errs[i] = q.routineReceive(ctx, &stopped, h, b) })
 	}
 	wg.Wait()
 

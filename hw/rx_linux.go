@@ -57,6 +57,11 @@ type rxQueue struct {
 	// drops of its light ring (also in the port's "ring" drops); for
 	// tests.
 	toLight, toBulk, lightDrops atomic.Uint64
+	// hold is the Backlog the loop serves (RunBacklog), nil with Run;
+	// readRun counts the blocks read with more ready behind them since
+	// the loop last served it. Both routineReceive's.
+	hold    Backlog
+	readRun int
 }
 
 // openQueue creates queue id of n. github.com/mdlayher/packet opens the
@@ -285,8 +290,14 @@ func (q *rxQueue) sampleRingDrops() {
 // routineReceive hands the rings' frames to h in order until ctx is done
 // or stop is set (wakeQueues): the V3 ring's a block at a time, the
 // light ring's as they land. It is started by Run, which waits for it.
-func (q *rxQueue) routineReceive(ctx context.Context, stop *atomic.Bool, h BatchHandler) error {
+//
+// With a Backlog (b not nil, h unused) the loop hands batches to
+// b.HandleRing and serves b whenever the rings have nothing ready, so
+// the one goroutine both reads the ring and runs the data path.
+func (q *rxQueue) routineReceive(ctx context.Context, stop *atomic.Bool, h BatchHandler, b Backlog) error {
 	p := q.port
+	q.hold, q.readRun = b, 0
+	defer func() { q.hold = nil }()
 	p.log.Debug("receive queue started", "queue", q.id, "light_ring", q.light != nil)
 	defer p.log.Debug("receive queue stopped", "queue", q.id)
 	var drops dropCounts
@@ -320,6 +331,10 @@ func (q *rxQueue) stepBulk(ctx context.Context, stop *atomic.Bool, h BatchHandle
 	b := q.ring[q.blk*RingBlockSize : (q.blk+1)*RingBlockSize]
 	status := (*uint32)(unsafe.Pointer(&b[bdBlockStatus]))
 	if atomic.LoadUint32(status)&tpStatusUser == 0 {
+		if q.serveBacklog() {
+			q.countBulk(0)
+			return nil
+		}
 		timeout := PollTimeout
 		switch {
 		case q.draining:
@@ -354,17 +369,33 @@ func (q *rxQueue) stepBulk(ctx context.Context, stop *atomic.Bool, h BatchHandle
 		q.drainLight(h, drops)
 	}
 	frames := parseBlock(b, q.frames, p.maxLen, p.vnet, drops)
-	if q.backlog() >= RingBacklogBlocks {
+	behind := q.backlog()
+	if behind >= RingBacklogBlocks {
 		for i := range frames {
 			frames[i].Backlogged = true
 		}
 	}
-	q.deliver(frames, drops, h)
+	q.deliver(frames, drops, h, behind > 0)
 	// Hand the block back (TP_STATUS_KERNEL).
 	atomic.StoreUint32(status, 0)
 	q.blk = (q.blk + 1) % RingBlocks
 	q.countBulk(len(frames))
+	if q.hold != nil && behind > 0 {
+		if q.readRun++; q.readRun >= BacklogReadBlocks {
+			q.serveBacklog()
+		}
+	}
 	return nil
+}
+
+// serveBacklog serves one batch of the loop's Backlog, if it has one,
+// and reports whether it handed any frames on.
+func (q *rxQueue) serveBacklog() bool {
+	if q.hold == nil {
+		return false
+	}
+	q.readRun = 0
+	return q.hold.ServeBacklog(q.id)
 }
 
 // blockHasFrames reports whether block q.blk, still the kernel's, has
@@ -389,9 +420,10 @@ func (q *rxQueue) sampleIdle() {
 	}
 }
 
-// deliver counts a batch and hands it to h. Drops are counted before h
+// deliver counts a batch and hands it to h, or to the loop's Backlog
+// with more (frames are ready behind these). Drops are counted before h
 // runs, so that what it sees is already in Stats.
-func (q *rxQueue) deliver(frames []Frame, drops *dropCounts, h BatchHandler) {
+func (q *rxQueue) deliver(frames []Frame, drops *dropCounts, h BatchHandler, more bool) {
 	p := q.port
 	if *drops != (dropCounts{}) {
 		p.stats.addDrops(drops)
@@ -406,6 +438,10 @@ func (q *rxQueue) deliver(frames []Frame, drops *dropCounts, h BatchHandler) {
 	}
 	p.stats.rxPackets.Add(uint64(len(frames)))
 	p.stats.rxBytes.Add(bytes)
+	if q.hold != nil {
+		q.hold.HandleRing(q.id, frames, more)
+		return
+	}
 	h(q.id, frames)
 }
 
@@ -414,7 +450,7 @@ func (q *rxQueue) drainLight(h BatchHandler, drops *dropCounts) {
 	p := q.port
 	for q.light.ready() {
 		frames, n := q.light.collect(q.frames, p.maxLen, p.vnet, drops)
-		q.deliver(frames, drops, h)
+		q.deliver(frames, drops, h, false)
 		q.light.release(n)
 	}
 }
@@ -458,6 +494,9 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 			// move that retired after LightDrainTimeout.
 			return q.stepBulk(ctx, stop, h, drops)
 		}
+		if q.serveBacklog() {
+			return nil
+		}
 		if stop.Load() || ctx.Err() != nil {
 			return errLightStopped
 		}
@@ -481,7 +520,7 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 	}
 	q.winFrames += n
 	if q.winFrames < LightLeaveFrames && n < LightBurstFrames {
-		q.deliver(frames, drops, h)
+		q.deliver(frames, drops, h, false)
 		q.light.release(n)
 		return nil
 	}
@@ -491,12 +530,12 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 		// Stay on the light ring: it still takes every frame.
 		p.log.Warn("light ring: steering failed; the queue stays on its light ring", "queue", q.id, "err", err)
 		q.winStart, q.winFrames = now, 0
-		q.deliver(frames, drops, h)
+		q.deliver(frames, drops, h, false)
 		q.light.release(n)
 		return nil
 	}
 	q.toBulk.Add(1)
-	q.deliver(frames, drops, h)
+	q.deliver(frames, drops, h, false)
 	q.light.release(n)
 	q.drainLight(h, drops)
 	q.lightOn = false

@@ -456,7 +456,13 @@ func (r *Router) startPortLocked(rp *runningPort) {
 	go func() {
 		defer close(rp.done)
 		defer rxq.Close()
-		err := rp.port.Run(ctx, rxq.HandleBatch)
+		var err error
+		if br, ok := rp.port.(hw.BacklogRunner); ok {
+			// The port's receive loops serve the queue themselves.
+			err = br.RunBacklog(ctx, rxq)
+		} else {
+			err = rp.port.Run(ctx, rxq.HandleBatch)
+		}
 		if err != nil && ctx.Err() == nil {
 			r.log.Error("port receive loop stopped", "port", rp.port.Name(), "err", err)
 		}

@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,24 +18,31 @@ import (
 // milliseconds of bulk frames and is dropped with them when the ring
 // overflows. RxQueue moves that wait into memory the router controls:
 //
-//  1. Reader (RxQueue.HandleBatch, on the port's receive goroutine): a
-//     small batch that finds the queue empty and its worker idle goes
-//     straight on (pass-through: no copy, no hand-off, so light traffic
-//     keeps its latency); any other batch is copied frame by frame into
-//     the queue's preallocated slots (rxqueue_flows.go
-//     rxQueue.enqueueLocked), each frame in the flow queue of its flow
-//     hash, stamped with the kernel's receive time (hw.Frame.RxTime) or
-//     the time it was read, and the ring block goes back to the kernel at
-//     once. The reader does no other work, so it keeps ahead of the ring.
-//  2. Worker (rxQueue.routineWorker, one per receive queue): takes up to
+// One goroutine does it all: the port's receive loop for the queue
+// (hw.Backlog, hw.BacklogRunner), with no goroutine of the queue's own
+// and no hand-off between goroutines.
+//
+//  1. Read (RxQueue.HandleRing, called by the loop for each batch it
+//     reads): a batch that finds the queue empty goes straight on
+//     (pass-through: no copy) unless the ring has more ready behind it
+//     and it is not small; then, and whenever the queue holds frames,
+//     the batch is copied frame by frame into the queue's preallocated
+//     slots (rxqueue_flows.go rxQueue.enqueueLocked), each frame in the
+//     flow queue of its flow hash, stamped with the kernel's receive
+//     time (hw.Frame.RxTime) or the time it was read, and the ring block
+//     goes back to the kernel at once. The loop reads on while the ring
+//     has blocks ready (hw.BacklogReadBlocks at most), so the ring is
+//     emptied first and the queue, not the ring, decides what is dropped.
+//  2. Serve (RxQueue.ServeBacklog, called by the loop when the ring has
+//     nothing ready): takes up to
 //     rxqBatch frames at a time by deficit round robin over the flows,
 //     sparse flows first (RFC 8290 §4: the new-flows list), applies CoDel
 //     to each flow on the time its frames waited (rxQueue.dequeueLocked;
 //     an ECN-capable packet is marked CE instead of dropped; CoDel and the
 //     flow classifier are package qdisc's)
 //     and hands the batch to the next stage (PortInput.HandleBatch) with
-//     the port's queue number, so calls for one queue still never
-//     overlap and each flow stays in order on one goroutine.
+//     the port's queue number, on the loop's goroutine, so calls for one
+//     queue never overlap and each flow stays in order.
 //  3. Full queue: a frame that finds no free slot makes room by dropping
 //     from the head of the flow with the largest backlog (RFC 8290 §4.1),
 //     or is dropped itself when no flow has one.
@@ -66,7 +72,7 @@ const (
 	// superframes (vnet ports), made when the first one is queued: 32 x
 	// 64 KiB = 2 MiB, about ten ring blocks' worth of them.
 	rxqBigSlots = 32
-	// rxqBatch is the most frames the worker takes per dequeue: large
+	// rxqBatch is the most frames ServeBacklog takes per dequeue: large
 	// enough that per-batch work (a sendmmsg per egress, counters) is
 	// spread, small enough that a sparse flow's frame that arrives
 	// while a batch runs waits for at most 64 frames' work. Measured
@@ -78,10 +84,11 @@ const (
 	// flood does not cost a scan of the flows per frame.
 	rxqDropBatch = 64
 	// rxqPassFrames and rxqPassBytes bound a batch that may pass
-	// straight through when the queue is empty: a few frames whose work
-	// is done in well under a millisecond, so the ring is not left
-	// unread for long. A full ring block under load (~170 frames, or
-	// three superframes) is queued.
+	// straight through an empty queue even with more ready behind it
+	// in the ring: a few frames whose work is done in well under a
+	// millisecond, so the ring is not left unread for long. A batch
+	// with nothing behind it passes whatever its size: the loop has
+	// nothing else to read, so a copy would buy no fairness.
 	rxqPassFrames = 16
 	rxqPassBytes  = 16 << 10
 	// rxqMaxRingWait bounds the kernel timestamp the queue believes: a
@@ -102,14 +109,14 @@ const (
 	maxRxQueues = 64
 )
 
-// RxQueue is the receive queue stage of one port: its HandleBatch is the
-// port's hw.BatchHandler and hands what it dequeues to next. Each
-// receive queue of the port gets its own flow queues and worker, made on
-// its first queued batch.
+// RxQueue is the receive queue stage of one port, a hw.Backlog in front
+// of next. Each receive queue of the port gets its own flow queues,
+// made on its first queued batch.
 //
-// HandleBatch is called as hw.BatchHandler is (one caller per queue
-// number); Stats is safe for concurrent use. Close stops the workers once
-// the port's receive loop has returned.
+// HandleRing, ServeBacklog and HandleBatch are called as a
+// hw.BatchHandler is (one caller per queue number); Stats is safe for
+// concurrent use. Close serves what is left once the port's receive
+// loop has returned.
 type RxQueue struct {
 	next hw.BatchHandler
 	// on is SetEnabled's: when false every batch goes straight on once
@@ -126,8 +133,6 @@ type RxQueue struct {
 	// codel is every flow's CoDel parameters: RFC 8289's (target 5 ms,
 	// interval 100 ms), ECN-capable packets marked instead of dropped.
 	codel qdisc.CoDelParams
-	stop  chan struct{}
-	wg    sync.WaitGroup
 	stats rxqCounters
 }
 
@@ -169,7 +174,6 @@ func NewRxQueue(next hw.BatchHandler, maxFrame int) *RxQueue {
 		slotSize: max(rxqSlotSize, maxFrame),
 		clock:    time.Now,
 		codel:    qdisc.DefaultCoDelParams(),
-		stop:     make(chan struct{}),
 	}
 	s.base = s.clock()
 	s.on.Store(true)
@@ -185,9 +189,21 @@ func (s *RxQueue) SetEnabled(on bool) { s.on.Store(on) }
 // Enabled reports whether the queue is on.
 func (s *RxQueue) Enabled() bool { return s.on.Load() }
 
-// HandleBatch implements hw.BatchHandler. Frames are not used after it
-// returns: what is queued is copied.
+var _ hw.Backlog = (*RxQueue)(nil)
+
+// HandleBatch is the stage as a plain hw.BatchHandler, for a port that
+// cannot serve a Backlog (TAP): it queues frames as HandleRing does and
+// serves the queue empty before it returns, so nothing waits for a
+// next batch that may never come.
 func (s *RxQueue) HandleBatch(queue int, frames []hw.Frame) {
+	s.HandleRing(queue, frames, false)
+	for s.ServeBacklog(queue) {
+	}
+}
+
+// HandleRing implements hw.Backlog. Frames are not used after it
+// returns: what is queued is copied.
+func (s *RxQueue) HandleRing(queue int, frames []hw.Frame, more bool) {
 	if len(frames) == 0 {
 		return
 	}
@@ -195,38 +211,25 @@ func (s *RxQueue) HandleBatch(queue int, frames []hw.Frame) {
 		s.next(queue, frames)
 		return
 	}
+	// Only this queue's loop changes its backlog, so it reads it
+	// without the lock.
 	q := s.queues[queue].Load()
-	if q == nil {
-		if !s.on.Load() || passThrough(frames) {
-			s.stats.passed.Add(uint64(len(frames)))
-			s.next(queue, frames)
-			return
-		}
-		q = s.newQueue(queue)
-	}
-	q.mu.Lock()
-	if !q.working && q.backlog == 0 && (!s.on.Load() || passThrough(frames)) {
-		q.mu.Unlock()
+	if (q == nil || q.backlog == 0) && (!s.on.Load() || !more || passThrough(frames)) {
 		s.stats.passed.Add(uint64(len(frames)))
 		s.next(queue, frames)
 		return
 	}
-	now := s.clock()
-	n := q.enqueueLocked(frames, now.UnixNano(), int64(now.Sub(s.base)))
-	start := !q.working && q.backlog > 0
-	if start {
-		q.working = true
+	if q == nil {
+		q = newRxQueue(s, queue)
+		s.queues[queue].Store(q)
 	}
+	now := s.clock()
+	q.mu.Lock()
+	n := q.enqueueLocked(frames, now.UnixNano(), int64(now.Sub(s.base)))
 	q.mu.Unlock()
 	s.stats.queued.Add(uint64(n))
 	if n < len(frames) {
 		s.stats.overlimit.Add(uint64(len(frames) - n))
-	}
-	if start {
-		select {
-		case q.wake <- struct{}{}:
-		default:
-		}
 	}
 }
 
@@ -243,31 +246,13 @@ func passThrough(frames []hw.Frame) bool {
 	return n <= rxqPassBytes
 }
 
-// newQueue makes receive queue id and starts its worker. Only id's
-// reader calls it.
-func (s *RxQueue) newQueue(id int) *rxQueue {
-	q := newRxQueue(s, id)
-	select {
-	case <-s.stop:
-		// Closed: frames that still come are queued and never served;
-		// no port calls a closed stage (Close waits for the loop).
-	default:
-		s.wg.Add(1)
-		go q.routineWorker()
-	}
-	s.queues[id].Store(q)
-	return q
-}
-
-// Close stops the workers after they have served what is queued. Call it
-// after the port's receive loop has returned; it waits for them.
+// Close serves what the queues still hold. Call it after the port's
+// receive loop has returned.
 func (s *RxQueue) Close() {
-	select {
-	case <-s.stop:
-	default:
-		close(s.stop)
+	for i := range s.queues {
+		for s.ServeBacklog(i) {
+		}
 	}
-	s.wg.Wait()
 }
 
 // Stats returns the port's queue counters, summed over its receive
@@ -295,51 +280,42 @@ func (s *RxQueue) Stats() RxQueueStats {
 	return st
 }
 
-// routineWorker serves the queue whenever its reader wakes it, until
-// Close; then it serves what is left and returns.
-func (q *rxQueue) routineWorker() {
-	defer q.s.wg.Done()
-	for {
-		select {
-		case <-q.wake:
-			q.serve()
-		case <-q.s.stop:
-			q.serve()
-			return
-		}
+// ServeBacklog implements hw.Backlog: it hands up to rxqBatch frames of
+// queue's flows to the next stage and reports whether it handed any.
+func (s *RxQueue) ServeBacklog(queue int) bool {
+	if queue < 0 || queue >= maxRxQueues {
+		return false
 	}
-}
-
-// serve hands batches to the next stage until the queue is empty.
-func (q *rxQueue) serve() {
-	s := q.s
-	for {
-		q.mu.Lock()
-		q.releaseLocked(q.held)
-		now := s.clock()
-		mono := int64(now.Sub(s.base))
-		var c dequeueCounts
-		q.held = q.dequeueLocked(mono, q.held[:0], &c)
-		n := len(q.held)
-		for i, idx := range q.held {
-			q.batch[i] = q.slots[idx].f
-		}
-		if n == 0 {
-			q.working = false
-		}
-		q.mu.Unlock()
-		if c.dropped > 0 {
-			s.stats.dropped.Add(c.dropped)
-		}
-		if c.marked > 0 {
-			s.stats.marked.Add(c.marked)
-		}
-		if n == 0 {
-			return
-		}
-		s.next(q.id, q.batch[:n])
-		clear(q.batch[:n]) // no view of a slot outlives its batch
+	q := s.queues[queue].Load()
+	if q == nil || q.backlog == 0 {
+		return false
 	}
+	now := s.clock()
+	mono := int64(now.Sub(s.base))
+	var c dequeueCounts
+	q.mu.Lock()
+	q.held = q.dequeueLocked(mono, q.held[:0], &c)
+	n := len(q.held)
+	for i, idx := range q.held {
+		q.batch[i] = q.slots[idx].f
+	}
+	q.mu.Unlock()
+	if c.dropped > 0 {
+		s.stats.dropped.Add(c.dropped)
+	}
+	if c.marked > 0 {
+		s.stats.marked.Add(c.marked)
+	}
+	if n == 0 {
+		return c.dropped > 0
+	}
+	s.next(q.id, q.batch[:n])
+	clear(q.batch[:n]) // no view of a slot outlives its batch
+	q.mu.Lock()
+	q.releaseLocked(q.held)
+	q.mu.Unlock()
+	q.held = q.held[:0]
+	return true
 }
 
 // sojournMax is the largest sojourn of the current and the previous

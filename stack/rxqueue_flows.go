@@ -11,11 +11,10 @@ import (
 )
 
 // rxQueue is the queue of one receive queue of a port: its slots, flow
-// queues and worker (rxqueue.go says how they work together).
+// queues (rxqueue.go says how they work together).
 type rxQueue struct {
-	s    *RxQueue
-	id   int
-	wake chan struct{} // capacity 1: the reader's "there is work"
+	s  *RxQueue
+	id int
 
 	// seed keys the flow hash, so that a sender cannot choose packets
 	// that all land in one flow queue of every router.
@@ -23,9 +22,9 @@ type rxQueue struct {
 
 	mu sync.Mutex
 	// mu protects everything below up to held, and the slots that are
-	// free or queued (a slot taken by the worker's batch is the
-	// worker's until releaseLocked).
-	working bool // the worker is serving (woken and not yet idle)
+	// free or queued (a slot in the batch being served is
+	// ServeBacklog's until releaseLocked). Only the queue's receive
+	// loop writes them, so it reads backlog without mu.
 	slots   []rxSlot
 	free    []int32 // free small slots
 	bigFree []int32 // free superframe slots; nil until the first one
@@ -38,8 +37,8 @@ type rxQueue struct {
 	backlogBytes       int
 	sojourn            sojournMax
 
-	// held and batch belong to the worker: the slots of the batch it is
-	// running and their frames.
+	// held and batch belong to ServeBacklog: the slots of the batch it
+	// is running and their frames.
 	held  []int32
 	batch []hw.Frame
 }
@@ -87,7 +86,6 @@ func newRxQueue(s *RxQueue, id int) *rxQueue {
 	q := &rxQueue{
 		s:     s,
 		id:    id,
-		wake:  make(chan struct{}, 1),
 		seed:  rand.Uint64(),
 		slots: make([]rxSlot, rxqSlots, rxqSlots+rxqBigSlots),
 		free:  make([]int32, 0, rxqSlots),

@@ -15,8 +15,9 @@ import (
 
 // rxqSink is a next stage that records what the queue hands it: each
 // frame's flow tag (the UDP source port, 0 for a ping) and sequence
-// number, in order. With a gate it blocks each call until the test lets
-// it go, so that the test can fill the queue behind a busy worker.
+// number, in order. The queue runs on the test's goroutine (as on the
+// port's receive loop), so the test fills it by calling HandleRing
+// without serving it.
 type rxqSink struct {
 	mu      sync.Mutex
 	got     []rxqRec
@@ -24,8 +25,6 @@ type rxqSink struct {
 	// inside detects overlapping calls for one queue.
 	inside  atomic.Int32
 	overlap atomic.Bool
-	entered chan struct{} // one value per call, when gated
-	gate    chan struct{} // nil: never blocks
 	count   atomic.Int64
 }
 
@@ -39,10 +38,6 @@ func (s *rxqSink) handle(queue int, frames []hw.Frame) {
 		s.overlap.Store(true)
 	}
 	defer s.inside.Add(-1)
-	if s.gate != nil {
-		s.entered <- struct{}{}
-		<-s.gate
-	}
 	s.mu.Lock()
 	for i := range frames {
 		s.got = append(s.got, recOf(frames[i].Data))
@@ -62,15 +57,20 @@ func recOf(f []byte) rxqRec {
 	return rxqRec{binary.BigEndian.Uint16(udp[0:]), binary.BigEndian.Uint32(udp[8:])}
 }
 
-// waitFor waits until the sink has seen n frames.
-func (s *rxqSink) waitFor(t *testing.T, n int64) {
+// drain serves queue 0 as a port's loop does when its ring is empty,
+// until it holds nothing, and checks that the sink then has n frames.
+func (s *rxqSink) drain(t *testing.T, q *RxQueue, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.count.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("sink got %d frames, want %d", s.count.Load(), n)
+	for i := 0; q.ServeBacklog(0); i++ {
+		if i > rxqSlots+rxqBigSlots {
+			t.Fatalf("ServeBacklog still serving after %d calls", i)
 		}
-		time.Sleep(time.Millisecond)
+	}
+	if got := s.count.Load(); got != n {
+		t.Fatalf("sink got %d frames, want %d", got, n)
+	}
+	if st := q.Stats(); st.Backlog != 0 || st.BacklogBytes != 0 {
+		t.Fatalf("served empty, Stats() backlog %d frames %d bytes", st.Backlog, st.BacklogBytes)
 	}
 }
 
@@ -104,21 +104,65 @@ func newTestRxQueue(t *testing.T, next hw.BatchHandler) *RxQueue {
 	return s
 }
 
-// TestRxQueuePassThrough: a small batch that finds the queue empty goes
-// on at once, on the caller's goroutine, without a copy.
+// TestRxQueuePassThrough: a batch that finds the queue empty goes on at
+// once, on the caller's goroutine, without a copy, when it is small or
+// the ring has nothing behind it; a large batch with more behind it is
+// queued, and so is everything after it until the queue is empty.
 func TestRxQueuePassThrough(t *testing.T) {
 	var got []hw.Frame
 	s := newTestRxQueue(t, func(queue int, frames []hw.Frame) { got = append(got, frames...) })
-	in := framesOf(pingFrame(1), bulkFrame(1000, 1, 100))
-	s.HandleBatch(0, in)
-	if len(got) != 2 {
-		t.Fatalf("next got %d frames before HandleBatch returned, want 2", len(got))
+	var bulk [][]byte
+	for i := range 100 {
+		bulk = append(bulk, bulkFrame(1000, uint32(i), 1000))
 	}
-	if &got[0].Data[0] != &in[0].Data[0] {
-		t.Errorf("pass-through frame was copied")
+	for _, tt := range []struct {
+		name   string
+		frames []hw.Frame
+		more   bool
+		passed bool
+	}{
+		{"small, more behind", framesOf(pingFrame(1), bulkFrame(1000, 1, 100)), true, true},
+		{"large, nothing behind", framesOf(bulk...), false, true},
+		{"large, more behind", framesOf(bulk...), true, false},
+		{"small, queue not empty", framesOf(pingFrame(2)), false, false},
+	} {
+		got = got[:0]
+		before := s.Stats()
+		s.HandleRing(0, tt.frames, tt.more)
+		st := s.Stats()
+		passed, queued := st.Passed-before.Passed, st.Queued-before.Queued
+		if tt.passed {
+			if len(got) != len(tt.frames) || &got[0].Data[0] != &tt.frames[0].Data[0] {
+				t.Errorf("%s: next got %d frames (copies or none), want the %d given", tt.name, len(got), len(tt.frames))
+			}
+			if passed != uint64(len(tt.frames)) || queued != 0 {
+				t.Errorf("%s: passed %d queued %d, want %d, 0", tt.name, passed, queued, len(tt.frames))
+			}
+			continue
+		}
+		if len(got) != 0 {
+			t.Errorf("%s: next got %d frames before the queue was served, want 0", tt.name, len(got))
+		}
+		if passed != 0 || queued != uint64(len(tt.frames)) {
+			t.Errorf("%s: passed %d queued %d, want 0, %d", tt.name, passed, queued, len(tt.frames))
+		}
 	}
-	if st := s.Stats(); st.Passed != 2 || st.Queued != 0 {
-		t.Errorf("Stats() = passed %d queued %d, want 2, 0", st.Passed, st.Queued)
+	if st := s.Stats(); st.Backlog != 101 {
+		t.Errorf("Stats().Backlog = %d, want 101", st.Backlog)
+	}
+	// HandleBatch (a port that serves no Backlog) leaves nothing
+	// queued behind it, and the ping it brings comes after the one
+	// held (one flow, in order).
+	got = got[:0]
+	s.HandleBatch(0, framesOf(pingFrame(3)))
+	var pings []rxqRec
+	for _, f := range got {
+		if r := recOf(f.Data); r.tag == 0 {
+			pings = append(pings, r)
+		}
+	}
+	if st := s.Stats(); st.Backlog != 0 || len(got) != 102 || len(pings) != 2 || pings[0].seq != 2 || pings[1].seq != 3 {
+		t.Errorf("after HandleBatch: backlog %d, %d frames handed on, pings %v; want 0, 102, pings 2 then 3", st.Backlog, len(got), pings)
 	}
 }
 
@@ -126,27 +170,23 @@ func TestRxQueuePassThrough(t *testing.T) {
 // backlog is handed on first in the next batch (RFC 8290's new flows),
 // not after the backlog as a FIFO (the ring) would.
 func TestRxQueueSparseFirst(t *testing.T) {
-	sink := &rxqSink{entered: make(chan struct{}, 16), gate: make(chan struct{})}
+	sink := &rxqSink{}
 	s := newTestRxQueue(t, sink.handle)
 	var bulk [][]byte
 	for i := range 200 {
 		bulk = append(bulk, bulkFrame(1000, uint32(i), 1000))
 	}
-	s.HandleBatch(0, framesOf(bulk...))
-	<-sink.entered // the worker runs its first batch (rxqBatch frames)
+	s.HandleRing(0, framesOf(bulk...), true)
+	if !s.ServeBacklog(0) { // the first batch (rxqBatch frames)
+		t.Fatal("ServeBacklog handed nothing on with 200 frames queued")
+	}
 	var second [][]byte
 	for i := 200; i < 300; i++ {
 		second = append(second, bulkFrame(1000, uint32(i), 1000))
 	}
 	second = append(second, pingFrame(1))
-	s.HandleBatch(0, framesOf(second...))
-	go func() {
-		for range sink.entered {
-		}
-	}()
-	close(sink.gate)
-	sink.waitFor(t, 301)
-	close(sink.entered)
+	s.HandleRing(0, framesOf(second...), true)
+	sink.drain(t, s, 301)
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	ping := -1
@@ -156,7 +196,7 @@ func TestRxQueueSparseFirst(t *testing.T) {
 		}
 	}
 	if ping != rxqBatch {
-		t.Errorf("ping handed on as frame %d, want %d (first of the batch after the one running); batches %v", ping, rxqBatch, sink.batches)
+		t.Errorf("ping handed on as frame %d, want %d (first of the batch after the one served); batches %v", ping, rxqBatch, sink.batches)
 	}
 	if sink.overlap.Load() {
 		t.Errorf("calls for queue 0 overlapped")
@@ -165,8 +205,8 @@ func TestRxQueueSparseFirst(t *testing.T) {
 
 // TestRxQueueFlowOrder: frames of many flows, in batches of every size,
 // come out each flow in order, every frame either handed on or counted
-// as over the limit, and calls for one queue never overlap (pass-through
-// and worker included).
+// as over the limit, whether batches pass or are queued, and however
+// reading and serving interleave.
 func TestRxQueueFlowOrder(t *testing.T) {
 	sink := &rxqSink{}
 	s := newTestRxQueue(t, sink.handle)
@@ -181,15 +221,18 @@ func TestRxQueueFlowOrder(t *testing.T) {
 			bufs = append(bufs, bulkFrame(uint16(2000+f), seq[f], 64+(i*97)%1200))
 			seq[f]++
 		}
-		s.HandleBatch(0, framesOf(bufs...))
+		s.HandleRing(0, framesOf(bufs...), b%3 != 0)
 		total += n
+		for range b % 4 {
+			s.ServeBacklog(0)
+		}
 		if b%10 == 9 {
-			// Now and then the worker catches up, so that small
-			// batches find the queue empty and pass.
-			sink.waitFor(t, int64(total)-int64(s.Stats().Overlimit))
+			// Now and then the loop catches up, so that batches
+			// find the queue empty and pass.
+			sink.drain(t, s, int64(total)-int64(s.Stats().Overlimit))
 		}
 	}
-	sink.waitFor(t, int64(total)-int64(s.Stats().Overlimit))
+	sink.drain(t, s, int64(total)-int64(s.Stats().Overlimit))
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	var next [flows]uint32
@@ -212,11 +255,11 @@ func TestRxQueueFlowOrder(t *testing.T) {
 	}
 }
 
-// TestRxQueueOverlimit: behind a stuck worker the queue fills; frames
-// are dropped from the fattest flow and counted, and a thin flow's
-// frames all get through.
+// TestRxQueueOverlimit: read faster than it is served, the queue fills;
+// frames are dropped from the fattest flow and counted, and a thin
+// flow's frames all get through.
 func TestRxQueueOverlimit(t *testing.T) {
-	sink := &rxqSink{entered: make(chan struct{}, 1024), gate: make(chan struct{})}
+	sink := &rxqSink{}
 	s := newTestRxQueue(t, sink.handle)
 	sent := 0
 	thin := 0
@@ -227,15 +270,14 @@ func TestRxQueueOverlimit(t *testing.T) {
 		}
 		bufs = append(bufs, bulkFrame(3000, uint32(b), 100))
 		thin++
-		s.HandleBatch(0, framesOf(bufs...))
+		s.HandleRing(0, framesOf(bufs...), true)
 		sent += len(bufs)
 	}
 	st := s.Stats()
 	if st.Overlimit == 0 {
-		t.Fatalf("Stats().Overlimit = 0 after %d frames behind a stuck worker", sent)
+		t.Fatalf("Stats().Overlimit = 0 after %d frames read and none served", sent)
 	}
-	close(sink.gate)
-	sink.waitFor(t, int64(sent)-int64(st.Overlimit))
+	sink.drain(t, s, int64(sent)-int64(st.Overlimit))
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	n := 0
@@ -283,8 +325,8 @@ func TestRxQueueSojourn(t *testing.T) {
 				fs[i].RxTime = now.Add(-tt.age).UnixNano()
 			}
 			c := sink.count.Load()
-			s.HandleBatch(0, fs)
-			sink.waitFor(t, c+40)
+			s.HandleRing(0, fs, true)
+			sink.drain(t, s, c+40)
 			if got := s.Stats().MaxSojourn; got != tt.want {
 				t.Errorf("MaxSojourn = %v, want %v", got, tt.want)
 			}
@@ -293,16 +335,18 @@ func TestRxQueueSojourn(t *testing.T) {
 }
 
 // TestRxQueueClose: what is queued when the port stops is still handed
-// on, and the workers end.
+// on.
 func TestRxQueueClose(t *testing.T) {
-	sink := &rxqSink{entered: make(chan struct{}, 64), gate: make(chan struct{})}
+	sink := &rxqSink{}
 	s := newTestRxQueue(t, sink.handle)
 	var bufs [][]byte
 	for i := range 300 {
 		bufs = append(bufs, bulkFrame(1000, uint32(i), 500))
 	}
-	s.HandleBatch(0, framesOf(bufs...))
-	close(sink.gate)
+	s.HandleRing(0, framesOf(bufs...), true)
+	if n := sink.count.Load(); n != 0 {
+		t.Fatalf("before Close the sink has %d frames, want 0 (queued)", n)
+	}
 	s.Close()
 	if n := sink.count.Load(); n != 300 {
 		t.Errorf("after Close the sink has %d frames, want 300", n)
@@ -312,23 +356,22 @@ func TestRxQueueClose(t *testing.T) {
 // TestRxQueueAllocs: queuing and serving allocate nothing per packet
 // once the queue's memory exists.
 func TestRxQueueAllocs(t *testing.T) {
-	done := make(chan struct{}, 1)
-	var n atomic.Int64
+	var n int
 	const batch = 150
-	s := newTestRxQueue(t, func(queue int, frames []hw.Frame) {
-		if n.Add(int64(len(frames))) >= batch {
-			n.Store(0)
-			done <- struct{}{}
-		}
-	})
+	s := newTestRxQueue(t, func(queue int, frames []hw.Frame) { n += len(frames) })
 	var bufs [][]byte
 	for i := range batch {
 		bufs = append(bufs, bulkFrame(uint16(1000+i%8), uint32(i), 1200))
 	}
 	fs := framesOf(bufs...)
 	run := func() {
-		s.HandleBatch(0, fs)
-		<-done
+		n = 0
+		s.HandleRing(0, fs, true)
+		for s.ServeBacklog(0) {
+		}
+		if n != batch {
+			t.Fatalf("served %d frames, want %d", n, batch)
+		}
 	}
 	run() // the queue's memory
 	if a := testing.AllocsPerRun(100, run); a != 0 {
