@@ -445,12 +445,14 @@ func (q *rxQueue) deliver(frames []Frame, drops *dropCounts, h BatchHandler, mor
 	h(q.id, frames)
 }
 
-// drainLight hands every frame waiting in the light ring to h.
+// drainLight hands every frame waiting in the light ring to h. It runs
+// when the V3 ring has frames ready behind them (a move to it), so a
+// Backlog is told there is more.
 func (q *rxQueue) drainLight(h BatchHandler, drops *dropCounts) {
 	p := q.port
 	for q.light.ready() {
 		frames, n := q.light.collect(q.frames, p.maxLen, p.vnet, drops)
-		q.deliver(frames, drops, h, false)
+		q.deliver(frames, drops, h, true)
 		q.light.release(n)
 	}
 }
@@ -535,7 +537,9 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 		return nil
 	}
 	q.toBulk.Add(1)
-	q.deliver(frames, drops, h, false)
+	// A burst: with a Backlog, held rather than run, so that the light
+	// ring's few slots empty before the burst overflows them.
+	q.deliver(frames, drops, h, true)
 	q.light.release(n)
 	q.drainLight(h, drops)
 	q.lightOn = false
