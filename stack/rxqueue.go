@@ -133,9 +133,7 @@ type RxQueue struct {
 	// codel is every flow's CoDel parameters: RFC 8289's (target 5 ms,
 	// interval 100 ms), ECN-capable packets marked instead of dropped.
 	codel qdisc.CoDelParams
-	// ringCoDel is ring mode's (rxqueue_ring.go ringCoDel).
-	ringCoDel qdisc.CoDelParams
-	stats     rxqCounters
+	stats rxqCounters
 }
 
 // rxqCounters are the port's queue counters, added once per batch.
@@ -177,7 +175,6 @@ func NewRxQueue(next hw.BatchHandler, maxFrame int) *RxQueue {
 		clock:    time.Now,
 		codel:    qdisc.DefaultCoDelParams(),
 	}
-	s.ringCoDel = ringCoDel()
 	s.base = s.clock()
 	s.on.Store(true)
 	return s
@@ -217,14 +214,7 @@ func (s *RxQueue) HandleRing(queue int, frames []hw.Frame, more bool) {
 	// Only this queue's loop changes its backlog, so it reads it
 	// without the lock.
 	q := s.queues[queue].Load()
-	empty := q == nil || q.backlog == 0
-	ringMode := empty && frames[0].RxTime != 0
-	if empty && (!s.on.Load() || !more && !ringMode) {
-		s.stats.passed.Add(uint64(len(frames)))
-		s.next(queue, frames)
-		return
-	}
-	if !ringMode && empty && passThrough(frames) {
+	if (q == nil || q.backlog == 0) && (!s.on.Load() || !more || passThrough(frames)) {
 		s.stats.passed.Add(uint64(len(frames)))
 		s.next(queue, frames)
 		return
@@ -234,10 +224,6 @@ func (s *RxQueue) HandleRing(queue int, frames []hw.Frame, more bool) {
 		s.queues[queue].Store(q)
 	}
 	now := s.clock()
-	if ringMode {
-		s.handleRingMode(q, frames, now)
-		return
-	}
 	q.mu.Lock()
 	n := q.enqueueLocked(frames, now.UnixNano(), int64(now.Sub(s.base)))
 	q.mu.Unlock()

@@ -41,17 +41,6 @@ type rxQueue struct {
 	// is running and their frames.
 	held  []int32
 	batch []hw.Frame
-
-	// ring, bulk and epoch are ring mode's (rxqueue_ring.go), the
-	// loop's alone: its notes on the batch being judged, the bulk
-	// flows' frames while the sparse ones move to the front, and the
-	// batch's number, which marks the flows' batch counts current.
-	// fresh counts the batches that went on unjudged (below target or
-	// nothing behind them), so that a flow's CoDel learns its queue was
-	// below target (rxqueue_ring.go).
-	ring         []ringFrame
-	bulk         []hw.Frame
-	epoch, fresh uint32
 }
 
 // rxSlot is one queued frame in the queue's own memory.
@@ -82,14 +71,6 @@ type rxFlow struct {
 	list uint8 // listNone, listNew or listOld
 	// codel is the flow's AQM state (RFC 8290 §4.1: CoDel per flow).
 	codel qdisc.CoDel
-	// batchFrames counts the flow's frames in ring mode's batch number
-	// epoch (rxqueue_ring.go); stale when epoch is not the queue's.
-	// batchBytes is the bytes of those not yet judged, and fresh the
-	// queue's count of batches below target when the flow was last
-	// judged.
-	epoch, fresh uint32
-	batchFrames  int32
-	batchBytes   int
 }
 
 const (
@@ -406,26 +387,19 @@ func (q *rxQueue) popFlow(l *flowList) {
 }
 
 // classifyLocked returns the flow queue of a slot's frame and notes
-// where its IP header is (classifyFrame).
-func (q *rxQueue) classifyLocked(sl *rxSlot) int32 {
-	fi, l3, ipVer := q.classifyFrame(&sl.f)
-	sl.l3, sl.ipVer = l3, ipVer
-	return fi
-}
-
-// classifyFrame returns the flow queue of f, where its IP header is and
-// its IP version: qdisc.ClassifyFrame's flow (5-tuple, ICMP echo
-// identifier, addresses alone for fragments; in-band tags and PPPoE
+// where its IP header is: qdisc.ClassifyFrame's flow (5-tuple, ICMP
+// echo identifier, addresses alone for fragments; in-band tags and PPPoE
 // skipped), with the outer VLAN the ring header holds, keyed by the
 // queue's seed so that no sender can aim at one flow queue.
-func (q *rxQueue) classifyFrame(f *hw.Frame) (fi int32, l3 uint16, ipVer uint8) {
-	c := qdisc.ClassifyFrame(f.Data, qdisc.HostNone)
+func (q *rxQueue) classifyLocked(sl *rxSlot) int32 {
+	c := qdisc.ClassifyFrame(sl.f.Data, qdisc.HostNone)
+	sl.l3, sl.ipVer = c.L3, c.IPVersion
 	h := q.seed ^ c.Flow
-	if f.VLANValid {
-		h ^= uint64(f.VLANTCI&0xfff) << 48
+	if sl.f.VLANValid {
+		h ^= uint64(sl.f.VLANTCI&0xfff) << 48
 	}
 	h *= 0x9e3779b97f4a7c15
 	h ^= h >> 32
 	h *= 0xbf58476d1ce4e5b9
-	return int32((h ^ h>>29) & (rxqFlows - 1)), c.L3, c.IPVersion
+	return int32((h ^ h>>29) & (rxqFlows - 1))
 }
