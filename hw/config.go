@@ -46,6 +46,13 @@ type Config struct {
 	// of the interface alone: no offload changes, addresses, IPv6 or
 	// ingress drop.
 	KeepKernel bool
+	// BlockRingOnly receives on the TPACKET_V3 ring alone, without the
+	// light ring a single-queue port reads while traffic is light
+	// (lightring_linux.go): every frame then waits for its ring block
+	// to retire (RingRetireTimeout or more). For tests of the block
+	// ring, and hosts that would rather not spend the light ring's
+	// memory (LightRingSlots, LightRingGSOSlots).
+	BlockRingOnly bool
 }
 
 // TxMode is a port's transmit path. Both paths take the same batches

@@ -30,6 +30,14 @@ const (
 	// burst does not count but a consumer losing ground is seen well
 	// before the ring is full.
 	RingBacklogBlocks = RingBlocks / 4
+	// BacklogReadBlocks is how many ready ring blocks (or AF_XDP
+	// batches) a receive loop with a Backlog reads in a row before it
+	// serves one batch of the backlog: reading (a copy) is much cheaper
+	// than the data path, so the loop empties the ring first and the
+	// Backlog, not the ring, decides what is dropped; the bound only
+	// keeps the data path from starving while a flood keeps the ring
+	// ready. A quarter of the ring, as RingBacklogBlocks.
+	BacklogReadBlocks = RingBlocks / 4
 	// RingFrameSize is the frame size hint TPACKET_V3 requires (frames are
 	// variable-length in V3; this only sizes frame_nr). 2 KiB covers a
 	// 1500-byte MTU frame plus its tpacket3_hdr.
@@ -43,6 +51,50 @@ const (
 	// idle port. Context cancellation and Close wake the queue at once
 	// (a past read deadline).
 	PollTimeout = 500 * time.Millisecond
+)
+
+// The light ring (lightring_linux.go): the TPACKET_V2 ring a
+// single-queue port reads while traffic is light, so that a frame is
+// handed over as it lands instead of when its V3 block retires.
+const (
+	// LightRingBlockSize is the light ring's least block: a slot never
+	// spans blocks, and 64 KiB holds 40 MTU-size slots (superframe
+	// slots, ~64 KiB, go three to a 256 KiB block).
+	LightRingBlockSize = 64 << 10
+	// LightRingSlots is the light ring's slot count without vnet headers:
+	// 256 x ~1.6 KiB (7 blocks, 448 KiB) holds a burst of 256 frames,
+	// four times LightLeaveFrames, while the receiver moves the port to
+	// its V3 ring.
+	LightRingSlots = 256
+	// LightRingGSOSlots is the slot count with vnet headers, whose slots
+	// must hold a ~64 KiB superframe: 128 slots, 43 blocks of 256 KiB
+	// (~11 MiB), the budget of the "generic" profile's hosts, not of the
+	// small boards (which have no vnet headers). With fewer, a burst that
+	// starts on an idle port loses frames: hw's TestTxRingInOrder sends
+	// 128 at once.
+	LightRingGSOSlots = 128
+	// LightEnterFrames and LightEnterWindow: a port on its V3 ring moves
+	// to the light ring when fewer than LightEnterFrames frames arrived
+	// in LightEnterWindow: under 1,000 frames/s, where a V3 block waits
+	// for its retire timer and V2's wakeup per frame costs nothing.
+	LightEnterFrames = 50
+	LightEnterWindow = 50 * time.Millisecond
+	// LightLeaveFrames and LightLeaveWindow: a port on the light ring
+	// moves to its V3 ring when LightLeaveFrames frames arrive within
+	// LightLeaveWindow (6,400 frames/s): six times the entry rate, so a
+	// steady rate between the two does not flap.
+	LightLeaveFrames = 64
+	LightLeaveWindow = 10 * time.Millisecond
+	// LightBurstFrames: a port on the light ring also moves to its V3
+	// ring when this many frames wait in the light ring at once: they
+	// came faster than one wakeup each, the start of a burst that
+	// would fill the light ring's slots before LightLeaveFrames.
+	LightBurstFrames = 16
+	// LightDrainTimeout bounds how long a port moving to its light ring
+	// waits for the V3 block the kernel was filling to retire, so that
+	// its frames go up before the light ring's: a retire timeout of 1 ms
+	// is up to 10 ms at HZ=100.
+	LightDrainTimeout = 25 * time.Millisecond
 )
 
 // Transmit batching.

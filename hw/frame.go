@@ -1,5 +1,7 @@
 package hw
 
+import "context"
+
 // Frame is one received frame and what its TPACKET_V3 ring header said.
 //
 // Data starts at the destination MAC. The kernel always moves the outer
@@ -35,6 +37,12 @@ type Frame struct {
 	// behind it: the port's consumer is falling behind, and the ring
 	// will soon drop frames of every flow alike unless it sheds work.
 	Backlogged bool
+	// RxTime is when the kernel received the frame, in nanoseconds since
+	// the Unix epoch (CLOCK_REALTIME: tp_sec and tp_nsec of the ring
+	// header), so that a queue after the ring can tell how long the
+	// frame has waited in all. 0 when the port has no timestamp (AF_XDP,
+	// TAP).
+	RxTime int64
 }
 
 // BatchHandler receives one batch of frames from one receive queue. Frames
@@ -66,4 +74,31 @@ type GSOWriter interface {
 // pass ring memory. Implementations are safe for concurrent use.
 type FrameWriter interface {
 	WriteFrames(frames [][]byte) (int, error)
+}
+
+// Backlog is a receive stage that holds frames back when they come faster
+// than the data path runs them (stack.RxQueue), served by the port's own
+// receive loop rather than a goroutine of its own: no hand-off between
+// goroutines, and no second reader racing the data path for a core.
+//
+// A port's loop for queue q calls HandleRing for each batch it reads
+// and, when its ring has nothing ready (or after BacklogReadBlocks
+// blocks read in a row), ServeBacklog; the calls for one queue never
+// overlap, and calls for different queues run concurrently.
+type Backlog interface {
+	// HandleRing takes a batch as a BatchHandler does (frames are valid
+	// only until it returns). more reports that the ring has further
+	// frames ready behind these, so the stage should hold this batch
+	// (copy it) rather than run it ahead of them.
+	HandleRing(queue int, frames []Frame, more bool)
+	// ServeBacklog hands one batch of the frames held for queue to the
+	// data path and reports whether it handed any: false means the
+	// loop may wait for the ring.
+	ServeBacklog(queue int) bool
+}
+
+// BacklogRunner is a port whose receive loops serve a Backlog:
+// RunBacklog is Run with b.HandleRing as the handler.
+type BacklogRunner interface {
+	RunBacklog(ctx context.Context, b Backlog) error
 }

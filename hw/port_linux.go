@@ -28,7 +28,9 @@ type Port struct {
 	// vnet: the sockets carry virtio-net headers (Config.VnetHdr); fixed
 	// once open returns.
 	vnet bool
-	log  *slog.Logger
+	// blockRingOnly is Config.BlockRingOnly.
+	blockRingOnly bool
+	log           *slog.Logger
 
 	ns  netns
 	ctl int // control socket in the port's namespace (ioctls)
@@ -109,6 +111,7 @@ func Open(cfg Config, log *slog.Logger) (*Port, error) {
 	}
 	p := &Port{name: cfg.Name, log: log.With("port", cfg.Name), ctl: -1, txFD: -1, txMode: tx}
 	p.vnet = vnet == VnetOn || vnet == VnetDefault && prof.VnetHdr
+	p.blockRingOnly = cfg.BlockRingOnly
 	p.ns, err = currentNetns()
 	if err != nil {
 		return nil, fmt.Errorf("hw: open %s: %w", cfg.Name, err)
@@ -317,6 +320,18 @@ func (p *Port) closeResources() error {
 // its own goroutine; h is called concurrently for different queues. Run
 // returns nil when ctx ends, ErrClosed when Close stopped it.
 func (p *Port) Run(ctx context.Context, h BatchHandler) error {
+	return p.run(ctx, h, nil)
+}
+
+// RunBacklog is Run with b.HandleRing as the handler, and b served by
+// each receive loop when its ring has nothing ready (hw.Backlog).
+func (p *Port) RunBacklog(ctx context.Context, b Backlog) error {
+	return p.run(ctx, nil, b)
+}
+
+var _ BacklogRunner = (*Port)(nil)
+
+func (p *Port) run(ctx context.Context, h BatchHandler, b Backlog) error {
 	p.mu.RLock()
 	if p.closed {
 		p.mu.RUnlock()
@@ -358,7 +373,7 @@ func (p *Port) Run(ctx context.Context, h BatchHandler) error {
 	errs := make([]error, len(p.queues))
 	var wg sync.WaitGroup
 	for i, q := range p.queues {
-		wg.Go(func() { errs[i] = q.routineReceive(ctx, &stopped, h) })
+		wg.Go(func() { errs[i] = q.routineReceive(ctx, &stopped, h, b) })
 	}
 	wg.Wait()
 

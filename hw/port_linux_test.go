@@ -53,10 +53,16 @@ func TestPortReceiveTransmit(t *testing.T) {
 
 	t.Run("untagged", func(t *testing.T) {
 		want := netnstest.Frame(netnstest.Broadcast, src, "hello-untagged")
+		sent := time.Now()
 		peer.Send(t, want)
 		f, ok := c.find([]byte("hello-untagged"), 2*time.Second)
 		if !ok {
 			t.Fatal("frame sent on p0 did not reach the port")
+		}
+		// The ring header's timestamp is the kernel's receive time,
+		// on the wall clock: between the send and now.
+		if rx := time.Unix(0, f.RxTime); rx.Before(sent.Add(-time.Millisecond)) || rx.After(time.Now()) {
+			t.Errorf("RxTime = %v, want between the send at %v and now", rx, sent)
 		}
 		if string(f.Data) != string(want) || f.WireLen != len(want) || f.VLANValid {
 			t.Errorf("got frame % x (WireLen %d, VLANValid %v), want % x untagged", f.Data, f.WireLen, f.VLANValid, want)
@@ -569,7 +575,9 @@ func TestBacklogged(t *testing.T) {
 	privileged(t)
 	n := newNetns(t)
 	vethPair(t, n, "p0", "p1")
-	p := openIn(t, n, Config{Name: "p1", KeepKernel: true})
+	// Backlogged is the block ring's: the light ring, which would take
+	// these frames, hands each over as it lands.
+	p := openIn(t, n, Config{Name: "p1", KeepKernel: true, BlockRingOnly: true})
 	release := make(chan struct{})
 	var once sync.Once
 	var mu sync.Mutex

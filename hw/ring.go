@@ -21,6 +21,8 @@ const (
 	frameHdrLen = 48
 	// Offsets inside struct tpacket3_hdr.
 	fhNextOffset = 0
+	fhSec        = 4
+	fhNsec       = 8
 	fhSnaplen    = 12
 	fhLen        = 16
 	fhStatus     = 20
@@ -114,47 +116,21 @@ func parseBlock(block []byte, frames []Frame, maxLen int, vnet bool, drops *drop
 		}
 		var gso GSO
 		vv := vnetOK
-		limit := int64(maxLen)
 		if vnet {
 			vv = VnetHdr(block[off+mac-VnetHdrLen:off+mac]).Decode(&gso, int(snaplen))
-			if gso.Type != GSONone {
-				limit = MaxGSOFrameLen
-			}
 		}
-		switch {
-		case snaplen < EthernetHeaderLen || wireLen < snaplen:
-			drops[dropMalformed]++
-		case wireLen > snaplen:
-			drops[dropTruncated]++
-		case vv == vnetBad:
-			drops[dropVnetHdr]++
-		case vv == vnetUnsupported:
-			drops[dropGSOUnsupported]++
-		case int64(wireLen) > limit:
-			drops[dropOversize]++
-		case len(frames) == cap(frames):
+		if r, drop := frameDrop(snaplen, wireLen, vv, gso, maxLen); drop {
+			drops[r]++
+		} else if len(frames) == cap(frames) {
 			// More frames than a block can hold: the header lies.
 			drops[dropMalformed]++
 			return frames
-		default:
+		} else {
 			start := off + mac
 			frames = frames[:len(frames)+1]
-			f := &frames[len(frames)-1]
-			f.Data = block[start : start+int(snaplen) : start+int(snaplen)]
-			f.WireLen = int(wireLen)
-			f.Backlogged = false // routineReceive sets it
-			f.VLANValid = status&tpStatusVLANValid != 0
-			f.VLANTCI, f.VLANTPID = 0, 0
-			if f.VLANValid {
-				f.VLANTCI = uint16(le.Uint32(h[fhVLANTCI:]))
-				f.VLANTPID = etherTypeVLAN
-				if status&tpStatusVLANTPIDValid != 0 {
-					f.VLANTPID = le.Uint16(h[fhVLANTPID:])
-				}
-			}
-			f.CsumValid = status&tpStatusCsumValid != 0
-			f.CsumPartial = status&tpStatusCsumNotReady != 0
-			f.GSO = gso
+			fillFrame(&frames[len(frames)-1], block[start:start+int(snaplen):start+int(snaplen)], wireLen, status,
+				uint16(le.Uint32(h[fhVLANTCI:])), le.Uint16(h[fhVLANTPID:]), gso,
+				int64(le.Uint32(h[fhSec:]))*1e9+int64(le.Uint32(h[fhNsec:])))
 		}
 		if i == numPkts-1 {
 			break
@@ -168,4 +144,47 @@ func parseBlock(block []byte, frames []Frame, maxLen int, vnet bool, drops *drop
 		off += int(next)
 	}
 	return frames
+}
+
+// frameDrop says whether a frame the ring header describes is dropped,
+// and why: the checks parseBlock and parseSlot share, in order.
+func frameDrop(snaplen, wireLen uint32, vv vnetVerdict, gso GSO, maxLen int) (dropReason, bool) {
+	limit := int64(maxLen)
+	if gso.Type != GSONone {
+		limit = MaxGSOFrameLen
+	}
+	switch {
+	case snaplen < EthernetHeaderLen || wireLen < snaplen:
+		return dropMalformed, true
+	case wireLen > snaplen:
+		return dropTruncated, true
+	case vv == vnetBad:
+		return dropVnetHdr, true
+	case vv == vnetUnsupported:
+		return dropGSOUnsupported, true
+	case int64(wireLen) > limit:
+		return dropOversize, true
+	}
+	return 0, false
+}
+
+// fillFrame sets every field of f for a delivered frame: data in the
+// ring, its tp_len, the tp_status bits and the tag the kernel stripped.
+func fillFrame(f *Frame, data []byte, wireLen, status uint32, tci, tpid uint16, gso GSO, rxTime int64) {
+	f.Data = data
+	f.WireLen = int(wireLen)
+	f.Backlogged = false // routineReceive sets it
+	f.VLANValid = status&tpStatusVLANValid != 0
+	f.VLANTCI, f.VLANTPID = 0, 0
+	if f.VLANValid {
+		f.VLANTCI = tci
+		f.VLANTPID = etherTypeVLAN
+		if status&tpStatusVLANTPIDValid != 0 {
+			f.VLANTPID = tpid
+		}
+	}
+	f.CsumValid = status&tpStatusCsumValid != 0
+	f.CsumPartial = status&tpStatusCsumNotReady != 0
+	f.GSO = gso
+	f.RxTime = rxTime
 }

@@ -39,6 +39,29 @@ type rxQueue struct {
 	// blk is the next block the kernel hands over. It outlives one Run:
 	// the kernel fills blocks in order and does not restart at 0.
 	blk int
+
+	// light is the queue's light ring (lightring_linux.go), nil on a
+	// multi-queue port, with Config.BlockRingOnly, or on a kernel that
+	// refused it. The rest is routineReceive's: lightOn says the fanout
+	// steers frames to the light ring; draining, that it just did and
+	// the V3 block the kernel was filling is still to be read (until
+	// it is empty and settleUntil passed, or drainUntil); lightBroken,
+	// that a steering call failed and the queue stays on its V3 ring.
+	// winStart and winFrames count the frames of the current rate
+	// window (LightEnterWindow, LightLeaveWindow).
+	light                                        *lightRing
+	lightOn, draining, lightBroken               bool
+	drainUntil, settleUntil, winStart, lastStats time.Time
+	winFrames                                    int
+	// toLight and toBulk count the queue's moves, lightDrops the ring
+	// drops of its light ring (also in the port's "ring" drops); for
+	// tests.
+	toLight, toBulk, lightDrops atomic.Uint64
+	// hold is the Backlog the loop serves (RunBacklog), nil with Run;
+	// readRun counts the blocks read with more ready behind them since
+	// the loop last served it. Both routineReceive's.
+	hold    Backlog
+	readRun int
 }
 
 // openQueue creates queue id of n. github.com/mdlayher/packet opens the
@@ -72,6 +95,17 @@ func openQueue(p *Port, id, n int, fanoutID *uint16, filter []bpf.RawInstruction
 	if err := q.setup(n, fanoutID, tx); err != nil {
 		q.close()
 		return nil, err
+	}
+	if n == 1 && !p.blockRingOnly {
+		// A multi-queue port's sockets already share a hash fanout
+		// group; a socket is in one group at most.
+		l, err := openLightRing(q, filter)
+		if err != nil {
+			// The V3 ring alone still works, with its retire latency.
+			p.log.Warn("no light ring: frames wait for their ring block to retire", "queue", id, "err", err)
+		} else {
+			q.light, q.lightOn = l, true
+		}
 	}
 	return q, nil
 }
@@ -171,6 +205,10 @@ func (q *rxQueue) setup(n int, fanoutID *uint16, tx *txRing) error {
 }
 
 func (q *rxQueue) close() {
+	if q.light != nil {
+		q.light.close()
+		q.light = nil
+	}
 	if q.mapping != nil {
 		unix.Munmap(q.mapping)
 		q.mapping, q.ring = nil, nil
@@ -197,13 +235,13 @@ func (q *rxQueue) backlog() int {
 }
 
 // wait parks the goroutine in the runtime's poller until the block at
-// status is the user's, stop is set, or PollTimeout passes (then it
-// returns os.ErrDeadlineExceeded, so that ring statistics are sampled
-// even on an idle port). wakeQueues sets a past deadline to end it at
+// status is the user's, stop is set, or d passes (then it returns
+// os.ErrDeadlineExceeded: ring statistics are sampled and the rate
+// window closed even on an idle port). wakeQueues sets a past deadline to end it at
 // once; stop is checked after the deadline is set, so a wake cannot be
 // lost.
-func (q *rxQueue) wait(status *uint32, stop *atomic.Bool) error {
-	if err := q.conn.SetReadDeadline(time.Now().Add(PollTimeout)); err != nil {
+func (q *rxQueue) wait(status *uint32, stop *atomic.Bool, d time.Duration) error {
+	if err := q.conn.SetReadDeadline(time.Now().Add(d)); err != nil {
 		return err
 	}
 	woken := false
@@ -226,6 +264,9 @@ func (q *rxQueue) wait(status *uint32, stop *atomic.Bool) error {
 func (p *Port) wakeQueues() {
 	for _, q := range p.queues {
 		q.conn.SetReadDeadline(time.Unix(1, 0))
+		if q.light != nil {
+			q.light.conn.SetReadDeadline(time.Unix(1, 0))
+		}
 	}
 }
 
@@ -237,58 +278,271 @@ func (q *rxQueue) sampleRingDrops() {
 	if err == nil && st.Drops != 0 {
 		q.port.stats.drops[dropRing].Add(uint64(st.Drops))
 	}
+	if q.light != nil {
+		st, err := q.light.conn.Stats()
+		if err == nil && st.Drops != 0 {
+			q.port.stats.drops[dropRing].Add(uint64(st.Drops))
+			q.lightDrops.Add(uint64(st.Drops))
+		}
+	}
 }
 
-// routineReceive hands the ring's blocks to h in order until ctx is done
-// or stop is set (wakeQueues). It is started by Run, which waits for it.
-func (q *rxQueue) routineReceive(ctx context.Context, stop *atomic.Bool, h BatchHandler) error {
+// routineReceive hands the rings' frames to h in order until ctx is done
+// or stop is set (wakeQueues): the V3 ring's a block at a time, the
+// light ring's as they land. It is started by Run, which waits for it.
+//
+// With a Backlog (b not nil, h unused) the loop hands batches to
+// b.HandleRing and serves b whenever the rings have nothing ready, so
+// the one goroutine both reads the ring and runs the data path.
+func (q *rxQueue) routineReceive(ctx context.Context, stop *atomic.Bool, h BatchHandler, b Backlog) error {
 	p := q.port
-	p.log.Debug("receive queue started", "queue", q.id)
+	q.hold, q.readRun = b, 0
+	defer func() { q.hold = nil }()
+	p.log.Debug("receive queue started", "queue", q.id, "light_ring", q.light != nil)
 	defer p.log.Debug("receive queue stopped", "queue", q.id)
 	var drops dropCounts
+	q.winStart, q.winFrames, q.lastStats = time.Now(), 0, time.Now()
 	for {
-		b := q.ring[q.blk*RingBlockSize : (q.blk+1)*RingBlockSize]
-		status := (*uint32)(unsafe.Pointer(&b[bdBlockStatus]))
-		if atomic.LoadUint32(status)&tpStatusUser == 0 {
-			if stop.Load() || ctx.Err() != nil {
-				return nil
-			}
-			err := q.wait(status, stop)
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				q.sampleRingDrops()
-			} else if err != nil {
-				return fmt.Errorf("hw: %s queue %d: wait: %w", p.name, q.id, err)
-			}
-			continue
+		var err error
+		if q.lightOn && !q.draining {
+			err = q.stepLight(ctx, stop, h, &drops)
+		} else {
+			err = q.stepBulk(ctx, stop, h, &drops)
 		}
-		frames := parseBlock(b, q.frames, p.maxLen, p.vnet, &drops)
-		if q.backlog() >= RingBacklogBlocks {
-			for i := range frames {
-				frames[i].Backlogged = true
-			}
+		if err == errLightStopped {
+			return nil
 		}
-		// Count before the handler runs, so that what it sees is
-		// already in Stats.
-		if drops != (dropCounts{}) {
-			p.stats.addDrops(&drops)
-			drops = dropCounts{}
+		if err != nil {
+			return fmt.Errorf("hw: %s queue %d: %w", p.name, q.id, err)
 		}
-		if len(frames) > 0 {
-			var bytes uint64
-			for i := range frames {
-				bytes += uint64(len(frames[i].Data))
-			}
-			p.stats.rxPackets.Add(uint64(len(frames)))
-			p.stats.rxBytes.Add(bytes)
-			h(q.id, frames)
-		}
-		// Hand the block back (TP_STATUS_KERNEL).
-		atomic.StoreUint32(status, 0)
-		q.blk = (q.blk + 1) % RingBlocks
 		select {
 		case <-ctx.Done():
 			return nil
 		default:
 		}
 	}
+}
+
+// stepBulk hands the next V3 block to h, or waits for it. While
+// draining, it waits only as long as the kernel's current block has
+// frames (LightDrainTimeout at most), then lets the light ring go.
+func (q *rxQueue) stepBulk(ctx context.Context, stop *atomic.Bool, h BatchHandler, drops *dropCounts) error {
+	p := q.port
+	b := q.ring[q.blk*RingBlockSize : (q.blk+1)*RingBlockSize]
+	status := (*uint32)(unsafe.Pointer(&b[bdBlockStatus]))
+	if atomic.LoadUint32(status)&tpStatusUser == 0 {
+		if q.serveBacklog() {
+			q.countBulk(0)
+			return nil
+		}
+		timeout := PollTimeout
+		switch {
+		case q.draining:
+			// A frame the old selector sent here is written within
+			// microseconds (lightSettle); the kernel then retires the
+			// block on its timer if it holds any (num_pkts is counted
+			// as a frame is placed).
+			now := time.Now()
+			if !q.blockHasFrames() && !now.Before(q.settleUntil) || now.After(q.drainUntil) {
+				q.draining = false
+				return nil
+			}
+			timeout = max(q.settleUntil.Sub(now), lightSettle)
+		case q.light != nil && !q.lightBroken:
+			timeout = LightEnterWindow
+		}
+		if stop.Load() || ctx.Err() != nil {
+			return errLightStopped
+		}
+		err := q.wait(status, stop, timeout)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			q.sampleIdle()
+		} else if err != nil {
+			return fmt.Errorf("wait: %w", err)
+		}
+		q.countBulk(0)
+		return nil
+	}
+	if q.light != nil && !q.lightOn {
+		// Frames the selector sent to the light ring just before the
+		// move came first.
+		q.drainLight(h, drops)
+	}
+	frames := parseBlock(b, q.frames, p.maxLen, p.vnet, drops)
+	behind := q.backlog()
+	if behind >= RingBacklogBlocks {
+		for i := range frames {
+			frames[i].Backlogged = true
+		}
+	}
+	q.deliver(frames, drops, h, behind > 0)
+	// Hand the block back (TP_STATUS_KERNEL).
+	atomic.StoreUint32(status, 0)
+	q.blk = (q.blk + 1) % RingBlocks
+	q.countBulk(len(frames))
+	if q.hold != nil && behind > 0 {
+		if q.readRun++; q.readRun >= BacklogReadBlocks {
+			q.serveBacklog()
+		}
+	}
+	return nil
+}
+
+// serveBacklog serves one batch of the loop's Backlog, if it has one,
+// and reports whether it handed any frames on.
+func (q *rxQueue) serveBacklog() bool {
+	if q.hold == nil {
+		return false
+	}
+	q.readRun = 0
+	return q.hold.ServeBacklog(q.id)
+}
+
+// blockHasFrames reports whether block q.blk, still the kernel's, has
+// frames in it.
+func (q *rxQueue) blockHasFrames() bool {
+	numPkts := (*uint32)(unsafe.Pointer(&q.ring[q.blk*RingBlockSize+bdNumPkts]))
+	return atomic.LoadUint32(numPkts) != 0
+}
+
+// blockReady reports whether the kernel handed over block q.blk.
+func (q *rxQueue) blockReady() bool {
+	status := (*uint32)(unsafe.Pointer(&q.ring[q.blk*RingBlockSize+bdBlockStatus]))
+	return atomic.LoadUint32(status)&tpStatusUser != 0
+}
+
+// sampleIdle samples the ring drops after a wait timed out, at most once
+// per PollTimeout.
+func (q *rxQueue) sampleIdle() {
+	if now := time.Now(); now.Sub(q.lastStats) >= PollTimeout {
+		q.lastStats = now
+		q.sampleRingDrops()
+	}
+}
+
+// deliver counts a batch and hands it to h, or to the loop's Backlog
+// with more (frames are ready behind these). Drops are counted before h
+// runs, so that what it sees is already in Stats.
+func (q *rxQueue) deliver(frames []Frame, drops *dropCounts, h BatchHandler, more bool) {
+	p := q.port
+	if *drops != (dropCounts{}) {
+		p.stats.addDrops(drops)
+		*drops = dropCounts{}
+	}
+	if len(frames) == 0 {
+		return
+	}
+	var bytes uint64
+	for i := range frames {
+		bytes += uint64(len(frames[i].Data))
+	}
+	p.stats.rxPackets.Add(uint64(len(frames)))
+	p.stats.rxBytes.Add(bytes)
+	if q.hold != nil {
+		q.hold.HandleRing(q.id, frames, more)
+		return
+	}
+	h(q.id, frames)
+}
+
+// drainLight hands every frame waiting in the light ring to h. It runs
+// when the V3 ring has frames ready behind them (a move to it), so a
+// Backlog is told there is more.
+func (q *rxQueue) drainLight(h BatchHandler, drops *dropCounts) {
+	p := q.port
+	for q.light.ready() {
+		frames, n := q.light.collect(q.frames, p.maxLen, p.vnet, drops)
+		q.deliver(frames, drops, h, true)
+		q.light.release(n)
+	}
+}
+
+// countBulk adds n frames of the V3 ring to the rate window and moves
+// the queue to its light ring when the window closes under
+// LightEnterFrames. Once per block or wait, never per frame.
+func (q *rxQueue) countBulk(n int) {
+	if q.light == nil || q.lightBroken || q.lightOn {
+		return
+	}
+	q.winFrames += n
+	now := time.Now()
+	if now.Sub(q.winStart) < LightEnterWindow {
+		return
+	}
+	seen := q.winFrames
+	q.winStart, q.winFrames = now, 0
+	if seen >= LightEnterFrames {
+		return
+	}
+	if err := q.light.steer(true); err != nil {
+		q.port.log.Warn("light ring: steering failed; the queue stays on its V3 ring", "queue", q.id, "err", err)
+		q.lightBroken = true
+		return
+	}
+	q.toLight.Add(1)
+	q.lightOn, q.draining = true, true
+	q.settleUntil, q.drainUntil = now.Add(lightSettle), now.Add(LightDrainTimeout)
+}
+
+// stepLight hands the light ring's waiting frames to h, or waits for
+// one; past LightLeaveFrames in LightLeaveWindow, or LightBurstFrames
+// at once, it moves the queue to its V3 ring.
+func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandler, drops *dropCounts) error {
+	p := q.port
+	frames, n := q.light.collect(q.frames, p.maxLen, p.vnet, drops)
+	if n == 0 {
+		if q.blockReady() {
+			// A block of frames steered to the V3 ring before the
+			// move that retired after LightDrainTimeout.
+			return q.stepBulk(ctx, stop, h, drops)
+		}
+		if q.serveBacklog() {
+			return nil
+		}
+		if stop.Load() || ctx.Err() != nil {
+			return errLightStopped
+		}
+		timeout := PollTimeout
+		if q.blockHasFrames() {
+			// The V3 ring's current block still holds frames (see
+			// above): its retire wakes the V3 socket, not this one.
+			timeout = time.Millisecond
+		}
+		err := q.light.wait(stop, timeout)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			q.sampleIdle()
+		} else if err != nil {
+			return fmt.Errorf("wait light ring: %w", err)
+		}
+		return nil
+	}
+	now := time.Now()
+	if now.Sub(q.winStart) >= LightLeaveWindow {
+		q.winStart, q.winFrames = now, 0
+	}
+	q.winFrames += n
+	if q.winFrames < LightLeaveFrames && n < LightBurstFrames {
+		q.deliver(frames, drops, h, false)
+		q.light.release(n)
+		return nil
+	}
+	// Towards the V3 ring: from the map update on, frames go there,
+	// behind every frame in the light ring.
+	if err := q.light.steer(false); err != nil {
+		// Stay on the light ring: it still takes every frame.
+		p.log.Warn("light ring: steering failed; the queue stays on its light ring", "queue", q.id, "err", err)
+		q.winStart, q.winFrames = now, 0
+		q.deliver(frames, drops, h, false)
+		q.light.release(n)
+		return nil
+	}
+	q.toBulk.Add(1)
+	// A burst: with a Backlog, held rather than run, so that the light
+	// ring's few slots empty before the burst overflows them.
+	q.deliver(frames, drops, h, true)
+	q.light.release(n)
+	q.drainLight(h, drops)
+	q.lightOn = false
+	q.winStart, q.winFrames = time.Now(), 0
+	return nil
 }

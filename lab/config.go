@@ -75,6 +75,7 @@ type labPort struct {
 	Driver string `yaml:"driver,omitempty"`
 	Tx     string `yaml:"tx,omitempty"`
 	Queues int    `yaml:"queues,omitempty"`
+	AQM    string `yaml:"aqm,omitempty"`
 }
 
 // withDriver returns the config edit that sets every port's driver.
@@ -82,6 +83,16 @@ func withDriver(driver string) func(*labConfig) {
 	return func(c *labConfig) {
 		for i := range c.Ports {
 			c.Ports[i].Driver = driver
+		}
+	}
+}
+
+// withAQM returns the config edit that sets every port's receive queue
+// (ports[].aqm: on or off).
+func withAQM(aqm string) func(*labConfig) {
+	return func(c *labConfig) {
+		for i := range c.Ports {
+			c.Ports[i].AQM = aqm
 		}
 	}
 }

@@ -398,13 +398,22 @@ const pnOrderFrames = 100_000
 // pnOrderFrames frames on the link and checks offline that PNs strictly
 // increase per SA; the receiving routers, with replay window 0, count no
 // InPktsLate. The SecYs run with parallel: always. A worker counts as
-// busy with at least 5% of the frames: the caller starts on its frames at
-// once and the helper joins batches big enough to share when it wakes,
-// which on a 2-vCPU VM takes 100-170 us (the lab's batches are small), so
-// the helper's share here is 7-14%.
+// busy with at least 5% of the frames.
+//
+// The routers are built with -tags labyield (macsec.Config.
+// YieldBetweenRuns): each worker yields its core before each run of
+// frames it claims, so the helper a call readied joins at once, on the
+// caller's core. Without it the helper's share depended on the flow and
+// on the machine, not on the router: its wakeup takes 100-170 us on a
+// 2-vCPU VM, as long as sealing ~100 frames, so it shared only calls that
+// came back to back. An unpaced flow on a machine with a core to spare
+// gave it 14-25 % of router 1's frames (with the V3 ring alone and with
+// the light ring); the same flow paced smooth at 30, 60 or 150 Mbit/s
+// (iperf3 --fq-rate), as a busy machine makes it, 2-5 % with either
+// ring, and 35-37 % with the yield.
 func TestMACsecPNOrder(t *testing.T) {
 	requirePrivileged(t, "iperf3")
-	bin := buildRouter(t)
+	bin := buildRouterTags(t, "labyield")
 	opt := Options{
 		RouterBinary: bin,
 		StatusPort:   freePort(t),

@@ -1,6 +1,7 @@
 package macsec
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -182,5 +183,56 @@ func TestHelperSpins(t *testing.T) {
 	}
 	if n := s.help.spinning.Load(); n != 0 {
 		t.Errorf("%d helpers still polling 5 s after the last call", n)
+	}
+}
+
+// TestYieldBetweenRuns: with YieldBetweenRuns the helper takes a share of
+// calls spaced far apart, each too small to outlast a wakeup on its own
+// (GOMAXPROCS 1: no second core to wake it on), and the frames still
+// leave in PN order; without it the caller seals them all.
+func TestYieldBetweenRuns(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for _, yield := range []bool{false, true} {
+		var got [][]byte
+		cfg := testConfig(GCMAES128, true, func(fs [][]byte) {
+			for _, f := range fs {
+				got = append(got, append([]byte(nil), f...))
+			}
+		}, func([][]byte) {})
+		cfg.Workers, cfg.AlwaysParallel, cfg.YieldBetweenRuns = 2, true, yield
+		s, err := New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.InstallTXSA(SAConfig{AN: 0, Key: testKey(GCMAES128)}); err != nil {
+			t.Fatal(err)
+		}
+		frames := make([][]byte, 32)
+		for i := range frames {
+			frames[i] = testFrame(1400, uint32(i))
+		}
+		const calls = 20
+		for range calls {
+			time.Sleep(time.Millisecond) // the helper parks between calls
+			s.Protect(frames)
+		}
+		wf := s.WorkerFrames()
+		s.Close()
+		if len(got) != calls*len(frames) {
+			t.Fatalf("YieldBetweenRuns %v: %d frames out, want %d", yield, len(got), calls*len(frames))
+		}
+		for i, f := range got {
+			if pn := SecTAG(f[addrsLen:]).PN(); pn != uint32(i+1) {
+				t.Fatalf("YieldBetweenRuns %v: frame %d has PN %d, want %d", yield, i, pn, i+1)
+			}
+		}
+		helper := wf[0]
+		t.Logf("YieldBetweenRuns %v: worker frames %v", yield, wf)
+		if yield && helper*20 < uint64(len(got)) {
+			t.Errorf("YieldBetweenRuns: helper sealed %d of %d frames, want >= 5%%", helper, len(got))
+		}
+		if !yield && helper != 0 {
+			t.Errorf("without YieldBetweenRuns on one core: helper sealed %d frames, want 0", helper)
+		}
 	}
 }

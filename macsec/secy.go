@@ -96,6 +96,13 @@ type Config struct {
 	// helpers. Otherwise a call wakes helpers only when its crypto
 	// outweighs the measured cost of waking them (see help.go).
 	AlwaysParallel bool
+	// YieldBetweenRuns makes every worker yield its core
+	// (runtime.Gosched) before each run of frames it claims, so that a
+	// helper the call just readied runs at once, on the caller's core,
+	// and takes its share of the call whatever the machine's load. For
+	// tests of order under parallel crypto (the lab's PN-order test); it
+	// costs a trip through the scheduler per run of frames.
+	YieldBetweenRuns bool
 	// PNStore persists transmit PN high-water marks; nil keeps no state
 	// (PNs then restart from the configured value after a restart).
 	PNStore PNStore
@@ -320,6 +327,9 @@ func New(cfg Config, log *slog.Logger) (*SecY, error) {
 	}
 	if cfg.LowerMTU == 0 {
 		cfg.LowerMTU = 1500
+	}
+	if cfg.YieldBetweenRuns && cfg.workerHook == nil {
+		cfg.workerHook = runtime.Gosched
 	}
 	if cfg.Workers == 0 {
 		cfg.Workers = runtime.NumCPU()

@@ -3,8 +3,9 @@ package router
 // The lab's hooks: what package router offers only so that the lab (lab/,
 // cmd/gvlab) and the whole-router tests can measure or steer a router.
 // None is reachable from the config; the appliance reaches ServeDiscard
-// only through "gvrouter run -bench-sink" and WithMKARand only in a build
-// with -tags labmka (cmd/gvrouter/labhooks.go says why each exists there).
+// only through "gvrouter run -bench-sink", WithMKARand only in a build
+// with -tags labmka and WithMACsecYield only with -tags labyield
+// (cmd/gvrouter/labhooks.go says why each exists there).
 //
 //   - ServeDiscard: a TCP sink in the router's netstack, so that the
 //     lab's GRO bench (gvlab -bench-modes g) and the MACsec interop test
@@ -14,6 +15,9 @@ package router
 //   - WithMKASecY: a wrapper around the SecY an MKA participant keys, so
 //     that a test can start a transmit SA near PN exhaustion and make the
 //     peer's key server rekey.
+//   - WithMACsecYield: workers that yield their core before each run of
+//     frames, so that the lab's PN-order test has the crypto of its calls
+//     spread over the workers whatever the machine's load.
 
 import (
 	"errors"
@@ -84,3 +88,11 @@ func WithMKARand(rand io.Reader) Option { return func(r *Router) { r.mkaRand = r
 func WithMKASecY(wrap func(MKASecY) MKASecY) Option {
 	return func(r *Router) { r.mkaSecY = wrap }
 }
+
+// WithMACsecYield sets macsec.Config.YieldBetweenRuns on every SecY: each
+// crypto worker yields its core before each run of frames it claims, so
+// that a helper the call readied takes its share on the caller's core.
+// The lab's PN-order test injects it (a build with -tags labyield) to have
+// the crypto of every call split over the workers however busy the
+// machine. Never use it outside tests.
+func WithMACsecYield() Option { return func(r *Router) { r.macsecYield = true } }

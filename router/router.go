@@ -99,6 +99,9 @@ type Router struct {
 	// mkaSecY, if set, wraps each SecY for its MKA participant
 	// (WithMKASecY).
 	mkaSecY func(MKASecY) MKASecY
+	// macsecYield sets macsec.Config.YieldBetweenRuns on every SecY
+	// (WithMACsecYield).
+	macsecYield bool
 
 	// nat is the conntrack/NAT engine and its status.
 	nat struct {
@@ -179,6 +182,10 @@ type runningPort struct {
 	// input is the port's receive entry (its trunk's), re-pointed on
 	// reload.
 	input stack.PortInput
+	// rxq is the port's receive queue in front of input, made by
+	// startPortLocked and closed when the receive loop ends; on or off
+	// by ports[].aqm (bindPortsLocked).
+	rxq *stack.RxQueue
 	// trunk demultiplexes the port's frames to its interfaces by VLAN;
 	// nil until the netstack exists.
 	trunk *stack.Trunk
@@ -406,6 +413,9 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 // carrier changes at those interfaces.
 func (r *Router) bindPortsLocked() {
 	for name, rp := range r.ports {
+		if rp.rxq != nil {
+			rp.rxq.SetEnabled(portAQM(r.cfg, name))
+		}
 		var ifcs []*stack.Interface
 		for _, ic := range r.cfg.Interfaces {
 			if ic.Port != name {
@@ -445,6 +455,15 @@ func (r *Router) bindPortsLocked() {
 	r.syncMulticastLocked()
 }
 
+// portAQM reports whether port name's receive queue is on in cfg
+// (ports[].aqm; off unless "on": the queue copies every frame it
+// holds, which costs af_packet bulk throughput until that copy goes,
+// docs/performance.md).
+func portAQM(cfg *config.Config, name string) bool {
+	pc := cfg.Port(name)
+	return pc != nil && pc.AQM == config.AQMOn
+}
+
 // startPortLocked starts the receive loop of one port.
 func (r *Router) startPortLocked(rp *runningPort) {
 	if rp.done != nil {
@@ -453,9 +472,19 @@ func (r *Router) startPortLocked(rp *runningPort) {
 	ctx, cancel := context.WithCancel(r.ctx)
 	rp.cancel = cancel
 	rp.done = make(chan struct{})
+	rxq := stack.NewRxQueue(rp.input.HandleBatch, rp.port.MTU()+hw.MaxL2Overhead)
+	rxq.SetEnabled(portAQM(r.cfg, rp.cfg.Name))
+	rp.rxq = rxq
 	go func() {
 		defer close(rp.done)
-		err := rp.port.Run(ctx, rp.input.HandleBatch)
+		defer rxq.Close()
+		var err error
+		if br, ok := rp.port.(hw.BacklogRunner); ok {
+			// The port's receive loops serve the queue themselves.
+			err = br.RunBacklog(ctx, rxq)
+		} else {
+			err = rp.port.Run(ctx, rxq.HandleBatch)
+		}
 		if err != nil && ctx.Err() == nil {
 			r.log.Error("port receive loop stopped", "port", rp.port.Name(), "err", err)
 		}

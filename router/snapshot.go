@@ -9,6 +9,7 @@ import (
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/natstatus"
+	"github.com/gvrouter/gvrouter/stack"
 
 	"github.com/gvrouter/gvrouter/router/status"
 )
@@ -143,12 +144,23 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 				drops[k] += n
 			}
 		}
+		var aqm *status.PortAQM
+		if rp.rxq != nil {
+			aqm = portAQMStatus(rp.rxq)
+			if aqm.Dropped > 0 {
+				drops["aqm"] = aqm.Dropped
+			}
+			if aqm.Overlimit > 0 {
+				drops["aqm_overlimit"] = aqm.Overlimit
+			}
+		}
 		queues := rp.cfg.Queues
 		driver, mode := portDriver(rp.port)
 		s.Ports = append(s.Ports, status.Port{
 			Driver:    driver,
 			Mode:      mode,
 			UMEM:      portUMEM(rp.port, st),
+			AQM:       aqm,
 			Name:      name,
 			State:     state,
 			MAC:       rp.port.HardwareAddr().String(),
@@ -170,4 +182,20 @@ func (r *Router) snapshot() (status.Snapshot, *natengine.Engine, int) {
 	}
 	r.macsecSnapshotLocked(&s)
 	return s, r.nat.engine, r.nat.max
+}
+
+// portAQMStatus is what the status page shows of a port's receive queue.
+func portAQMStatus(q *stack.RxQueue) *status.PortAQM {
+	st := q.Stats()
+	return &status.PortAQM{
+		On:           q.Enabled(),
+		Passed:       st.Passed,
+		Queued:       st.Queued,
+		Dropped:      st.Dropped,
+		Marked:       st.Marked,
+		Overlimit:    st.Overlimit,
+		Backlog:      st.Backlog,
+		BacklogBytes: st.BacklogBytes,
+		MaxSojournMs: float64(st.MaxSojourn) / float64(time.Millisecond),
+	}
 }

@@ -16,7 +16,12 @@ import (
 //
 //  1. Port receive loop (hw/rx_linux.go rxQueue.routineReceive; an
 //     AF_XDP or TAP port's Run alike): one batch per ring block, frames
-//     pointing into the ring until the handler returns.
+//     pointing into the ring until the handler returns. The router puts
+//     the port's receive queue in front of stage 2 (rxqueue.go
+//     RxQueue.HandleBatch): a small batch that finds it empty goes on at
+//     once; the rest is copied into flow queues and handed on by the
+//     queue's worker (rxQueue.serve) in batches of its choosing, sparse
+//     flows first, CoDel dropping or ECN-marking what waited too long.
 //  2. Port entry (port.go PortInput.HandleBatch): the port's capture, if
 //     one runs, then the port's Trunk; with none the batch is a counted
 //     drop.

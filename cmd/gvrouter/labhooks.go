@@ -12,11 +12,13 @@ import (
 	"github.com/gvrouter/gvrouter/router"
 )
 
-// labOptions, set only in a build with -tags labmka (labmka.go), adds
-// the lab's test options to router.New: the lab's key-leak test builds
-// such a router so that it knows the SAKs it must not find anywhere.
-// The appliance's build leaves it nil.
-var labOptions func() []router.Option
+// labOptions, filled only in a build with -tags labmka (labmka.go) or
+// labyield (labyield.go), add the lab's test options to router.New: the
+// lab's key-leak test builds a labmka router so that it knows the SAKs it
+// must not find anywhere, its PN-order test a labyield router so that
+// every call's crypto is split over the workers. The appliance's build
+// leaves it empty.
+var labOptions []func() []router.Option
 
 // serveBenchSink starts the TCP discard sink of "run -bench-sink ADDR:PORT"
 // (router.ServeDiscard): the lab's GRO bench (gvlab -bench-modes g)

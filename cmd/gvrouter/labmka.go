@@ -22,13 +22,13 @@ import (
 const LabMKASeedEnv = "GVROUTER_LAB_MKA_SEED"
 
 func init() {
-	labOptions = func() []router.Option {
+	labOptions = append(labOptions, func() []router.Option {
 		seed, err := hex.DecodeString(os.Getenv(LabMKASeedEnv))
 		if err != nil || len(seed) != 32 {
 			return nil
 		}
 		return []router.Option{router.WithMKARand(&lockedReader{r: LabMKAStream(seed, os.Getpid())})}
-	}
+	})
 }
 
 // lockedReader serialises the participants' reads (ChaCha8 is not safe

@@ -192,8 +192,8 @@ func cmdRun(args []string) error {
 	defer signal.Stop(sigs)
 
 	opts := []router.Option{router.WithRunDir(*runDir)}
-	if labOptions != nil {
-		opts = append(opts, labOptions()...)
+	for _, lab := range labOptions {
+		opts = append(opts, lab()...)
 	}
 	r, err := router.New(cfg, buildInfo(), logger, opts...)
 	if err != nil {

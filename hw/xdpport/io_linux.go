@@ -23,6 +23,18 @@ const idleWait = 100 * time.Millisecond
 // a tag the driver left in-band stays in Data, and checksums are the
 // stack's to check.
 func (p *Port) Run(ctx context.Context, h hw.BatchHandler) error {
+	return p.run(ctx, h, nil)
+}
+
+// RunBacklog is Run with b.HandleRing as the handler, and b served by
+// each queue loop when its RX ring has nothing ready (hw.Backlog).
+func (p *Port) RunBacklog(ctx context.Context, b hw.Backlog) error {
+	return p.run(ctx, nil, b)
+}
+
+var _ hw.BacklogRunner = (*Port)(nil)
+
+func (p *Port) run(ctx context.Context, h hw.BatchHandler, b hw.Backlog) error {
 	p.mu.Lock()
 	switch {
 	case p.closed.Load():
@@ -47,7 +59,7 @@ func (p *Port) Run(ctx context.Context, h hw.BatchHandler) error {
 	})
 	defer stop()
 	for _, s := range p.socks {
-		go p.routineReceive(ctx, s, h)
+		go p.routineReceive(ctx, s, h, b)
 	}
 	p.runWG.Wait()
 	if ctx.Err() != nil {
@@ -64,14 +76,17 @@ type receiver struct {
 
 // routineReceive is the queue's receiver: the only goroutine that
 // touches its socket's RX and fill rings. It ends when ctx does or the
-// port closes; Run waits for it.
-func (p *Port) routineReceive(ctx context.Context, s *xsk.Socket, h hw.BatchHandler) {
+// port closes; Run waits for it. With a Backlog (b not nil, h unused)
+// it hands batches to b.HandleRing and serves b whenever the RX ring has
+// nothing ready, or after hw.BacklogReadBlocks full batches in a row.
+func (p *Port) routineReceive(ctx context.Context, s *xsk.Socket, h hw.BatchHandler, b hw.Backlog) {
 	defer p.runWG.Done()
 	p.log.Debug("receiver started", "queue", s.Queue())
 	defer p.log.Debug("receiver stopped", "queue", s.Queue())
 	r := &receiver{}
 	u := p.umem
 	q := s.Queue()
+	readRun := 0
 	for ctx.Err() == nil && !p.closed.Load() {
 		// Per batch: frames the kernel has sent from this queue's TX
 		// ring go back to the free list (frames of any port, with a
@@ -81,9 +96,17 @@ func (p *Port) routineReceive(ctx context.Context, s *xsk.Socket, h hw.BatchHand
 		s.Refill()
 		n := s.Receive(r.descs[:])
 		if n == 0 {
+			if b != nil {
+				readRun = 0
+				if b.ServeBacklog(q) {
+					continue
+				}
+			}
 			s.Wait(idleWait)
 			continue
 		}
+		// A full batch: the RX ring likely has more behind it.
+		more := n == len(r.descs)
 		kept := 0
 		var bytes uint64
 		var oversize, malformed uint64
@@ -103,7 +126,11 @@ func (p *Port) routineReceive(ctx context.Context, s *xsk.Socket, h hw.BatchHand
 		if kept > 0 {
 			p.rxPackets.Add(uint64(kept))
 			p.rxBytes.Add(bytes)
-			h(q, r.frames[:kept])
+			if b != nil {
+				b.HandleRing(q, r.frames[:kept], more)
+			} else {
+				h(q, r.frames[:kept])
+			}
 			clear(r.frames[:kept]) // no view of a released frame outlives the batch
 		}
 		// Frames the handler forwarded without a copy (WriteFrames lent
@@ -115,6 +142,12 @@ func (p *Port) routineReceive(ctx context.Context, s *xsk.Socket, h hw.BatchHand
 			p.malformed.Add(malformed)
 		}
 		u.Release(r.descs[:n])
+		if b != nil && more {
+			if readRun++; readRun >= hw.BacklogReadBlocks {
+				readRun = 0
+				b.ServeBacklog(q)
+			}
+		}
 	}
 }
 

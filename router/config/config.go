@@ -37,6 +37,12 @@ const (
 	TxRingBypass = "ring-bypass" // the TX ring with PACKET_QDISC_BYPASS
 )
 
+// Receive queue settings accepted in "ports[].aqm:".
+const (
+	AQMOn  = "on"  // the router's own flow-fair CoDel queue
+	AQMOff = "off" // the receive loop runs the data path on each ring block (default)
+)
+
 // DefaultDriver is the driver of a port whose config names none:
 // af_xdp on ixgbe (native XDP and AF_XDP zero-copy), af_packet on
 // bcm47094 (bgmac has no XDP) and on generic hardware.
@@ -137,7 +143,11 @@ type Port struct {
 	// (sendmmsg on every profile, docs/performance.md). Valid iff Kind is
 	// PortPacket; an af_xdp port uses it only if it falls back to
 	// af_packet.
-	Tx  string
+	Tx string
+	// AQM is the port's receive queue (stack.RxQueue: flow-fair, CoDel
+	// with ECN marking, for when the router is the bottleneck): AQMOn
+	// or AQMOff, e.g. "on"; "" = AQMOff.
+	AQM string
 	Pos Pos // where the port is defined, e.g. {Line: 9, Col: 5}
 	// Kind is PortPacket (a kernel interface) or PortTAP (the host TAP,
 	// which the router creates).

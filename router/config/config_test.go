@@ -79,7 +79,7 @@ func TestParse(t *testing.T) {
 			name: "full",
 			in: `hardware: ixgbe
 ports:
-  - {name: eth0, queues: 4, mtu: 9000, driver: af_xdp, tx: ring}
+  - {name: eth0, queues: 4, mtu: 9000, driver: af_xdp, tx: ring, aqm: off}
   - name: eth1
     queues: 64
     mtu: 1500
@@ -112,7 +112,7 @@ firewall: {wan_input: accept}
 				File:     "name.yaml",
 				Hardware: "ixgbe",
 				Ports: []Port{
-					{Name: "eth0", Queues: 4, MTU: 9000, Driver: "af_xdp", Tx: "ring", Pos: Pos{3, 5}},
+					{Name: "eth0", Queues: 4, MTU: 9000, Driver: "af_xdp", Tx: "ring", AQM: "off", Pos: Pos{3, 5}},
 					{Name: "eth1", Queues: 64, MTU: 1500, Pos: Pos{4, 5}},
 				},
 				Interfaces: []Interface{
@@ -269,6 +269,8 @@ func TestParseErrors(t *testing.T) {
 		{"queues negative", "ports:\n  - {name: eth0, queues: -1}\n", []string{`name.yaml:2:26: port "eth0": queues -1 out of range`}},
 		{"driver unknown", "ports:\n  - {name: eth0, driver: xdp}\n", []string{`name.yaml:2:26: port "eth0": unknown driver "xdp"`}},
 		{"tx unknown", "ports:\n  - {name: eth0, tx: mmap}\n", []string{`name.yaml:2:22: port "eth0": unknown tx "mmap"`}},
+		{"aqm unknown", "ports:\n  - {name: eth0, aqm: codel}\n", []string{`name.yaml:2:23: port "eth0": unknown aqm "codel"; want one of: on, off`}},
+		{"aqm not a string", "ports:\n  - {name: eth0, aqm: [on]}\n", []string{`port "eth0": aqm:`}},
 		{"tx not a string", "ports:\n  - {name: eth0, tx: [ring]}\n", []string{`port "eth0": tx:`}},
 		{"driver not a string", "ports:\n  - {name: eth0, driver: [af_xdp]}\n", []string{`port "eth0": driver:`}},
 		{"queues string", "ports:\n  - {name: eth0, queues: two}\n", []string{`name.yaml:2:26: port "eth0": queues: want an integer, got "two"`}},
@@ -448,7 +450,7 @@ nat: {masquerade: [wan]}
 	want := []string{
 		`bad.yaml:1:11: hardware: unknown hardware profile "bcm4709"; did you mean "bcm47094"?`,
 		`bad.yaml:4:13: port "eth0": queues 65 out of range: want 1..64, or 0 for the hardware profile's default`,
-		`bad.yaml:5:5: port "eth0": unknown key "offload"; want one of: name, queues, mtu, driver, tx`,
+		`bad.yaml:5:5: port "eth0": unknown key "offload"; want one of: name, queues, mtu, driver, tx, aqm`,
 		`bad.yaml:8:11: interface "lan": unknown port "eth9"; did you mean "eth0"?`,
 		`bad.yaml:9:10: interface "lan": unknown gro "fast": want off, on or selective`,
 		`bad.yaml:11:33: interface "lan": addresses: bad address "bogus": want address/prefix-length, e.g. 192.168.1.1/24 or fd00:1::1/64`,

@@ -5,7 +5,7 @@ import "slices"
 // Equal reports whether p and q configure the same port; positions are
 // ignored, so moving a port within the file changes nothing.
 func (p Port) Equal(q Port) bool {
-	return p.Name == q.Name && p.Queues == q.Queues && p.MTU == q.MTU && p.Driver == q.Driver && p.Tx == q.Tx && p.Kind == q.Kind
+	return p.Name == q.Name && p.Queues == q.Queues && p.MTU == q.MTU && p.Driver == q.Driver && p.Tx == q.Tx && p.AQM == q.AQM && p.Kind == q.Kind
 }
 
 // Equal reports whether i and j configure the same interface; positions

@@ -16,7 +16,7 @@ import (
 var (
 	topKeys               = []string{"hardware", "ports", "interfaces", "routes", "nat", "firewall", "status", "macsec", "state_dir", "dns", "host", "port_mapping"}
 	topUnsupported        = []string{}
-	portKeys              = []string{"name", "queues", "mtu", "driver", "tx"}
+	portKeys              = []string{"name", "queues", "mtu", "driver", "tx", "aqm"}
 	interfaceKeys         = []string{"name", "port", "addresses", "mtu", "role", "vlan", "vlan_protocol", "pcp", "gro", "dhcp", "dhcp_server", "ipv6", "pppoe", "sqm", "wireguard"}
 	interfaceUnsupported  = []string{}
 	routeKeys             = []string{"to", "via", "dev"}
@@ -205,6 +205,7 @@ func (d *decoder) port(n *yaml.Node) Port {
 	d.intKey(m, "mtu", what, &p.src, &p.MTU)
 	d.strKey(m, "driver", what, &p.src, &p.Driver)
 	d.strKey(m, "tx", what, &p.src, &p.Tx)
+	d.strKey(m, "aqm", what, &p.src, &p.AQM)
 	return p
 }
 

@@ -13,6 +13,7 @@ var (
 	hardwareNames = []string{HardwareBCM47094, HardwareIXGBE, HardwareGeneric}
 	driverNames   = []string{DriverAuto, DriverAFXDP, DriverAFPacket}
 	txNames       = []string{TxSendmmsg, TxRing, TxRingBypass}
+	aqmNames      = []string{AQMOn, AQMOff}
 	roleNames     = []string{RoleLAN, RoleWAN}
 )
 
@@ -112,6 +113,9 @@ func (c *Config) validatePorts(l *errorList, top Pos) {
 		}
 		if !p.src.bad["tx"] && p.Tx != "" && !contains(txNames, p.Tx) {
 			l.add(p.src.at("tx", p.Pos), "%s: unknown tx %q%s", what, p.Tx, hint(p.Tx, txNames))
+		}
+		if !p.src.bad["aqm"] && p.AQM != "" && !contains(aqmNames, p.AQM) {
+			l.add(p.src.at("aqm", p.Pos), "%s: unknown aqm %q%s", what, p.AQM, hint(p.AQM, aqmNames))
 		}
 	}
 }

@@ -121,6 +121,8 @@ type collector struct {
 	portDriver *prometheus.Desc
 	// umem is the af_xdp ports' UMEM sharing and transmits (umem.go).
 	umem umemCollector
+	// aqm is the ports' receive queues (aqm.go).
+	aqm aqmCollector
 	// macsec is the SecYs' 802.1AE counters (macsec_metrics.go).
 	macsec macsecDescs
 	ct     conntrackDescs
@@ -216,6 +218,7 @@ func newCollector(s *Server) *collector {
 			[]string{"interface"}, nil),
 		macsec: newMACsecDescs(),
 		umem:   newUMEMCollector(),
+		aqm:    newAQMCollector(),
 		portDriver: prometheus.NewDesc("gvrouter_port_driver_info",
 			"Always 1; labels give the port's backend (af_xdp, af_packet, tap) and its mode (af_xdp: copy or zero-copy, native or generic XDP).",
 			[]string{"port", "driver", "mode"}, nil),
@@ -247,6 +250,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.tapped
 	ch <- c.portDriver
 	c.umem.describe(ch)
+	c.aqm.describe(ch)
 	c.macsec.describe(ch)
 	c.ct.describe(ch)
 }
@@ -299,6 +303,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.portDriver, prometheus.GaugeValue, 1, p.Name, p.Driver, p.Mode)
 		}
 		c.umem.collect(ch, &p)
+		c.aqm.collect(ch, &p)
 	}
 	if snap.Conntrack != nil {
 		c.ct.collect(ch, snap.Conntrack)

@@ -88,6 +88,11 @@ func TestMetrics(t *testing.T) {
 		{"gvrouter_port_tx_copied_total", l("port", "eth0"), dto.MetricType_COUNTER, 45_700},
 		{"gvrouter_port_umem_shared_ports", l("port", "eth0", "umem", "1"), dto.MetricType_GAUGE, 1},
 		{"gvrouter_port_umem_frames", l("port", "eth0", "place", "lent"), dto.MetricType_GAUGE, 64},
+		{"gvrouter_port_aqm_frames_total", l("port", "eth1", "event", "ecn_marked"), dto.MetricType_COUNTER, 1_033},
+		{"gvrouter_port_aqm_frames_total", l("port", "eth1", "event", "dropped"), dto.MetricType_COUNTER, 412},
+		{"gvrouter_port_aqm_backlog_frames", l("port", "eth1"), dto.MetricType_GAUGE, 37},
+		{"gvrouter_port_aqm_max_sojourn_seconds", l("port", "eth1"), dto.MetricType_GAUGE, 0.0064},
+		{"gvrouter_port_drops_total", l("port", "eth1", "reason", "aqm"), dto.MetricType_COUNTER, 412},
 		{"gvrouter_uptime_seconds", l(), dto.MetricType_GAUGE, 93_788},
 		{"gvrouter_build_info", l("version", "v0.1.0", "build", "2026-11-30T07:00:00Z 3f2c1ab"), dto.MetricType_GAUGE, 1},
 	}

@@ -285,13 +285,16 @@ footer a { color: inherit; }
 <td class="num">{{.Queues}}</td>
 <td class="num"><span class="rx">{{bits .Rates.RxBitsPerSecond}}</span><br><span class="sub">{{pps .Rates.RxPacketsPerSecond}}</span><br><span class="sub">{{bytes .RxBytes}}, {{count .RxPackets}} pkts</span></td>
 <td class="num"><span class="tx">{{bits .Rates.TxBitsPerSecond}}</span><br><span class="sub">{{pps .Rates.TxPacketsPerSecond}}</span><br><span class="sub">{{bytes .TxBytes}}, {{count .TxPackets}} pkts</span>{{with .UMEM}}<br><span class="sub">{{count .TxZeroCopy}} zero-copy, {{count .TxCopied}} copied</span>{{end}}</td>
-<td class="drops-cell">{{template "drops" .Drops}}</td>
+<td class="drops-cell">{{template "drops" .Drops}}{{template "port-aqm" .AQM}}</td>
 </tr>
 {{- else}}
 <tr><td colspan="8" class="empty">no ports</td></tr>
 {{- end}}
 </tbody>
 </table></div>
+{{- end}}
+{{define "port-aqm" -}}
+{{with .}}<br><span class="sub">queue {{if .On}}on{{else}}off{{end}}: {{num .Backlog}} waiting, max {{printf "%.1f" .MaxSojournMs}} ms; {{count .Marked}} ECN marked, {{count .Dropped}} dropped, {{count .Overlimit}} over limit</span>{{end}}
 {{- end}}
 {{define "routes" -}}
 <h2>Routes</h2>

@@ -222,6 +222,9 @@ type Port struct {
 	// UMEM is an af_xdp port's packet memory and its zero-copy and
 	// copied transmits (umem.go); nil for the other backends.
 	UMEM *PortUMEM `json:"umem,omitempty"`
+	// AQM is the port's receive queue (aqm.go); nil for a port without
+	// one.
+	AQM *PortAQM `json:"aqm,omitempty"`
 
 	// RxPackets counts frames received.
 	RxPackets uint64 `json:"rx_packets"`

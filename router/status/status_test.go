@@ -195,6 +195,7 @@ func TestPage(t *testing.T) {
 		"<td><b>lan</b></td>", "<td><b>wan</b></td>", "<td><b>guest</b></td>",
 		`<td class="mono"><b>eth0</b><br><span class="sub">af_xdp, zero-copy, native</span><br><span class="sub">UMEM shared with eth3</span></td>`, `<td class="mono"><b>eth2</b></td>`,
 		`<br><span class="sub">2,300,000 zero-copy, 45,700 copied</span></td>`,
+		`<br><span class="sub">queue on: 37 waiting, max 6.4 ms; 1,033 ECN marked, 412 dropped, 64 over limit</span>`,
 		// addresses, MAC, MTU, queues
 		"192.168.1.1/24<br>fd00:1::1/64", "198.51.100.2/30", "02:00:00:00:00:01",
 		`<td class="num">1500</td>`,

@@ -87,6 +87,10 @@ func Clone(snap status.Snapshot) status.Snapshot {
 			c.SharedWith = slices.Clone(u.SharedWith)
 			snap.Ports[k].UMEM = &c
 		}
+		if a := snap.Ports[k].AQM; a != nil {
+			c := *a
+			snap.Ports[k].AQM = &c
+		}
 	}
 	snap.Routes = slices.Clone(snap.Routes)
 	if c := snap.Conntrack; c != nil {
@@ -289,6 +293,11 @@ func Example(started time.Time) status.Snapshot {
 			{
 				Name: "eth1", State: "up", MAC: "02:00:00:00:00:02", MTU: 1500, Queues: 2,
 				RxPackets: 2_345_100, RxBytes: 3_110_000_000, TxPackets: 1_200_010, TxBytes: 905_000_000,
+				Drops: map[string]uint64{"aqm": 412, "aqm_overlimit": 64},
+				AQM: &status.PortAQM{
+					On: true, Passed: 40_100, Queued: 2_305_000, Dropped: 412, Marked: 1_033, Overlimit: 64,
+					Backlog: 37, BacklogBytes: 54_760, MaxSojournMs: 6.4,
+				},
 			},
 			{Name: "eth2", State: "down", MAC: "02:00:00:00:00:03", MTU: 1500, Queues: 1},
 		},
