@@ -59,21 +59,7 @@ for step in sys.argv[3:]:
 // is NOT_AUTHORIZED. The server is bound on the gateway's LAN address.
 func TestPCPClient(t *testing.T) {
 	netnstest.Privileged(t, "ip", "/usr/bin/python3")
-	gw := netnstest.New(t, "pcgw", netnstest.WithoutIPv6())
-	lan := netnstest.New(t, "pclan", netnstest.WithoutIPv6())
-	wan := netnstest.New(t, "pcwan", netnstest.WithoutIPv6())
-	gw.IP(t, "link", "add", "gl", "type", "veth", "peer", "name", "lg", "netns", lan.Name())
-	gw.IP(t, "link", "add", "gw0", "type", "veth", "peer", "name", "wg", "netns", wan.Name())
-	gw.IP(t, "addr", "add", "192.168.1.1/24", "dev", "gl")
-	gw.IP(t, "addr", "add", "203.0.113.2/24", "dev", "gw0")
-	gw.IP(t, "link", "set", "gl", "up")
-	gw.IP(t, "link", "set", "gw0", "up")
-	lan.IP(t, "addr", "add", "192.168.1.10/24", "dev", "lg")
-	lan.IP(t, "link", "set", "lg", "up")
-	lan.IP(t, "route", "add", "default", "via", "192.168.1.1")
-	wan.IP(t, "addr", "add", "203.0.113.9/24", "dev", "wg")
-	wan.IP(t, "link", "set", "wg", "up")
-	wan.IP(t, "route", "add", "default", "via", "203.0.113.2")
+	gw, lan, wan := pt.Namespaces(t, "pc", pt.WANAddr)
 
 	tb, e, _ := pt.Table(t, portmap.Policy{Secure: true})
 	h := &Handler{Table: tb, Inside: []netip.Prefix{pt.LANNet}}
