@@ -472,29 +472,10 @@ func (d *decoder) redirect(n *yaml.Node) Redirect {
 func (d *decoder) zoneSections(fw *Firewall, m map[string]entry) {
 	if e, ok := m["zones"]; ok {
 		fw.src.set("zones", posOf(e.key))
-		items, _ := d.list(e, "firewall")
-		for _, it := range items {
-			if d.object(it, "firewall: zone") {
-				fw.Zones = append(fw.Zones, d.zone(it))
-			}
-		}
 	}
-	if e, ok := m["rules"]; ok {
-		items, _ := d.list(e, "firewall")
-		for _, it := range items {
-			if d.object(it, "firewall: rule") {
-				fw.Rules = append(fw.Rules, d.rule(it))
-			}
-		}
-	}
-	if e, ok := m["redirects"]; ok {
-		items, _ := d.list(e, "firewall")
-		for _, it := range items {
-			if d.object(it, "firewall: redirect") {
-				fw.Redirects = append(fw.Redirects, d.redirect(it))
-			}
-		}
-	}
+	fw.Zones = objects(d, m, "zones", "firewall", "firewall: zone", d.zone)
+	fw.Rules = objects(d, m, "rules", "firewall", "firewall: rule", d.rule)
+	fw.Redirects = objects(d, m, "redirects", "firewall", "firewall: redirect", d.redirect)
 }
 
 // validateZones checks zone names and interfaces (known, in one zone
