@@ -20,9 +20,10 @@ import (
 // TestLabPortMappingLimits proves the rest of port_mapping on the running
 // router, one router for all of it:
 //   - PCP MAP and PEER from a client written from RFC 6887
-//     (testdata/pcpclient.py): a renewal with another nonce is refused
-//     NOT_AUTHORIZED, the WAN host reaches the LAN host through the MAP,
-//     and through the PEER only from its peer's address and port;
+//     (portmap/pcp/testdata/pcpclient.py, shared with TestPCPClient): a
+//     renewal with another nonce is refused NOT_AUTHORIZED, the WAN host
+//     reaches the LAN host through the MAP, and through the PEER only
+//     from its peer's address and port;
 //   - ports outside the allow rules are refused: NAT-PMP and PCP
 //     NOT_AUTHORIZED (2) for an internal port below 1024, PCP
 //     NOT_AUTHORIZED for an external port below 1024 with
@@ -45,7 +46,7 @@ import (
 func TestLabPortMappingLimits(t *testing.T) {
 	parallelLongLab(t)
 	requirePrivileged(t, "natpmpc", "/usr/bin/python3")
-	script, err := filepath.Abs("testdata/pcpclient.py")
+	script, err := filepath.Abs("../portmap/pcp/testdata/pcpclient.py")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -194,6 +194,18 @@ func (c *capture) handle(q int, frames []hw.Frame) {
 	c.next(q, frames)
 }
 
+// echoFlow echoes natBenchEcho bytes from host A over TCP to host B's
+// port 5001 and returns the last frame of the flow c kept (nil if none).
+func (c *capture) echoFlow(tb testing.TB, l *lab) []byte {
+	peers := remoteServer(tb, l.b, netip.AddrPortFrom(bIP4, 5001))
+	conn := dial(tb, l.a, netip.AddrPortFrom(bIP4, 5001))
+	exchange(tb, conn, natBenchEcho)
+	<-peers
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
+
 // BenchmarkNATFastPathDispatch measures an offloaded flow's packet from
 // the ring frame to the egress endpoint's transmit batch: HandleBatch on
 // the LAN interface, the engine's FastPath, and the copy (VLAN tags
@@ -224,13 +236,7 @@ const natBenchEcho = 64 << 10
 // bytes.
 func benchNATFastPath(b *testing.B, match func([]byte) bool) {
 	l, nat, capt := newNATBenchLabMatching(b, match)
-	peers := remoteServer(b, l.b, netip.AddrPortFrom(bIP4, 5001))
-	c := dial(b, l.a, netip.AddrPortFrom(bIP4, 5001))
-	exchange(b, c, natBenchEcho)
-	<-peers
-	capt.mu.Lock()
-	frame := capt.last
-	capt.mu.Unlock()
+	frame := capt.echoFlow(b, l)
 	if frame == nil {
 		b.Fatal("no frame of the flow captured")
 	}

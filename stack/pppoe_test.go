@@ -420,13 +420,7 @@ func benchPPPoEFastPath(b *testing.B, plain, upload bool) {
 	if !plain {
 		upSession(l)
 	}
-	peers := remoteServer(b, l.b, netip.AddrPortFrom(bIP4, 5001))
-	c := dial(b, l.a, netip.AddrPortFrom(bIP4, 5001))
-	exchange(b, c, natBenchEcho)
-	<-peers
-	capt.mu.Lock()
-	frame := capt.last
-	capt.mu.Unlock()
+	frame := capt.echoFlow(b, l)
 	if frame == nil {
 		b.Fatal("no full-size frame of the flow captured")
 	}

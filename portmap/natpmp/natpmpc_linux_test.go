@@ -29,22 +29,8 @@ import (
 // the LAN.
 func TestNatpmpc(t *testing.T) {
 	netnstest.Privileged(t, "ip", "natpmpc")
-	gw := netnstest.New(t, "pmgw", netnstest.WithoutIPv6())
-	lan := netnstest.New(t, "pmlan", netnstest.WithoutIPv6())
-	wan := netnstest.New(t, "pmwan", netnstest.WithoutIPv6())
-	gw.IP(t, "link", "add", "gl", "type", "veth", "peer", "name", "lg", "netns", lan.Name())
-	gw.IP(t, "link", "add", "gw0", "type", "veth", "peer", "name", "wg", "netns", wan.Name())
-	gw.IP(t, "addr", "add", "192.168.1.1/24", "dev", "gl")
-	gw.IP(t, "addr", "add", "203.0.113.2/24", "dev", "gw0")
-	gw.IP(t, "link", "set", "gl", "up")
-	gw.IP(t, "link", "set", "gw0", "up")
+	gw, lan, wan := pt.Namespaces(t, "pm", pt.WANAddr)
 	gw.IP(t, "route", "add", "224.0.0.0/4", "dev", "gl")
-	lan.IP(t, "addr", "add", "192.168.1.10/24", "dev", "lg")
-	lan.IP(t, "link", "set", "lg", "up")
-	lan.IP(t, "route", "add", "default", "via", "192.168.1.1")
-	wan.IP(t, "addr", "add", "203.0.113.9/24", "dev", "wg")
-	wan.IP(t, "link", "set", "wg", "up")
-	wan.IP(t, "route", "add", "default", "via", "203.0.113.2")
 
 	tb, e, clk := pt.Table(t, portmap.Policy{Secure: true})
 	h := &Handler{Table: tb, Inside: []netip.Prefix{pt.LANNet}}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,63 +16,14 @@ import (
 	pt "github.com/gvrouter/gvrouter/portmap/portmaptest"
 )
 
-// pcpClient is a PCP client in Python written from RFC 6887's figures
-// (no PCP client is packaged in Debian): it sends the requests its
-// arguments name over a kernel UDP socket and prints, per request, the
-// result code, assigned external port and lifetime of the answer.
-const pcpClient = `
-import ipaddress, socket, struct, sys
-server, me = sys.argv[1], sys.argv[2]
-def a16(ip): return ipaddress.IPv6Address('::ffff:' + ip).packed
-def header(op, life): return struct.pack('!BBHI', 2, op, 0, life) + a16(me)
-def mapp(nonce, proto, port, ext): return nonce * 12 + struct.pack('!B3xHH', proto, port, ext) + bytes(16)
-def peer(nonce, proto, port, pip, pport): return mapp(nonce, proto, port, port) + struct.pack('!H2x', pport) + a16(pip)
-def option(code, data): return struct.pack('!BxH', code, len(data)) + data + bytes(-len(data) % 4)
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.settimeout(3)
-for step in sys.argv[3:]:
-    name, op, life, nonce, proto, port = step.split(',')[:6]
-    extra = step.split(',')[6:]
-    op, life, proto, port = int(op), int(life), int(proto), int(port)
-    nonce = bytes([int(nonce)])
-    if op == 1:
-        msg = header(1, life) + mapp(nonce, proto, port, port)
-    else:
-        msg = header(2, life) + peer(nonce, proto, port, extra[0], int(extra[1]))
-    if extra and extra[0] == 'third':
-        msg += option(1, a16(extra[1]))
-    s.sendto(msg, (server, 5351))
-    try:
-        r = s.recv(1100)
-    except socket.timeout:
-        print(name, 'timeout'); continue
-    ver, rop, _, res, rlife = struct.unpack('!BBBBI', r[:8])
-    ext = struct.unpack('!H', r[42:44])[0] if len(r) >= 60 else 0
-    print(name, 'v%d' % ver, 'op%d' % rop, 'result', res, 'port', ext, 'lifetime', rlife)
-`
-
-// TestPCPClient: an independent PCP client (Python, from the RFC's
-// figures, in a LAN namespace) maps, is refused a renewal with another
-// nonce (NOT_AUTHORIZED), makes a PEER mapping, is refused THIRD_PARTY
-// in secure mode, deletes with its nonce; from a WAN namespace its MAP
-// is NOT_AUTHORIZED. The server is bound on the gateway's LAN address.
+// TestPCPClient: an independent PCP client (testdata/pcpclient.py,
+// Python from the RFC's figures, in a LAN namespace) maps, is refused a
+// renewal with another nonce (NOT_AUTHORIZED), makes a PEER mapping, is
+// refused THIRD_PARTY in secure mode, deletes with its nonce; from a WAN
+// namespace its MAP is NOT_AUTHORIZED. The server is bound on the gateway's LAN address.
 func TestPCPClient(t *testing.T) {
 	netnstest.Privileged(t, "ip", "/usr/bin/python3")
-	gw := netnstest.New(t, "pcgw", netnstest.WithoutIPv6())
-	lan := netnstest.New(t, "pclan", netnstest.WithoutIPv6())
-	wan := netnstest.New(t, "pcwan", netnstest.WithoutIPv6())
-	gw.IP(t, "link", "add", "gl", "type", "veth", "peer", "name", "lg", "netns", lan.Name())
-	gw.IP(t, "link", "add", "gw0", "type", "veth", "peer", "name", "wg", "netns", wan.Name())
-	gw.IP(t, "addr", "add", "192.168.1.1/24", "dev", "gl")
-	gw.IP(t, "addr", "add", "203.0.113.2/24", "dev", "gw0")
-	gw.IP(t, "link", "set", "gl", "up")
-	gw.IP(t, "link", "set", "gw0", "up")
-	lan.IP(t, "addr", "add", "192.168.1.10/24", "dev", "lg")
-	lan.IP(t, "link", "set", "lg", "up")
-	lan.IP(t, "route", "add", "default", "via", "192.168.1.1")
-	wan.IP(t, "addr", "add", "203.0.113.9/24", "dev", "wg")
-	wan.IP(t, "link", "set", "wg", "up")
-	wan.IP(t, "route", "add", "default", "via", "203.0.113.2")
+	gw, lan, wan := pt.Namespaces(t, "pc", pt.WANAddr)
 
 	tb, e, _ := pt.Table(t, portmap.Policy{Secure: true})
 	h := &Handler{Table: tb, Inside: []netip.Prefix{pt.LANNet}}
@@ -89,8 +39,8 @@ func TestPCPClient(t *testing.T) {
 	go func() { defer wg.Done(); (&pmpd.Server{Conn: conn, PCP: h}).Serve(ctx) }()
 	defer func() { cancel(); wg.Wait() }()
 
-	script := filepath.Join(t.TempDir(), "pcpclient.py")
-	if err := os.WriteFile(script, []byte(pcpClient), 0o644); err != nil {
+	script, err := filepath.Abs("testdata/pcpclient.py")
+	if err != nil {
 		t.Fatal(err)
 	}
 	run := func(ns *netnstest.Netns, me string, steps ...string) map[string]string {

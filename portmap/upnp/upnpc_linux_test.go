@@ -29,26 +29,12 @@ import (
 // refused (403).
 func TestUpnpc(t *testing.T) {
 	netnstest.Privileged(t, "ip", "upnpc")
-	gw := netnstest.New(t, "upgw", netnstest.WithoutIPv6())
-	lan := netnstest.New(t, "uplan", netnstest.WithoutIPv6())
-	wan := netnstest.New(t, "upwan", netnstest.WithoutIPv6())
-	gw.IP(t, "link", "add", "gl", "type", "veth", "peer", "name", "lg", "netns", lan.Name())
-	gw.IP(t, "link", "add", "gw0", "type", "veth", "peer", "name", "wg", "netns", wan.Name())
-	gw.IP(t, "addr", "add", "192.168.1.1/24", "dev", "gl")
-	gw.IP(t, "addr", "add", "11.22.33.44/24", "dev", "gw0")
-	gw.IP(t, "link", "set", "gl", "up")
-	gw.IP(t, "link", "set", "gw0", "up")
-	lan.IP(t, "addr", "add", "192.168.1.10/24", "dev", "lg")
-	lan.IP(t, "link", "set", "lg", "up")
-	lan.IP(t, "route", "add", "default", "via", "192.168.1.1")
-	wan.IP(t, "addr", "add", "11.22.33.9/24", "dev", "wg")
-	wan.IP(t, "link", "set", "wg", "up")
-	wan.IP(t, "route", "add", "default", "via", "11.22.33.44")
-
 	// miniupnpc takes a gateway whose external address is reserved
 	// (203.0.113.0/24 is TEST-NET-3) for one that is not connected, so
 	// the WAN here has an address outside its reserved list.
 	wanAddr := netip.MustParseAddr("11.22.33.44")
+	gw, lan, wan := pt.Namespaces(t, "up", wanAddr)
+
 	tb, e, clk := pt.TableOn(t, portmap.Policy{Secure: true}, wanAddr)
 	s := &Server{Table: tb, Device: Device{UUID: testUUID, FriendlyName: "gvrouter"}, Inside: []netip.Prefix{pt.LANNet},
 		Location: "http://192.168.1.1:5000" + descPath}

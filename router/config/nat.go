@@ -319,22 +319,8 @@ func (d *decoder) nat(c *Config, n *yaml.Node) {
 			nt.Masquerade = append(nt.Masquerade, it.Value)
 		}
 	}
-	if e, ok := m["snat"]; ok {
-		items, _ := d.list(e, "nat")
-		for _, it := range items {
-			if d.object(it, "nat: snat") {
-				nt.SNAT = append(nt.SNAT, d.snat(it))
-			}
-		}
-	}
-	if e, ok := m["forwards"]; ok {
-		items, _ := d.list(e, "nat")
-		for _, it := range items {
-			if d.object(it, "nat: forward") {
-				nt.Forwards = append(nt.Forwards, d.forward(it))
-			}
-		}
-	}
+	nt.SNAT = objects(d, m, "snat", "nat", "nat: snat", d.snat)
+	nt.Forwards = objects(d, m, "forwards", "nat", "nat: forward", d.forward)
 	if e, ok := m["hairpin"]; ok {
 		nt.src.set("hairpin", posOf(e.val))
 		if v, ok := d.onOffWord(e, "nat"); ok {
@@ -556,14 +542,7 @@ func (d *decoder) firewall(c *Config, n *yaml.Node) {
 		d.errorf(m["wan_input"].val, "firewall: unknown wan_input %q: want drop or accept", fw.WANInput)
 		fw.src.markBad("wan_input")
 	}
-	if e, ok := m["allow6"]; ok {
-		items, _ := d.list(e, "firewall")
-		for _, it := range items {
-			if d.object(it, "firewall: allow6") {
-				fw.Allow6 = append(fw.Allow6, d.allow6(it))
-			}
-		}
-	}
+	fw.Allow6 = objects(d, m, "allow6", "firewall", "firewall: allow6", d.allow6)
 	d.zoneSections(fw, m)
 }
 

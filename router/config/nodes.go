@@ -137,6 +137,24 @@ func (d *decoder) object(n *yaml.Node, what string) bool {
 	return true
 }
 
+// objects decodes the list under key in m, if there is one, calling
+// decode for each item that is a mapping; section names the list's
+// parent and what an item in errors.
+func objects[T any](d *decoder, m map[string]entry, key, section, what string, decode func(*yaml.Node) T) []T {
+	e, ok := m[key]
+	if !ok {
+		return nil
+	}
+	items, _ := d.list(e, section)
+	var out []T
+	for _, it := range items {
+		if d.object(it, what) {
+			out = append(out, decode(it))
+		}
+	}
+	return out
+}
+
 // strKey decodes the string under key in m into *dst and records where it
 // was written in s. A value of the wrong type is reported and its key
 // marked bad, so later checks do not report it again. ok is true iff *dst

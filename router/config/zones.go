@@ -286,14 +286,29 @@ var allProtos = func() []uint8 {
 	return out
 }()
 
-func (d *decoder) prefixes(m map[string]entry, key, what string, s *src) []netip.Prefix {
+// scalarList decodes the scalar or list of scalars under key in m, if
+// there is one, with parse, and records where it was written in s. parse
+// reports its own errors; an item it rejects marks key bad.
+func scalarList[T any](d *decoder, m map[string]entry, key, what string, s *src, parse func(it *yaml.Node) (T, bool)) []T {
 	e, ok := m[key]
 	if !ok {
 		return nil
 	}
 	s.set(key, posOf(e.val))
-	var out []netip.Prefix
+	var out []T
 	for _, it := range d.scalars(e, what) {
+		v, ok := parse(it)
+		if !ok {
+			s.markBad(key)
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func (d *decoder) prefixes(m map[string]entry, key, what string, s *src) []netip.Prefix {
+	return scalarList(d, m, key, what, s, func(it *yaml.Node) (netip.Prefix, bool) {
 		p, err := netip.ParsePrefix(it.Value)
 		if err != nil {
 			if a, aerr := netip.ParseAddr(it.Value); aerr == nil {
@@ -306,22 +321,14 @@ func (d *decoder) prefixes(m map[string]entry, key, what string, s *src) []netip
 		case p.Masked() != p:
 			d.errorf(it, "%s: %s: %q has host bits set; did you mean %s?", what, key, it.Value, p.Masked())
 		default:
-			out = append(out, p)
-			continue
+			return p, true
 		}
-		s.markBad(key)
-	}
-	return out
+		return p, false
+	})
 }
 
 func (d *decoder) suffixes(m map[string]entry, key, what string, s *src) []firewall.Suffix {
-	e, ok := m[key]
-	if !ok {
-		return nil
-	}
-	s.set(key, posOf(e.val))
-	var out []firewall.Suffix
-	for _, it := range d.scalars(e, what) {
+	return scalarList(d, m, key, what, s, func(it *yaml.Node) (firewall.Suffix, bool) {
 		a, err := netip.ParseAddr(it.Value)
 		switch {
 		case err != nil || !a.Is6() || a.Is4In6() || a.Zone() != "":
@@ -329,31 +336,21 @@ func (d *decoder) suffixes(m map[string]entry, key, what string, s *src) []firew
 		case a.As16() != [16]byte(append(make([]byte, 8), a.AsSlice()[8:]...)):
 			d.errorf(it, "%s: %s: %s has prefix bits set: an interface ID is the last 64 bits only, like ::%s", what, key, it.Value, hostPart(a))
 		default:
-			out = append(out, firewall.Suffix(a))
-			continue
+			return firewall.Suffix(a), true
 		}
-		s.markBad(key)
-	}
-	return out
+		return firewall.Suffix{}, false
+	})
 }
 
 func (d *decoder) portList(m map[string]entry, key, what string, s *src) []firewall.PortRange {
-	e, ok := m[key]
-	if !ok {
-		return nil
-	}
-	s.set(key, posOf(e.val))
-	var out []firewall.PortRange
-	for _, it := range d.scalars(e, what) {
+	return scalarList(d, m, key, what, s, func(it *yaml.Node) (firewall.PortRange, bool) {
 		a, b, err := parsePortRange(it.Value)
 		if err != nil {
 			d.errorf(it, "%s: %s: %v", what, key, err)
-			s.markBad(key)
-			continue
+			return firewall.PortRange{}, false
 		}
-		out = append(out, firewall.PortRange{First: a, Last: b})
-	}
-	return out
+		return firewall.PortRange{First: a, Last: b}, true
+	})
 }
 
 // parseICMPType parses a type name (echo-request), a number (8) or
@@ -472,29 +469,10 @@ func (d *decoder) redirect(n *yaml.Node) Redirect {
 func (d *decoder) zoneSections(fw *Firewall, m map[string]entry) {
 	if e, ok := m["zones"]; ok {
 		fw.src.set("zones", posOf(e.key))
-		items, _ := d.list(e, "firewall")
-		for _, it := range items {
-			if d.object(it, "firewall: zone") {
-				fw.Zones = append(fw.Zones, d.zone(it))
-			}
-		}
 	}
-	if e, ok := m["rules"]; ok {
-		items, _ := d.list(e, "firewall")
-		for _, it := range items {
-			if d.object(it, "firewall: rule") {
-				fw.Rules = append(fw.Rules, d.rule(it))
-			}
-		}
-	}
-	if e, ok := m["redirects"]; ok {
-		items, _ := d.list(e, "firewall")
-		for _, it := range items {
-			if d.object(it, "firewall: redirect") {
-				fw.Redirects = append(fw.Redirects, d.redirect(it))
-			}
-		}
-	}
+	fw.Zones = objects(d, m, "zones", "firewall", "firewall: zone", d.zone)
+	fw.Rules = objects(d, m, "rules", "firewall", "firewall: rule", d.rule)
+	fw.Redirects = objects(d, m, "redirects", "firewall", "firewall: redirect", d.redirect)
 }
 
 // validateZones checks zone names and interfaces (known, in one zone

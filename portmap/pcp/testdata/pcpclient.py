@@ -1,12 +1,12 @@
 # A PCP client written from RFC 6887's figures (no PCP client is packaged
-# in Debian); a copy of portmap/pcp's test client with a suggested
-# external port and PREFER_FAILURE. It sends the requests its arguments
-# name over a kernel UDP socket and prints, per request, the result code,
-# assigned external port and lifetime of the answer.
+# in Debian), for portmap/pcp's TestPCPClient and the lab's
+# TestLabPortMappingLimits. It sends the requests its arguments name over
+# a kernel UDP socket bound to MYADDR and prints, per request, the result
+# code, assigned external port and lifetime of the answer.
 #
 # usage: pcpclient.py SERVER MYADDR STEP...
 # STEP:  name,op,lifetime,nonce,proto,port[,...]
-#        op 1 (MAP):  ...[,ext,PORT][,prefer]
+#        op 1 (MAP):  ...[,ext,PORT][,prefer] or ...,third,ADDR
 #        op 2 (PEER): ...,PEERADDR,PEERPORT
 import ipaddress, socket, struct, sys
 server, me = sys.argv[1], sys.argv[2]
@@ -30,6 +30,8 @@ for step in sys.argv[3:]:
             msg += option(2, b'')  # PREFER_FAILURE (section 13.2)
     else:
         msg = header(2, life) + peer(nonce, proto, port, extra[0], int(extra[1]))
+    if extra and extra[0] == 'third':
+        msg += option(1, a16(extra[1]))  # THIRD_PARTY (section 13.1)
     s.sendto(msg, (server, 5351))
     try:
         r = s.recv(1100)
