@@ -416,7 +416,9 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 			break
 		}
 		if to, at, ok := e.nat.portMappedFrom(s, &t); ok && (at == in || !wan && s.hairpin) {
-			c.dnat = true
+			// A port mapping is a redirect made at run time: from its
+			// own interface the zones accept it as they do a forward.
+			c.dnat, c.redirected = true, at == in
 			c.mid.Dst, _ = fromAddr(to.Addr())
 			c.mid.DstPort = to.Port()
 			break

@@ -227,3 +227,23 @@ func BenchmarkConntrackInsertZones(b *testing.B) {
 		})
 	}
 }
+
+// TestZonesPortMapping: a port mapping (NAT-PMP, PCP, UPnP) is a
+// redirect the router made at run time: its flow from the wan is
+// accepted with no rule, as a port forward's is (fw4 "Accept port
+// redirections"), and a guest hairpinned to it is still its zone's
+// forward.
+func TestZonesPortMapping(t *testing.T) {
+	e, _ := newTestEngine(t, 1024, withZones(t, zonePolicy()))
+	if err := e.AddPortMapping(PortMapping{Proto: ProtoTCP, In: wanIf, Port: 15600, To: netip.AddrPortFrom(hostA, 15600)}); err != nil {
+		t.Fatal(err)
+	}
+	p := pk{src: remote, dst: wanAddr, proto: ProtoTCP, sport: 5000, dport: 15600, flags: tcpSYN}.build()
+	if v := fwd(t, e, p, wanIf, lanIf); v != Accept {
+		t.Fatalf("wan to the mapping: %v, want accept", v)
+	}
+	p = pk{src: guestHost, dst: wanAddr, proto: ProtoTCP, sport: 5000, dport: 15600, flags: tcpSYN}.build()
+	if v := fwd(t, e, p, guestIf, lanIf); v != Drop {
+		t.Fatalf("guest hairpin to the mapping: %v, want drop", v)
+	}
+}
