@@ -706,13 +706,6 @@ func TestLabZonesDifferential(t *testing.T) {
 			mark := "  "
 			switch {
 			case vo[i] == vk[i]:
-			case p.Dst == "rtr-wan" && p.Src != "wan":
-				// Not the zones: the router's netstack does not answer
-				// inside hosts on its wan addresses (its answer is
-				// routed by the wan address's interface), where Linux
-				// does; printed, not failed.
-				mark = "~~"
-				known++
 			case p.Proto == "p253" && vo[i] == "refused" && vk[i] == "silent":
 				// Linux's reject answers GRE and ESP here but stays
 				// silent for protocol 253 even with a valid checksum
@@ -732,7 +725,7 @@ func TestLabZonesDifferential(t *testing.T) {
 			cs = append(cs, fmt.Sprintf("%s %d", k, v))
 		}
 		sort.Strings(cs)
-		t.Logf("%d probes (linux verdicts: %s); %d differ as known (~~: gvrouter's netstack answers nothing for its wan address to inside hosts; Linux's reject is silent for protocol 253), %d otherwise (!!):\n%s",
+		t.Logf("%d probes (linux verdicts: %s); %d differ as known (~~: Linux's reject is silent for protocol 253), %d otherwise (!!):\n%s",
 			len(probes), strings.Join(cs, ", "), known, strings.Count(mismatches.String(), "\n"), matrix.String())
 		if mismatches.Len() > 0 {
 			return fmt.Errorf("verdicts differ from the kernel's:\n%s", mismatches.String())
