@@ -168,7 +168,7 @@ func diffProbes() []diffProbe {
 // ports swapped (echo requests its kernel answers itself).
 const scapyZoneProbe = `
 import json, struct, sys, time
-from scapy.layers.inet import in4_chksum
+from scapy.utils import checksum
 from scapy.layers.inet6 import in6_chksum
 from scapy.all import (AsyncSniffer, IP, IPv6, TCP, UDP, ICMP, GRE, Raw, conf, send, get_if_hwaddr,
     ICMPv6EchoRequest, ICMPv6EchoReply, ICMPv6DestUnreach)
@@ -233,12 +233,15 @@ def build(p):
         return l3(47) / GRE(proto=0x88b5) / Raw(mark)
     if pr == "esp":
         return l3(50) / Raw(b"\x00\x00\x10\x01\x00\x00\x00\x01" + mark)
-    # Protocol 253 carries an Internet checksum over a pseudo-header, as
-    # Linux's reject checks for a protocol it does not know before it
-    # answers (nf_reject_verify_csum), so both routers may answer it.
+    # Protocol 253 carries an Internet checksum that Linux's reject
+    # accepts, as it verifies one for a protocol it does not know before
+    # it answers (nf_reject_verify_csum), so both routers may answer it:
+    # over the payload alone for IPv4 (nf_ip_checksum zeroes the start
+    # value for any protocol but TCP and UDP), with the pseudo-header
+    # for IPv6 (nf_ip6_checksum).
     body = mark + (b"." if len(mark) % 2 else b"") + b"\x00\x00"
     pkt = l3(253) / Raw(body)
-    c = in6_chksum(253, pkt[IPv6], body) if v6 else in4_chksum(253, pkt[IP], body)
+    c = in6_chksum(253, pkt[IPv6], body) if v6 else checksum(body)
     return l3(253) / Raw(body[:-2] + struct.pack("!H", c))
 
 sn = AsyncSniffer(iface=iface, store=False, prn=rec)
@@ -701,26 +704,9 @@ func TestLabZonesDifferential(t *testing.T) {
 		vo, vk := verdicts(probes, seenOurs), verdicts(probes, seenKern)
 		var matrix, mismatches strings.Builder
 		counts := map[string]int{}
-		known := 0
 		for i, p := range probes {
 			mark := "  "
-			switch {
-			case vo[i] == vk[i]:
-			case p.Dst == "rtr-wan" && p.Src != "wan":
-				// Not the zones: the router's netstack does not answer
-				// inside hosts on its wan addresses (its answer is
-				// routed by the wan address's interface), where Linux
-				// does; printed, not failed.
-				mark = "~~"
-				known++
-			case p.Proto == "p253" && vo[i] == "refused" && vk[i] == "silent":
-				// Linux's reject answers GRE and ESP here but stays
-				// silent for protocol 253 even with a valid checksum
-				// (nf_reject_verify_csum's path); gvrouter answers.
-				// Not explained yet: printed, not failed.
-				mark = "~~"
-				known++
-			default:
+			if vo[i] != vk[i] {
 				mark = "!!"
 				fmt.Fprintf(&mismatches, "%s gvrouter %-20s linux %s\n", p, vo[i], vk[i])
 			}
@@ -732,8 +718,8 @@ func TestLabZonesDifferential(t *testing.T) {
 			cs = append(cs, fmt.Sprintf("%s %d", k, v))
 		}
 		sort.Strings(cs)
-		t.Logf("%d probes (linux verdicts: %s); %d differ as known (~~: gvrouter's netstack answers nothing for its wan address to inside hosts; Linux's reject is silent for protocol 253), %d otherwise (!!):\n%s",
-			len(probes), strings.Join(cs, ", "), known, strings.Count(mismatches.String(), "\n"), matrix.String())
+		t.Logf("%d probes (linux verdicts: %s); %d differ (!!):\n%s",
+			len(probes), strings.Join(cs, ", "), strings.Count(mismatches.String(), "\n"), matrix.String())
 		if mismatches.Len() > 0 {
 			return fmt.Errorf("verdicts differ from the kernel's:\n%s", mismatches.String())
 		}

@@ -123,6 +123,7 @@ func New(cfg Config, log *slog.Logger) (*Netstack, error) {
 	s.SetNFTablesConfigured(true)
 	r := &Netstack{s: s, log: log, pins: pins, ifaces: make(map[string]*Interface), links: make(map[string]*link), nat: cfg.NAT, neighbors: nw}
 	pins.egress = &r.egress
+	pins.reroute.start(s, pins)
 	if err := r.Apply(cfg); err != nil {
 		r.Close()
 		return nil, err
@@ -361,6 +362,7 @@ func (r *Netstack) syncRoutesLocked(cfg *Config) {
 		return
 	}
 	r.table = table
+	r.pins.reroute.setRoutes(table)
 	r.s.SetRouteTable(append([]tcpip.Route(nil), table...))
 	r.log.Debug("route table replaced", "routes", len(table))
 }
@@ -446,6 +448,7 @@ func (r *Netstack) Close() {
 		ifc.removed = true
 	}
 	r.s.Destroy()
+	r.pins.reroute.stop()
 	r.pins.releaseAll()
 }
 

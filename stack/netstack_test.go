@@ -46,6 +46,7 @@ type lab struct {
 	r          *Netstack
 	a, b       *stacktest.Host
 	tapA, tapB *stacktest.Tap
+	routes     []RouteConfig // the router's static routes, if any
 }
 
 func (l *lab) config() Config {
@@ -54,6 +55,7 @@ func (l *lab) config() Config {
 			{Name: "lan", MAC: lanMAC, Addresses: []netip.Prefix{netip.MustParsePrefix("10.1.0.1/24"), netip.MustParsePrefix("fd00:1::1/64")}, Writer: l.tapA},
 			{Name: "wan", MAC: wanMAC, Addresses: []netip.Prefix{netip.MustParsePrefix("10.2.0.1/24"), netip.MustParsePrefix("fd00:2::1/64")}, Writer: l.tapB},
 		},
+		Routes: l.routes,
 	}
 }
 
@@ -81,6 +83,12 @@ func newLab(t *testing.T) *lab { return newLabWith(t, nil, nil) }
 // A delivers its frames to.
 func newLabWith(t testing.TB, nat *natengine.Engine, wrapLAN func(hw.BatchHandler) hw.BatchHandler) *lab {
 	t.Helper()
+	return newLabRoutes(t, nat, wrapLAN, nil)
+}
+
+// newLabRoutes is newLabWith with the router's static routes.
+func newLabRoutes(t testing.TB, nat *natengine.Engine, wrapLAN func(hw.BatchHandler) hw.BatchHandler, routes []RouteConfig) *lab {
+	t.Helper()
 	if _, fuzzing := t.(*testing.F); !fuzzing {
 		// The fuzzing engine's own goroutines outlive the cleanups.
 		goroutineLeakCheck(t)
@@ -101,7 +109,7 @@ func newLabWith(t testing.TB, nat *natengine.Engine, wrapLAN func(hw.BatchHandle
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &lab{a: a, b: b, tapA: &stacktest.Tap{Next: a}, tapB: &stacktest.Tap{Next: b}}
+	l := &lab{a: a, b: b, tapA: &stacktest.Tap{Next: a}, tapB: &stacktest.Tap{Next: b}, routes: routes}
 	cfg := l.config()
 	cfg.NAT = nat
 	l.r, err = New(cfg, nil)

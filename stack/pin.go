@@ -28,7 +28,8 @@ import (
 //
 // forwardPins is the stack's NFTablesInterface; CheckForward also guards
 // the forward path (fwdguard.go), CheckPostrouting tags GRO merges (see
-// its doc); every other hook accepts.
+// its doc), CheckOutput reroutes answers (crossnic.go); every other hook
+// accepts.
 // It is safe for concurrent use.
 type forwardPins struct {
 	// n is len(pins), so that release costs one atomic load when nothing
@@ -43,6 +44,8 @@ type forwardPins struct {
 	egress *atomic.Pointer[egressTable]
 
 	unassignedGuard // unassigned6.go
+
+	reroute rerouter // crossnic.go
 }
 
 var _ stack.NFTablesInterface = (*forwardPins)(nil)
@@ -113,9 +116,10 @@ func (p *forwardPins) CheckInput(*stack.PacketBuffer, *stack.Route, stack.Addres
 	return true
 }
 
-// CheckOutput implements stack.NFTablesInterface.
-func (p *forwardPins) CheckOutput(*stack.PacketBuffer, *stack.Route, stack.AddressFamily) bool {
-	return true
+// CheckOutput implements stack.NFTablesInterface. It sends the router's
+// answers by their destination's route (crossnic.go).
+func (p *forwardPins) CheckOutput(pkt *stack.PacketBuffer, r *stack.Route, _ stack.AddressFamily) bool {
+	return p.reroute.check(pkt, r)
 }
 
 // CheckPostrouting implements stack.NFTablesInterface. It also turns the

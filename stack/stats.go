@@ -33,6 +33,7 @@ const (
 	dropInsideSourceOut                       // the router's own packet leaving a wan interface with a LAN source (srcfilter.go)
 	dropPPPoENotSession                       // plain IPv4, IPv6 or ARP frame on a PPPoE interface (pppoe.go)
 	dropPPPoEDown                             // IP packet to send on a PPPoE interface whose session is not up (pppoe.go)
+	dropAnswerReroute                         // the router's answer to a host on this interface from another interface's address found the reroute queue full or no route (crossnic.go)
 
 	// Fragments refused by package fragguard (fragguard.go).
 	dropFragTiny            // first fragment without the whole TCP/UDP/ICMP header (RFC 1858 section 3.1)
@@ -73,6 +74,7 @@ var dropReasonNames = [numDropReasons]string{
 	dropInsideSourceOut:     "inside_source_out",
 	dropPPPoENotSession:     "pppoe_not_session",
 	dropPPPoEDown:           "pppoe_down",
+	dropAnswerReroute:       "answer_reroute",
 
 	dropFragTiny:            "tiny_first_fragment",
 	dropFragTCPOffset8:      "tcp_offset_8",
