@@ -393,7 +393,7 @@ func (r *Router) stackConfigLocked(cfg *config.Config) (stack.Config, error) {
 			GRO:          gro,
 			// fw4's wan zone input policy, after NAT (forwards pass).
 			DropNewInput: natrules.DropNewInput(cfg, ic),
-			AdmitUDP:     wanOnly(ic, wgAdmitUDP(cfg)),
+			AdmitUDP:     wanOnly(ic, cfg.WireGuardListenPorts()),
 			// RFC 3704 ingress filtering on the inside; nothing of the
 			// router's own leaves the outside from an inside address.
 			IngressFilter: ic.Role == config.RoleLAN,

@@ -105,17 +105,6 @@ func (r *Router) wgLinksLocked(cfg *config.Config) []stack.LinkConfig {
 	return out
 }
 
-// wgAdmitUDP is the listen ports the WAN input policy admits.
-func wgAdmitUDP(cfg *config.Config) []uint16 {
-	var ports []uint16
-	for _, ic := range cfg.Interfaces {
-		if ic.WireGuard != nil && ic.WireGuard.ListenPort != 0 {
-			ports = append(ports, uint16(ic.WireGuard.ListenPort))
-		}
-	}
-	return ports
-}
-
 // applyWireGuardLocked configures each link's device from cfg; the first
 // time this brings it up and opens its sockets. Run it after netstack
 // has the links. r.mu must be held.

@@ -273,3 +273,16 @@ func (w *WireGuard) equal(v *WireGuard) bool {
 	}
 	return true
 }
+
+// WireGuardListenPorts is the fixed listen ports of cfg's WireGuard
+// interfaces (listen_port 0, any free port, is left out): the router's
+// own UDP ports that the WAN's input policy and the zones admit.
+func (c *Config) WireGuardListenPorts() []uint16 {
+	var ports []uint16
+	for _, ic := range c.Interfaces {
+		if ic.WireGuard != nil && ic.WireGuard.ListenPort != 0 {
+			ports = append(ports, uint16(ic.WireGuard.ListenPort))
+		}
+	}
+	return ports
+}

@@ -1,6 +1,7 @@
 package natrules
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 
@@ -83,6 +84,20 @@ func LegacyPolicy(cfg *config.Config, ifaces []natengine.IfaceConfig) firewall.P
 // with interface names resolved by id, or LegacyPolicy. An interface the
 // stack does not have is left out.
 func Policy(cfg *config.Config, id map[string]natengine.Iface, ifaces []natengine.IfaceConfig) firewall.Policy {
+	p := zonePolicy(cfg, id, ifaces)
+	// The router's own WireGuard listen ports are open to new flows from
+	// every zone (the WAN's above all: that is where peers call from),
+	// as the stack's wan input policy admits them (AdmitUDP): the zones
+	// decide the input chain, so they must say the same.
+	for _, port := range cfg.WireGuardListenPorts() {
+		p.Rules = append(p.Rules, firewall.Rule{Name: fmt.Sprintf("wireguard-%d", port), Src: firewall.Any,
+			Protos: []uint8{natengine.ProtoUDP}, DestPorts: []firewall.PortRange{{First: port, Last: port}}})
+	}
+	return p
+}
+
+// zonePolicy is cfg's zones and rules, or LegacyPolicy.
+func zonePolicy(cfg *config.Config, id map[string]natengine.Iface, ifaces []natengine.IfaceConfig) firewall.Policy {
 	fw := &cfg.Firewall
 	if len(fw.Zones) == 0 {
 		return LegacyPolicy(cfg, ifaces)
