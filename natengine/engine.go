@@ -465,6 +465,14 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 		}
 		return e.drop(DropUnsolicited), nil, 0
 	}
+	if wan && s.fw != nil {
+		if v := e.decideEverywhere(c, in, s); v != Accept {
+			if c.inMap != nil {
+				e.nat.release(c.inMap, c, false)
+			}
+			return v, nil, 0 // counted
+		}
+	}
 	c.host = ic != nil && !wan // an inside host's flow (limits.go)
 	if !e.insertNew(c, in, now) {
 		return Drop, nil, 0 // counted

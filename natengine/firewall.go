@@ -11,7 +11,10 @@ import "github.com/gvrouter/gvrouter/firewall"
 // does not track those inbound) when it arrives. Packets of existing
 // flows, replies and related ICMP errors never reach the rules, so the
 // fast path stays one table lookup. Rules see the flow after DNAT: a port
-// forward's flow has the inside host as its destination.
+// forward's flow has the inside host as its destination. A new flow
+// from a wan interface that the zones refuse whatever interface it
+// would leave by is refused before it is inserted (decideEverywhere), so
+// a flood of refused flows takes no table slot.
 //
 // What stays fixed whatever the zones say: IPv4 from a wan interface to
 // an address that is not the router's is dropped (DropUnsolicited:
@@ -78,6 +81,45 @@ func (e *Engine) toRouter(p *Parsed, t *Tuple, in Iface, s *snapshot) (Verdict, 
 		}
 	}
 	return e.untracked(), nil, st
+}
+
+// decideEverywhere decides the new flow c from the wan interface in
+// before it takes a table slot, when the zones refuse it whatever
+// interface it would leave by; otherwise it returns Accept and the flow
+// is decided at confirmation as usual. Deciding only at confirmation
+// would let a flood of refused flows that never reach Postrouting (an
+// IPv6 SYN to an address in a LAN prefix where no host answers
+// neighbour discovery dies unresolved in netstack) hold their slots
+// until they time out, early-dropping the LAN's own pending flows. Each
+// interface is tried with Recheck, which counts nothing; a refusal is
+// then decided and counted once with Eval as if it left by the first
+// interface (the zone policies and wan-side rules that refuse such
+// floods do not depend on it). Only flows from wan interfaces are
+// tried, so a LAN's new flows pay nothing more.
+func (e *Engine) decideEverywhere(c *conn, in Iface, s *snapshot) Verdict {
+	f := flowOf(&c.mid, c.icmpType, c.icmpCode, in, NoIface, c.redirected)
+	first := NoIface
+	for id := range s.ifaces {
+		if !s.ifaces[id].ok {
+			continue
+		}
+		f.Out = int32(id)
+		if s.fw.Recheck(&f).Target == firewall.Accept {
+			return Accept
+		}
+		if first == NoIface {
+			first = Iface(id)
+		}
+	}
+	if first == NoIface {
+		return Accept
+	}
+	f.Out = int32(first)
+	now := e.now()
+	// Eval may still accept where Recheck refused: a refusing rule over
+	// its rate limit lets the flow on to the next; it is then decided
+	// (and counted) again at confirmation.
+	return e.verdict(s.fw.Eval(&f, now).Target, s, now)
 }
 
 // decideFlow evaluates the unconfirmed flow c, leaving by out.

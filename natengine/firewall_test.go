@@ -247,3 +247,51 @@ func TestZonesPortMapping(t *testing.T) {
 		t.Fatalf("guest hairpin to the mapping: %v, want drop", v)
 	}
 }
+
+// TestZonesRefusedFromWANTakeNoSlot floods the engine from the WAN with
+// more new flows than the table holds, each refused by the zones (wan's
+// forward policy: drop), through Prerouting only: a SYN to an IPv6
+// address in the LAN's prefix where no host answers neighbour
+// discovery never reaches Postrouting (netstack drops it unresolved),
+// so a refusal taken at confirmation would leave each one in the table
+// until its timeout, and the flood would early-drop the LAN's own
+// pending flows and fill the table. Refused before insertion, the
+// flood takes no slot: the LAN host's pending flow survives, a new
+// allowed flow gets a slot, and every refusal is counted.
+func TestZonesRefusedFromWANTakeNoSlot(t *testing.T) {
+	const size = 64
+	e, _ := newTestEngine(t, size, withZones(t, zonePolicy()))
+	// A LAN host's connection in progress (confirmed, not yet assured).
+	p := pk{src: hostA, dst: remote, proto: ProtoTCP, sport: 40000, dport: 443, flags: tcpSYN}.build()
+	if v := fwd(t, e, p, lanIf, wanIf); v != Accept {
+		t.Fatalf("lan to wan: %v", v)
+	}
+	const flood = 4 * size
+	for i := range flood {
+		a := host6.As16()
+		a[14], a[15] = byte(i>>8), byte(i)+1
+		p := pk{src: remote6, dst: netip.AddrFrom16(a), proto: ProtoTCP, sport: uint16(1024 + i), dport: 22, flags: tcpSYN}.build()
+		e.Prerouting(p, wanIf) // no Postrouting: the packet dies unresolved in netstack
+	}
+	if n := e.Len(); n != 1 {
+		t.Errorf("after %d refused flows from the wan: %d flows in the table, want 1 (the lan host's)", flood, n)
+	}
+	if n := e.Stats().EarlyDropped.Load(); n != 0 {
+		t.Errorf("%d flows early-dropped to make room for refused ones, want 0", n)
+	}
+	if n := e.Stats().Drop(DropFirewall); n != flood {
+		t.Errorf("firewall drops %d, want %d (every refused flow counted)", n, flood)
+	}
+	// An allowed new flow still gets a slot, and the first is still there.
+	p = pk{src: hostB, dst: remote, proto: ProtoTCP, sport: 40001, dport: 443, flags: tcpSYN}.build()
+	if v := fwd(t, e, p, lanIf, wanIf); v != Accept {
+		t.Fatalf("a new lan flow after the flood: %v, want accept", v)
+	}
+	if n, full := e.Len(), e.Stats().Drop(DropTableFull); n != 2 || full != 0 {
+		t.Errorf("flows %d (want 2), table-full drops %d (want 0)", n, full)
+	}
+	_, zones := e.rules.Load().fw.Counters()
+	if zones[2].Forward != flood {
+		t.Errorf("zone wan forward policy counted %d, want %d", zones[2].Forward, flood)
+	}
+}
