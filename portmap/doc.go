@@ -51,8 +51,14 @@
 //  4. The status page shows Table.Status and the servers' Stats
 //     (section port_mapping, metrics gvrouter_portmap_*).
 //
-// config.PortMapLANAddrs decides which interfaces are LAN-side (role
-// lan today; firewall zones later). A config section reads, e.g.:
+// config.PortMapIfaces decides which interfaces are LAN-side: those of
+// the inside zones (not WAN-side), each marked permitted or not by
+// port_mapping: zones:. A zone that may not map ports (a guest zone) is
+// listened on only to be refused: its hosts' requests are answered
+// NAT-PMP NotAuthorized (2), PCP NOT_AUTHORIZED (2) and UPnP 606, each
+// counted in Stats as refused/zone (Table.RefuseZone, the handlers'
+// Refused prefixes), and it gets no SSDP answers. The WAN side gets no
+// answer at all: no socket listens there. A config section reads, e.g.:
 //
 //	port_mapping:
 //	  natpmp: on
@@ -62,4 +68,5 @@
 //	  allow: ["1024-65535 192.168.1.0/24 1024-65535"]
 //	  max_per_host: 64
 //	  max_total: 1024
+//	  zones: [lan]
 package portmap

@@ -152,3 +152,23 @@ func (p *Policy) maxTotal() int {
 	}
 	return p.MaxTotal
 }
+
+// RefuseZone counts a request from a host of an inside zone that may not
+// map ports (a guest zone) and returns ErrZone. The servers know the
+// zones (their Refused prefixes) and call it before anything else, for
+// every kind of request, answering "not authorized".
+func (t *Table) RefuseZone() error {
+	t.stats.Zone.Add(1)
+	return ErrZone
+}
+
+// InPrefixes reports whether a (IPv4-mapped or not) is in one of ps.
+func InPrefixes(ps []netip.Prefix, a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}

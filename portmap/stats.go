@@ -23,5 +23,6 @@ type Stats struct {
 	Invalid    atomic.Uint64 `counter:"refused/invalid"`        // a malformed request (protocol, port, address)
 	NoExternal atomic.Uint64 `counter:"refused/no_external"`    // no external address yet
 	NATError   atomic.Uint64 `counter:"refused/nat_engine"`     // the NAT engine refused the entry for another reason
+	Zone       atomic.Uint64 `counter:"refused/zone"`           // a host of an inside zone that may not map ports (a guest zone), any request
 	SaveErrors atomic.Uint64 `counter:"errors/state_file_save"` // the state file could not be written
 }

@@ -87,6 +87,9 @@ var (
 	ErrNotOwner     = errors.New("portmap: mapping belongs to another host")
 	ErrNotFound     = errors.New("portmap: no such mapping")
 	ErrNoExternal   = errors.New("portmap: no external address")
+	// ErrZone: the request comes from an inside zone that may not map
+	// ports (a guest zone; config port_mapping: zones:).
+	ErrZone = errors.New("portmap: the host's zone may not map ports")
 )
 
 // NAT is the NAT engine as the table uses it (natengine.Engine).

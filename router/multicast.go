@@ -42,7 +42,8 @@ var (
 //     port's interfaces and of the SecYs on them;
 //   - the PAE group (01-80-C2-00-00-03, 802.1X 11.1.1) on an interface
 //     whose SecY runs MKA: MKPDUs go there;
-//   - on a LAN-side interface with UPnP on (port_mapping:), SSDP's
+//   - on an interface of a zone permitted to map ports with UPnP on
+//     (port_mapping:, config.PortMapIfaces), SSDP's
 //     239.255.255.250: the M-SEARCHes of the LAN's UPnP clients;
 //   - on a lan interface, all-routers (ff02::2: RS, RFC 4291 §2.8 makes a
 //     router a member) and, with its stateless DHCPv6 server on,
@@ -85,7 +86,7 @@ func portGroups(cfg *config.Config, port string, mac net.HardwareAddr) []net.Har
 				add(net.HardwareAddr(mka.PAEGroupAddress[:]))
 			}
 		}
-		if cfg.PortMapping != nil && cfg.PortMapping.UPnP && len(config.PortMapLANAddrs(ic)) > 0 {
+		if cfg.PortMapping != nil && cfg.PortMapping.UPnP && slices.ContainsFunc(cfg.PortMapIfaces(), func(pi config.PortMapIface) bool { return pi.Name == ic.Name && pi.Permitted }) {
 			add(ipv4MulticastMAC(ssdpGroup))
 		}
 		if ic.Role == config.RoleLAN {

@@ -32,16 +32,20 @@ import (
 // Port mapping (config port_mapping:, packages portmap/...) as
 // portmap/doc.go's "Wiring" asks: one table on the NAT engine and the
 // wan interface, its state file in the state directory, and the servers
-// on LAN-side interfaces only (config.PortMapLANAddrs decides which):
-// NAT-PMP and PCP on UDP 5351 of each LAN address, UPnP's SSDP on UDP
-// 1900 of each LAN interface joined to 239.255.255.250 there, its HTTP
-// server on TCP 5000 of each LAN address. No socket is ever opened on a
-// wan interface.
+// on the inside zones' interfaces only (config.PortMapIfaces decides
+// which): NAT-PMP and PCP on UDP 5351 of each inside address, UPnP's
+// HTTP server on TCP 5000 of each, its SSDP on UDP 1900 of each
+// interface of a zone permitted to map ports, joined to 239.255.255.250
+// there. A zone not permitted (a guest zone) is served only to be
+// refused: NAT-PMP and PCP answer NOT_AUTHORIZED, UPnP actions 606, and
+// it gets no SSDP answers. No socket is ever opened on a wan interface:
+// a request from the WAN side gets no answer at all (miniupnpd's
+// behaviour), as the WAN zone's input policy drops it first.
 
 // Ports and group of the servers.
 const (
-	pmpPort  = 5351 // NAT-PMP and PCP (RFC 6886 section 3, RFC 6887 section 19.1)
-	ssdpPort = 1900 // UDA 1.1 section 1.1.2
+	pmpPort  = config.PMPPort // NAT-PMP and PCP (RFC 6886 section 3, RFC 6887 section 19.1)
+	ssdpPort = 1900           // UDA 1.1 section 1.1.2
 )
 
 // ssdpGroup is SSDP's IPv4 multicast group (UDA 1.1 section 1.1.2).
@@ -161,46 +165,46 @@ func portMapWAN(cfg *config.Config) (string, netip.Addr) {
 	return first, netip.Addr{}
 }
 
-// portMapInside returns the LAN-side interfaces' IPv4 prefixes by
-// interface name, in config order, and the same prefixes masked.
-func portMapInside(cfg *config.Config) (addrs map[string][]netip.Prefix, names []string, inside []netip.Prefix) {
-	addrs = map[string][]netip.Prefix{}
-	for i := range cfg.Interfaces {
-		ic := &cfg.Interfaces[i]
-		ps := config.PortMapLANAddrs(ic)
-		if len(ps) == 0 {
-			continue
-		}
-		addrs[ic.Name] = ps
-		names = append(names, ic.Name)
-		for _, p := range ps {
-			inside = append(inside, p.Masked())
+// portMapInside returns the interfaces the servers listen on
+// (config.PortMapIfaces), the prefixes of those whose zone may map
+// ports (inside) and of those whose zone may not (refused), masked.
+func portMapInside(cfg *config.Config) (ifaces []config.PortMapIface, inside, refused []netip.Prefix) {
+	ifaces = cfg.PortMapIfaces()
+	for _, pi := range ifaces {
+		for _, p := range pi.Addrs {
+			if pi.Permitted {
+				inside = append(inside, p.Masked())
+			} else {
+				refused = append(refused, p.Masked())
+			}
 		}
 	}
-	return addrs, names, inside
+	return ifaces, inside, refused
 }
 
 // portMapServerKey names what the running servers depend on: the
 // protocols, the LAN addresses and the table.
 func portMapServerKey(cfg *config.Config, t *portmap.Table) string {
-	addrs, names, _ := portMapInside(cfg)
+	ifaces, _, _ := portMapInside(cfg)
 	pm := cfg.PortMapping
 	key := fmt.Sprintf("%p natpmp=%v pcp=%v upnp=%v", t, pm.NATPMP, pm.PCP, pm.UPnP)
-	for _, n := range names {
-		key += fmt.Sprintf(" %s%v", n, addrs[n])
+	for _, pi := range ifaces {
+		key += fmt.Sprintf(" %s/%s/%v%v", pi.Name, pi.Zone, pi.Permitted, pi.Addrs)
 	}
 	return key
 }
 
 // samePortMapPolicy reports whether a and b give the table the same
-// policy; the protocols' on/off is not part of it.
+// policy; the protocols' on/off is not part of it, nor are the zones
+// (the servers' business: a zone that loses its permission keeps its
+// mappings until they expire, and cannot renew them).
 func samePortMapPolicy(a, b *config.PortMapping) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
 	x, y := *a, *b
-	x.NATPMP, x.PCP, x.UPnP = true, true, true
-	y.NATPMP, y.PCP, y.UPnP = true, true, true
+	x.NATPMP, x.PCP, x.UPnP, x.Zones = true, true, true, nil
+	y.NATPMP, y.PCP, y.UPnP, y.Zones = true, true, true, nil
 	return x.Equal(&y)
 }
 
@@ -286,14 +290,14 @@ func (r *Router) stopPortMapLocked() {
 // reported; the others run. r.mu must be held.
 func (r *Router) startPortMapServersLocked(cfg *config.PortMapping) (*portMapServers, error) {
 	pm := &r.portmap
-	addrs, names, inside := portMapInside(r.cfg)
+	ifaces, inside, refused := portMapInside(r.cfg)
 	ctx, cancel := context.WithCancel(r.ctx)
 	s := &portMapServers{ctx: ctx, cancel: cancel, announce: func() {}}
 	if cfg.NATPMP {
-		s.natpmp = &natpmp.Handler{Table: pm.table, Inside: inside}
+		s.natpmp = &natpmp.Handler{Table: pm.table, Inside: inside, Refused: refused}
 	}
 	if cfg.PCP {
-		s.pcp = &pcp.Handler{Table: pm.table, Inside: inside}
+		s.pcp = &pcp.Handler{Table: pm.table, Inside: inside, Refused: refused}
 	}
 	log := r.log.With("component", "portmap")
 	var errs []error
@@ -314,13 +318,20 @@ func (r *Router) startPortMapServersLocked(cfg *config.PortMapping) (*portMapSer
 		}
 		dev = upnp.Device{UUID: uuid, FriendlyName: "gvrouter"}
 	}
-	for _, name := range names {
+	var names []string
+	for _, pi := range ifaces {
+		name := pi.Name
 		ifc := r.net.Interface(name)
 		if ifc == nil {
 			continue
 		}
+		label := name + " (zone " + pi.Zone + ")"
+		if !pi.Permitted {
+			label = name + " (zone " + pi.Zone + ", refused)"
+		}
+		names = append(names, label)
 		var first *upnp.Server
-		for _, p := range addrs[name] {
+		for _, p := range pi.Addrs {
 			if cfg.NATPMP || cfg.PCP {
 				ap := netip.AddrPortFrom(p.Addr(), pmpPort)
 				c, err := ifc.ListenUDP(ap)
@@ -346,7 +357,7 @@ func (r *Router) startPortMapServersLocked(cfg *config.PortMapping) (*portMapSer
 					errs = append(errs, fmt.Errorf("port mapping: upnp http %s: %w", ap, err))
 					continue
 				}
-				us := &upnp.Server{Table: pm.table, Device: dev, Inside: inside, Location: "http://" + ap.String() + "/rootDesc.xml"}
+				us := &upnp.Server{Table: pm.table, Device: dev, Inside: inside, Refused: refused, Location: "http://" + ap.String() + "/rootDesc.xml"}
 				s.upnp = append(s.upnp, us)
 				s.listen = append(s.listen, "tcp "+ap.String())
 				hs := us.HTTPServer()
@@ -358,8 +369,8 @@ func (r *Router) startPortMapServersLocked(cfg *config.PortMapping) (*portMapSer
 					}
 					return nil
 				})
-				if first == nil {
-					first = us
+				if first == nil && pi.Permitted {
+					first = us // SSDP only where hosts may map
 				}
 			}
 		}

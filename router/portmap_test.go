@@ -46,6 +46,7 @@ func TestPortMapPolicyChange(t *testing.T) {
 		{"unchanged", func(*config.PortMapping) {}, true},
 		{"upnp on", func(p *config.PortMapping) { p.UPnP = true }, true},
 		{"natpmp off, pcp on", func(p *config.PortMapping) { p.NATPMP, p.PCP = false, true }, true},
+		{"zones (the servers' business)", func(p *config.PortMapping) { p.Zones = []string{"lan", "guest"} }, true},
 		{"secure off", func(p *config.PortMapping) { p.Secure = false }, false},
 		{"max_per_host", func(p *config.PortMapping) { p.MaxPerHost = 8 }, false},
 		{"max_lifetime", func(p *config.PortMapping) { p.MaxLifetime = time.Hour }, false},
@@ -63,7 +64,7 @@ func TestPortMapPolicyChange(t *testing.T) {
 
 // TestPortMapWANAndInside: mappings are made on the first wan with an
 // IPv4 address; the servers' addresses are the lan interfaces' IPv4
-// ones (config.PortMapLANAddrs), never a wan's.
+// ones (config.PortMapIfaces), never a wan's.
 func TestPortMapWANAndInside(t *testing.T) {
 	p := netip.MustParsePrefix
 	cfg := &config.Config{Interfaces: []config.Interface{
@@ -75,10 +76,10 @@ func TestPortMapWANAndInside(t *testing.T) {
 	if name, addr := portMapWAN(cfg); name != "wan" || addr != netip.MustParseAddr("203.0.113.2") {
 		t.Errorf("portMapWAN = %s %v, want wan 203.0.113.2", name, addr)
 	}
-	addrs, names, inside := portMapInside(cfg)
-	if len(names) != 1 || names[0] != "lan" || len(addrs["lan"]) != 2 || len(inside) != 2 ||
-		inside[0] != p("192.168.1.0/24") || inside[1] != p("10.9.0.0/16") {
-		t.Errorf("portMapInside = %v %v %v", addrs, names, inside)
+	ifaces, inside, refused := portMapInside(cfg)
+	if len(ifaces) != 1 || ifaces[0].Name != "lan" || ifaces[0].Zone != "lan" || !ifaces[0].Permitted || len(ifaces[0].Addrs) != 2 ||
+		len(inside) != 2 || inside[0] != p("192.168.1.0/24") || inside[1] != p("10.9.0.0/16") || len(refused) != 0 {
+		t.Errorf("portMapInside = %+v %v %v", ifaces, inside, refused)
 	}
 	cfg.Interfaces[2].Addresses = nil // no lease yet
 	if name, addr := portMapWAN(cfg); name != "wan6" || addr.IsValid() {

@@ -38,7 +38,12 @@ type Handler struct {
 	// on a LAN address, so only a packet routed to that address from
 	// outside gets here, and the zones' input policy drops those first.
 	Inside []netip.Prefix
-	stats  Stats
+	// Refused are the prefixes of the inside zones that may not map
+	// ports (a guest zone's, e.g. [192.168.2.0/24]): every request from
+	// one is answered NotAuthorized (2) and counted in the table's
+	// refused/zone, not as outside.
+	Refused []netip.Prefix
+	stats   Stats
 }
 
 // Stats returns the handler's counters.
@@ -52,6 +57,16 @@ func (h *Handler) inside(a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// refuse counts a request from outside the inside prefixes: a refused
+// zone's in the table, any other as outside.
+func (h *Handler) refuse(client netip.Addr) {
+	if portmap.InPrefixes(h.Refused, client) {
+		h.Table.RefuseZone()
+		return
+	}
+	h.stats.Outside.Add(1)
 }
 
 func (h *Handler) count(result uint16) {
@@ -91,7 +106,7 @@ func (h *Handler) Handle(b []byte, from netip.AddrPort, out []byte) []byte {
 		resp.Result = ResultUnsupportedVersion
 	case req.Op == OpExternalAddress:
 		if !inside {
-			h.stats.Outside.Add(1)
+			h.refuse(client)
 			resp.Result = ResultNotAuthorized
 			break
 		}
@@ -103,7 +118,7 @@ func (h *Handler) Handle(b []byte, from netip.AddrPort, out []byte) []byte {
 	case req.Op == OpMapUDP || req.Op == OpMapTCP:
 		resp.Internal = req.Internal
 		if !inside {
-			h.stats.Outside.Add(1)
+			h.refuse(client)
 			resp.Result = ResultNotAuthorized
 			break
 		}

@@ -40,7 +40,11 @@ type Handler struct {
 	// Inside are the prefixes requests may come from, e.g.
 	// [192.168.1.0/24]; others are answered NOT_AUTHORIZED.
 	Inside []netip.Prefix
-	stats  Stats
+	// Refused are the prefixes of the inside zones that may not map
+	// ports (a guest zone's): every request from one is answered
+	// NOT_AUTHORIZED and counted in the table's refused/zone.
+	Refused []netip.Prefix
+	stats   Stats
 }
 
 // Stats returns the handler's counters.
@@ -72,6 +76,9 @@ func (h *Handler) Handle(b []byte, from netip.AddrPort, out []byte) []byte {
 		return h.errorResponse(b, UnsuppVersion, out)
 	case len(b) < HeaderLen || len(b) > MaxLen || len(b)%4 != 0:
 		return h.errorResponse(b, MalformedRequest, out)
+	case portmap.InPrefixes(h.Refused, src):
+		h.Table.RefuseZone()
+		return h.errorResponse(b, NotAuthorized, out)
 	case !h.inside(src):
 		h.stats.Outside.Add(1)
 		return h.errorResponse(b, NotAuthorized, out)

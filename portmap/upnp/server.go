@@ -49,6 +49,12 @@ type Server struct {
 	// [192.168.1.0/24]; everything else is dropped (SSDP) or refused
 	// (HTTP 403).
 	Inside []netip.Prefix
+	// Refused are the prefixes of the inside zones that may not map
+	// ports (a guest zone's): their hosts may read the description, and
+	// every action is answered 606 (Action not authorized) and counted
+	// in the table's refused/zone. The runtime serves no SSDP on such a
+	// zone's interfaces, so its hosts find the server only by its URL.
+	Refused []netip.Prefix
 	// Location is the description's URL on the LAN address the HTTP
 	// server listens on, e.g. http://192.168.1.1:5000/rootDesc.xml.
 	Location string
@@ -129,7 +135,8 @@ func (s *Server) HTTPServer() *http.Server {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	from, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil || !s.inside(from.Addr()) {
+	refused := err == nil && portmap.InPrefixes(s.Refused, from.Addr())
+	if err != nil || !s.inside(from.Addr()) && !refused {
 		s.stats.HTTPOutside.Add(1)
 		http.Error(w, "forbidden", http.StatusForbidden)
 		return
@@ -143,7 +150,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", `text/xml; charset="utf-8"`)
 		w.Write(s.Device.description())
 	case r.Method == http.MethodPost && r.URL.Path == ipConnCtl:
-		s.control(w, r, from.Addr().Unmap())
+		s.control(w, r, from.Addr().Unmap(), refused)
 	default:
 		http.NotFound(w, r)
 	}
@@ -178,7 +185,7 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	http.Error(w, "eventing not offered", http.StatusNotImplemented)
 }
 
-func (s *Server) control(w http.ResponseWriter, r *http.Request, client netip.Addr) {
+func (s *Server) control(w http.ResponseWriter, r *http.Request, client netip.Addr, refused bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSOAPBody))
 	if err != nil {
 		s.stats.SOAPBad.Add(1)
@@ -199,6 +206,11 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request, client netip.Ad
 		return
 	}
 	s.stats.Actions.Add(1)
+	if refused {
+		s.Table.RefuseZone()
+		s.fault(w, errNotAuthorized)
+		return
+	}
 	out, code := s.act(&a, client)
 	if code != 0 {
 		s.fault(w, code)

@@ -3,10 +3,14 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/gvrouter/gvrouter/firewall"
 )
 
 // PortMapping is the port_mapping: section: which protocols LAN
@@ -17,9 +21,11 @@ import (
 //	  pcp: on
 //	  upnp: on
 //	  allow: ["1024-65535 192.168.1.0/24 1024-65535"]
+//	  zones: [lan]
 //
-// Each protocol is off unless written on; the servers listen on the lan
-// interfaces' addresses only, never on a wan one.
+// Each protocol is off unless written on; the servers listen on the
+// inside zones' interfaces' addresses only, never on a wan one
+// (PortMapIfaces), and answer only the zones that zones: permits.
 type PortMapping struct {
 	NATPMP bool // NAT-PMP (RFC 6886) on UDP 5351
 	PCP    bool // PCP (RFC 6887) on UDP 5351
@@ -37,7 +43,13 @@ type PortMapping struct {
 	// MinLifetime and MaxLifetime narrow the 120 s - 86,400 s clamp;
 	// 0 = those bounds.
 	MinLifetime, MaxLifetime time.Duration
-	Pos                      Pos // where port_mapping: is written
+	// Zones are the firewall zones whose hosts may map ports, e.g.
+	// [lan]; nil = every inside zone whose input policy is accept (the
+	// implicit zone lan without firewall: zones:). A host of another
+	// inside zone (a guest zone) is answered "not authorized". A zone
+	// that masquerades or holds a wan interface can never be listed.
+	Zones []string
+	Pos   Pos // where port_mapping: is written
 
 	src src
 }
@@ -57,6 +69,10 @@ type PortMapRule struct {
 // is easier to find in a capture and to firewall).
 const UPnPPort = 5000
 
+// PMPPort is the UDP port NAT-PMP and PCP share (RFC 6886 section 3,
+// RFC 6887 section 19.1).
+const PMPPort = 5351
+
 // Lifetime bounds of port_mapping: (portmap.DefaultMinLifetime and
 // DefaultMaxLifetime, issue 41): the section may only narrow them.
 const (
@@ -64,7 +80,7 @@ const (
 	MaxPortMapLifetime = 86400 * time.Second
 )
 
-var portMappingKeys = []string{"natpmp", "pcp", "upnp", "secure", "allow", "max_per_host", "max_total", "min_lifetime", "max_lifetime"}
+var portMappingKeys = []string{"natpmp", "pcp", "upnp", "secure", "allow", "max_per_host", "max_total", "min_lifetime", "max_lifetime", "zones"}
 
 // Enabled reports whether any protocol is on.
 func (p *PortMapping) Enabled() bool { return p != nil && (p.NATPMP || p.PCP || p.UPnP) }
@@ -77,7 +93,8 @@ func (p *PortMapping) Equal(q *PortMapping) bool {
 	}
 	return p.NATPMP == q.NATPMP && p.PCP == q.PCP && p.UPnP == q.UPnP && p.Secure == q.Secure &&
 		p.MaxPerHost == q.MaxPerHost && p.MaxTotal == q.MaxTotal && p.MinLifetime == q.MinLifetime &&
-		p.MaxLifetime == q.MaxLifetime && fmt.Sprint(p.Rules) == fmt.Sprint(q.Rules)
+		p.MaxLifetime == q.MaxLifetime && fmt.Sprint(p.Rules) == fmt.Sprint(q.Rules) &&
+		fmt.Sprint(p.Zones) == fmt.Sprint(q.Zones) && (p.Zones == nil) == (q.Zones == nil)
 }
 
 // portMapping decodes port_mapping:.
@@ -114,6 +131,23 @@ func (d *decoder) portMapping(c *Config, e entry) {
 			} else {
 				p.src.markBad(key)
 			}
+		}
+	}
+	if ze, ok := m["zones"]; ok {
+		p.src.set("zones", posOf(ze.val))
+		items, ok := d.list(ze, what)
+		if !ok {
+			p.src.markBad("zones")
+		}
+		p.Zones = []string{}
+		for _, it := range items {
+			if it.Kind != yaml.ScalarNode || isNull(it) {
+				d.errorf(it, "%s: zones: want a zone name, got %s", what, kindName(it))
+				p.src.markBad("zones")
+				continue
+			}
+			p.src.set("zones."+strconv.Itoa(len(p.Zones)), posOf(it))
+			p.Zones = append(p.Zones, it.Value)
 		}
 	}
 	if ae, ok := m["allow"]; ok {
@@ -210,39 +244,161 @@ func (c *Config) validatePortMapping(l *errorList) {
 	if p.Rules != nil && len(p.Rules) == 0 && !p.src.bad["allow"] {
 		l.add(p.src.at("allow", p.Pos), "%s: allow: an empty list refuses every mapping; leave it out for the default (1024-65535 for every host)", what)
 	}
+	zonesOK := c.validatePortMapZones(l)
 	if !p.Enabled() {
 		return
 	}
 	var wan, lan bool
 	for _, ic := range c.Interfaces {
-		switch {
-		case ic.Role == RoleWAN:
+		if ic.Role == RoleWAN {
 			wan = true
-		case len(PortMapLANAddrs(&ic)) > 0:
-			lan = true
 		}
+	}
+	for _, pi := range c.PortMapIfaces() {
+		lan = lan || pi.Permitted
 	}
 	if !wan {
 		l.add(p.Pos, "%s: mappings are made on the wan interface, and there is none (role: wan)", what)
 	}
-	if !lan {
-		l.add(p.Pos, "%s: the servers listen on lan interfaces' IPv4 addresses, and no lan interface has a static one", what)
+	if !lan && zonesOK {
+		l.add(p.Pos, "%s: the servers listen on lan interfaces' IPv4 addresses, and no interface of a zone permitted to map ports has a static one", what)
 	}
 }
 
-// PortMapLANAddrs returns the addresses of ic the port mapping servers
-// listen on: its static IPv4 addresses if it is LAN-side, else none.
-// This is the one place that decides which interfaces are LAN-side for
-// port mapping: today role lan; firewall zones will decide it later.
-func PortMapLANAddrs(ic *Interface) []netip.Prefix {
-	if ic.Role != RoleLAN {
-		return nil
+// validatePortMapZones checks that port_mapping: zones: names zones
+// that exist, each once, none of them WAN-side; it reports whether the
+// list is sound.
+func (c *Config) validatePortMapZones(l *errorList) bool {
+	p := c.PortMapping
+	if p.src.bad["zones"] {
+		return false
 	}
-	var out []netip.Prefix
-	for _, p := range ic.Addresses {
-		if p.Addr().Is4() {
-			out = append(out, p)
+	if p.Zones == nil {
+		return true
+	}
+	const what = "port_mapping: zones"
+	if len(p.Zones) == 0 {
+		l.add(p.src.at("zones", p.Pos), "%s: an empty list permits no zone; turn the protocols off instead, or leave it out for the default (the inside zones whose input is accept)", what)
+		return false
+	}
+	names := c.portMapZoneNames()
+	ok := true
+	for i, z := range p.Zones {
+		at := p.src.at("zones."+strconv.Itoa(i), p.Pos)
+		switch {
+		case !slices.Contains(names, z):
+			l.add(at, "%s: unknown zone %q%s", what, z, hint(z, names))
+		case slices.Contains(p.Zones[:i], z):
+			l.add(at, "%s: zone %q listed twice", what, z)
+		case c.wanSideZone(z):
+			l.add(at, "%s: zone %q is WAN-side (it masquerades or holds a wan interface): port mapping never answers there", what, z)
+		default:
+			continue
+		}
+		ok = false
+	}
+	return ok
+}
+
+// portMapZoneNames returns the firewall zones' names, or the implicit
+// lan and wan without firewall: zones:.
+func (c *Config) portMapZoneNames() []string {
+	if len(c.Firewall.Zones) == 0 {
+		return []string{"lan", "wan"}
+	}
+	var out []string
+	for _, z := range c.Firewall.Zones {
+		out = append(out, z.Name)
+	}
+	return out
+}
+
+// wanSideZone reports whether zone name is WAN-side: it masquerades,
+// holds a role wan interface or one that nat: masquerade: lists (the
+// implicit zone wan without firewall: zones:).
+func (c *Config) wanSideZone(name string) bool {
+	if len(c.Firewall.Zones) == 0 {
+		return name != "lan"
+	}
+	for _, z := range c.Firewall.Zones {
+		if z.Name != name {
+			continue
+		}
+		if z.Masquerade {
+			return true
+		}
+		for _, ifn := range z.Interfaces {
+			if ic := c.Interface(ifn); ic != nil && ic.Role == RoleWAN || slices.Contains(c.NAT.Masquerade, ifn) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// PortMapIface is an interface the port mapping servers listen on.
+type PortMapIface struct {
+	Name string
+	Zone string // its firewall zone; "lan" without firewall: zones:
+	// Permitted: port_mapping: zones: lets the zone's hosts map ports
+	// (by default, an inside zone whose input policy is accept). The
+	// servers answer the others' requests "not authorized" and send
+	// them no SSDP answers.
+	Permitted bool
+	Addrs     []netip.Prefix // its static IPv4 addresses
+}
+
+// PortMapIfaces returns the interfaces the port mapping servers listen
+// on, in config order: those with a static IPv4 address in an inside
+// zone (one that is not WAN-side); without firewall: zones:, the role
+// lan ones. This is the one place that decides which interfaces are
+// LAN-side for port mapping.
+func (c *Config) PortMapIfaces() []PortMapIface {
+	var out []PortMapIface
+	for i := range c.Interfaces {
+		ic := &c.Interfaces[i]
+		zone := ""
+		if len(c.Firewall.Zones) == 0 {
+			if ic.Role == RoleLAN {
+				zone = "lan"
+			}
+		} else {
+			for _, z := range c.Firewall.Zones {
+				if slices.Contains(z.Interfaces, ic.Name) {
+					zone = z.Name
+				}
+			}
+		}
+		if zone == "" || ic.Role == RoleWAN || c.wanSideZone(zone) {
+			continue
+		}
+		var addrs []netip.Prefix
+		for _, p := range ic.Addresses {
+			if p.Addr().Is4() {
+				addrs = append(addrs, p)
+			}
+		}
+		if len(addrs) > 0 {
+			out = append(out, PortMapIface{Name: ic.Name, Zone: zone, Permitted: c.portMapPermits(zone), Addrs: addrs})
 		}
 	}
 	return out
+}
+
+// portMapPermits reports whether hosts of the inside zone name may map
+// ports.
+func (c *Config) portMapPermits(name string) bool {
+	if p := c.PortMapping; p != nil && p.Zones != nil {
+		return slices.Contains(p.Zones, name)
+	}
+	if len(c.Firewall.Zones) == 0 {
+		return name == "lan"
+	}
+	for i := range c.Firewall.Zones {
+		if z := &c.Firewall.Zones[i]; z.Name == name {
+			in, _, _ := z.Policies()
+			return in == firewall.Accept
+		}
+	}
+	return false
 }

@@ -93,7 +93,62 @@ func Policy(cfg *config.Config, id map[string]natengine.Iface, ifaces []natengin
 		p.Rules = append(p.Rules, firewall.Rule{Name: fmt.Sprintf("wireguard-%d", port), Src: firewall.Any,
 			Protos: []uint8{natengine.ProtoUDP}, DestPorts: []firewall.PortRange{{First: port, Last: port}}})
 	}
+	if len(cfg.Firewall.Zones) > 0 {
+		p.Rules = append(p.Rules, portMapRules(cfg)...)
+	}
 	return p
+}
+
+// portMapRules admit port mapping requests (config port_mapping:) from
+// each inside zone whose input policy is not accept, to the servers on
+// that zone's own addresses: NAT-PMP and PCP (UDP 5351) and UPnP's HTTP
+// (TCP 5000), and nothing else of the router's. A zone that may not map
+// ports (a guest zone) is admitted too, so that its hosts are answered
+// "not authorized" rather than left waiting; without port_mapping: on,
+// no rule. SSDP is multicast, which the zones do not filter. The rules
+// come after the config's own, which may still refuse these ports.
+func portMapRules(cfg *config.Config) []firewall.Rule {
+	pm := cfg.PortMapping
+	if !pm.Enabled() {
+		return nil
+	}
+	var out []firewall.Rule
+	var zones []string
+	dsts := map[string][]netip.Prefix{}
+	for _, pi := range cfg.PortMapIfaces() {
+		if !slices.Contains(zones, pi.Zone) {
+			zones = append(zones, pi.Zone)
+		}
+		for _, a := range pi.Addrs {
+			dsts[pi.Zone] = append(dsts[pi.Zone], netip.PrefixFrom(a.Addr(), 32))
+		}
+	}
+	for _, zn := range zones {
+		if z := zoneNamed(cfg, zn); z == nil {
+			continue
+		} else if in, _, _ := z.Policies(); in == firewall.Accept {
+			continue
+		}
+		if pm.NATPMP || pm.PCP {
+			out = append(out, firewall.Rule{Name: "port-mapping-" + zn, Src: zn, Family: 4, Protos: []uint8{natengine.ProtoUDP},
+				DestPorts: []firewall.PortRange{{First: config.PMPPort, Last: config.PMPPort}}, DestAddrs: dsts[zn]})
+		}
+		if pm.UPnP {
+			out = append(out, firewall.Rule{Name: "port-mapping-upnp-" + zn, Src: zn, Family: 4, Protos: []uint8{natengine.ProtoTCP},
+				DestPorts: []firewall.PortRange{{First: config.UPnPPort, Last: config.UPnPPort}}, DestAddrs: dsts[zn]})
+		}
+	}
+	return out
+}
+
+// zoneNamed returns cfg's firewall zone name, or nil.
+func zoneNamed(cfg *config.Config, name string) *config.Zone {
+	for i := range cfg.Firewall.Zones {
+		if cfg.Firewall.Zones[i].Name == name {
+			return &cfg.Firewall.Zones[i]
+		}
+	}
+	return nil
 }
 
 // zonePolicy is cfg's zones and rules, or LegacyPolicy.
