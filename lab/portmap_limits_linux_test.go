@@ -36,6 +36,10 @@ import (
 //     another) is announced to the LAN host (224.0.0.1:5350), NAT-PMP's
 //     external address answer changes, and the mappings work on the new
 //     address;
+//   - a guest zone without permission is refused with each protocol's
+//     code (checkPortMapGuest: natpmpc and a NAT-PMP MAP get result 2,
+//     the RFC 6887 client's PCP MAP NOT_AUTHORIZED, upnpc 606, and no
+//     SSDP answer), counted in refused/zone;
 //   - a mapping made with the smallest lifetime (120 s) is gone from
 //     /api/status after it, and the WAN host no longer gets through
 //     while a longer one still lets it in.
@@ -45,7 +49,7 @@ import (
 // wait overlap the other lab tests.
 func TestLabPortMappingLimits(t *testing.T) {
 	parallelLongLab(t)
-	requirePrivileged(t, "natpmpc", "/usr/bin/python3")
+	requirePrivileged(t, "natpmpc", "upnpc", "/usr/bin/python3")
 	script, err := filepath.Abs("../portmap/pcp/testdata/pcpclient.py")
 	if err != nil {
 		t.Fatal(err)
@@ -57,8 +61,10 @@ func TestLabPortMappingLimits(t *testing.T) {
 		Log:          testLogger(t),
 		Stdout:       &out,
 		cfgEdits: []func(*labConfig){func(c *labConfig) {
-			c.PortMapping = &labPortMapping{NATPMP: "on", PCP: "on", MaxPerHost: pmLimit,
-				Allow: []string{"deny 15900-15999 0.0.0.0/0 1-65535", "allow 1024-65535 10.77.1.0/24 1024-65535"}}
+			// The guest prefix (checkPortMapGuest) is allowed too, so
+			// that only its zone refuses it.
+			c.PortMapping = &labPortMapping{NATPMP: "on", PCP: "on", UPnP: "on", MaxPerHost: pmLimit,
+				Allow: []string{"deny 15900-15999 0.0.0.0/0 1-65535", "allow 1024-65535 10.77.1.0/24 1024-65535", "allow 1024-65535 10.77.3.0/24 1024-65535"}}
 		}},
 		testHook: func(l *lab) error { return checkPortMapLimits(t, l, script) },
 		runTag:   nextRunTag(),
@@ -311,6 +317,11 @@ func checkPortMapLimits(t *testing.T, l *lab, script string) error {
 	}
 	if time.Now().Before(expiry.Add(-2*time.Second)) && !hasMapping(pm, pmShort) {
 		return fmt.Errorf("short mapping gone %v before its time", time.Until(expiry).Round(time.Second))
+	}
+	// The guest network while the short mapping runs out (a reload
+	// into firewall zones: the mappings and their DNAT stay).
+	if err := checkPortMapGuest(ctx, l, script, t.Logf); err != nil {
+		return fmt.Errorf("guest zone: %w", err)
 	}
 	t.Logf("waiting %v for the 120 s mapping to expire", time.Until(expiry).Round(time.Second))
 	select {
