@@ -24,6 +24,15 @@ type CoDelParams struct {
 	MaxPacket int
 	// ECN marks ECN-capable packets CE instead of dropping them (RFC 8289 §5.4 "mark").
 	ECN bool
+	// MarkLimit is the sojourn, e.g. 100_000_000 (100 ms), from which an
+	// ECN-capable packet is dropped instead of sent while the controller
+	// is dropping: its sender has had marks for a while and its queue
+	// still holds more than a round trip, so the marks are not slowing it
+	// (a sender that ignores ECE, as Linux BBR v1 does; RFC 3168 §7 marks
+	// only instead of a drop for incipient congestion, not on overload).
+	// Without it such a flow keeps its queue until the pool overflows.
+	// 0 means no limit (RFC 8289 as printed); FQCoDel's default is Interval.
+	MarkLimit int64
 }
 
 // DefaultCoDelParams returns RFC 8289's recommended parameters with ECN on.
@@ -150,8 +159,18 @@ func controlLaw(p *CoDelParams, t int64, count uint32) int64 {
 // bytes left in the queue without it, ect whether it is ECN-capable (ECT(0),
 // ECT(1) or already CE). Judge advances the RFC 8289 state machine; on Drop the
 // caller frees the packet and judges the next head packet with the same now.
+//
+// With ECN and MarkLimit set, an ECT packet that waited MarkLimit or more
+// while the controller is dropping, with more than MaxPacket behind it, is
+// dropped whatever the schedule: the state machine, count and the next
+// mark's time are as if the packet had never been queued, so the control
+// law keeps its pace for the packets below the limit. A Drop of an ECT
+// packet with ECN on is always such an overload drop.
 func (c *CoDel) Judge(p *CoDelParams, now, sojourn int64, backlog int, ect bool) Verdict {
 	ok := c.okToDrop(p, now, sojourn, backlog)
+	if ok && c.dropping && p.ECN && ect && p.MarkLimit > 0 && sojourn >= p.MarkLimit {
+		return Drop
+	}
 	switch c.phase {
 	case phaseAfterEnter:
 		// The packet dequeued after the drop that started a dropping

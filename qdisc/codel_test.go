@@ -407,3 +407,54 @@ func TestCoDelJudgeAllocs(t *testing.T) {
 		t.Errorf("Judge allocs = %v, want 0", n)
 	}
 }
+
+// TestCoDelMarkLimit: while dropping, an ECT packet that waited MarkLimit
+// or more is dropped, not marked, and the state machine does not see it:
+// count and the next mark's time stay, so the packets below the limit
+// are marked on the control law's schedule. Below MarkLimit, outside the
+// dropping state, or with the last packet of the queue, nothing changes;
+// MarkLimit 0 is RFC 8289 as printed.
+func TestCoDelMarkLimit(t *testing.T) {
+	p := CoDelParams{Target: 5 * ms, Interval: 100 * ms, MaxPacket: 1514, ECN: true, MarkLimit: 100 * ms}
+	var c CoDel
+	// Above target but below the limit: marked on schedule (first at 100 ms).
+	now := int64(0)
+	for ; now <= 100*ms; now += ms {
+		v := c.Judge(&p, now, 30*ms, 1<<20, true)
+		if want := map[bool]Verdict{true: Mark, false: Deliver}[now == 100*ms]; v != want {
+			t.Fatalf("at %d ms: %v, want %v", now/ms, v, want)
+		}
+	}
+	count, next := c.Count(), c.DropNext()
+	// A packet past the limit: dropped, the schedule untouched.
+	if v := c.Judge(&p, now, 100*ms, 1<<20, true); v != Drop {
+		t.Fatalf("ECT packet at the limit while dropping = %v, want drop", v)
+	}
+	if c.Count() != count || c.DropNext() != next || !c.Dropping() {
+		t.Fatalf("after the overload drop count %d next %d dropping %v, want %d %d true", c.Count(), c.DropNext(), c.Dropping(), count, next)
+	}
+	// The next packet, below the limit, is judged as the first of the dequeue.
+	if v := c.Judge(&p, now, 30*ms, 1<<20, true); v != Deliver {
+		t.Fatalf("packet after the overload drop = %v, want deliver (next mark at %d ms)", v, next/ms)
+	}
+	if v := c.Judge(&p, next, 30*ms, 1<<20, true); v != Mark || c.Count() != count+1 {
+		t.Fatalf("at the scheduled time = %v count %d, want mark, count %d", v, c.Count(), count+1)
+	}
+	// The last packet of the queue is sent, marked or not.
+	if v := c.Judge(&p, next+ms, 500*ms, 1514, true); v == Drop {
+		t.Fatal("the queue's last packet dropped")
+	}
+	// Not yet dropping: a packet past the limit is not dropped.
+	var fresh CoDel
+	if v := fresh.Judge(&p, 0, 500*ms, 1<<20, true); v != Deliver {
+		t.Fatalf("first packet past the limit, not dropping = %v, want deliver", v)
+	}
+	// MarkLimit 0: marked whatever the sojourn, as RFC 8289 prints it.
+	p.MarkLimit = 0
+	var rfc CoDel
+	for now := int64(0); now < 1000*ms; now += ms {
+		if v := rfc.Judge(&p, now, 900*ms, 1<<20, true); v == Drop {
+			t.Fatalf("MarkLimit 0: ECT packet dropped at %d ms", now/ms)
+		}
+	}
+}

@@ -56,7 +56,8 @@ type Config struct {
 	// Quantum is the DRR quantum in bytes for flows and hosts, e.g. 1514.
 	Quantum int
 	// CoDel are the per-flow AQM parameters; zero Target/Interval/MaxPacket
-	// take RFC 8289's defaults. ECN as given (true marks ECT packets).
+	// take RFC 8289's defaults, zero MarkLimit Interval. ECN as given
+	// (true marks ECT packets).
 	CoDel CoDelParams
 	// Diffserv selects the tins: Besteffort (one tin) or Diffserv3.
 	Diffserv Diffserv
@@ -83,7 +84,7 @@ func (c *Config) Validate() error {
 	check("limit", c.Limit, 16, 1<<20)
 	check("frame size", c.FrameSize, 64, 65535)
 	check("quantum", c.Quantum, 64, 65535)
-	if c.CoDel.Target < 0 || c.CoDel.Interval < 0 || c.CoDel.MaxPacket < 0 {
+	if c.CoDel.Target < 0 || c.CoDel.Interval < 0 || c.CoDel.MaxPacket < 0 || c.CoDel.MarkLimit < 0 {
 		errs = append(errs, errors.New("qdisc: negative codel parameter"))
 	}
 	if c.Diffserv > Diffserv3 {
@@ -202,6 +203,9 @@ func New(cfg Config) (*FQCoDel, error) {
 	}
 	if q.params.MaxPacket == 0 {
 		q.params.MaxPacket = DefaultMaxPacket
+	}
+	if q.params.MarkLimit == 0 {
+		q.params.MarkLimit = q.params.Interval
 	}
 	if q.classify == nil {
 		q.classify = func(f []byte) Class { return ClassifyFrame(f, HostSrc) }
@@ -620,6 +624,17 @@ func (q *FQCoDel) codelDequeue(fl *flow, h *host, t *tin, now int64) int32 {
 		ect := ecn(f, int(q.slotL3[s]), q.slotVer[s]) != ecnNotECT
 		switch fl.codel.Judge(&q.params, now, sojourn, q.backlogBytes(), ect) {
 		case Drop:
+			if ect && q.params.ECN {
+				// Judge marks an ECT packet it means to signal
+				// with: this one waited past MarkLimit, its
+				// sender ignoring the marks. Like a full pool's
+				// drops it absorbs arrivals above the rate, so an
+				// ingress shaper is not charged: charging would
+				// age the queue further and drop everything.
+				t.stats.ECNOverloadDrops++
+				q.dropSlot(s, false)
+				continue
+			}
 			t.stats.CoDelDrops++
 			if q.chargeDrops {
 				// The drop used the link as a sent packet would (cake

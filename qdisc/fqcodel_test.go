@@ -271,8 +271,9 @@ func TestSparseFlowSeesNoQueue(t *testing.T) {
 }
 
 // TestECNIgnoringFlowBounded: an ECT flow that ignores CE marks and sends at
-// 3x the link rate is marked, then, once the pool is full, dropped from (it is
-// the fattest flow); a second host keeps its half and memory stays bounded.
+// 3x the link rate is marked, then dropped from (past MarkLimit, and once the
+// pool is full as the fattest flow); a second host keeps its half and memory
+// stays bounded.
 // Both directions: egress, and ingress (download), where CoDel's drops
 // use the link too.
 func TestECNIgnoringFlowBounded(t *testing.T) {
@@ -653,6 +654,50 @@ func TestCoDelJudgesByLinkBacklog(t *testing.T) {
 			}
 			if !c.wantDrops && st.CoDelDrops != 0 {
 				t.Errorf("%d CoDel drops from a lone flow with one MTU behind its head (the link would idle)", st.CoDelDrops)
+			}
+		})
+	}
+}
+
+// TestECNIgnoringFlowSojournBounded: a sender that ignores CE marks (the
+// lab's download senders ran Linux BBR, whose cwnd does not answer ECE:
+// two of three packets marked, the queue unmoved) must not hold its queue
+// until the pool overflows. Once a packet has waited Interval (100 ms, the
+// round trip CoDel assumes) its mark is not working, and CoDel drops it
+// instead (RFC 3168 §7: CE only where the router would otherwise drop for
+// incipient congestion, not on overload): the flow's sojourn stays near
+// Interval, not the pool's seconds. Both directions.
+func TestECNIgnoringFlowSojournBounded(t *testing.T) {
+	for _, ingress := range []bool{false, true} {
+		t.Run(fmt.Sprint("ingress=", ingress), func(t *testing.T) {
+			q := mustNew(t, Config{CoDel: CoDelParams{ECN: true}})
+			s, err := NewShaper(ShaperConfig{Rate: 10_000_000, Ingress: ingress}, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// ECT(0) at 2x the link (826 full frames/s fill it).
+			bad := &simSource{frame: frame4("10.0.0.66", "192.0.2.1", protoTCP, 6666, 80, 1514, 0x02), pps: 1650}
+			var peak int64
+			runSim(q, s, []*simSource{bad}, 3000*ms, ms/10, func(f []byte, now, soj int64) {
+				if now > 500*ms {
+					peak = max(peak, soj)
+				}
+			})
+			st := q.Stats().Tins[0]
+			t.Logf("peak sojourn %.1f ms; stats %+v", float64(peak)/1e6, st)
+			if peak > 115*ms {
+				t.Errorf("the mark-ignoring flow's packets waited up to %.1f ms, want <= 115 ms (Interval and a little)", float64(peak)/1e6)
+			}
+			if st.ECNMarks == 0 || st.ECNOverloadDrops == 0 {
+				t.Errorf("ECNMarks %d, ECNOverloadDrops %d: want marks first, then drops of the packets the marks did not slow", st.ECNMarks, st.ECNOverloadDrops)
+			}
+			// The link stays full: the drops absorb the excess
+			// arrivals and are not charged (ingress) as sent.
+			if want := uint64(2500 * 95 / 100); st.SentPackets < want {
+				t.Errorf("SentPackets = %d in 3 s at 10 Mbit/s, want >= %d", st.SentPackets, want)
+			}
+			if st.OverlimitDrops != 0 {
+				t.Errorf("OverlimitDrops = %d: the pool filled", st.OverlimitDrops)
 			}
 		})
 	}

@@ -140,6 +140,11 @@ type TinStats struct {
 	CoDelDrops uint64 `json:"codel_drops"`
 	// ECNMarks counts packets CoDel marked CE instead of dropping.
 	ECNMarks uint64 `json:"ecn_marks"`
+	// ECNOverloadDrops counts ECN-capable packets dropped instead of
+	// marked because they waited CoDelParams.MarkLimit while marks were
+	// being sent (a sender that ignores them); not in CoDelDrops, and,
+	// like OverlimitDrops, not charged to an ingress shaper.
+	ECNOverloadDrops uint64 `json:"ecn_overload_drops"`
 	// OverlimitDrops counts packets dropped from the fattest flow because the pool was full.
 	OverlimitDrops uint64 `json:"overlimit_drops"`
 	// BacklogPackets and BacklogBytes are what the tin holds now.

@@ -79,7 +79,7 @@ func init() {
 type sqmCollector struct {
 	s                                            *Server
 	sent, sentBytes, codel, marks, over, backlog *prometheus.Desc
-	delay, peak, rate                            *prometheus.Desc
+	delay, peak, rate, ecnOverload               *prometheus.Desc
 	oversize, writeErrors, limit, memory         *prometheus.Desc
 }
 
@@ -95,6 +95,7 @@ func newSQMCollector(s *Server) *sqmCollector {
 		codel:       d("codel_drops_total", "Packets CoDel dropped (queue delay above target for an interval), per tin.", l),
 		marks:       d("ecn_marks_total", "Packets CoDel marked CE instead of dropping, per tin.", l),
 		over:        d("overlimit_drops_total", "Packets dropped from the fattest flow because the queue was full, per tin.", l),
+		ecnOverload: d("ecn_overload_drops_total", "ECN-capable packets dropped instead of marked: they waited past the mark limit (CoDel's interval) while marks were sent, per tin.", l),
 		backlog:     d("backlog_packets", "Packets queued now, per tin.", l),
 		delay:       d("delay_seconds", "Moving average of the queueing delay of sent packets, per tin.", l),
 		peak:        d("peak_delay_seconds", "Largest queueing delay of a sent packet, per tin.", l),
@@ -109,7 +110,7 @@ func newSQMCollector(s *Server) *sqmCollector {
 // Describe implements prometheus.Collector.
 func (c *sqmCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.codel, c.marks, c.over, c.backlog, c.delay, c.peak, c.rate,
-		c.oversize, c.writeErrors, c.limit, c.memory} {
+		c.ecnOverload, c.oversize, c.writeErrors, c.limit, c.memory} {
 		ch <- d
 	}
 }
@@ -129,6 +130,7 @@ func (c *sqmCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.codel, prometheus.CounterValue, float64(t.CoDelDrops), lv...)
 			ch <- prometheus.MustNewConstMetric(c.marks, prometheus.CounterValue, float64(t.ECNMarks), lv...)
 			ch <- prometheus.MustNewConstMetric(c.over, prometheus.CounterValue, float64(t.OverlimitDrops), lv...)
+			ch <- prometheus.MustNewConstMetric(c.ecnOverload, prometheus.CounterValue, float64(t.ECNOverloadDrops), lv...)
 			ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(t.BacklogPackets), lv...)
 			ch <- prometheus.MustNewConstMetric(c.delay, prometheus.GaugeValue, float64(t.Delay)/1e9, lv...)
 			ch <- prometheus.MustNewConstMetric(c.peak, prometheus.GaugeValue, float64(t.PeakDelay)/1e9, lv...)

@@ -15,7 +15,7 @@ import (
 // metrics; without sqm none of it.
 func TestSQMStatus(t *testing.T) {
 	q := qdisc.Stats{NumTins: 3, Limit: 4096, MemoryBytes: 7_050_000, OversizeDrops: 3}
-	q.Tins[1] = qdisc.TinStats{SentPackets: 1200, SentBytes: 1_800_000, CoDelDrops: 17, ECNMarks: 5, OverlimitDrops: 2,
+	q.Tins[1] = qdisc.TinStats{SentPackets: 1200, SentBytes: 1_800_000, CoDelDrops: 17, ECNMarks: 5, ECNOverloadDrops: 4, OverlimitDrops: 2,
 		BacklogPackets: 9, BacklogBytes: 13_500, Delay: 3_250_000, PeakDelay: 41_000_000}
 	snap := status.Snapshot{SQM: []status.SQM{{sqm.Status{Interface: "wan", Stats: sqm.Stats{Direction: "upload", Rate: 20_000_000, Overhead: 44,
 		Diffserv: "diffserv3", TinNames: []string{"bulk", "best effort", "voice"}, WriteErrors: 2, Queue: q}}}}}
@@ -32,7 +32,7 @@ func TestSQMStatus(t *testing.T) {
 	}
 	raw := body(t, get(t, s.Handler(), "GET", "/api/status"))
 	for _, want := range []string{`"sqm": [`, `"direction": "upload"`, `"rate_bps": 20000000`, `"codel_drops": 17`,
-		`"ecn_marks": 5`, `"peak_delay_ns": 41000000`, `"backlog_packets": 9`} {
+		`"ecn_marks": 5`, `"ecn_overload_drops": 4`, `"peak_delay_ns": 41000000`, `"backlog_packets": 9`} {
 		if !strings.Contains(raw, want) {
 			t.Errorf("/api/status lacks %s", want)
 		}
@@ -41,6 +41,7 @@ func TestSQMStatus(t *testing.T) {
 	for _, want := range []string{
 		`gvrouter_sqm_codel_drops_total{direction="upload",interface="wan",tin="best effort"} 17`,
 		`gvrouter_sqm_ecn_marks_total{direction="upload",interface="wan",tin="best effort"} 5`,
+		`gvrouter_sqm_ecn_overload_drops_total{direction="upload",interface="wan",tin="best effort"} 4`,
 		`gvrouter_sqm_peak_delay_seconds{direction="upload",interface="wan",tin="best effort"} 0.041`,
 		`gvrouter_sqm_rate_bits_per_second{direction="upload",interface="wan"} 2e+07`,
 		`gvrouter_sqm_oversize_drops_total{direction="upload",interface="wan"} 3`,
