@@ -230,10 +230,17 @@ func (e *Engine) PreroutingOverloaded(pkt []byte, in Iface) Verdict {
 
 // PreroutingCT is Prerouting (PreroutingOverloaded if overloaded) that
 // also reports the conntrack state of an accepted packet, for the
-// router's input policy (nftables "ct state"). The state is meaningless
-// unless the verdict is Accept.
-func (e *Engine) PreroutingCT(pkt []byte, in Iface, overloaded bool) (Verdict, CTState) {
-	return e.prerouting(pkt, in, overloaded)
+// router's input policy (nftables "ct state"); the state is meaningless
+// unless the verdict is Accept. input says that a Drop or Reject came
+// from the zones' input chain (Rules.Zones: a new flow to the router
+// refused), so the caller counts it as its input firewall's drop, not
+// as one of the engine's other refusals (which Stats tells apart).
+func (e *Engine) PreroutingCT(pkt []byte, in Iface, overloaded bool) (v Verdict, st CTState, input bool) {
+	v, st = e.prerouting(pkt, in, overloaded)
+	if st == ctRefusedInput {
+		return v, CTUntracked, true
+	}
+	return v, st, false
 }
 
 // CTState is the conntrack state of a packet Prerouting accepted.
@@ -259,6 +266,10 @@ const (
 	CTEstablished
 	// CTRelated: an ICMP error about a tracked flow.
 	CTRelated
+
+	// ctRefusedInput is prerouting's state for a packet the zones' input
+	// chain refused (toRouter); PreroutingCT reports it as input.
+	ctRefusedInput CTState = 0xff
 )
 
 func (e *Engine) prerouting(pkt []byte, in Iface, overloaded bool) (Verdict, CTState) {

@@ -74,7 +74,7 @@ func (e *Engine) toRouter(p *Parsed, t *Tuple, in Iface, s *snapshot) (Verdict, 
 	st := localState(p)
 	if s.fw != nil && (st == CTNew || p.Kind == KindICMPQuery) {
 		if v := e.decide(p, t, in, NoIface, false, s); v != Accept {
-			return v, nil, CTUntracked
+			return v, nil, ctRefusedInput
 		}
 	}
 	return e.untracked(), nil, st

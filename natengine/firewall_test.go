@@ -247,3 +247,26 @@ func TestZonesPortMapping(t *testing.T) {
 		t.Fatalf("guest hairpin to the mapping: %v, want drop", v)
 	}
 }
+
+// TestZonesInputRefusalReported: PreroutingCT says when the zones' input
+// chain refused a packet (the stack's firewall_input), and not for the
+// engine's other refusals (an unsolicited IPv4 packet to no mapping).
+func TestZonesInputRefusalReported(t *testing.T) {
+	e, _ := newTestEngine(t, 1024, withZones(t, zonePolicy()))
+	toRouter := pk{src: remote, dst: wanAddr, proto: ProtoTCP, sport: 4000, dport: 22, flags: tcpSYN}.build()
+	if v, _, input := e.PreroutingCT(toRouter, wanIf, false); v != Drop || !input {
+		t.Errorf("wan SYN to the router: %v, input %v; want drop, input true", v, input)
+	}
+	guest := pk{src: guestHost, dst: guestAddr, proto: ProtoTCP, sport: 4001, dport: 80, flags: tcpSYN}.build()
+	if v, _, input := e.PreroutingCT(guest, guestIf, false); v != Reject || !input {
+		t.Errorf("guest SYN to the router's page: %v, input %v; want reject, input true", v, input)
+	}
+	dns := pk{src: guestHost, dst: guestAddr, proto: ProtoUDP, sport: 4002, dport: 53, payload: []byte("q")}.build()
+	if v, _, input := e.PreroutingCT(dns, guestIf, false); v != Accept || input {
+		t.Errorf("guest DNS to the router: %v, input %v; want accept, input false", v, input)
+	}
+	invalid := pk{src: remote, dst: hostA, proto: ProtoTCP, sport: 4003, dport: 22, flags: tcpACK}.build()
+	if v, _, input := e.PreroutingCT(invalid, wanIf, false); v != Drop || input {
+		t.Errorf("wan ACK without a flow: %v, input %v; want drop, input false", v, input)
+	}
+}
