@@ -75,12 +75,12 @@ func (rs *Ruleset) eval(f *Flow, now int64, count bool) Decision {
 			return Decision{r.target, int(i)}
 		}
 		if r.lim != nil && !r.lim.allow(now) {
-			r.limits.Add(1)
+			r.n.limits.Add(1)
 			continue
 		}
-		r.hits.Add(1)
+		r.n.hits.Add(1)
 		if r.log {
-			r.logged.Add(1)
+			r.n.logged.Add(1)
 		}
 		return Decision{r.target, int(i)}
 	}
@@ -193,7 +193,7 @@ func (rs *Ruleset) Counters() ([]RuleCount, []ZoneCount) {
 	rules := make([]RuleCount, len(rs.rules))
 	for i := range rs.rules {
 		r := &rs.rules[i]
-		rules[i] = RuleCount{r.name, r.hits.Load(), r.logged.Load(), r.limits.Load()}
+		rules[i] = RuleCount{r.name, r.n.hits.Load(), r.n.logged.Load(), r.n.limits.Load()}
 	}
 	zones := make([]ZoneCount, 0, len(rs.zones)-1)
 	for i := 1; i < len(rs.zones); i++ {

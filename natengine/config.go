@@ -136,6 +136,8 @@ type Rules struct {
 	// flows when they are confirmed, packets that would open a flow to
 	// the router when they arrive; Allow6 is then not used. Interface IDs
 	// in it are the Ifaces' IDs. nil keeps the built-in WAN defaults.
+	// SetRules hands it the counters of the ruleset in force
+	// (firewall.Ruleset.Inherit), so give it a new one, not yet in use.
 	Zones *firewall.Ruleset
 	// Reserved reports whether proto/port on the router's address addr is
 	// taken by one of the router's own sockets; SNAT never allocates such a

@@ -131,6 +131,9 @@ func (e *Engine) SetRules(r Rules) error {
 	if err != nil {
 		return err
 	}
+	if old := e.rules.Load(); old != nil && s.fw != nil {
+		s.fw.Inherit(old.fw) // a re-apply keeps the unchanged rules' counters
+	}
 	e.rules.Store(s)
 	e.gen.Add(1)
 	if s.fw != nil {
