@@ -75,6 +75,7 @@ type rule struct {
 	sports, dports []PortRange
 	icmp           []ICMPType
 	lim            *limiter // shared by Inherit
+	logLim         *limiter // Rule.LogCapture's LogRate; shared by Inherit
 	target         Target
 	log            bool
 	n              *ruleCounters // shared by Inherit
@@ -84,7 +85,7 @@ type rule struct {
 // ruleCounters are a rule's counters, behind a pointer so that a
 // re-applied ruleset can take over those of an unchanged rule (Inherit).
 type ruleCounters struct {
-	hits, logged, limits atomic.Uint64
+	hits, logged, limits, logLimited atomic.Uint64
 }
 
 // Compile checks p and builds its Ruleset. Every problem is reported at
@@ -208,6 +209,10 @@ func (r *Rule) NeverMatches() string {
 func (c *rule) compile(r *Rule) {
 	c.name, c.family, c.target, c.log = r.Name, r.Family, r.Target, r.Log
 	c.n, c.key = new(ruleCounters), r.identity()
+	if r.Log && r.LogCapture {
+		c.logLim = new(limiter)
+		c.logLim.init(LogRate, LogBurst)
+	}
 	if len(r.Protos) == 0 {
 		c.protos = [4]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
 	}
@@ -234,6 +239,16 @@ func (c *rule) compile(r *Rule) {
 		c.lim.init(r.Limit, burst)
 	}
 }
+
+// LogRate and LogBurst bound, per rule, the packets a rule with
+// LogCapture hands to the capture: enough to see what the rule catches
+// (a capture is read by a person), few enough that a flood the rule
+// refuses costs the data path no more than a counter, and that the
+// capture's queue (capture's queueLen, 512) keeps room for other rules.
+const (
+	LogRate  = 10
+	LogBurst = 20
+)
 
 // DefaultBurst is a limit's burst when none is given (nft's default of
 // 5 packets).

@@ -35,7 +35,7 @@ func (rs *Ruleset) Inherit(prev *Ruleset) {
 		if len(same) == 0 {
 			continue
 		}
-		r.n, r.lim = same[0].n, same[0].lim
+		r.n, r.lim, r.logLim = same[0].n, same[0].lim, same[0].logLim
 		old[r.key] = same[1:]
 	}
 	for i := 1; i < len(rs.zones); i++ {
@@ -62,7 +62,7 @@ func (r *Rule) identity() string {
 	for _, s := range r.DestSuffix {
 		fmt.Fprintf(&b, " dest_suffix=%v", netip.Addr(s))
 	}
-	fmt.Fprintf(&b, " sports=%v dports=%v icmp=%v limit=%g/%d target=%d log=%v",
-		r.SrcPorts, r.DestPorts, r.ICMPTypes, r.Limit, r.Burst, r.Target, r.Log)
+	fmt.Fprintf(&b, " sports=%v dports=%v icmp=%v limit=%g/%d target=%d log=%v/%v",
+		r.SrcPorts, r.DestPorts, r.ICMPTypes, r.Limit, r.Burst, r.Target, r.Log, r.LogCapture)
 	return b.String()
 }

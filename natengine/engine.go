@@ -65,8 +65,11 @@ type Engine struct {
 	nat   *natTable
 	frags fragCache
 	rules atomic.Pointer[snapshot]
-	gen   atomic.Uint64 // fast-path generation: bumped on route/neighbour changes
-	stats Stats
+	// logSink receives the packets of rules that log to the capture
+	// (SetLogSink, firewall.go); nil: none.
+	logSink atomic.Pointer[LogSink]
+	gen     atomic.Uint64 // fast-path generation: bumped on route/neighbour changes
+	stats   Stats
 }
 
 type timeouts struct {
@@ -319,7 +322,7 @@ func (e *Engine) prerouting(pkt []byte, in Iface, overloaded bool) (Verdict, CTS
 		}
 		if overloaded {
 			if _, ok := e.insideToRouter(&p, &t, in, s); ok {
-				v, _, st := e.toRouter(&p, &t, in, s)
+				v, _, st := e.toRouter(b, &p, &t, in, s)
 				return v, st
 			}
 			return e.drop(DropOverload), CTUntracked
@@ -409,7 +412,7 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 		if wan && dhcpClient(p, &t) {
 			return e.untracked(), nil, CTUntracked
 		}
-		return e.toRouter(p, &t, in, s)
+		return e.toRouter(b, p, &t, in, s)
 	case t.V6 && wan:
 		// IPv6 is not translated: a stateful firewall. New inbound flows
 		// need an allow rule; echo requests pass (RFC 4890 4.3.1). With
@@ -419,7 +422,7 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 		}
 	case !t.V6 && local:
 		if p.Kind == KindICMPQuery {
-			return e.toRouter(p, &t, in, s)
+			return e.toRouter(b, p, &t, in, s)
 		}
 		// A forward applies where it listens (a LAN one, such as the
 		// host TAP's SSH forward, too) and, with hairpin, from any
@@ -438,12 +441,12 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 			break
 		}
 		if !wan && !s.hairpin {
-			return e.toRouter(p, &t, in, s)
+			return e.toRouter(b, p, &t, in, s)
 		}
 		if p.Kind == KindOther {
 			// Address-only NAT has no mappings to enter by: only the
 			// flow's own replies come in (the lookup found none).
-			return e.toRouter(p, &t, in, s)
+			return e.toRouter(b, p, &t, in, s)
 		}
 		if wan && dhcpClient(p, &t) {
 			return e.untracked(), nil, CTUntracked
@@ -469,7 +472,7 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 			if found {
 				return e.drop(DropFiltered), nil, 0
 			}
-			return e.toRouter(p, &t, in, s) // for the router's own sockets
+			return e.toRouter(b, p, &t, in, s) // for the router's own sockets
 		}
 		c.dnat, c.mapIn, c.inMap, c.redirected = true, true, m, wan
 		c.mid.Dst, c.mid.DstPort = m.ik.addr, m.ik.port

@@ -35,11 +35,40 @@ import "github.com/gvrouter/gvrouter/firewall"
 func (e *Engine) Firewall() *firewall.Ruleset { return e.rules.Load().fw }
 
 // decide evaluates the new flow t (after DNAT) from in to out (NoIface:
-// the router) and returns Accept, or Drop or Reject counted.
-func (e *Engine) decide(p *Parsed, t *Tuple, in, out Iface, redirected bool, s *snapshot) Verdict {
+// the router), whose packet is b, and returns Accept, or Drop or Reject
+// counted.
+func (e *Engine) decide(b []byte, p *Parsed, t *Tuple, in, out Iface, redirected bool, s *snapshot) Verdict {
 	f := flowOf(t, p.ICMPType, p.ICMPCode, in, out, redirected)
 	now := e.now()
-	return e.verdict(s.fw.Eval(&f, now).Target, s, now)
+	d := s.fw.Eval(&f, now)
+	if d.Capture {
+		e.logPacket(b, in, out)
+	}
+	return e.verdict(d.Target, s, now)
+}
+
+// LogSink receives the packets whose decision a rule that logs to the
+// capture made (firewall.Rule.LogCapture), within the rule's log rate:
+// pkt starts at the IP header, in is the interface it arrived on, out
+// the one it would leave by (NoIface: the router itself). It runs on the
+// data path: it must not block, keep pkt or modify it (copy what it
+// keeps), nor call back into the engine.
+type LogSink func(pkt []byte, in, out Iface)
+
+// SetLogSink makes f the engine's LogSink; nil removes it. Without one,
+// logged packets are counted only.
+func (e *Engine) SetLogSink(f LogSink) {
+	if f == nil {
+		e.logSink.Store(nil)
+		return
+	}
+	e.logSink.Store(&f)
+}
+
+func (e *Engine) logPacket(b []byte, in, out Iface) {
+	if f := e.logSink.Load(); f != nil {
+		(*f)(b, in, out)
+	}
 }
 
 func (e *Engine) verdict(t firewall.Target, s *snapshot, now int64) Verdict {
@@ -70,21 +99,27 @@ func flowOf(t *Tuple, icmpType, icmpCode uint8, in, out Iface, redirected bool) 
 // toRouter handles a packet to the router's own address that no flow
 // covers: with zones, one that would open a flow (CTNew, or an echo
 // request) passes the input chain of its interface's zone first.
-func (e *Engine) toRouter(p *Parsed, t *Tuple, in Iface, s *snapshot) (Verdict, *conn, CTState) {
+func (e *Engine) toRouter(b []byte, p *Parsed, t *Tuple, in Iface, s *snapshot) (Verdict, *conn, CTState) {
 	st := localState(p)
 	if s.fw != nil && (st == CTNew || p.Kind == KindICMPQuery) {
-		if v := e.decide(p, t, in, NoIface, false, s); v != Accept {
+		if v := e.decide(b, p, t, in, NoIface, false, s); v != Accept {
 			return v, nil, ctRefusedInput
 		}
 	}
 	return e.untracked(), nil, st
 }
 
-// decideFlow evaluates the unconfirmed flow c, leaving by out.
-func (e *Engine) decideFlow(c *conn, out Iface, s *snapshot) Verdict {
-	f := flowOf(&c.mid, c.icmpType, c.icmpCode, Iface(c.in[dirOrig].Load()), out, c.redirected)
+// decideFlow evaluates the unconfirmed flow c, leaving by out, whose
+// packet is b.
+func (e *Engine) decideFlow(b []byte, c *conn, out Iface, s *snapshot) Verdict {
+	in := Iface(c.in[dirOrig].Load())
+	f := flowOf(&c.mid, c.icmpType, c.icmpCode, in, out, c.redirected)
 	now := e.now()
-	return e.verdict(s.fw.Eval(&f, now).Target, s, now)
+	d := s.fw.Eval(&f, now)
+	if d.Capture {
+		e.logPacket(b, in, out)
+	}
+	return e.verdict(d.Target, s, now)
 }
 
 // recheck removes the confirmed flows that s's zones no longer allow.

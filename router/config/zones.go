@@ -269,8 +269,18 @@ func (d *decoder) rule(n *yaml.Node) Rule {
 		r.src.markBad("target")
 	}
 	if e, ok := m["log"]; ok {
-		if v, ok := d.onOffWord(e, what); ok {
-			mr.Log = v == "on"
+		v := ""
+		if e.val.Kind == yaml.ScalarNode {
+			v = strings.ToLower(e.val.Value)
+		}
+		switch v {
+		case "on", "true", "yes":
+			mr.Log = true
+		case "off", "false", "no":
+		case "capture":
+			mr.Log, mr.LogCapture = true, true // counted and handed to the firewall:log capture
+		default:
+			d.errorf(e.val, "%s: log: want on, off or capture, got %s", what, kindName(e.val))
 		}
 	}
 	return r

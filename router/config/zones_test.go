@@ -43,6 +43,7 @@ func TestParseZones(t *testing.T) {
     - {name: nas, src: wan, dest: lan, proto: tcp, dest_suffix: "::1234", dest_port: [443, "8000-8010"], target: accept}
     - {name: esp, src: "*", dest: lan, proto: [esp, 51], dest_ip: "2001:db8:1::/64", target: accept}
     - {name: ptb, src: wan, dest: lan, icmp_type: ["icmpv6:2", "icmp:3/4"], target: accept}
+    - {name: seen, src: guest, dest: lan, proto: tcp, dest_port: 22, target: drop, log: capture}
   redirects:
     - {name: web, src: wan, proto: tcp, src_dport: 8080, dest_ip: 192.168.1.10, dest_port: 80}
     - {name: game, src: wan, src_dport: "3074-3075", dest_ip: 192.168.1.11}
@@ -74,6 +75,7 @@ func TestParseZones(t *testing.T) {
 			DestPorts: []firewall.PortRange{{First: 443, Last: 443}, {First: 8000, Last: 8010}}},
 		{Name: "esp", Src: "*", Dest: "lan", Protos: []uint8{50, 51}, DestAddrs: []netip.Prefix{pfx("2001:db8:1::/64")}},
 		{Name: "ptb", Src: "wan", Dest: "lan", ICMPTypes: []firewall.ICMPType{{Type: 2, AnyCode: true, V6: true}, {Type: 3, Code: 4}}},
+		{Name: "seen", Src: "guest", Dest: "lan", Protos: []uint8{6}, DestPorts: []firewall.PortRange{{First: 22, Last: 22}}, Target: firewall.Drop, Log: true, LogCapture: true},
 	}
 	for i, r := range fw.Rules {
 		if i >= len(want) || !reflect.DeepEqual(r.Match, want[i]) {
@@ -127,6 +129,9 @@ func TestZoneErrors(t *testing.T) {
     - {name: lan, interfaces: [lan, guest], input: allow}
     - {name: wan, interfaces: [wan]}
 `, `zones.yaml:11:52: firewall: zone: input: unknown policy "allow": want accept, drop or reject`},
+		{"bad log", zoneSet + `  rules:
+    - {src: guest, dest: wan, target: accept, log: syslog}
+`, `zones.yaml:15:52: firewall: rule: log: want on, off or capture, got "syslog"`},
 		{"unknown zone in rule", zoneSet + `  rules:
     - {src: gust, dest: wan, target: accept}
 `, `zones.yaml:15:13: firewall: rule: src: unknown zone "gust"; did you mean "guest"?`},
