@@ -427,7 +427,7 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 		// A forward applies where it listens (a LAN one, such as the
 		// host TAP's SSH forward, too) and, with hairpin, from any
 		// inside interface.
-		if f, _ := s.forward(t.Proto, &t.Dst, t.DstPort); f != nil && (f.In == in || !wan && s.hairpin) {
+		if f := s.redirect(&t, in, wan); f != nil {
 			c.dnat, c.redirected = true, f.In == in
 			c.mid.Dst, c.mid.DstPort = forwardTarget(f, t.DstPort)
 			break

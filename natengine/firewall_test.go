@@ -2,6 +2,7 @@ package natengine
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/gvrouter/gvrouter/firewall"
@@ -323,5 +324,60 @@ func TestZonesCountersSurviveReapply(t *testing.T) {
 	reapply(changed)
 	if got := count("guest-wan"); got != 0 {
 		t.Errorf("guest-wan hits after it changed: %d, want 0", got)
+	}
+}
+
+// TestZonesRedirectSourceFilters: a redirect with sources (fw4 src_ip)
+// redirects only those outside sources, the others meet the router's
+// input chain as if there were no redirect; two redirects may share a
+// port for different sources. One with an address (fw4 src_dip) listens
+// on that address of its interface, not the first one.
+func TestZonesRedirectSourceFilters(t *testing.T) {
+	wanAddr2 := netip.MustParseAddr("203.0.113.3")
+	e, _ := newTestEngine(t, 1024, func(r *Rules) {
+		withZones(t, zonePolicy())(r)
+		r.Ifaces[1].Addrs = append(r.Ifaces[1].Addrs, wanAddr2)
+		r.Forwards = []Forward{
+			{Proto: ProtoTCP, In: wanIf, FirstPort: 8080, LastPort: 8080, To: netip.AddrPortFrom(hostA, 80), Src: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/29")}},
+			{Proto: ProtoTCP, In: wanIf, FirstPort: 8080, LastPort: 8080, To: netip.AddrPortFrom(hostB, 80), Src: []netip.Prefix{netip.PrefixFrom(remote2, 32)}},
+			{Proto: ProtoTCP, In: wanIf, FirstPort: 9090, LastPort: 9090, To: netip.AddrPortFrom(hostB, 90), Dst: wanAddr2},
+		}
+	})
+	dst := func(p []byte) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(p[16:20])), uint16(p[22])<<8|uint16(p[23]))
+	}
+	for _, tc := range []struct {
+		name   string
+		src    netip.Addr
+		to     netip.Addr
+		port   uint16
+		want   Verdict
+		wantTo netip.AddrPort
+	}{
+		{"first redirect's source", remote, wanAddr, 8080, Accept, netip.AddrPortFrom(hostA, 80)},
+		{"second redirect's source", remote2, wanAddr, 8080, Accept, netip.AddrPortFrom(hostB, 80)},
+		{"no redirect's source", netip.MustParseAddr("192.0.2.9"), wanAddr, 8080, Drop, netip.AddrPort{}},
+		{"src_dip address", remote, wanAddr2, 9090, Accept, netip.AddrPortFrom(hostB, 90)},
+		{"not the src_dip address", remote, wanAddr, 9090, Drop, netip.AddrPort{}},
+	} {
+		p := pk{src: tc.src, dst: tc.to, proto: ProtoTCP, sport: 5000, dport: tc.port, flags: tcpSYN}.build()
+		v := fwd(t, e, p, wanIf, lanIf)
+		if v != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, v, tc.want)
+			continue
+		}
+		if v == Accept && dst(p) != tc.wantTo {
+			t.Errorf("%s: redirected to %v, want %v", tc.name, dst(p), tc.wantTo)
+		}
+	}
+	// Hairpinned from the lan, sources are not filtered.
+	p := pk{src: hostB, dst: wanAddr, proto: ProtoTCP, sport: 5001, dport: 8080, flags: tcpSYN}.build()
+	if v := fwd(t, e, p, lanIf, lanIf); v != Accept {
+		t.Errorf("lan hairpin to the filtered redirect: %v, want accept", v)
+	}
+	// A src_dip that is not the interface's is a rules error.
+	err := e.SetRules(Rules{Ifaces: testRules().Ifaces, Forwards: []Forward{{Proto: ProtoTCP, In: wanIf, FirstPort: 1, LastPort: 1, To: netip.AddrPortFrom(hostA, 1), Dst: lanAddr}}})
+	if err == nil || !strings.Contains(err.Error(), "is not one of interface") {
+		t.Errorf("SetRules with a forward on another interface's address: %v", err)
 	}
 }

@@ -152,7 +152,9 @@ func zoneIfaceFlags(cfg *config.Config, ifaces []natengine.IfaceConfig) {
 }
 
 // redirectForwards turns firewall: redirects: into port forwards on each
-// interface of their zone that has an IPv4 address.
+// interface of their zone that has an IPv4 address (with src_dip: the
+// interface that has that address, if one has it now), from the
+// redirect's src_ip sources.
 func redirectForwards(cfg *config.Config, id map[string]natengine.Iface) []natengine.Forward {
 	var out []natengine.Forward
 	for _, rd := range cfg.Firewall.Redirects {
@@ -171,11 +173,16 @@ func redirectForwards(cfg *config.Config, id map[string]natengine.Iface) []naten
 		}
 		for _, name := range z.Interfaces {
 			nid, ok := id[name]
-			if !ok || !has4(cfg.Interface(name)) {
+			ic := cfg.Interface(name)
+			if !ok || !has4(ic) {
+				continue
+			}
+			if rd.SrcDIP.IsValid() && !slices.ContainsFunc(ic.Addresses, func(p netip.Prefix) bool { return p.Addr() == rd.SrcDIP }) {
 				continue
 			}
 			for _, pr := range protos {
-				out = append(out, natengine.Forward{Proto: protoOf(pr), In: nid, FirstPort: rd.FirstPort, LastPort: rd.LastPort, To: netip.AddrPortFrom(rd.To.Addr(), rd.To.Port())})
+				out = append(out, natengine.Forward{Proto: protoOf(pr), In: nid, FirstPort: rd.FirstPort, LastPort: rd.LastPort,
+					To: netip.AddrPortFrom(rd.To.Addr(), rd.To.Port()), Src: rd.SrcIPs, Dst: rd.SrcDIP})
 			}
 		}
 	}
