@@ -194,6 +194,24 @@ type ifaceSnap struct {
 	noClamp bool
 	addr4   [16]byte // first IPv4 address
 	has4    bool
+	bcast   [][16]byte // the directed broadcast addresses of its IPv4 subnets
+}
+
+// linkWide reports whether the IPv4 address a is one every host of the
+// link of ic (nil: unknown) receives: the limited broadcast, a multicast
+// group or the directed broadcast of one of ic's subnets.
+func linkWide(a *[16]byte, ic *ifaceSnap) bool {
+	if *a == limitedBroadcast || a[0]&0xf0 == 0xe0 { // 224.0.0.0/4 (RFC 5771)
+		return true
+	}
+	if ic != nil {
+		for i := range ic.bcast {
+			if ic.bcast[i] == *a {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type localAddr struct {
@@ -238,6 +256,15 @@ func compile(r *Rules) (*snapshot, error) {
 			s.local = append(s.local, localAddr{a: b, v6: v6, iface: ic.ID})
 			if !v6 && !is.has4 {
 				is.addr4, is.has4 = b, true
+			}
+		}
+		for _, p := range ic.Subnets {
+			if p.Addr().Is4() && p.Bits() < 31 { // RFC 3021: a /31 has no broadcast
+				b := p.Masked().Addr().As4()
+				for i := p.Bits(); i < 32; i++ {
+					b[i/8] |= 0x80 >> (i % 8)
+				}
+				is.bcast = append(is.bcast, [16]byte{b[0], b[1], b[2], b[3]})
 			}
 		}
 		if !ic.WAN {

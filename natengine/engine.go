@@ -413,6 +413,15 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 			return e.untracked(), nil, CTUntracked
 		}
 		return e.toRouter(b, p, &t, in, s)
+	case !t.V6 && linkWide(&t.Dst, ic):
+		// IPv4 broadcast and multicast reach the router as a member of
+		// the link, never a forward: its zone's input chain (fw4's
+		// input), and no flow. The router's DHCP server and client take
+		// theirs from raw-frame taps, before the engine.
+		if wan && dhcpClient(p, &t) {
+			return e.untracked(), nil, CTUntracked
+		}
+		return e.toRouter(b, p, &t, in, s)
 	case t.V6 && wan:
 		// IPv6 is not translated: a stateful firewall. New inbound flows
 		// need an allow rule; echo requests pass (RFC 4890 4.3.1). With

@@ -18,8 +18,12 @@ import "github.com/gvrouter/gvrouter/firewall"
 // inside hosts are reached over IPv4 only through redirects and NAT
 // mappings), the RFC 3704 spoofing check, the DHCP client's answers and
 // the ICMP and ICMPv6 messages that are not queries (errors, neighbour
-// discovery; RFC 4890), and broadcast and multicast to the router
-// (DHCP discovery) are not filtered. A flow a redirect (port forward)
+// discovery; RFC 4890). Broadcast and multicast to the router (IPv4's
+// limited and directed broadcasts and multicast, IPv6's groups) pass the
+// input chain of their interface's zone and open no flow; a refused one
+// gets no answer (RFC 1122 section 3.2.2). The router's DHCP servers and
+// clients and its RA/ND services take theirs from raw-frame taps, before
+// the engine. A flow a redirect (port forward)
 // opened from the redirect's own interface, or a NAT mapping from a wan
 // interface, is accepted when no rule matches it (fw4 "Accept port
 // redirections"); a hairpinned one is a forward from its own zone.
@@ -44,7 +48,21 @@ func (e *Engine) decide(b []byte, p *Parsed, t *Tuple, in, out Iface, redirected
 	if d.Capture {
 		e.logPacket(b, in, out)
 	}
+	if d.Target == firewall.Reject && toGroup(t, s.iface(in)) {
+		// No answer to a packet sent to a group or a broadcast (RFC
+		// 1122 section 3.2.2, RFC 4443 section 2.4 (e)): dropped.
+		d.Target = firewall.Drop
+	}
 	return e.verdict(d.Target, s, now)
+}
+
+// toGroup reports whether t is addressed to a broadcast or multicast
+// address of interface ic's link.
+func toGroup(t *Tuple, ic *ifaceSnap) bool {
+	if t.V6 {
+		return t.Dst[0] == 0xff
+	}
+	return linkWide(&t.Dst, ic)
 }
 
 // LogSink receives the packets whose decision a rule that logs to the

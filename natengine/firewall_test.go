@@ -381,3 +381,46 @@ func TestZonesRedirectSourceFilters(t *testing.T) {
 		t.Errorf("SetRules with a forward on another interface's address: %v", err)
 	}
 }
+
+// TestZonesBroadcastInput: IPv4 broadcast and multicast reach the router
+// through its zone's input chain, as fw4's input filters them: the guest
+// zone (input reject, DNS admitted) refuses NetBIOS to the limited
+// broadcast and mDNS to its group, without an answer (a drop: no ICMP
+// error about a broadcast, RFC 1122 section 3.2.2), admits DNS to its
+// directed broadcast;
+// the lan zone (input accept) admits them all; none opens a flow.
+func TestZonesBroadcastInput(t *testing.T) {
+	e, _ := newTestEngine(t, 1024, func(r *Rules) {
+		withZones(t, zonePolicy())(r)
+		r.Ifaces[0].Subnets = []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24")}
+		r.Ifaces[2].Subnets = []netip.Prefix{netip.MustParsePrefix("192.168.2.0/24")}
+	})
+	for _, tc := range []struct {
+		name      string
+		src       netip.Addr
+		in        Iface
+		dst       string
+		port      uint16
+		want      Verdict
+		wantInput bool
+	}{
+		{"guest netbios to 255.255.255.255", guestHost, guestIf, "255.255.255.255", 137, Drop, true},
+		{"guest mdns to its group", guestHost, guestIf, "224.0.0.251", 5353, Drop, true},
+		{"guest dns to its directed broadcast", guestHost, guestIf, "192.168.2.255", 53, Accept, false},
+		{"guest netbios to its directed broadcast", guestHost, guestIf, "192.168.2.255", 137, Drop, true},
+		{"lan netbios to 255.255.255.255", hostA, lanIf, "255.255.255.255", 137, Accept, false},
+		{"lan mdns to its group", hostA, lanIf, "224.0.0.251", 5353, Accept, false},
+		{"lan netbios to its directed broadcast", hostA, lanIf, "192.168.1.255", 137, Accept, false},
+		{"wan ssdp to its group", remote, wanIf, "239.255.255.250", 1900, Drop, true},
+	} {
+		n := e.Len()
+		p := pk{src: tc.src, dst: netip.MustParseAddr(tc.dst), proto: ProtoUDP, sport: tc.port, dport: tc.port, payload: []byte("b")}.build()
+		v, _, input := e.PreroutingCT(p, tc.in, false)
+		if v != tc.want || input != tc.wantInput {
+			t.Errorf("%s: %v, input %v; want %v, input %v", tc.name, v, input, tc.want, tc.wantInput)
+		}
+		if e.Len() != n {
+			t.Errorf("%s: opened a flow (%d -> %d)", tc.name, n, e.Len())
+		}
+	}
+}
