@@ -23,10 +23,12 @@ import "github.com/gvrouter/gvrouter/firewall"
 // input chain of their interface's zone and open no flow; a refused one
 // gets no answer (RFC 1122 section 3.2.2). The router's DHCP servers and
 // clients and its RA/ND services take theirs from raw-frame taps, before
-// the engine. A flow a redirect (port forward)
-// opened from the redirect's own interface, or a NAT mapping from a wan
-// interface, is accepted when no rule matches it (fw4 "Accept port
-// redirections"); a hairpinned one is a forward from its own zone.
+// the engine.
+//
+// A flow a redirect (port forward) opened from the redirect's own
+// interface, or a NAT mapping from a wan interface, is accepted when no
+// rule matches it (fw4 "Accept port redirections"); a hairpinned one is
+// a forward from its own zone.
 //
 // A reload re-checks every confirmed flow against the new rules and
 // removes those they no longer allow (SetRules, FlushedFirewall): a rule
