@@ -137,6 +137,32 @@ func (p *Point) CaptureTx(frames [][]byte, strip int) {
 	}
 }
 
+// CaptureIP copies one IP packet, which has no link header (ip starts at
+// the IP header), to the point's captures as dir, behind an Ethernet
+// header of zero MAC addresses and the packet's EtherType, so that every
+// capture is one Ethernet link. The packet is not kept. With no capture
+// running it costs one atomic load.
+func (p *Point) CaptureIP(dir Direction, ip []byte) {
+	ss := p.sessions.Load()
+	if ss == nil || len(ip) == 0 {
+		return
+	}
+	hdr := &ipv4Header
+	if ip[0]>>4 == 6 {
+		hdr = &ipv6Header
+	}
+	for _, s := range *ss {
+		s.put(dir, hdr[:12], hdr[12:], ip, len(hdr)+len(ip))
+	}
+}
+
+// The Ethernet headers CaptureIP puts before a packet: no addresses,
+// the EtherType of IPv4 (0x0800) or IPv6 (0x86dd).
+var (
+	ipv4Header = [14]byte{12: 0x08, 13: 0x00}
+	ipv6Header = [14]byte{12: 0x86, 13: 0xdd}
+)
+
 // Writer is a port's hw.FrameWriter with p's transmit capture in front
 // of it. It is safe for concurrent use as its FrameWriter is.
 type Writer struct {

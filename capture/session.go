@@ -138,7 +138,16 @@ func newSession(r Request, f *Filter) *Session {
 // wire is the frame's length as shown. A frame the filter refuses goes
 // back; one with no free buffer is counted as dropped.
 func (s *Session) add(dir Direction, f, tag []byte, skip, wire int) {
-	if len(f) < 12 || (s.count > 0 && s.taken.Load() >= s.count) {
+	if len(f) < 12 {
+		return
+	}
+	s.put(dir, f[:12], tag, f[12+skip:], wire)
+}
+
+// put copies head, mid and as much of rest as snaplen leaves into a free
+// buffer and queues it, as add describes.
+func (s *Session) put(dir Direction, head, mid, rest []byte, wire int) {
+	if s.count > 0 && s.taken.Load() >= s.count {
 		return
 	}
 	var p *packet
@@ -149,9 +158,8 @@ func (s *Session) add(dir Direction, f, tag []byte, skip, wire int) {
 		return
 	}
 	b := p.buf[:0]
-	b = append(b, f[:12]...)
-	b = append(b, tag...)
-	rest := f[12+skip:]
+	b = append(b, head...)
+	b = append(b, mid...)
 	b = append(b, rest[:min(len(rest), s.snaplen-len(b))]...)
 	if !s.filter.Match(b) {
 		p.buf = b[:0]

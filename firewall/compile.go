@@ -45,8 +45,8 @@ const noZone = 0xffff
 
 type zone struct {
 	name string
-	pol  [3]Target        // by chain kind: input, forward, output
-	hits [3]atomic.Uint64 // flows the policy decided, by chain kind
+	pol  [3]Target         // by chain kind: input, forward, output
+	hits *[3]atomic.Uint64 // flows the policy decided, by chain kind; shared by Inherit
 }
 
 // Chain kinds, indexing zone.pol and zone.hits.
@@ -66,18 +66,26 @@ func words(b *[16]byte) [2]uint64 {
 }
 
 type rule struct {
-	name                 string
-	family               uint8
-	protos               [4]uint64 // bitmap; all ones when every protocol
-	src4, dst4           []masked
-	src6, dst6           []masked
-	hasSrc, hasDst       bool
-	sports, dports       []PortRange
-	icmp                 []ICMPType
-	lim                  *limiter
-	target               Target
-	log                  bool
-	hits, logged, limits atomic.Uint64
+	name           string
+	family         uint8
+	protos         [4]uint64 // bitmap; all ones when every protocol
+	src4, dst4     []masked
+	src6, dst6     []masked
+	hasSrc, hasDst bool
+	sports, dports []PortRange
+	icmp           []ICMPType
+	lim            *limiter // shared by Inherit
+	logLim         *limiter // Rule.LogCapture's LogRate; shared by Inherit
+	target         Target
+	log            bool
+	n              *ruleCounters // shared by Inherit
+	key            string        // identity for Inherit: name and content
+}
+
+// ruleCounters are a rule's counters, behind a pointer so that a
+// re-applied ruleset can take over those of an unchanged rule (Inherit).
+type ruleCounters struct {
+	hits, logged, limits, logLimited atomic.Uint64
 }
 
 // Compile checks p and builds its Ruleset. Every problem is reported at
@@ -96,6 +104,9 @@ func Compile(p Policy) (*Ruleset, error) {
 		return nil, errors.Join(errs...)
 	}
 	rs := &Ruleset{zones: make([]zone, len(p.Zones)+1)}
+	for i := range rs.zones {
+		rs.zones[i].hits = new([3]atomic.Uint64)
+	}
 	rs.zones[0].name = "router"
 	rs.reject.init(RejectRate, RejectBurst)
 	index := map[string]int{}
@@ -197,6 +208,11 @@ func (r *Rule) NeverMatches() string {
 
 func (c *rule) compile(r *Rule) {
 	c.name, c.family, c.target, c.log = r.Name, r.Family, r.Target, r.Log
+	c.n, c.key = new(ruleCounters), r.identity()
+	if r.Log && r.LogCapture {
+		c.logLim = new(limiter)
+		c.logLim.init(LogRate, LogBurst)
+	}
 	if len(r.Protos) == 0 {
 		c.protos = [4]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
 	}
@@ -223,6 +239,16 @@ func (c *rule) compile(r *Rule) {
 		c.lim.init(r.Limit, burst)
 	}
 }
+
+// LogRate and LogBurst bound, per rule, the packets a rule with
+// LogCapture hands to the capture: enough to see what the rule catches
+// (a capture is read by a person), few enough that a flood the rule
+// refuses costs the data path no more than a counter, and that the
+// capture's queue (capture's queueLen, 512) keeps room for other rules.
+const (
+	LogRate  = 10
+	LogBurst = 20
+)
 
 // DefaultBurst is a limit's burst when none is given (nft's default of
 // 5 packets).

@@ -6,6 +6,10 @@ type Decision struct {
 	// Rule is the index of the rule that decided, or -1 for a zone
 	// policy (or an unzoned interface, or a redirect's accept).
 	Rule int
+	// Capture says the rule logs to the capture (Rule.LogCapture) and
+	// its log rate allows this packet: the caller hands the packet that
+	// made the decision to the capture.
+	Capture bool
 }
 
 // Eval decides the new flow f at time now (ns, for rate limits) and
@@ -23,13 +27,13 @@ func (rs *Ruleset) eval(f *Flow, now int64, count bool) Decision {
 	if f.In != 0 {
 		if src = rs.zoneIndex(f.In); src == noZone {
 			rs.countUnzoned(count)
-			return Decision{Drop, -1}
+			return Decision{Target: Drop, Rule: -1}
 		}
 	}
 	if f.Out != 0 {
 		if dst = rs.zoneIndex(f.Out); dst == noZone {
 			rs.countUnzoned(count)
-			return Decision{Drop, -1}
+			return Decision{Target: Drop, Rule: -1}
 		}
 		kind = kindForward
 		if f.In == 0 {
@@ -37,7 +41,7 @@ func (rs *Ruleset) eval(f *Flow, now int64, count bool) Decision {
 		}
 	}
 	if src == 0 && dst == 0 {
-		return Decision{Accept, -1} // the router to itself: loopback
+		return Decision{Target: Accept, Rule: -1} // the router to itself: loopback
 	}
 	ch := &rs.chains[rs.chainIndex(src, dst, rs.bucketOf[f.Proto])]
 	rl := ch.list(f.DstPort)
@@ -72,21 +76,27 @@ func (rs *Ruleset) eval(f *Flow, now int64, count bool) Decision {
 			continue
 		}
 		if !count {
-			return Decision{r.target, int(i)}
+			return Decision{Target: r.target, Rule: int(i)}
 		}
 		if r.lim != nil && !r.lim.allow(now) {
-			r.limits.Add(1)
+			r.n.limits.Add(1)
 			continue
 		}
-		r.hits.Add(1)
+		r.n.hits.Add(1)
+		d := Decision{Target: r.target, Rule: int(i)}
 		if r.log {
-			r.logged.Add(1)
+			r.n.logged.Add(1)
+			if r.logLim != nil {
+				if d.Capture = r.logLim.allow(now); !d.Capture {
+					r.n.logLimited.Add(1)
+				}
+			}
 		}
-		return Decision{r.target, int(i)}
+		return d
 	}
 policy:
 	if kind == kindForward && f.DNAT {
-		return Decision{Accept, -1}
+		return Decision{Target: Accept, Rule: -1}
 	}
 	z := src
 	if kind == kindOutput {
@@ -95,7 +105,7 @@ policy:
 	if count {
 		rs.zones[z].hits[kind].Add(1)
 	}
-	return Decision{rs.zones[z].pol[kind], -1}
+	return Decision{Target: rs.zones[z].pol[kind], Rule: -1}
 }
 
 func (rs *Ruleset) countUnzoned(count bool) {
@@ -180,6 +190,9 @@ type RuleCount struct {
 	Hits    uint64 // flows the rule decided
 	Logged  uint64 // of those, counted for its log option
 	Limited uint64 // flows that matched but were over the rate limit
+	// LogLimited counts logged decisions whose packet was not handed to
+	// the capture: over the rule's LogRate (Rule.LogCapture).
+	LogLimited uint64
 }
 
 // ZoneCount is one zone's policy counters: flows its policies decided.
@@ -193,7 +206,7 @@ func (rs *Ruleset) Counters() ([]RuleCount, []ZoneCount) {
 	rules := make([]RuleCount, len(rs.rules))
 	for i := range rs.rules {
 		r := &rs.rules[i]
-		rules[i] = RuleCount{r.name, r.hits.Load(), r.logged.Load(), r.limits.Load()}
+		rules[i] = RuleCount{Name: r.name, Hits: r.n.hits.Load(), Logged: r.n.logged.Load(), Limited: r.n.limits.Load(), LogLimited: r.n.logLimited.Load()}
 	}
 	zones := make([]ZoneCount, 0, len(rs.zones)-1)
 	for i := 1; i < len(rs.zones); i++ {

@@ -89,6 +89,10 @@ type Rule struct {
 	// Log counts the rule's matches in Counters' Logged as well as in
 	// its hit counter (fw4 "log": here a counter, not a syslog line).
 	Log bool
+	// LogCapture (with Log) also hands the packet that made each
+	// logged decision to the capture (Decision.Capture), at most
+	// LogRate a second per rule; the rest are counted in LogDropped.
+	LogCapture bool
 }
 
 // Policy is the whole zone and rule configuration.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/gvrouter/gvrouter/firewall"
@@ -110,6 +111,28 @@ type Forward struct {
 	FirstPort uint16         // first external port, e.g. 8080
 	LastPort  uint16         // last external port (== FirstPort for one port), e.g. 8090
 	To        netip.AddrPort // internal target; port 0 keeps the external port, else ports map 1:1 from it
+	// Src, if set, are the outside sources that may use the forward
+	// from In (fw4 redirect src_ip), e.g. [198.51.100.0/24]; others
+	// are not redirected. Hairpinned flows (from inside) are not
+	// filtered by it.
+	Src []netip.Prefix
+	// Dst, if valid, is the address of In the forward listens on (fw4
+	// src_dip), e.g. 203.0.113.3; else In's first IPv4 address.
+	Dst netip.Addr
+}
+
+// admits reports whether the outside source src may use f.
+func (f *Forward) admits(src *[16]byte) bool {
+	if len(f.Src) == 0 {
+		return true
+	}
+	a := netip.AddrFrom4([4]byte(src[:4]))
+	for _, p := range f.Src {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // Allow6 admits new inbound IPv6 flows from WAN interfaces to Dst (a
@@ -136,6 +159,8 @@ type Rules struct {
 	// flows when they are confirmed, packets that would open a flow to
 	// the router when they arrive; Allow6 is then not used. Interface IDs
 	// in it are the Ifaces' IDs. nil keeps the built-in WAN defaults.
+	// SetRules hands it the counters of the ruleset in force
+	// (firewall.Ruleset.Inherit), so give it a new one, not yet in use.
 	Zones *firewall.Ruleset
 	// Reserved reports whether proto/port on the router's address addr is
 	// taken by one of the router's own sockets; SNAT never allocates such a
@@ -169,6 +194,24 @@ type ifaceSnap struct {
 	noClamp bool
 	addr4   [16]byte // first IPv4 address
 	has4    bool
+	bcast   [][16]byte // the directed broadcast addresses of its IPv4 subnets
+}
+
+// linkWide reports whether the IPv4 address a is one every host of the
+// link of ic (nil: unknown) receives: the limited broadcast, a multicast
+// group or the directed broadcast of one of ic's subnets.
+func linkWide(a *[16]byte, ic *ifaceSnap) bool {
+	if *a == limitedBroadcast || a[0]&0xf0 == 0xe0 { // 224.0.0.0/4 (RFC 5771)
+		return true
+	}
+	if ic != nil {
+		for i := range ic.bcast {
+			if ic.bcast[i] == *a {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type localAddr struct {
@@ -215,6 +258,15 @@ func compile(r *Rules) (*snapshot, error) {
 				is.addr4, is.has4 = b, true
 			}
 		}
+		for _, p := range ic.Subnets {
+			if p.Addr().Is4() && p.Bits() < 31 { // RFC 3021: a /31 has no broadcast
+				b := p.Masked().Addr().As4()
+				for i := p.Bits(); i < 32; i++ {
+					b[i/8] |= 0x80 >> (i % 8)
+				}
+				is.bcast = append(is.bcast, [16]byte{b[0], b[1], b[2], b[3]})
+			}
+		}
 		if !ic.WAN {
 			for _, p := range ic.Subnets {
 				if p.IsValid() && !p.Addr().IsLinkLocalUnicast() {
@@ -252,8 +304,23 @@ func compile(r *Rules) (*snapshot, error) {
 			bad("forward %d: interface %d has no IPv4 address", i, f.In)
 			continue
 		}
+		for _, p := range f.Src {
+			if !p.Addr().Is4() {
+				bad("forward %d: source %s is not IPv4", i, p)
+			}
+		}
+		at := is.addr4
+		if f.Dst.IsValid() {
+			a, v6 := fromAddr(f.Dst)
+			if v6 || !s.localOn(&a, f.In) {
+				bad("forward %d: address %s is not one of interface %d's", i, f.Dst, f.In)
+				continue
+			}
+			at = a
+		}
+		f.Src = slices.Clone(f.Src)
 		s.forwards = append(s.forwards, f)
-		s.fwdAddr = append(s.fwdAddr, is.addr4)
+		s.fwdAddr = append(s.fwdAddr, at)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -297,6 +364,33 @@ func (s *snapshot) iface(id Iface) *ifaceSnap {
 		return nil
 	}
 	return &s.ifaces[id]
+}
+
+// localOn reports whether the IPv4 address a is one of interface in's.
+func (s *snapshot) localOn(a *[16]byte, in Iface) bool {
+	for i := range s.local {
+		if !s.local[i].v6 && s.local[i].a == *a && s.local[i].iface == in {
+			return true
+		}
+	}
+	return false
+}
+
+// redirect returns the port forward that redirects the new flow t
+// arriving on in: one listening on t's destination, from its own
+// interface for a source it admits, or, with hairpin, from any inside
+// interface (wan: in is a wan interface).
+func (s *snapshot) redirect(t *Tuple, in Iface, wan bool) *Forward {
+	for i := range s.forwards {
+		f := &s.forwards[i]
+		if f.Proto != t.Proto || t.DstPort < f.FirstPort || t.DstPort > f.LastPort || s.fwdAddr[i] != t.Dst {
+			continue
+		}
+		if f.In == in && f.admits(&t.Src) || !wan && s.hairpin {
+			return f
+		}
+	}
+	return nil
 }
 
 // isLocal reports whether a is one of the router's own addresses.

@@ -306,7 +306,7 @@ func TestPreroutingOverloadedKeepsQueriesToTheRouter(t *testing.T) {
 		{"LAN UDP through the router", pk{src: hostA, dst: remote, proto: ProtoUDP, sport: 40003, dport: 53}.build(), lanIf, Drop, 0},
 		{"WAN UDP to the router", pk{src: remote, dst: wanAddr, proto: ProtoUDP, sport: 40004, dport: 53}.build(), wanIf, Drop, 0},
 	} {
-		v, st := e.PreroutingCT(tc.pkt, tc.in, true)
+		v, st, _ := e.PreroutingCT(tc.pkt, tc.in, true)
 		if v != tc.want || (v == Accept && st != tc.state) {
 			t.Errorf("%s under overload: %v %v, want %v %v", tc.name, v, st, tc.want, tc.state)
 		}

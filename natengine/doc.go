@@ -13,7 +13,8 @@
 //   - Prerouting before routing (netstack input): finds or creates the
 //     flow, applies DNAT and reverses NAT on replies and ICMP errors.
 //     PreroutingCT also reports the packet's conntrack state (CTState)
-//     for the router's input policy.
+//     for the router's input policy, and whether the zones' input chain
+//     refused it (the caller's firewall_input drop).
 //   - Postrouting after routing (NIC write): confirms new flows, applies
 //     SNAT (masquerade, pools, hairpin), clamps the TCP MSS;
 //     PostroutingLocal for packets the router originated, which also

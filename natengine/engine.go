@@ -65,8 +65,11 @@ type Engine struct {
 	nat   *natTable
 	frags fragCache
 	rules atomic.Pointer[snapshot]
-	gen   atomic.Uint64 // fast-path generation: bumped on route/neighbour changes
-	stats Stats
+	// logSink receives the packets of rules that log to the capture
+	// (SetLogSink, firewall.go); nil: none.
+	logSink atomic.Pointer[LogSink]
+	gen     atomic.Uint64 // fast-path generation: bumped on route/neighbour changes
+	stats   Stats
 }
 
 type timeouts struct {
@@ -130,6 +133,9 @@ func (e *Engine) SetRules(r Rules) error {
 	s, err := compile(&r)
 	if err != nil {
 		return err
+	}
+	if old := e.rules.Load(); old != nil && s.fw != nil {
+		s.fw.Inherit(old.fw) // a re-apply keeps the unchanged rules' counters
 	}
 	e.rules.Store(s)
 	e.gen.Add(1)
@@ -230,10 +236,17 @@ func (e *Engine) PreroutingOverloaded(pkt []byte, in Iface) Verdict {
 
 // PreroutingCT is Prerouting (PreroutingOverloaded if overloaded) that
 // also reports the conntrack state of an accepted packet, for the
-// router's input policy (nftables "ct state"). The state is meaningless
-// unless the verdict is Accept.
-func (e *Engine) PreroutingCT(pkt []byte, in Iface, overloaded bool) (Verdict, CTState) {
-	return e.prerouting(pkt, in, overloaded)
+// router's input policy (nftables "ct state"); the state is meaningless
+// unless the verdict is Accept. input says that a Drop or Reject came
+// from the zones' input chain (Rules.Zones: a new flow to the router
+// refused), so the caller counts it as its input firewall's drop, not
+// as one of the engine's other refusals (which Stats tells apart).
+func (e *Engine) PreroutingCT(pkt []byte, in Iface, overloaded bool) (v Verdict, st CTState, input bool) {
+	v, st = e.prerouting(pkt, in, overloaded)
+	if st == ctRefusedInput {
+		return v, CTUntracked, true
+	}
+	return v, st, false
 }
 
 // CTState is the conntrack state of a packet Prerouting accepted.
@@ -259,6 +272,10 @@ const (
 	CTEstablished
 	// CTRelated: an ICMP error about a tracked flow.
 	CTRelated
+
+	// ctRefusedInput is prerouting's state for a packet the zones' input
+	// chain refused (toRouter); PreroutingCT reports it as input.
+	ctRefusedInput CTState = 0xff
 )
 
 func (e *Engine) prerouting(pkt []byte, in Iface, overloaded bool) (Verdict, CTState) {
@@ -305,7 +322,7 @@ func (e *Engine) prerouting(pkt []byte, in Iface, overloaded bool) (Verdict, CTS
 		}
 		if overloaded {
 			if _, ok := e.insideToRouter(&p, &t, in, s); ok {
-				v, _, st := e.toRouter(&p, &t, in, s)
+				v, _, st := e.toRouter(b, &p, &t, in, s)
 				return v, st
 			}
 			return e.drop(DropOverload), CTUntracked
@@ -395,7 +412,16 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 		if wan && dhcpClient(p, &t) {
 			return e.untracked(), nil, CTUntracked
 		}
-		return e.toRouter(p, &t, in, s)
+		return e.toRouter(b, p, &t, in, s)
+	case !t.V6 && linkWide(&t.Dst, ic):
+		// IPv4 broadcast and multicast reach the router as a member of
+		// the link, never a forward: its zone's input chain (fw4's
+		// input), and no flow. The router's DHCP server and client take
+		// theirs from raw-frame taps, before the engine.
+		if wan && dhcpClient(p, &t) {
+			return e.untracked(), nil, CTUntracked
+		}
+		return e.toRouter(b, p, &t, in, s)
 	case t.V6 && wan:
 		// IPv6 is not translated: a stateful firewall. New inbound flows
 		// need an allow rule; echo requests pass (RFC 4890 4.3.1). With
@@ -405,12 +431,12 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 		}
 	case !t.V6 && local:
 		if p.Kind == KindICMPQuery {
-			return e.toRouter(p, &t, in, s)
+			return e.toRouter(b, p, &t, in, s)
 		}
 		// A forward applies where it listens (a LAN one, such as the
 		// host TAP's SSH forward, too) and, with hairpin, from any
 		// inside interface.
-		if f, _ := s.forward(t.Proto, &t.Dst, t.DstPort); f != nil && (f.In == in || !wan && s.hairpin) {
+		if f := s.redirect(&t, in, wan); f != nil {
 			c.dnat, c.redirected = true, f.In == in
 			c.mid.Dst, c.mid.DstPort = forwardTarget(f, t.DstPort)
 			break
@@ -424,12 +450,12 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 			break
 		}
 		if !wan && !s.hairpin {
-			return e.toRouter(p, &t, in, s)
+			return e.toRouter(b, p, &t, in, s)
 		}
 		if p.Kind == KindOther {
 			// Address-only NAT has no mappings to enter by: only the
 			// flow's own replies come in (the lookup found none).
-			return e.toRouter(p, &t, in, s)
+			return e.toRouter(b, p, &t, in, s)
 		}
 		if wan && dhcpClient(p, &t) {
 			return e.untracked(), nil, CTUntracked
@@ -455,7 +481,7 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 			if found {
 				return e.drop(DropFiltered), nil, 0
 			}
-			return e.toRouter(p, &t, in, s) // for the router's own sockets
+			return e.toRouter(b, p, &t, in, s) // for the router's own sockets
 		}
 		c.dnat, c.mapIn, c.inMap, c.redirected = true, true, m, wan
 		c.mid.Dst, c.mid.DstPort = m.ik.addr, m.ik.port
@@ -466,7 +492,7 @@ func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now
 		return e.drop(DropUnsolicited), nil, 0
 	}
 	if wan && s.fw != nil {
-		if v := e.decideEverywhere(c, in, s); v != Accept {
+		if v := e.decideEverywhere(b, c, in, s); v != Accept {
 			if c.inMap != nil {
 				e.nat.release(c.inMap, c, false)
 			}

@@ -21,11 +21,17 @@ import "github.com/gvrouter/gvrouter/firewall"
 // inside hosts are reached over IPv4 only through redirects and NAT
 // mappings), the RFC 3704 spoofing check, the DHCP client's answers and
 // the ICMP and ICMPv6 messages that are not queries (errors, neighbour
-// discovery; RFC 4890), and broadcast and multicast to the router
-// (DHCP discovery) are not filtered. A flow a redirect (port forward)
-// opened from the redirect's own interface, or a NAT mapping from a wan
-// interface, is accepted when no rule matches it (fw4 "Accept port
-// redirections"); a hairpinned one is a forward from its own zone.
+// discovery; RFC 4890). Broadcast and multicast to the router (IPv4's
+// limited and directed broadcasts and multicast, IPv6's groups) pass the
+// input chain of their interface's zone and open no flow; a refused one
+// gets no answer (RFC 1122 section 3.2.2). The router's DHCP servers and
+// clients and its RA/ND services take theirs from raw-frame taps, before
+// the engine.
+//
+// A flow a redirect (port forward) opened from the redirect's own
+// interface, or a NAT mapping from a wan interface, is accepted when no
+// rule matches it (fw4 "Accept port redirections"); a hairpinned one is
+// a forward from its own zone.
 //
 // A reload re-checks every confirmed flow against the new rules and
 // removes those they no longer allow (SetRules, FlushedFirewall): a rule
@@ -38,11 +44,54 @@ import "github.com/gvrouter/gvrouter/firewall"
 func (e *Engine) Firewall() *firewall.Ruleset { return e.rules.Load().fw }
 
 // decide evaluates the new flow t (after DNAT) from in to out (NoIface:
-// the router) and returns Accept, or Drop or Reject counted.
-func (e *Engine) decide(p *Parsed, t *Tuple, in, out Iface, redirected bool, s *snapshot) Verdict {
+// the router), whose packet is b, and returns Accept, or Drop or Reject
+// counted.
+func (e *Engine) decide(b []byte, p *Parsed, t *Tuple, in, out Iface, redirected bool, s *snapshot) Verdict {
 	f := flowOf(t, p.ICMPType, p.ICMPCode, in, out, redirected)
 	now := e.now()
-	return e.verdict(s.fw.Eval(&f, now).Target, s, now)
+	d := s.fw.Eval(&f, now)
+	if d.Capture {
+		e.logPacket(b, in, out)
+	}
+	if d.Target == firewall.Reject && toGroup(t, s.iface(in)) {
+		// No answer to a packet sent to a group or a broadcast (RFC
+		// 1122 section 3.2.2, RFC 4443 section 2.4 (e)): dropped.
+		d.Target = firewall.Drop
+	}
+	return e.verdict(d.Target, s, now)
+}
+
+// toGroup reports whether t is addressed to a broadcast or multicast
+// address of interface ic's link.
+func toGroup(t *Tuple, ic *ifaceSnap) bool {
+	if t.V6 {
+		return t.Dst[0] == 0xff
+	}
+	return linkWide(&t.Dst, ic)
+}
+
+// LogSink receives the packets whose decision a rule that logs to the
+// capture made (firewall.Rule.LogCapture), within the rule's log rate:
+// pkt starts at the IP header, in is the interface it arrived on, out
+// the one it would leave by (NoIface: the router itself). It runs on the
+// data path: it must not block, keep pkt or modify it (copy what it
+// keeps), nor call back into the engine.
+type LogSink func(pkt []byte, in, out Iface)
+
+// SetLogSink makes f the engine's LogSink; nil removes it. Without one,
+// logged packets are counted only.
+func (e *Engine) SetLogSink(f LogSink) {
+	if f == nil {
+		e.logSink.Store(nil)
+		return
+	}
+	e.logSink.Store(&f)
+}
+
+func (e *Engine) logPacket(b []byte, in, out Iface) {
+	if f := e.logSink.Load(); f != nil {
+		(*f)(b, in, out)
+	}
 }
 
 func (e *Engine) verdict(t firewall.Target, s *snapshot, now int64) Verdict {
@@ -73,11 +122,11 @@ func flowOf(t *Tuple, icmpType, icmpCode uint8, in, out Iface, redirected bool) 
 // toRouter handles a packet to the router's own address that no flow
 // covers: with zones, one that would open a flow (CTNew, or an echo
 // request) passes the input chain of its interface's zone first.
-func (e *Engine) toRouter(p *Parsed, t *Tuple, in Iface, s *snapshot) (Verdict, *conn, CTState) {
+func (e *Engine) toRouter(b []byte, p *Parsed, t *Tuple, in Iface, s *snapshot) (Verdict, *conn, CTState) {
 	st := localState(p)
 	if s.fw != nil && (st == CTNew || p.Kind == KindICMPQuery) {
-		if v := e.decide(p, t, in, NoIface, false, s); v != Accept {
-			return v, nil, CTUntracked
+		if v := e.decide(b, p, t, in, NoIface, false, s); v != Accept {
+			return v, nil, ctRefusedInput
 		}
 	}
 	return e.untracked(), nil, st
@@ -96,7 +145,7 @@ func (e *Engine) toRouter(p *Parsed, t *Tuple, in Iface, s *snapshot) (Verdict, 
 // interface (the zone policies and wan-side rules that refuse such
 // floods do not depend on it). Only flows from wan interfaces are
 // tried, so a LAN's new flows pay nothing more.
-func (e *Engine) decideEverywhere(c *conn, in Iface, s *snapshot) Verdict {
+func (e *Engine) decideEverywhere(b []byte, c *conn, in Iface, s *snapshot) Verdict {
 	f := flowOf(&c.mid, c.icmpType, c.icmpCode, in, NoIface, c.redirected)
 	first := NoIface
 	for id := range s.ifaces {
@@ -119,14 +168,24 @@ func (e *Engine) decideEverywhere(c *conn, in Iface, s *snapshot) Verdict {
 	// Eval may still accept where Recheck refused: a refusing rule over
 	// its rate limit lets the flow on to the next; it is then decided
 	// (and counted) again at confirmation.
-	return e.verdict(s.fw.Eval(&f, now).Target, s, now)
+	d := s.fw.Eval(&f, now)
+	if d.Capture {
+		e.logPacket(b, in, Iface(first))
+	}
+	return e.verdict(d.Target, s, now)
 }
 
-// decideFlow evaluates the unconfirmed flow c, leaving by out.
-func (e *Engine) decideFlow(c *conn, out Iface, s *snapshot) Verdict {
-	f := flowOf(&c.mid, c.icmpType, c.icmpCode, Iface(c.in[dirOrig].Load()), out, c.redirected)
+// decideFlow evaluates the unconfirmed flow c, leaving by out, whose
+// packet is b.
+func (e *Engine) decideFlow(b []byte, c *conn, out Iface, s *snapshot) Verdict {
+	in := Iface(c.in[dirOrig].Load())
+	f := flowOf(&c.mid, c.icmpType, c.icmpCode, in, out, c.redirected)
 	now := e.now()
-	return e.verdict(s.fw.Eval(&f, now).Target, s, now)
+	d := s.fw.Eval(&f, now)
+	if d.Capture {
+		e.logPacket(b, in, out)
+	}
+	return e.verdict(d.Target, s, now)
 }
 
 // recheck removes the confirmed flows that s's zones no longer allow.

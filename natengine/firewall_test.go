@@ -2,6 +2,7 @@ package natengine
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/gvrouter/gvrouter/firewall"
@@ -293,5 +294,181 @@ func TestZonesRefusedFromWANTakeNoSlot(t *testing.T) {
 	_, zones := e.rules.Load().fw.Counters()
 	if zones[2].Forward != flood {
 		t.Errorf("zone wan forward policy counted %d, want %d", zones[2].Forward, flood)
+	}
+}
+
+// TestZonesInputRefusalReported: PreroutingCT says when the zones' input
+// chain refused a packet (the stack's firewall_input), and not for the
+// engine's other refusals (an unsolicited IPv4 packet to no mapping).
+func TestZonesInputRefusalReported(t *testing.T) {
+	e, _ := newTestEngine(t, 1024, withZones(t, zonePolicy()))
+	toRouter := pk{src: remote, dst: wanAddr, proto: ProtoTCP, sport: 4000, dport: 22, flags: tcpSYN}.build()
+	if v, _, input := e.PreroutingCT(toRouter, wanIf, false); v != Drop || !input {
+		t.Errorf("wan SYN to the router: %v, input %v; want drop, input true", v, input)
+	}
+	guest := pk{src: guestHost, dst: guestAddr, proto: ProtoTCP, sport: 4001, dport: 80, flags: tcpSYN}.build()
+	if v, _, input := e.PreroutingCT(guest, guestIf, false); v != Reject || !input {
+		t.Errorf("guest SYN to the router's page: %v, input %v; want reject, input true", v, input)
+	}
+	dns := pk{src: guestHost, dst: guestAddr, proto: ProtoUDP, sport: 4002, dport: 53, payload: []byte("q")}.build()
+	if v, _, input := e.PreroutingCT(dns, guestIf, false); v != Accept || input {
+		t.Errorf("guest DNS to the router: %v, input %v; want accept, input false", v, input)
+	}
+	invalid := pk{src: remote, dst: hostA, proto: ProtoTCP, sport: 4003, dport: 22, flags: tcpACK}.build()
+	if v, _, input := e.PreroutingCT(invalid, wanIf, false); v != Drop || input {
+		t.Errorf("wan ACK without a flow: %v, input %v; want drop, input false", v, input)
+	}
+}
+
+// TestZonesCountersSurviveReapply: re-applying the rules (a reload, a
+// new WAN lease) with a freshly compiled ruleset keeps the counters of
+// the rules and zone policies that did not change; a changed rule starts
+// from zero.
+func TestZonesCountersSurviveReapply(t *testing.T) {
+	e, _ := newTestEngine(t, 1024, withZones(t, zonePolicy()))
+	for i := range 3 {
+		p := pk{src: guestHost, dst: remote, proto: ProtoTCP, sport: 6000 + uint16(i), dport: 443, flags: tcpSYN}.build()
+		if v := fwd(t, e, p, guestIf, wanIf); v != Accept {
+			t.Fatalf("guest to wan: %v", v)
+		}
+	}
+	p := pk{src: guestHost, dst: hostA, proto: ProtoTCP, sport: 6100, dport: 22, flags: tcpSYN}.build()
+	if v := fwd(t, e, p, guestIf, lanIf); v != Drop {
+		t.Fatalf("guest to lan: %v, want drop", v)
+	}
+	reapply := func(pol firewall.Policy) {
+		t.Helper()
+		r := testRules()
+		withZones(t, pol)(&r)
+		if err := e.SetRules(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(name string) uint64 {
+		rules, _ := e.Firewall().Counters()
+		for _, r := range rules {
+			if r.Name == name {
+				return r.Hits
+			}
+		}
+		t.Fatalf("no rule %q", name)
+		return 0
+	}
+	reapply(zonePolicy())
+	if got := count("guest-wan"); got != 3 {
+		t.Errorf("guest-wan hits after a re-apply of the same rules: %d, want 3", got)
+	}
+	if _, zones := e.Firewall().Counters(); zones[1].Forward != 1 {
+		t.Errorf("guest forward policy decisions after a re-apply: %d, want 1", zones[1].Forward)
+	}
+	// A new rule in front shifts guest-wan's position: same name and
+	// content, same counters. A changed guest-wan starts from zero.
+	reapply(zonePolicy(firewall.Rule{Name: "block-tv", Src: "lan", Dest: "wan", SrcAddrs: []netip.Prefix{netip.MustParsePrefix("192.168.1.99/32")}, Target: firewall.Drop}))
+	if got := count("guest-wan"); got != 3 {
+		t.Errorf("guest-wan hits after a rule was added before it: %d, want 3", got)
+	}
+	changed := zonePolicy()
+	changed.Rules[1].Family = 4
+	reapply(changed)
+	if got := count("guest-wan"); got != 0 {
+		t.Errorf("guest-wan hits after it changed: %d, want 0", got)
+	}
+}
+
+// TestZonesRedirectSourceFilters: a redirect with sources (fw4 src_ip)
+// redirects only those outside sources, the others meet the router's
+// input chain as if there were no redirect; two redirects may share a
+// port for different sources. One with an address (fw4 src_dip) listens
+// on that address of its interface, not the first one.
+func TestZonesRedirectSourceFilters(t *testing.T) {
+	wanAddr2 := netip.MustParseAddr("203.0.113.3")
+	e, _ := newTestEngine(t, 1024, func(r *Rules) {
+		withZones(t, zonePolicy())(r)
+		r.Ifaces[1].Addrs = append(r.Ifaces[1].Addrs, wanAddr2)
+		r.Forwards = []Forward{
+			{Proto: ProtoTCP, In: wanIf, FirstPort: 8080, LastPort: 8080, To: netip.AddrPortFrom(hostA, 80), Src: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/29")}},
+			{Proto: ProtoTCP, In: wanIf, FirstPort: 8080, LastPort: 8080, To: netip.AddrPortFrom(hostB, 80), Src: []netip.Prefix{netip.PrefixFrom(remote2, 32)}},
+			{Proto: ProtoTCP, In: wanIf, FirstPort: 9090, LastPort: 9090, To: netip.AddrPortFrom(hostB, 90), Dst: wanAddr2},
+		}
+	})
+	dst := func(p []byte) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(p[16:20])), uint16(p[22])<<8|uint16(p[23]))
+	}
+	for _, tc := range []struct {
+		name   string
+		src    netip.Addr
+		to     netip.Addr
+		port   uint16
+		want   Verdict
+		wantTo netip.AddrPort
+	}{
+		{"first redirect's source", remote, wanAddr, 8080, Accept, netip.AddrPortFrom(hostA, 80)},
+		{"second redirect's source", remote2, wanAddr, 8080, Accept, netip.AddrPortFrom(hostB, 80)},
+		{"no redirect's source", netip.MustParseAddr("192.0.2.9"), wanAddr, 8080, Drop, netip.AddrPort{}},
+		{"src_dip address", remote, wanAddr2, 9090, Accept, netip.AddrPortFrom(hostB, 90)},
+		{"not the src_dip address", remote, wanAddr, 9090, Drop, netip.AddrPort{}},
+	} {
+		p := pk{src: tc.src, dst: tc.to, proto: ProtoTCP, sport: 5000, dport: tc.port, flags: tcpSYN}.build()
+		v := fwd(t, e, p, wanIf, lanIf)
+		if v != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, v, tc.want)
+			continue
+		}
+		if v == Accept && dst(p) != tc.wantTo {
+			t.Errorf("%s: redirected to %v, want %v", tc.name, dst(p), tc.wantTo)
+		}
+	}
+	// Hairpinned from the lan, sources are not filtered.
+	p := pk{src: hostB, dst: wanAddr, proto: ProtoTCP, sport: 5001, dport: 8080, flags: tcpSYN}.build()
+	if v := fwd(t, e, p, lanIf, lanIf); v != Accept {
+		t.Errorf("lan hairpin to the filtered redirect: %v, want accept", v)
+	}
+	// A src_dip that is not the interface's is a rules error.
+	err := e.SetRules(Rules{Ifaces: testRules().Ifaces, Forwards: []Forward{{Proto: ProtoTCP, In: wanIf, FirstPort: 1, LastPort: 1, To: netip.AddrPortFrom(hostA, 1), Dst: lanAddr}}})
+	if err == nil || !strings.Contains(err.Error(), "is not one of interface") {
+		t.Errorf("SetRules with a forward on another interface's address: %v", err)
+	}
+}
+
+// TestZonesBroadcastInput: IPv4 broadcast and multicast reach the router
+// through its zone's input chain, as fw4's input filters them: the guest
+// zone (input reject, DNS admitted) refuses NetBIOS to the limited
+// broadcast and mDNS to its group, without an answer (a drop: no ICMP
+// error about a broadcast, RFC 1122 section 3.2.2), admits DNS to its
+// directed broadcast;
+// the lan zone (input accept) admits them all; none opens a flow.
+func TestZonesBroadcastInput(t *testing.T) {
+	e, _ := newTestEngine(t, 1024, func(r *Rules) {
+		withZones(t, zonePolicy())(r)
+		r.Ifaces[0].Subnets = []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24")}
+		r.Ifaces[2].Subnets = []netip.Prefix{netip.MustParsePrefix("192.168.2.0/24")}
+	})
+	for _, tc := range []struct {
+		name      string
+		src       netip.Addr
+		in        Iface
+		dst       string
+		port      uint16
+		want      Verdict
+		wantInput bool
+	}{
+		{"guest netbios to 255.255.255.255", guestHost, guestIf, "255.255.255.255", 137, Drop, true},
+		{"guest mdns to its group", guestHost, guestIf, "224.0.0.251", 5353, Drop, true},
+		{"guest dns to its directed broadcast", guestHost, guestIf, "192.168.2.255", 53, Accept, false},
+		{"guest netbios to its directed broadcast", guestHost, guestIf, "192.168.2.255", 137, Drop, true},
+		{"lan netbios to 255.255.255.255", hostA, lanIf, "255.255.255.255", 137, Accept, false},
+		{"lan mdns to its group", hostA, lanIf, "224.0.0.251", 5353, Accept, false},
+		{"lan netbios to its directed broadcast", hostA, lanIf, "192.168.1.255", 137, Accept, false},
+		{"wan ssdp to its group", remote, wanIf, "239.255.255.250", 1900, Drop, true},
+	} {
+		n := e.Len()
+		p := pk{src: tc.src, dst: netip.MustParseAddr(tc.dst), proto: ProtoUDP, sport: tc.port, dport: tc.port, payload: []byte("b")}.build()
+		v, _, input := e.PreroutingCT(p, tc.in, false)
+		if v != tc.want || input != tc.wantInput {
+			t.Errorf("%s: %v, input %v; want %v, input %v", tc.name, v, input, tc.want, tc.wantInput)
+		}
+		if e.Len() != n {
+			t.Errorf("%s: opened a flow (%d -> %d)", tc.name, n, e.Len())
+		}
 	}
 }

@@ -20,7 +20,8 @@ func gen(src, dst netip.Addr, proto uint8) []byte {
 
 // preCT runs Prerouting and returns the verdict and conntrack state.
 func preCT(e *Engine, pkt []byte, in Iface) (Verdict, CTState) {
-	return e.PreroutingCT(pkt, in, false)
+	v, st, _ := e.PreroutingCT(pkt, in, false)
+	return v, st
 }
 
 func TestGenericUnsolicitedDropped(t *testing.T) {

@@ -58,7 +58,7 @@ func (e *Engine) postrouting(pkt []byte, out Iface, local bool) Verdict {
 		c := r.c
 		if !c.confirmed.Load() {
 			if s.fw != nil {
-				if v := e.decideFlow(c, out, s); v != Accept {
+				if v := e.decideFlow(b, c, out, s); v != Accept {
 					e.kill(c)
 					return v
 				}

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/gvrouter/gvrouter/capture"
+	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/stack"
 )
@@ -20,6 +21,20 @@ import (
 // atomic load per batch. The port's receive entry (stack.PortInput) and
 // an interface (stack.Interface.SetCapture) hold their point only while
 // a capture runs on it.
+
+// FirewallLogPoint is the capture point of the packets that firewall
+// rules with log: capture decided (`gvrouter capture -i firewall:log`).
+// No port or interface can have the name: a name has no ':'.
+const FirewallLogPoint = "firewall:log"
+
+// firewallLogPoint makes the firewall:log point and gives e a LogSink
+// that copies each logged packet into it as received. With no capture
+// running on the point a logged packet costs one atomic load.
+func firewallLogPoint(e *natengine.Engine) *capture.Point {
+	p := capture.NewPoint(FirewallLogPoint, nil)
+	e.SetLogSink(func(pkt []byte, _, _ natengine.Iface) { p.CaptureIP(capture.In, pkt) })
+	return p
+}
 
 // capturePoint returns rp's point, made on first use.
 func (rp *runningPort) capturePoint() *capture.Point {
@@ -95,6 +110,9 @@ func (r *Router) lookupCapture(name string) (*capture.Point, error) {
 	}
 	if rp := r.ports[name]; rp != nil {
 		return rp.capturePoint(), nil
+	}
+	if name == FirewallLogPoint && r.fwLog != nil {
+		return r.fwLog, nil
 	}
 	return nil, fmt.Errorf("no port or interface %q", name)
 }

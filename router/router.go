@@ -140,6 +140,9 @@ type Router struct {
 	captures  *capture.Manager
 	captureLn *net.UnixListener
 	capIfaces map[string]*capture.Point
+	// fwLog is the firewall:log point, where rules with log: capture
+	// hand their packets (capture.go); set in New.
+	fwLog *capture.Point
 	// hostKernel is the host kernel's addresses (host:
 	// kernel_addresses), read by the status listeners' capture checks
 	// without mu (setListenPolicyLocked).
@@ -251,6 +254,7 @@ func New(cfg *config.Config, build Build, log *slog.Logger, opts ...Option) (_ *
 	}
 	ec := natrules.EngineConfig(cfg)
 	r.nat.engine, r.nat.max = natengine.New(ec), ec.MaxConns
+	r.fwLog = firewallLogPoint(r.nat.engine)
 	r.sqm = sqm.NewSet(r.nat.engine.InsideHost, log.With("component", "sqm"))
 	for _, pc := range cfg.Ports {
 		if err := r.openPortLocked(cfg, pc); err != nil {

@@ -140,7 +140,7 @@ func (r *Router) applyWireGuardLocked(cfg *config.Config) error {
 func natHooks(e *natengine.Engine, in natengine.Iface) *wireguard.Hooks {
 	return &wireguard.Hooks{
 		In: func(ip []byte) bool {
-			v, _ := e.PreroutingCT(ip, in, false)
+			v, _, _ := e.PreroutingCT(ip, in, false)
 			return v == natengine.Accept
 		},
 		Out: func(ip []byte, forwarded bool) bool {

@@ -128,17 +128,21 @@ func classify(f *hw.Frame, r *rxRun) verdict {
 // PreroutingOverloaded, which sheds new flows (counted as the engine's
 // "overload" drops).
 func prerouting(nat *natengine.Engine, f *hw.Frame, ip []byte, in natengine.Iface, v *verdict) (bool, natengine.CTState) {
-	r, st := nat.PreroutingCT(ip, in, f.Backlogged)
+	r, st, input := nat.PreroutingCT(ip, in, f.Backlogged)
+	reason := dropNAT
+	if input {
+		reason = dropFirewallInput // the zones' input chain: the input policy's own counter
+	}
 	switch r {
 	case natengine.Accept:
 		return true, st
 	case natengine.Stolen:
 		*v = verdict{stolen: true}
 	case natengine.Reject:
-		*v = dropped(dropNAT)
+		*v = dropped(reason)
 		v.reject = true
 	default:
-		*v = dropped(dropNAT)
+		*v = dropped(reason)
 	}
 	return false, st
 }

@@ -20,7 +20,7 @@ import (
 func cmdCapture(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	iface := fs.String("i", "", "port or interface to capture (eth0, eth0.2, ms1)")
+	iface := fs.String("i", "", "port or interface to capture (eth0, eth0.2, ms1), or firewall:log (the packets of rules with log: capture)")
 	count := fs.Int("c", 0, "stop after this many frames (0: no limit)")
 	snap := fs.Int("s", 0, fmt.Sprintf("octets kept of each frame (0: %d)", capture.MaxSnaplen))
 	secs := fs.Int("t", 0, fmt.Sprintf("stop after this many seconds (0: %d, at most %d)", capture.DefaultSeconds, capture.MaxSeconds))

@@ -76,7 +76,14 @@ type Redirect struct {
 	FirstPort uint16 // src_dport
 	LastPort  uint16
 	To        netip.AddrPort // dest_ip and dest_port; port 0 keeps the external port
-	Pos       Pos
+	// SrcIPs (src_ip) are the outside sources that may use it, e.g.
+	// [198.51.100.0/24]; empty: any. Hairpinned flows from inside are
+	// not filtered.
+	SrcIPs []netip.Prefix
+	// SrcDIP (src_dip) is the external address it listens on, e.g.
+	// 203.0.113.3; invalid: every interface's first IPv4 address.
+	SrcDIP netip.Addr
+	Pos    Pos
 
 	src src
 }
@@ -84,7 +91,7 @@ type Redirect struct {
 var (
 	zoneKeys     = []string{"name", "interfaces", "input", "forward", "output", "masquerade", "mss_clamp"}
 	ruleKeys     = []string{"name", "src", "dest", "family", "proto", "src_ip", "dest_ip", "src_suffix", "dest_suffix", "src_port", "dest_port", "icmp_type", "limit", "limit_burst", "target", "log"}
-	redirectKeys = []string{"name", "src", "proto", "src_dport", "dest_ip", "dest_port"}
+	redirectKeys = []string{"name", "src", "proto", "src_ip", "src_dip", "src_dport", "dest_ip", "dest_port"}
 	policyNames  = []string{PolicyAccept, PolicyDrop, PolicyReject}
 )
 
@@ -269,8 +276,18 @@ func (d *decoder) rule(n *yaml.Node) Rule {
 		r.src.markBad("target")
 	}
 	if e, ok := m["log"]; ok {
-		if v, ok := d.onOffWord(e, what); ok {
-			mr.Log = v == "on"
+		v := ""
+		if e.val.Kind == yaml.ScalarNode {
+			v = strings.ToLower(e.val.Value)
+		}
+		switch v {
+		case "on", "true", "yes":
+			mr.Log = true
+		case "off", "false", "no":
+		case "capture":
+			mr.Log, mr.LogCapture = true, true // counted and handed to the firewall:log capture
+		default:
+			d.errorf(e.val, "%s: log: want on, off or capture, got %s", what, kindName(e.val))
 		}
 	}
 	return r
@@ -462,6 +479,31 @@ func (d *decoder) redirect(n *yaml.Node) Redirect {
 			r.To = netip.AddrPortFrom(r.To.Addr(), a)
 		}
 	}
+	r.SrcIPs = scalarList(d, m, "src_ip", what, &r.src, func(it *yaml.Node) (netip.Prefix, bool) {
+		p, err := netip.ParsePrefix(it.Value)
+		if err != nil {
+			if a, aerr := netip.ParseAddr(it.Value); aerr == nil {
+				p, err = netip.PrefixFrom(a, a.BitLen()), nil
+			}
+		}
+		switch {
+		case err != nil || !p.Addr().Is4():
+			d.errorf(it, "%s: src_ip: bad source %q: want an IPv4 address or prefix like 198.51.100.7 or 198.51.100.0/24 (a redirect translates IPv4 only)", what, it.Value)
+		case p.Masked() != p:
+			d.errorf(it, "%s: src_ip: %q has host bits set; did you mean %s?", what, it.Value, p.Masked())
+		default:
+			return p, true
+		}
+		return p, false
+	})
+	var dip string
+	if d.strKey(m, "src_dip", what, &r.src, &dip) {
+		if a, err := netip.ParseAddr(dip); err != nil || !a.Is4() {
+			d.errorf(m["src_dip"].val, "%s: src_dip: %q is not an IPv4 address (the router's external address the redirect listens on)", what, dip)
+		} else {
+			r.SrcDIP = a
+		}
+	}
 	return r
 }
 
@@ -473,6 +515,26 @@ func (d *decoder) zoneSections(fw *Firewall, m map[string]entry) {
 	fw.Zones = objects(d, m, "zones", "firewall", "firewall: zone", d.zone)
 	fw.Rules = objects(d, m, "rules", "firewall", "firewall: rule", d.rule)
 	fw.Redirects = objects(d, m, "redirects", "firewall", "firewall: redirect", d.redirect)
+}
+
+// zoneMayHave reports whether the IPv4 address a is, or may become (a
+// DHCP or PPPoE address), an address of an interface of zone name.
+func (c *Config) zoneMayHave(name string, a netip.Addr) bool {
+	for _, z := range c.Firewall.Zones {
+		if z.Name != name {
+			continue
+		}
+		for _, ifn := range z.Interfaces {
+			ic := c.Interface(ifn)
+			if ic == nil {
+				continue
+			}
+			if ic.DHCP != nil || ic.PPPoE != nil || slices.ContainsFunc(ic.Addresses, func(p netip.Prefix) bool { return p.Addr() == a }) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // validateZones checks zone names and interfaces (known, in one zone
@@ -559,6 +621,9 @@ func (c *Config) validateZones(l *errorList) {
 			continue
 		}
 		zoneRef(r.Src, r.src.at("src", r.Pos), "firewall: redirect: src")
+		if r.SrcDIP.IsValid() && !c.zoneMayHave(r.Src, r.SrcDIP) {
+			l.add(r.src.at("src_dip", r.Pos), "firewall: redirect: src_dip: %s is no address of zone %q's interfaces (and none gets one from DHCP or PPPoE)", r.SrcDIP, r.Src)
+		}
 		if r.To.Port() != 0 && int(r.To.Port())+int(r.LastPort-r.FirstPort) > 65535 {
 			l.add(r.src.at("dest_port", r.Pos), "firewall: redirect: dest_port: the range %d-%d from %d overflows 65535", r.FirstPort, r.LastPort, r.To.Port())
 		}

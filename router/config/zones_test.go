@@ -43,9 +43,11 @@ func TestParseZones(t *testing.T) {
     - {name: nas, src: wan, dest: lan, proto: tcp, dest_suffix: "::1234", dest_port: [443, "8000-8010"], target: accept}
     - {name: esp, src: "*", dest: lan, proto: [esp, 51], dest_ip: "2001:db8:1::/64", target: accept}
     - {name: ptb, src: wan, dest: lan, icmp_type: ["icmpv6:2", "icmp:3/4"], target: accept}
+    - {name: seen, src: guest, dest: lan, proto: tcp, dest_port: 22, target: drop, log: capture}
   redirects:
     - {name: web, src: wan, proto: tcp, src_dport: 8080, dest_ip: 192.168.1.10, dest_port: 80}
     - {name: game, src: wan, src_dport: "3074-3075", dest_ip: 192.168.1.11}
+    - {name: office, src: wan, proto: tcp, src_ip: [198.51.100.7, 192.0.2.0/24], src_dip: 203.0.113.2, src_dport: 3389, dest_ip: 192.168.1.12}
 `
 	c, err := Parse("zones.yaml", []byte(in))
 	if err != nil {
@@ -74,6 +76,7 @@ func TestParseZones(t *testing.T) {
 			DestPorts: []firewall.PortRange{{First: 443, Last: 443}, {First: 8000, Last: 8010}}},
 		{Name: "esp", Src: "*", Dest: "lan", Protos: []uint8{50, 51}, DestAddrs: []netip.Prefix{pfx("2001:db8:1::/64")}},
 		{Name: "ptb", Src: "wan", Dest: "lan", ICMPTypes: []firewall.ICMPType{{Type: 2, AnyCode: true, V6: true}, {Type: 3, Code: 4}}},
+		{Name: "seen", Src: "guest", Dest: "lan", Protos: []uint8{6}, DestPorts: []firewall.PortRange{{First: 22, Last: 22}}, Target: firewall.Drop, Log: true, LogCapture: true},
 	}
 	for i, r := range fw.Rules {
 		if i >= len(want) || !reflect.DeepEqual(r.Match, want[i]) {
@@ -83,7 +86,10 @@ func TestParseZones(t *testing.T) {
 	if len(fw.Rules) != len(want) {
 		t.Errorf("%d rules, want %d", len(fw.Rules), len(want))
 	}
-	if len(fw.Redirects) != 2 || fw.Redirects[0].To != netip.MustParseAddrPort("192.168.1.10:80") || fw.Redirects[1].Proto != "" ||
+	if o := fw.Redirects[len(fw.Redirects)-1]; !reflect.DeepEqual(o.SrcIPs, []netip.Prefix{pfx("198.51.100.7/32"), pfx("192.0.2.0/24")}) || o.SrcDIP != netip.MustParseAddr("203.0.113.2") {
+		t.Errorf("redirect office: src_ip %v, src_dip %v", o.SrcIPs, o.SrcDIP)
+	}
+	if len(fw.Redirects) != 3 || fw.Redirects[0].To != netip.MustParseAddrPort("192.168.1.10:80") || fw.Redirects[1].Proto != "" ||
 		fw.Redirects[1].FirstPort != 3074 || fw.Redirects[1].LastPort != 3075 {
 		t.Errorf("redirects %+v", fw.Redirects)
 	}
@@ -127,6 +133,21 @@ func TestZoneErrors(t *testing.T) {
     - {name: lan, interfaces: [lan, guest], input: allow}
     - {name: wan, interfaces: [wan]}
 `, `zones.yaml:11:52: firewall: zone: input: unknown policy "allow": want accept, drop or reject`},
+		{"redirect src_ip ipv6", zoneSet + `  redirects:
+    - {src: wan, src_ip: "2001:db8::1", src_dport: 80, dest_ip: 192.168.1.10}
+`, `zones.yaml:15:26: firewall: redirect: src_ip: bad source "2001:db8::1": want an IPv4 address or prefix`},
+		{"redirect src_ip host bits", zoneSet + `  redirects:
+    - {src: wan, src_ip: [198.51.100.7, 192.0.2.1/24], src_dport: 80, dest_ip: 192.168.1.10}
+`, `zones.yaml:15:41: firewall: redirect: src_ip: "192.0.2.1/24" has host bits set; did you mean 192.0.2.0/24?`},
+		{"redirect src_dip not ipv4", zoneSet + `  redirects:
+    - {src: wan, src_dip: "2001:db8::2", src_dport: 80, dest_ip: 192.168.1.10}
+`, `zones.yaml:15:27: firewall: redirect: src_dip: "2001:db8::2" is not an IPv4 address`},
+		{"redirect src_dip not the zone's", zoneSet + `  redirects:
+    - {src: wan, src_dip: 192.168.1.1, src_dport: 80, dest_ip: 192.168.1.10}
+`, `zones.yaml:15:27: firewall: redirect: src_dip: 192.168.1.1 is no address of zone "wan"'s interfaces`},
+		{"bad log", zoneSet + `  rules:
+    - {src: guest, dest: wan, target: accept, log: syslog}
+`, `zones.yaml:15:52: firewall: rule: log: want on, off or capture, got "syslog"`},
 		{"unknown zone in rule", zoneSet + `  rules:
     - {src: gust, dest: wan, target: accept}
 `, `zones.yaml:15:13: firewall: rule: src: unknown zone "gust"; did you mean "guest"?`},

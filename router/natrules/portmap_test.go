@@ -15,7 +15,8 @@ import (
 // address, so that its hosts are answered "not authorized", and nothing
 // else: not the same ports on the LAN address, not the status page,
 // not SSH; without port_mapping:, not even those. The lan zone (input
-// accept) needs no rule.
+// accept) needs no rule. SSDP discovery to its group is admitted only
+// from a zone that may map ports.
 func TestPortMapInput(t *testing.T) {
 	base, err := os.ReadFile("../config/testdata/guest.yaml")
 	if err != nil {
@@ -32,6 +33,7 @@ func TestPortMapInput(t *testing.T) {
 		{"natpmp and upnp", "port_mapping: {natpmp: on, upnp: on}\n", map[string]bool{"udp 5351": true, "tcp 5000": true}},
 		{"pcp only", "port_mapping: {pcp: on}\n", map[string]bool{"udp 5351": true}},
 		{"guest permitted", "port_mapping: {natpmp: on, zones: [lan, guest]}\n", map[string]bool{"udp 5351": true}},
+		{"guest permitted upnp", "port_mapping: {upnp: on, zones: [lan, guest]}\n", map[string]bool{"tcp 5000": true, "ssdp": true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := config.Parse("guest.yaml", append(append([]byte{}, base...), tc.pm...))
@@ -57,6 +59,7 @@ func TestPortMapInput(t *testing.T) {
 				{"status page", natengine.ProtoTCP, guestAddr, 80},
 				{"ssh", natengine.ProtoTCP, guestAddr, 22},
 				{"udp 1900 unicast", natengine.ProtoUDP, guestAddr, 1900},
+				{"ssdp", natengine.ProtoUDP, netip.MustParseAddr("239.255.255.250"), 1900},
 			} {
 				v := verdict(e, probe{src: guestHost, dst: p.dst, proto: p.proto, dport: p.port, syn: true, in: in}, false)
 				if got := v == natengine.Accept; got != tc.admit[p.name] {

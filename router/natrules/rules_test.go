@@ -383,3 +383,29 @@ func TestReservedWireGuardPort(t *testing.T) {
 		}
 	}
 }
+
+// TestRedirectSourceFilters: a redirect's src_ip and src_dip reach the
+// engine's forwards: src_dip only on the zone's interface that has the
+// address (wan2 has not), src_ip as the forward's sources.
+func TestRedirectSourceFilters(t *testing.T) {
+	cfg, err := config.Parse("nat.yaml", []byte(strings.Replace(natBase, "addresses: [203.0.113.2/24, 2001:db8::2/64]", "addresses: [203.0.113.2/24, 203.0.113.3/24, 2001:db8::2/64]", 1)+`firewall:
+  zones:
+    - {name: lan, interfaces: [lan], input: accept, forward: accept}
+    - {name: wan, interfaces: [wan, wan2], input: drop, forward: drop}
+  redirects:
+    - {name: rdp, src: wan, proto: tcp, src_ip: [198.51.100.7, 192.0.2.0/24], src_dip: 203.0.113.3, src_dport: 3389, dest_ip: 192.168.1.12}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Compile(cfg, seqIDs(cfg), func(string) int { return 1500 }, nil)
+	want := []natengine.Forward{{Proto: natengine.ProtoTCP, In: 2, FirstPort: 3389, LastPort: 3389, To: netip.MustParseAddrPort("192.168.1.12:0"),
+		Src: prefixes("198.51.100.7/32", "192.0.2.0/24"), Dst: netip.MustParseAddr("203.0.113.3")}}
+	if !reflect.DeepEqual(r.Forwards, want) {
+		t.Errorf("forwards = %+v, want %+v", r.Forwards, want)
+	}
+	e := natengine.New(natengine.Config{})
+	if err := e.SetRules(r); err != nil {
+		t.Errorf("SetRules: %v", err)
+	}
+}

@@ -105,8 +105,10 @@ func Policy(cfg *config.Config, id map[string]natengine.Iface, ifaces []natengin
 // (TCP 5000), and nothing else of the router's. A zone that may not map
 // ports (a guest zone) is admitted too, so that its hosts are answered
 // "not authorized" rather than left waiting; without port_mapping: on,
-// no rule. SSDP is multicast, which the zones do not filter. The rules
-// come after the config's own, which may still refuse these ports.
+// no rule. SSDP discovery (UDP 1900 to its group, which the zones'
+// input chain filters as fw4's does) is admitted only from the zones
+// that may map: the others get no SSDP answer anyway. The rules come
+// after the config's own, which may still refuse these ports.
 func portMapRules(cfg *config.Config) []firewall.Rule {
 	pm := cfg.PortMapping
 	if !pm.Enabled() {
@@ -115,10 +117,12 @@ func portMapRules(cfg *config.Config) []firewall.Rule {
 	var out []firewall.Rule
 	var zones []string
 	dsts := map[string][]netip.Prefix{}
+	permitted := map[string]bool{}
 	for _, pi := range cfg.PortMapIfaces() {
 		if !slices.Contains(zones, pi.Zone) {
 			zones = append(zones, pi.Zone)
 		}
+		permitted[pi.Zone] = pi.Permitted
 		for _, a := range pi.Addrs {
 			dsts[pi.Zone] = append(dsts[pi.Zone], netip.PrefixFrom(a.Addr(), 32))
 		}
@@ -137,9 +141,18 @@ func portMapRules(cfg *config.Config) []firewall.Rule {
 			out = append(out, firewall.Rule{Name: "port-mapping-upnp-" + zn, Src: zn, Family: 4, Protos: []uint8{natengine.ProtoTCP},
 				DestPorts: []firewall.PortRange{{First: config.UPnPPort, Last: config.UPnPPort}}, DestAddrs: dsts[zn]})
 		}
+		if pm.UPnP && permitted[zn] {
+			out = append(out, firewall.Rule{Name: "port-mapping-ssdp-" + zn, Src: zn, Family: 4, Protos: []uint8{natengine.ProtoUDP},
+				DestPorts: []firewall.PortRange{{First: ssdpPort, Last: ssdpPort}}, DestAddrs: []netip.Prefix{ssdpGroup}})
+		}
 	}
 	return out
 }
+
+// SSDP's group and port (UPnP device architecture 1.1, section 1.1.2).
+var ssdpGroup = netip.MustParsePrefix("239.255.255.250/32")
+
+const ssdpPort = 1900
 
 // zoneNamed returns cfg's firewall zone name, or nil.
 func zoneNamed(cfg *config.Config, name string) *config.Zone {
@@ -207,7 +220,9 @@ func zoneIfaceFlags(cfg *config.Config, ifaces []natengine.IfaceConfig) {
 }
 
 // redirectForwards turns firewall: redirects: into port forwards on each
-// interface of their zone that has an IPv4 address.
+// interface of their zone that has an IPv4 address (with src_dip: the
+// interface that has that address, if one has it now), from the
+// redirect's src_ip sources.
 func redirectForwards(cfg *config.Config, id map[string]natengine.Iface) []natengine.Forward {
 	var out []natengine.Forward
 	for _, rd := range cfg.Firewall.Redirects {
@@ -226,11 +241,16 @@ func redirectForwards(cfg *config.Config, id map[string]natengine.Iface) []naten
 		}
 		for _, name := range z.Interfaces {
 			nid, ok := id[name]
-			if !ok || !has4(cfg.Interface(name)) {
+			ic := cfg.Interface(name)
+			if !ok || !has4(ic) {
+				continue
+			}
+			if rd.SrcDIP.IsValid() && !slices.ContainsFunc(ic.Addresses, func(p netip.Prefix) bool { return p.Addr() == rd.SrcDIP }) {
 				continue
 			}
 			for _, pr := range protos {
-				out = append(out, natengine.Forward{Proto: protoOf(pr), In: nid, FirstPort: rd.FirstPort, LastPort: rd.LastPort, To: netip.AddrPortFrom(rd.To.Addr(), rd.To.Port())})
+				out = append(out, natengine.Forward{Proto: protoOf(pr), In: nid, FirstPort: rd.FirstPort, LastPort: rd.LastPort,
+					To: netip.AddrPortFrom(rd.To.Addr(), rd.To.Port()), Src: rd.SrcIPs, Dst: rd.SrcDIP})
 			}
 		}
 	}

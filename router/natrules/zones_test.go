@@ -153,7 +153,7 @@ func probes() []probe {
 // Postrouting on its way out.
 func verdict(e *natengine.Engine, p probe, inputDrop bool) natengine.Verdict {
 	pkt := p.build()
-	v, st := e.PreroutingCT(pkt, p.in, false)
+	v, st, _ := e.PreroutingCT(pkt, p.in, false)
 	if v != natengine.Accept {
 		return v
 	}

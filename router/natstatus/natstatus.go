@@ -195,6 +195,9 @@ func firewallCounters(fw *firewall.Ruleset) map[string]uint64 {
 		out["rule "+name+" hits"] += r.Hits
 		out["rule "+name+" logged"] += r.Logged
 		out["rule "+name+" limited"] += r.Limited
+		if r.LogLimited > 0 {
+			out["rule "+name+" log_limited"] += r.LogLimited
+		}
 	}
 	for _, z := range zones {
 		out["zone "+z.Name+" input"] = z.Input
