@@ -4,8 +4,9 @@ package router
 // cmd/gvlab) and the whole-router tests can measure or steer a router.
 // None is reachable from the config; the appliance reaches ServeDiscard
 // only through "gvrouter run -bench-sink", WithMKARand only in a build
-// with -tags labmka and WithMACsecYield only with -tags labyield
-// (cmd/gvrouter/labhooks.go says why each exists there).
+// with -tags labmka, WithMACsecYield only with -tags labyield and
+// WithPortMapClock only with -tags labclock (cmd/gvrouter/labhooks.go
+// says why each exists there).
 //
 //   - ServeDiscard: a TCP sink in the router's netstack, so that the
 //     lab's GRO bench (gvlab -bench-modes g) and the MACsec interop test
