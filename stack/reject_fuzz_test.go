@@ -3,7 +3,6 @@ package stack
 import (
 	"bytes"
 	"net/netip"
-	"sync"
 	"testing"
 
 	"golang.org/x/time/rate"
@@ -14,30 +13,6 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 )
 
-// rejectCapture records the frames an interface sends.
-type rejectCapture struct {
-	mu     sync.Mutex
-	frames [][]byte
-}
-
-func (c *rejectCapture) WriteFrames(frames [][]byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, f := range frames {
-		c.frames = append(c.frames, bytes.Clone(f))
-	}
-	return len(frames), nil
-}
-
-// take returns the frames recorded since the last call.
-func (c *rejectCapture) take() [][]byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f := c.frames
-	c.frames = nil
-	return f
-}
-
 // rejectNet is a two-interface router (lan 10.1.0.1/24 fd00:1::1/64, wan
 // 10.2.0.1/24 fd00:2::1/64) whose hosts A and B are static neighbours,
 // so that a reject answer to either goes out at once, and whose ICMP
@@ -45,12 +20,12 @@ func (c *rejectCapture) take() [][]byte {
 // to see.
 type rejectNet struct {
 	r        *Netstack
-	lan, wan *rejectCapture
+	lan, wan *captureWriter // what each interface sends (vlan_test.go)
 }
 
 func newRejectNet(tb testing.TB) *rejectNet {
 	tb.Helper()
-	n := &rejectNet{lan: &rejectCapture{}, wan: &rejectCapture{}}
+	n := &rejectNet{lan: &captureWriter{}, wan: &captureWriter{}}
 	var err error
 	n.r, err = New(Config{Interfaces: []InterfaceConfig{
 		{Name: "lan", MAC: lanMAC, Addresses: []netip.Prefix{netip.MustParsePrefix("10.1.0.1/24"), netip.MustParsePrefix("fd00:1::1/64")}, Writer: n.lan},
