@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -70,12 +69,9 @@ const lightSettle = 200 * time.Microsecond
 // lightRing is a queue's TPACKET_V2 socket and ring. Only the queue's
 // routineReceive reads it.
 type lightRing struct {
-	conn *packet.Conn
-	rc   syscall.RawConn
-	fd   int
-	// mapping is the ring: blocks of slotsPerBlock slots of slotSize
-	// bytes (a slot never spans blocks).
-	mapping                 []byte
+	// ringSocket's mapping is the ring: blocks of slotsPerBlock slots of
+	// slotSize bytes (a slot never spans blocks).
+	ringSocket
 	slotSize, slotsPerBlock int
 	blockSize, slots        int
 	next                    int // next slot the kernel hands over
@@ -118,7 +114,7 @@ func lightGeometry(frameLen int) (slotSize, slotsPerBlock, blockSize, blocks int
 // one fanout group, the light ring taking the frames.
 func openLightRing(q *rxQueue, filter []bpf.RawInstruction) (*lightRing, error) {
 	p := q.port
-	l := &lightRing{fd: -1}
+	l := &lightRing{ringSocket: ringSocket{fd: -1}}
 	l.cond = l.waitCond
 	var err error
 	l.sel, err = ebpf.NewMap(&ebpf.MapSpec{Name: "gvrouter_sel", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
@@ -311,15 +307,7 @@ func (l *lightRing) close() {
 		l.sel.Close()
 		l.sel = nil
 	}
-	if l.mapping != nil {
-		unix.Munmap(l.mapping)
-		l.mapping = nil
-	}
-	if l.conn != nil {
-		l.conn.Close()
-		l.conn, l.rc = nil, nil
-	}
-	l.fd = -1
+	l.closeSocket()
 }
 
 // errLightStopped ends routineReceive's loop (stop or ctx).

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -21,21 +20,11 @@ import (
 type rxQueue struct {
 	port *Port
 	id   int
-	// conn is the socket, opened and bound by github.com/mdlayher/packet:
-	// non-blocking, in the Go runtime's poller.
-	conn *packet.Conn
-	// rc is conn's SyscallConn, taken once (each call allocates): the
-	// ring code waits on it for a block without a syscall.
-	rc syscall.RawConn
-	// fd is conn's descriptor, for the setsockopts, mmap and sendmmsg the
-	// library has no call for. It is valid until conn is closed, which
-	// Close does only after every data-path user is gone (Port.mu).
-	fd int
-	// mapping is the socket's mmap: ring, then (queue 0 with a TX ring)
-	// the TX ring.
-	mapping []byte
-	ring    []byte
-	frames  []Frame // reused for every block; cap maxFramesPerBlock
+	// ringSocket's mapping is the socket's mmap: ring, then (queue 0
+	// with a TX ring) the TX ring.
+	ringSocket
+	ring   []byte
+	frames []Frame // reused for every block; cap maxFramesPerBlock
 	// blk is the next block the kernel hands over. It outlives one Run:
 	// the kernel fills blocks in order and does not restart at 0.
 	blk int
@@ -83,7 +72,7 @@ func openQueue(p *Port, id, n int, fanoutID *uint16, filter []bpf.RawInstruction
 		}
 		return nil, fmt.Errorf("AF_PACKET socket: %w", err)
 	}
-	q := &rxQueue{port: p, id: id, conn: conn, fd: -1}
+	q := &rxQueue{port: p, id: id, ringSocket: ringSocket{conn: conn, fd: -1}}
 	if q.rc, err = conn.SyscallConn(); err != nil {
 		q.close()
 		return nil, fmt.Errorf("AF_PACKET socket: %w", err)
@@ -209,15 +198,8 @@ func (q *rxQueue) close() {
 		q.light.close()
 		q.light = nil
 	}
-	if q.mapping != nil {
-		unix.Munmap(q.mapping)
-		q.mapping, q.ring = nil, nil
-	}
-	if q.conn != nil {
-		q.conn.Close()
-		q.conn, q.rc = nil, nil
-	}
-	q.fd = -1
+	q.closeSocket()
+	q.ring = nil
 }
 
 // backlog returns how many full blocks wait behind block q.blk.

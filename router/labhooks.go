@@ -4,8 +4,9 @@ package router
 // cmd/gvlab) and the whole-router tests can measure or steer a router.
 // None is reachable from the config; the appliance reaches ServeDiscard
 // only through "gvrouter run -bench-sink", WithMKARand only in a build
-// with -tags labmka and WithMACsecYield only with -tags labyield
-// (cmd/gvrouter/labhooks.go says why each exists there).
+// with -tags labmka, WithMACsecYield only with -tags labyield and
+// WithPortMapClock only with -tags labclock (cmd/gvrouter/labhooks.go
+// says why each exists there).
 //
 //   - ServeDiscard: a TCP sink in the router's netstack, so that the
 //     lab's GRO bench (gvlab -bench-modes g) and the MACsec interop test
@@ -18,12 +19,16 @@ package router
 //   - WithMACsecYield: workers that yield their core before each run of
 //     frames, so that the lab's PN-order test has the crypto of its calls
 //     spread over the workers whatever the machine's load.
+//   - WithPortMapClock: the port mapping table's clock, so that the lab's
+//     port mapping test proves the 120 s minimum lifetime runs out
+//     without waiting 120 s (cmd/gvrouter/labclock.go).
 
 import (
 	"errors"
 	"fmt"
 	"io"
 	"net/netip"
+	"time"
 )
 
 // ServeDiscard accepts TCP connections at addr in the router's netstack
@@ -96,3 +101,10 @@ func WithMKASecY(wrap func(MKASecY) MKASecY) Option {
 // the crypto of every call split over the workers however busy the
 // machine. Never use it outside tests.
 func WithMACsecYield() Option { return func(r *Router) { r.macsecYield = true } }
+
+// WithPortMapClock makes the port mapping table read the time from now
+// instead of time.Now: its mappings' expiry, the sweeper's removals and
+// the epoch all follow it. The lab (a build with -tags labclock) gives a
+// clock it can move forward, to see a mapping of the smallest lifetime
+// expire without waiting it out. Never use it outside tests.
+func WithPortMapClock(now func() time.Time) Option { return func(r *Router) { r.portmapNow = now } }

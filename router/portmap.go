@@ -242,6 +242,7 @@ func (r *Router) startPortMapTableLocked(cfg *config.PortMapping, wan string) er
 		},
 		StateFile: filepath.Join(r.state.dir, portmapStateFile),
 		Logf:      func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) },
+		Now:       r.portmapNow,
 	})
 	if err != nil {
 		return fmt.Errorf("port mapping: %w", err)

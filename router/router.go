@@ -102,6 +102,9 @@ type Router struct {
 	// macsecYield sets macsec.Config.YieldBetweenRuns on every SecY
 	// (WithMACsecYield).
 	macsecYield bool
+	// portmapNow is the port mapping table's clock; nil means time.Now
+	// (WithPortMapClock).
+	portmapNow func() time.Time
 
 	// nat is the conntrack/NAT engine and its status.
 	nat struct {

@@ -38,7 +38,7 @@ func (e *Endpoint) sendReject(ip []byte, toRouter bool) {
 
 func (e *Endpoint) reject4(ip []byte, toRouter bool) {
 	h, l4, ok := ipv4Parts(ip)
-	if !ok || !mayAnswerWithICMP(h) {
+	if !ok || !mayAnswerWithICMP(h) || e.toGroupOrBroadcast4(h.DestinationAddress()) {
 		return
 	}
 	if toRouter && h.Protocol() == protoTCP {
@@ -68,11 +68,29 @@ func (e *Endpoint) reject4(ip []byte, toRouter bool) {
 	_ = r.WritePacket(stack.NetworkHeaderParams{Protocol: header.ICMPv4ProtocolNumber, TTL: r.DefaultTTL(), TOS: stack.DefaultTOS}, pkt)
 }
 
+// toGroupOrBroadcast4 reports whether dst is a multicast group, a class
+// E address, the limited broadcast or the subnet broadcast of one of the
+// router's interfaces. A packet sent there gets no answer: no ICMP error
+// (RFC 1122 section 3.2.2) and no RST (section 4.2.3.10: a SYN to such
+// an address is discarded), or one host's packet would draw an answer
+// for every member.
+func (e *Endpoint) toGroupOrBroadcast4(dst tcpip.Address) bool {
+	if dst.As4()[0] >= 224 {
+		return true
+	}
+	return e.stack != nil && e.stack.IsSubnetBroadcast(0, ipv4.ProtocolNumber, dst)
+}
+
 func (e *Endpoint) reject6(ip []byte, toRouter bool) {
 	if len(ip) < header.IPv6MinimumSize {
 		return
 	}
 	h := header.IPv6(ip)
+	end := header.IPv6MinimumSize + int(h.PayloadLength())
+	if end > len(ip) {
+		return // cut short
+	}
+	ip = ip[:end] // without what trails the packet in its frame
 	src := h.SourceAddress()
 	if src.Unspecified() || header.IsV6MulticastAddress(src) || header.IsV6MulticastAddress(h.DestinationAddress()) {
 		return // RFC 4443 section 2.4 (e): no error about a packet to a group
@@ -101,6 +119,9 @@ func (e *Endpoint) sendRST(netProto tcpip.NetworkProtocolNumber, local, remote t
 	in := header.TCP(seg)
 	if in.Flags().Contains(header.TCPFlagRst) {
 		return // never answer a reset
+	}
+	if off := int(in.DataOffset()); off < header.TCPMinimumSize || off > len(seg) {
+		return // no header to answer: its data length, the ACK's base, is unknown
 	}
 	s := e.stack
 	if s == nil {

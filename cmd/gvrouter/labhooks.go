@@ -12,11 +12,13 @@ import (
 	"github.com/gvrouter/gvrouter/router"
 )
 
-// labOptions, filled only in a build with -tags labmka (labmka.go) or
-// labyield (labyield.go), add the lab's test options to router.New: the
-// lab's key-leak test builds a labmka router so that it knows the SAKs it
-// must not find anywhere, its PN-order test a labyield router so that
-// every call's crypto is split over the workers. The appliance's build
+// labOptions, filled only in a build with -tags labmka (labmka.go),
+// labyield (labyield.go) or labclock (labclock.go), add the lab's test
+// options to router.New: the lab's key-leak test builds a labmka router
+// so that it knows the SAKs it must not find anywhere, its PN-order test
+// a labyield router so that every call's crypto is split over the
+// workers, its port mapping test a labclock router so that it sees a
+// 120 s mapping expire without waiting for it. The appliance's build
 // leaves it empty.
 var labOptions []func() []router.Option
 

@@ -58,15 +58,9 @@ func (c aqmCollector) collect(ch chan<- prometheus.Metric, p *Port) {
 	if a == nil {
 		return
 	}
-	for _, e := range []struct {
-		name string
-		n    uint64
-	}{
-		{"passed", a.Passed}, {"queued", a.Queued}, {"dropped", a.Dropped},
-		{"ecn_marked", a.Marked}, {"overlimit", a.Overlimit},
-	} {
-		ch <- prometheus.MustNewConstMetric(c.frames, prometheus.CounterValue, float64(e.n), p.Name, e.name)
-	}
+	collectLabelled(ch, c.frames, prometheus.CounterValue, p.Name,
+		labelled{"passed", float64(a.Passed)}, labelled{"queued", float64(a.Queued)}, labelled{"dropped", float64(a.Dropped)},
+		labelled{"ecn_marked", float64(a.Marked)}, labelled{"overlimit", float64(a.Overlimit)})
 	ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(a.Backlog), p.Name)
 	ch <- prometheus.MustNewConstMetric(c.backlogBytes, prometheus.GaugeValue, float64(a.BacklogBytes), p.Name)
 	ch <- prometheus.MustNewConstMetric(c.sojourn, prometheus.GaugeValue, a.MaxSojournMs/1e3, p.Name)

@@ -71,13 +71,7 @@ func (c umemCollector) collect(ch chan<- prometheus.Metric, p *Port) {
 	ch <- prometheus.MustNewConstMetric(c.txZeroCopy, prometheus.CounterValue, float64(u.TxZeroCopy), p.Name)
 	ch <- prometheus.MustNewConstMetric(c.txCopied, prometheus.CounterValue, float64(u.TxCopied), p.Name)
 	ch <- prometheus.MustNewConstMetric(c.shared, prometheus.GaugeValue, float64(len(u.SharedWith)), p.Name, strconv.Itoa(u.ID))
-	for _, pl := range []struct {
-		name string
-		n    int
-	}{
-		{"free", u.Free}, {"fill", u.Fill}, {"rx", u.RX}, {"held", u.Held},
-		{"lent", u.Lent}, {"tx", u.TX}, {"completion", u.Completion},
-	} {
-		ch <- prometheus.MustNewConstMetric(c.frames, prometheus.GaugeValue, float64(pl.n), p.Name, pl.name)
-	}
+	collectLabelled(ch, c.frames, prometheus.GaugeValue, p.Name,
+		labelled{"free", float64(u.Free)}, labelled{"fill", float64(u.Fill)}, labelled{"rx", float64(u.RX)}, labelled{"held", float64(u.Held)},
+		labelled{"lent", float64(u.Lent)}, labelled{"tx", float64(u.TX)}, labelled{"completion", float64(u.Completion)})
 }
