@@ -326,6 +326,14 @@ func (l *lab) sqmFairness(ctx context.Context, t sqmTopology) (many, one float64
 	return many, r.bps, nil
 }
 
+// loadCongestion is the congestion control of the load's senders:
+// CUBIC, the default of the devices behind a home router (Linux,
+// Windows, macOS, Android). The lab's namespaces inherit this machine's
+// default, which may be BBR (v1), whose window does not answer ECN
+// marks: its flows then stand at BBR's smallest window and judge the
+// machine's default, not the queue (TestSQMDownload's captures).
+const loadCongestion = "cubic"
+
 // iperfFrom runs one iperf3 client in namespace ns against the server
 // at to:port, -t and -O as the bench's, and returns the receiver's
 // bit/s.
@@ -334,7 +342,7 @@ func (l *lab) iperfFrom(ctx context.Context, ns string, to netip.Addr, port, str
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(t+benchOmitSeconds)*time.Second+iperfSlack)
 	defer cancel()
 	args := []string{"-c", to.String(), "-p", strconv.Itoa(port),
-		"-t", strconv.Itoa(t), "-O", strconv.Itoa(benchOmitSeconds), "-P", strconv.Itoa(streams), "-J"}
+		"-t", strconv.Itoa(t), "-O", strconv.Itoa(benchOmitSeconds), "-P", strconv.Itoa(streams), "-J", "-C", loadCongestion}
 	if reverse {
 		args = append(args, "-R")
 	}

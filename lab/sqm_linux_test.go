@@ -47,7 +47,7 @@ func underLoad(ctx context.Context, l *lab, to netip.Addr, reverse bool) (loadRe
 	var r loadResult
 	ctx, cancel := context.WithTimeout(ctx, 40*time.Second)
 	defer cancel()
-	args := []string{"-c", to.String(), "-p", strconv.Itoa(benchPort), "-t", "12", "-O", "2", "-P", "8", "-J"}
+	args := []string{"-c", to.String(), "-p", strconv.Itoa(benchPort), "-t", "12", "-O", "2", "-P", "8", "-J", "-C", loadCongestion}
 	if reverse {
 		args = append(args, "-R")
 	}
@@ -275,7 +275,7 @@ func hostShares(ctx context.Context, l *lab, lan2 string) (many, one float64, er
 	defer cancel()
 	run := func(ns string, port, streams int, out *bytes.Buffer) *exec.Cmd {
 		c := command(ctx, ns, "iperf3", "-c", wanHost4.Addr().String(), "-p", strconv.Itoa(port),
-			"-t", "12", "-O", "2", "-P", strconv.Itoa(streams), "-J")
+			"-t", "12", "-O", "2", "-P", strconv.Itoa(streams), "-J", "-C", loadCongestion)
 		c.Stdout = out
 		return c
 	}
