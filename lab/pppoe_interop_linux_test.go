@@ -482,6 +482,11 @@ func pppoeIPv6(t *testing.T, ctx context.Context, p *linuxpeer.Peer, ns, host *n
 // a backoff (few PADIs); with PAP and the right password the session
 // comes back.
 func TestPPPoEReconnectAgainstLinux(t *testing.T) {
+	// Its time goes to the AC's and the client's timers (an 8 s silence,
+	// echo failures, the backoff after a refused password), so it runs
+	// beside the other lab tests with a guest of its own (lab_test cannot
+	// take the lab package's slots).
+	t.Parallel() // as the lab package's parallelLongLab: no slot
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	const password = "s3cret-pppoe"
