@@ -574,3 +574,36 @@ func TestZonesBroadcastInput(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedNewFlowAllocs: a new flow refused before it takes a slot
+// (a wan SYN the zones drop, an unsolicited IPv4 packet from the wan, a
+// TCP packet that cannot open a flow) costs no allocation: the conn
+// built to decide it is kept for the next new flow, so a flood of them
+// makes no garbage.
+func TestRefusedNewFlowAllocs(t *testing.T) {
+	e, _ := newTestEngine(t, 64, withZones(t, zonePolicy()))
+	for _, tc := range []struct {
+		name string
+		p    pk
+		want Verdict
+	}{
+		{"wan SYN to a lan prefix host", pk{src: remote6, dst: host6, proto: ProtoTCP, sport: 5000, dport: 22, flags: tcpSYN}, Drop},
+		{"unsolicited IPv4 from the wan", pk{src: remote, dst: hostA, proto: ProtoUDP, sport: 5000, dport: 9}, Drop},
+		{"wan ACK without a flow", pk{src: remote6, dst: host6, proto: ProtoTCP, sport: 5000, dport: 443, flags: tcpACK}, Drop},
+	} {
+		b := tc.p.build()
+		w := make([]byte, len(b))
+		n := testing.AllocsPerRun(200, func() {
+			copy(w, b)
+			if v := e.Prerouting(w, wanIf); v != tc.want {
+				t.Fatalf("%s: %v, want %v", tc.name, v, tc.want)
+			}
+		})
+		if n != 0 {
+			t.Errorf("%s: %.1f allocations per packet, want 0", tc.name, n)
+		}
+	}
+	if e.Len() != 0 {
+		t.Errorf("%d flows in the table after refusals, want 0", e.Len())
+	}
+}
