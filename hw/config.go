@@ -11,6 +11,9 @@ type Config struct {
 	Queues int
 	// MTU is the L3 MTU, e.g. 1500; 0 means the interface's own. Received
 	// frames longer than MTU + MaxL2Overhead are dropped as "oversize".
+	// Open raises the interface's kernel MTU to it when it is below
+	// (the kernel refuses longer sends: see ExtraTags), e.g. to 1508 for
+	// RFC 4638 PPPoE, and Close restores it. Not done with KeepKernel.
 	MTU int
 	// Profile is the hardware profile: "bcm47094", "ixgbe" or "generic"
 	// ("" = generic).

@@ -181,15 +181,18 @@ func (p *Port) open(cfg Config, prof Profile, nq int) error {
 		p.mtu = cfg.MTU
 	}
 	p.maxLen = p.mtu + MaxL2Overhead
-	if want := p.mtu + VLANTagLen*cfg.ExtraTags; cfg.ExtraTags > 0 && !cfg.KeepKernel && kernelMTU < want {
+	// The kernel refuses sends longer than its MTU allows: raise it to
+	// the port's MTU (say 1508 for RFC 4638 PPPoE) and the extra tags'
+	// room when it is below.
+	if want := p.mtu + VLANTagLen*cfg.ExtraTags; (cfg.ExtraTags > 0 || cfg.MTU != 0) && !cfg.KeepKernel && kernelMTU < want {
 		if err := p.kernel.recordMTU(kernelMTU); err != nil {
 			return err
 		}
 		if err := setMTU(p.ctl, p.name, want); err != nil {
-			return fmt.Errorf("hw: open %s: raise kernel MTU to %d for %d extra VLAN tags: %w", cfg.Name, want, cfg.ExtraTags, err)
+			return fmt.Errorf("hw: open %s: raise kernel MTU to %d (MTU %d, %d extra VLAN tags): %w", cfg.Name, want, p.mtu, cfg.ExtraTags, err)
 		}
 		devMTU = want
-		p.log.Debug("kernel MTU raised for VLAN tags", "from", kernelMTU, "to", want)
+		p.log.Debug("kernel MTU raised", "from", kernelMTU, "to", want, "extra_tags", cfg.ExtraTags)
 	}
 
 	if p.kernel != nil {

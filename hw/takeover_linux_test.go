@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gvrouter/gvrouter/hw/takeover"
 	"github.com/gvrouter/gvrouter/internal/netnstest"
@@ -322,5 +323,40 @@ func TestLockPort(t *testing.T) {
 	defer after.Unlock()
 	if errAfter != nil {
 		t.Errorf("LockPort(eth0) after Unlock = %v", errAfter)
+	}
+}
+
+// TestOpenRaisesKernelMTU: a port MTU above the kernel's (1508 for RFC
+// 4638 PPPoE on a 1500-byte NIC) raises the kernel MTU, since the
+// kernel refuses AF_PACKET sends longer than its own, and a full-size
+// frame goes out; Close restores the MTU from before.
+func TestOpenRaisesKernelMTU(t *testing.T) {
+	privileged(t)
+	n, state := takenPort(t, false)
+	n.IP(t, "link", "set", "p0", "mtu", "1508") // the far end: a baby-jumbo link (veth checks the peer's MTU)
+	before := state()
+	p := openIn(t, n, Config{Name: "p1", StateDir: t.TempDir(), MTU: 1508})
+	if s := state(); !strings.Contains(s, "mtu 1508") || p.MTU() != 1508 {
+		t.Errorf("port MTU 1508 over a kernel MTU of 1500: MTU() %d, kernel state\n%s\nwant 1508 both", p.MTU(), s)
+	}
+	frame := make([]byte, 14+1508)
+	copy(frame, []byte{0x02, 0, 0, 0, 0, 0x99})
+	copy(frame[6:], p.HardwareAddr())
+	frame[12], frame[13] = 0x88, 0x64 // a PPPoE session frame of 1508 bytes
+	if _, err := p.WriteFrames([][]byte{frame}); err != nil {
+		t.Errorf("WriteFrames(1522-byte frame) with MTU 1508: %v", err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for p.Stats().TxPackets == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := p.Stats(); st.TxPackets != 1 || st.TxBytes != uint64(len(frame)) {
+		t.Errorf("after a 1522-byte frame: tx %d packets, %d bytes, drops %v; want the kernel to take it", st.TxPackets, st.TxBytes, st.Drops)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := state(); got != before {
+		t.Errorf("state after Close:\n%s\nwant the state before:\n%s", got, before)
 	}
 }

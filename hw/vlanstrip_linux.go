@@ -59,11 +59,11 @@ type TakeoverConfig struct {
 	// part of it: XDP takes every frame before either matters.
 	Silence bool
 	// MTU is the port's L3 MTU, e.g. 1500; 0 means the interface's own
-	// (from before a crashed run raised it). With ExtraTags the kernel
-	// MTU is raised to MTU + 4*ExtraTags when it is below that, as Open
-	// does for Config.ExtraTags (which says why), recorded first.
+	// (from before a crashed run raised it). The kernel MTU is raised to
+	// MTU + 4*ExtraTags when it is below that, as Open does for
+	// Config.MTU and Config.ExtraTags (which say why), recorded first.
 	MTU int
-	// ExtraTags is Config.ExtraTags: 0 leaves the kernel MTU alone.
+	// ExtraTags is Config.ExtraTags.
 	ExtraTags int
 }
 
@@ -145,14 +145,14 @@ func TakeOver(cfg TakeoverConfig, log *slog.Logger) (_ *Takeover, err error) {
 	if cfg.MTU != 0 {
 		t.mtu = cfg.MTU
 	}
-	if want := t.mtu + VLANTagLen*cfg.ExtraTags; cfg.ExtraTags > 0 && ifi.MTU < want {
+	if want := t.mtu + VLANTagLen*cfg.ExtraTags; (cfg.ExtraTags > 0 || cfg.MTU != 0) && ifi.MTU < want {
 		if err := t.k.recordMTU(kernelMTU); err != nil {
 			return undo(err)
 		}
 		if err := setMTU(t.ctl, cfg.Name, want); err != nil {
-			return undo(fmt.Errorf("hw: take over %s: raise kernel MTU to %d for %d extra VLAN tags: %w", cfg.Name, want, cfg.ExtraTags, err))
+			return undo(fmt.Errorf("hw: take over %s: raise kernel MTU to %d (MTU %d, %d extra VLAN tags): %w", cfg.Name, want, t.mtu, cfg.ExtraTags, err))
 		}
-		log.Debug("kernel MTU raised for VLAN tags", "port", cfg.Name, "from", kernelMTU, "to", want)
+		log.Debug("kernel MTU raised", "port", cfg.Name, "from", kernelMTU, "to", want, "extra_tags", cfg.ExtraTags)
 	}
 	return t, nil
 }

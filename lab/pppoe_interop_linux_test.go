@@ -3,6 +3,7 @@ package lab_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,14 +18,19 @@ import (
 	"github.com/gvrouter/gvrouter/internal/netnstest"
 	"github.com/gvrouter/gvrouter/router"
 	"github.com/gvrouter/gvrouter/router/status"
+	"github.com/gvrouter/gvrouter/services/ra"
 )
 
 // pppoeStatusPort is the router's status listener in its namespace.
 const pppoeStatusPort = 18039
 
-// pppoeBehindAC is the guest's address behind its access concentrator
-// (on its lo): the "Internet" the LAN host reaches over PPPoE.
-const pppoeBehindAC = "10.77.9.1"
+// pppoeBehindAC and pppoeBehindAC6 are the guest's addresses behind its
+// access concentrator (on its lo): the "Internet" the LAN host reaches
+// over PPPoE.
+const (
+	pppoeBehindAC  = "10.77.9.1"
+	pppoeBehindAC6 = "fd77:9::1"
+)
 
 // waitPPPoE polls the router's status until its one PPPoE session
 // satisfies ok, and returns it; it fails t after d.
@@ -81,39 +87,107 @@ func hostRun(ctx context.Context, host *netnstest.Netns, args ...string) (string
 	return string(out), err
 }
 
+// startTshark starts tshark with args in namespace ns, its field output
+// into out, and returns once it says it is capturing (stderr "Capturing
+// on"), so that a busy machine's slow start loses no packet; the
+// returned func stops it and waits for it.
+func startTshark(t *testing.T, ctx context.Context, ns *netnstest.Netns, out *strings.Builder, args ...string) (stop func()) {
+	t.Helper()
+	tsCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	ts := exec.CommandContext(tsCtx, "ip", append([]string{"netns", "exec", ns.Name(), "tshark"}, args...)...)
+	ts.Stdout = out
+	stderr, err := ts.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Start(); err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		b := make([]byte, 4096)
+		var seen strings.Builder
+		told := false
+		for {
+			n, err := stderr.Read(b)
+			seen.Write(b[:n])
+			if !told && strings.Contains(seen.String(), "Capturing on") {
+				close(ready)
+				told = true
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(20 * time.Second):
+		t.Logf("tshark did not say it was capturing within 20 s")
+	}
+	time.Sleep(500 * time.Millisecond) // its filter compiled, the socket open
+	return func() {
+		time.Sleep(time.Second)
+		cancel()
+		ts.Wait()
+	}
+}
+
+// pppdLLRE reads pppd's log of IPv6CP's result: "local  LL address
+// fe80::..." and "remote LL address fe80::...".
+var pppdLLRE = regexp.MustCompile(`(local|remote) +LL address (fe80:[0-9a-f:]+)`)
+
 // mssRE reads tshark's fields: source address and MSS of each SYN.
 var mssRE = regexp.MustCompile(`(?m)^(\S+)\t(\d+)$`)
 
 // pppoeLab boots the guest as the access concentrator (job pppoe, CHAP
-// with password for alice) and starts the router with a PPPoE wan on
-// its tap (in ns), masquerading, and the hostBehind host on its lan.
-func pppoeLab(t *testing.T, ctx context.Context, password string, vlan int) (p *linuxpeer.Peer, ns, host *netnstest.Netns, r *router.Router) {
+// with password for alice; its Ethernet MTU guestMTU, 0 for 1500) and
+// starts the router with a PPPoE wan on its tap (in ns), masquerading,
+// and the hostBehind host on its lan.
+func pppoeLab(t *testing.T, ctx context.Context, password string, vlan, guestMTU int) (p *linuxpeer.Peer, ns, host *netnstest.Netns, r *router.Router) {
 	t.Helper()
 	netnstest.Privileged(t, "iperf3", "tshark", "curl")
-	p, ns = linuxpeer.StartT(t, ctx, "pppoe", map[string]string{
+	env := map[string]string{
 		"ADDR": pppoeBehindAC + "/32", "PPP_USER": "alice", "PPP_PASSWORD": password,
-		"GUEST_CMD": "iperf3 -s -D -B " + pppoeBehindAC, "PPP_VLAN": vlanEnv(vlan),
-	})
+		"ADDR6":     pppoeBehindAC6 + "/128",
+		"GUEST_CMD": "iperf3 -s -D -B " + pppoeBehindAC + " && iperf3 -s -D -p 5202 -B " + pppoeBehindAC6, "PPP_VLAN": vlanEnv(vlan),
+	}
+	if guestMTU != 0 {
+		env["PPP_MTU"] = strconv.Itoa(guestMTU)
+	}
+	p, ns = linuxpeer.StartT(t, ctx, "pppoe", env)
 	host = hostBehind(t, ns)
+	r = startRouter(t, ns, pppoeConfig(t, p.Tap, password, vlan, 0))
+	return p, ns, host, r
+}
+
+// pppoeConfig is the router's config of pppoeLab with pppoe mtu (0: the
+// default, 1492; above it RFC 4638, the port's mtu 8 more).
+func pppoeConfig(t *testing.T, tap, password string, vlan, mtu int) string {
+	t.Helper()
 	pw := filepath.Join(t.TempDir(), "pppoe.password")
 	if err := os.WriteFile(pw, []byte(password+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r = startRouter(t, ns, fmt.Sprintf(`ports:
-  - name: %s
-`+hostPort+`interfaces:
+	port, mtuKey := "  - name: "+tap+"\n", ""
+	if mtu != 0 {
+		port = fmt.Sprintf("  - {name: %s, mtu: %d}\n", tap, mtu+8)
+		mtuKey = fmt.Sprintf(", mtu: %d", mtu)
+	}
+	return fmt.Sprintf(`ports:
+`+port+hostPort+`interfaces:
   - name: wan
     port: %s
     role: wan%s
     addresses: [pppoe]
-    pppoe: {user: alice, password_file: %s, service: internet, lcp_echo: {interval: 1s, failures: 3}}
+    pppoe: {user: alice, password_file: %s, service: internet, lcp_echo: {interval: 1s, failures: 3}%s}
+    ipv6: {pd: 56}
 `+hostInterface+`nat:
   masquerade: [wan]
 dns: {domain: lan}
 status:
   listen: ["127.0.0.1:%d"]
-`, p.Tap, p.Tap, vlanKey(vlan), pw, pppoeStatusPort))
-	return p, ns, host, r
+`, tap, vlanKey(vlan), pw, mtuKey, pppoeStatusPort)
 }
 
 // TestPPPoEAgainstLinux runs the router's PPPoE client against Linux as
@@ -133,7 +207,7 @@ status:
 func TestPPPoEAgainstLinux(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	p, ns, host, r := pppoeLab(t, ctx, "s3cret-pppoe", 0)
+	p, ns, host, r := pppoeLab(t, ctx, "s3cret-pppoe", 0, 0)
 	t0 := time.Now()
 	s := waitPPPoE(t, r, 30*time.Second, "up", sessionUp)
 	t.Logf("session up after %v: id %d, AC %s (%s), auth %s, MTU %d, IPv4 %+v", time.Since(t0).Round(10*time.Millisecond),
@@ -259,6 +333,144 @@ func TestPPPoEAgainstLinux(t *testing.T) {
 		}
 	}
 
+	pppoeIPv6(t, ctx, p, ns, host, r)
+}
+
+// pppoeIPv6 is TestPPPoEAgainstLinux's IPv6 part, on the same session:
+// IPv6CP gave both ends their link-local addresses (the guest's ppp0
+// holds the AC's, with the router's as its peer); the guest's radvd
+// gives the wan its IPv6 default router (the AC's link-local address)
+// and the guest's kea-dhcp6 delegates a /56 over the session (its lease
+// file holds it); the delegation numbers the LAN, whose host takes an
+// address by SLAAC from the router's RA, pings and runs TCP (iperf3
+// both ways) to the guest's address behind the AC over the session,
+// which tshark on the tap decodes as pppoes:ppp:ipv6 both ways with
+// every SYN's MSS at most 1492 - 60.
+func pppoeIPv6(t *testing.T, ctx context.Context, p *linuxpeer.Peer, ns, host *netnstest.Netns, r *router.Router) {
+	s := waitPPPoE(t, r, 10*time.Second, "up with IPv6CP", func(s status.PPPoE) bool { return sessionUp(s) && s.IPv6 != nil })
+	local, peer := s.IPv6.Local, s.IPv6.Peer
+	t.Logf("IPv6CP: local %s, peer %s", local, peer)
+	if !local.IsLinkLocalUnicast() || !peer.IsLinkLocalUnicast() || local == peer {
+		t.Fatalf("IPv6CP result local %s peer %s, want two different link-local addresses", local, peer)
+	}
+	// pppd's view of IPv6CP: its own link-local address is the router's
+	// peer, its remote one the router's.
+	plog := p.MustRun(t, ctx, "grep 'LL address' /var/log/pppd.log | tail -2; ip -6 addr show dev $(cd /sys/class/net && ls -d ppp* | head -1)", 10*time.Second)
+	if m := pppdLLRE.FindAllStringSubmatch(plog, -1); len(m) != 2 || netip.MustParseAddr(m[0][2]) != peer || netip.MustParseAddr(m[1][2]) != local {
+		t.Errorf("pppd on the guest:\n%s\nwant local LL address %s (the router's peer) and remote %s (the router's)", plog, peer, local)
+	} else {
+		t.Logf("pppd on the guest:\n%s", plog)
+	}
+	var metrics string
+	want := fmt.Sprintf(`gvrouter_pppoe_ipv6cp_info{interface="wan",local="%s",peer="%s"} 1`, local, peer)
+	for try := 0; try < 20 && !strings.Contains(metrics, want); try++ {
+		time.Sleep(250 * time.Millisecond)
+		metrics = ns.Run(t, "curl", "-sS", "--max-time", "5", fmt.Sprintf("http://127.0.0.1:%d/metrics", pppoeStatusPort))
+	}
+	if !strings.Contains(metrics, want) {
+		t.Errorf("/metrics lacks %s; its pppoe lines:\n%s", want, grepLines(metrics, "gvrouter_pppoe_"))
+	}
+
+	// The delegation over the session, and the RA learner's router.
+	var pd, lan netip.Prefix
+	var v6 *status.IPv6
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v6 = r.Snapshot().IPv6
+		if v6 != nil && v6.Delegation != nil && v6.Delegation.Lease != nil && len(v6.Delegation.Lease.Prefixes) > 0 && v6.LANPrefixes["hostlan"].IsValid() &&
+			len(v6.WANRA) == 1 && len(v6.WANRA[0].Routers) > 0 {
+			pd, lan = v6.Delegation.Lease.Prefixes[0].Prefix, v6.LANPrefixes["hostlan"]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no delegation, LAN prefix and RA router after 30 s over PPPoE: %+v\nguest's logs:\n%s", v6,
+				p.MustRun(t, ctx, "cat /var/log/ipv6-up.log /var/log/kea.out /var/log/radvd.log; tail -5 /var/log/kea.log", 10*time.Second))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("delegated %s over PPPoE, LAN %s, wan's RA router %s (%s)", pd, lan, v6.WANRA[0].Routers[0].Addr, v6.WANRA[0].Routers[0].Reachability)
+	if got := v6.WANRA[0].Routers[0]; got.Addr != peer || got.Reachability != ra.Reachable {
+		t.Errorf("wan's default router from the RA = %s (%s), want the AC's link-local address %s, reachable (a PPP link: no NUD)", got.Addr, got.Reachability, peer)
+	}
+	if pd.Bits() != 56 || !netip.MustParsePrefix("fd77:8000::/48").Contains(pd.Addr()) {
+		t.Errorf("delegated prefix %s, want a /56 of the guest's pool fd77:8000::/48", pd)
+	}
+	// The server's side: kea's lease file holds the same prefix.
+	leases := p.MustRun(t, ctx, "cat /tmp/kea/leases6.csv", 10*time.Second)
+	if !strings.Contains(leases, pd.Addr().String()+",") {
+		t.Errorf("guest's kea lease file lacks %s:\n%s", pd, leases)
+	}
+	// The ISP's edge routes what it delegated to the router (kea does
+	// not): over the PPP link, no next hop needed.
+	p.MustRun(t, ctx, "ip -6 route replace "+pd.String()+" dev $(cd /sys/class/net && ls -d ppp* | head -1)", 10*time.Second)
+
+	// The LAN host takes an address of the LAN /64 by SLAAC from the
+	// router's RA.
+	host.Run(t, "sysctl", "-qw", "net.ipv6.conf.lph1.disable_ipv6=0")
+	var hostAddr netip.Addr
+	deadline = time.Now().Add(20 * time.Second)
+	for !hostAddr.IsValid() {
+		out := host.Run(t, "ip", "-n", host.Name(), "-6", "-o", "addr", "show", "dev", "lph1", "scope", "global")
+		for _, f := range strings.Fields(out) {
+			if pf, err := netip.ParsePrefix(f); err == nil && lan.Contains(pf.Addr()) && !strings.Contains(out, "tentative") {
+				hostAddr = pf.Addr()
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LAN host has no SLAAC address in %s after 20 s: %s", lan, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("LAN host's SLAAC address %s", hostAddr)
+
+	var tsOut strings.Builder
+	stopTshark := startTshark(t, ctx, ns, &tsOut, "-n", "-l", "-i", p.Tap, "-f", "pppoes",
+		"-Y", "ipv6", "-T", "fields", "-e", "frame.protocols", "-e", "ipv6.src", "-e", "ipv6.dst", "-e", "tcp.options.mss_val")
+	if out, err := hostRun(ctx, host, "ping", "-6", "-c", "3", "-W", "2", pppoeBehindAC6); err != nil || !strings.Contains(out, " 3 received") {
+		t.Fatalf("host ping %s over PPPoE (IPv6): %v\n%s", pppoeBehindAC6, err, out)
+	}
+	for _, dir := range [][]string{nil, {"-R"}} {
+		var out string
+		var err error
+		var bps []string
+		for try := 0; try < 5; try++ {
+			out, err = hostRun(ctx, host, append([]string{"iperf3", "-6", "-c", pppoeBehindAC6, "-p", "5202", "-t", "2", "-J"}, dir...)...)
+			if bps = iperfRE.FindStringSubmatch(out); bps != nil || !strings.Contains(out, "Connection refused") &&
+				!strings.Contains(out, "Connection reset by peer") && !strings.Contains(out, "server is busy") {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if err != nil || bps == nil {
+			t.Fatalf("iperf3 -6 %v host→router→PPPoE→AC: %v\n%.2000s", dir, err, out)
+		}
+		t.Logf("iperf3 -6 %v host→router→PPPoE→AC: %s bit/s received", dir, bps[1])
+	}
+	stopTshark()
+	var echoOut, echoBack, syns int
+	for _, l := range strings.Split(tsOut.String(), "\n") {
+		f := strings.Split(l, "\t")
+		if len(f) < 4 || !strings.HasPrefix(f[0], "eth:ethertype:pppoes:ppp:ipv6") {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(f[0], "eth:ethertype:pppoes:ppp:ipv6:icmpv6") && f[1] == hostAddr.String() && f[2] == pppoeBehindAC6:
+			echoOut++
+		case strings.HasPrefix(f[0], "eth:ethertype:pppoes:ppp:ipv6:icmpv6") && f[1] == pppoeBehindAC6 && f[2] == hostAddr.String():
+			echoBack++
+		}
+		if f[3] != "" {
+			syns++
+			if mss, _ := strconv.Atoi(f[3]); mss > 1492-60 {
+				t.Errorf("IPv6 SYN %s → %s in the session with MSS %d, want <= 1432", f[1], f[2], mss)
+			}
+		}
+	}
+	t.Logf("tshark on the tap, IPv6 in the session: %d echo requests out, %d replies back, %d SYNs", echoOut, echoBack, syns)
+	if echoOut < 3 || echoBack < 3 || syns < 2 {
+		t.Errorf("tshark saw %d echo requests %s → %s and %d replies as pppoes:ppp:ipv6:icmpv6, %d SYNs; want 3, 3, >= 2:\n%.3000s",
+			echoOut, hostAddr, pppoeBehindAC6, echoBack, syns, tsOut.String())
+	}
 }
 
 // TestPPPoEReconnectAgainstLinux: against the same access concentrator,
@@ -270,10 +482,15 @@ func TestPPPoEAgainstLinux(t *testing.T) {
 // a backoff (few PADIs); with PAP and the right password the session
 // comes back.
 func TestPPPoEReconnectAgainstLinux(t *testing.T) {
+	// Its time goes to the AC's and the client's timers (an 8 s silence,
+	// echo failures, the backoff after a refused password), so it runs
+	// beside the other lab tests with a guest of its own (lab_test cannot
+	// take the lab package's slots).
+	t.Parallel() // as the lab package's parallelLongLab: no slot
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	const password = "s3cret-pppoe"
-	p, _, host, r := pppoeLab(t, ctx, password, 0)
+	p, _, host, r := pppoeLab(t, ctx, password, 0, 0)
 	s := waitPPPoE(t, r, 30*time.Second, "up", sessionUp)
 	t.Logf("session up: id %d, auth %s", s.SessionID, s.Auth)
 	// The AC ends the session (pppd's LCP Terminate-Request, then
@@ -344,7 +561,7 @@ func TestPPPoEReconnectAgainstLinux(t *testing.T) {
 func TestPPPoEVLANAgainstLinux(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	p, ns, host, r := pppoeLab(t, ctx, "s3cret-pppoe", 7)
+	p, ns, host, r := pppoeLab(t, ctx, "s3cret-pppoe", 7, 1508)
 	s := waitPPPoE(t, r, 30*time.Second, "up", sessionUp)
 	t.Logf("session up on VLAN 7: id %d, auth %s, IPv4 %+v", s.SessionID, s.Auth, *s.IPv4)
 	tsCtx, tsCancel := context.WithTimeout(ctx, 60*time.Second)
@@ -381,6 +598,65 @@ func TestPPPoEVLANAgainstLinux(t *testing.T) {
 	t.Logf("session frames on the port: %d tagged 7, %d otherwise", tagged, untagged)
 	if tagged < 100 || untagged != 0 {
 		t.Errorf("session frames on the port: %d tagged 7 (want >= 100), %d otherwise (want 0)", tagged, untagged)
+	}
+	// The guest's link carries 1508 bytes, but the router asked for no
+	// more than RFC 2516's 1492: that is what it got.
+	if s.MTU != 1492 || s.MaxPayload != 0 {
+		t.Errorf("session without pppoe mtu: MTU %d, PPP-Max-Payload %d; want 1492, none", s.MTU, s.MaxPayload)
+	}
+	pppoeBabyJumbo(t, ctx, p, ns, host, r)
+}
+
+// pppoeBabyJumbo is TestPPPoEVLANAgainstLinux's RFC 4638 part, on the
+// same guest (its VLAN link carries 1508-byte payloads): the router
+// restarted with pppoe mtu 1500 and its port's mtu 1508 asks for
+// PPP-Max-Payload 1500, which pppoe-server grants (it echoes the tag
+// and runs pppd with mtu and mru 1500); the session's MTU and MRU are
+// 1500 on the router and the guest's ppp link has MTU 1500; a
+// 1500-byte ping with DF set from the LAN host reaches the guest and
+// comes back, and tshark on the port sees both as 1500-byte IPv4
+// packets in 1502-byte PPPoE payloads tagged 7.
+func pppoeBabyJumbo(t *testing.T, ctx context.Context, p *linuxpeer.Peer, ns, host *netnstest.Netns, r *router.Router) {
+	r.Close() // its PADT ends the guest's session
+	r = startRouter(t, ns, pppoeConfig(t, p.Tap, "s3cret-pppoe", 7, 1500))
+	s := waitPPPoE(t, r, 30*time.Second, "up with RFC 4638", sessionUp)
+	t.Logf("session up with pppoe mtu 1500: MTU %d, MRU %d, PPP-Max-Payload %d, IPv4 %s", s.MTU, s.MRU, s.MaxPayload, s.IPv4.Local)
+	if s.MTU != 1500 || s.MRU != 1500 || s.MaxPayload != 1500 {
+		t.Errorf("session = MTU %d, MRU %d, PPP-Max-Payload %d; want 1500 each (RFC 4638)", s.MTU, s.MRU, s.MaxPayload)
+	}
+	if out := p.MustRun(t, ctx, "cat /sys/class/net/ppp*/mtu", 10*time.Second); strings.TrimSpace(out) != "1500" {
+		t.Errorf("guest's ppp link MTU = %q, want 1500", out)
+	}
+	var tsOut strings.Builder
+	stopTshark := startTshark(t, ctx, ns, &tsOut, "-n", "-l", "-i", p.Tap,
+		"-Y", "pppoes && ip.len == 1500", "-T", "fields", "-e", "vlan.id", "-e", "pppoe.payload_length", "-e", "ip.src", "-e", "ip.flags.df")
+	if out, err := hostRun(ctx, host, "ping", "-M", "do", "-s", "1472", "-c", "3", "-W", "2", pppoeBehindAC); err != nil || !strings.Contains(out, " 3 received") {
+		var drops []string
+		for _, ifc := range r.Snapshot().Interfaces {
+			drops = append(drops, fmt.Sprintf("%s MTU %d drops %v", ifc.Name, ifc.MTU, ifc.Drops))
+		}
+		t.Fatalf("host ping -M do -s 1472 (1500 bytes, DF) %s over PPPoE with RFC 4638: %v\n%s\nrouter: %s\nguest: %s", pppoeBehindAC, err, out,
+			strings.Join(drops, "; "), p.MustRun(t, ctx, "ip -s link show ppp0; ip -s link show eth0", 10*time.Second))
+	}
+	stopTshark()
+	out, back := 0, 0
+	for _, l := range strings.Split(strings.TrimSpace(tsOut.String()), "\n") {
+		f := strings.Split(l, "\t")
+		if len(f) != 4 || f[0] != "7" || f[1] != "1502" {
+			continue
+		}
+		switch f[2] {
+		case s.IPv4.Local.String(): // the host's ping, masqueraded to the IPCP address
+			if f[3] == "1" || f[3] == "True" {
+				out++
+			}
+		case pppoeBehindAC:
+			back++
+		}
+	}
+	t.Logf("1500-byte IPv4 packets in 1502-byte PPPoE payloads on VLAN 7: %d out (DF), %d back", out, back)
+	if out != 3 || back != 3 {
+		t.Errorf("tshark saw %d pings out with DF and %d replies as 1500-byte packets in the session on VLAN 7, want 3 each:\n%s", out, back, tsOut.String())
 	}
 }
 
@@ -448,7 +724,7 @@ func TestPPPoEThroughputAgainstLinux(t *testing.T) {
 	t.Run("pppoe", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 		defer cancel()
-		_, _, host, r := pppoeLab(t, ctx, "s3cret-pppoe", 0)
+		_, _, host, r := pppoeLab(t, ctx, "s3cret-pppoe", 0, 0)
 		waitPPPoE(t, r, 30*time.Second, "up", sessionUp)
 		pppUp, pppDown = measure(t, ctx, host, pppoeBehindAC)
 	})

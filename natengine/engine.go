@@ -70,6 +70,9 @@ type Engine struct {
 	logSink atomic.Pointer[LogSink]
 	gen     atomic.Uint64 // fast-path generation: bumped on route/neighbour changes
 	stats   Stats
+	// spare is a conn a refused new flow left unused (preNew), taken by
+	// the next new flow instead of a new allocation.
+	spare atomic.Pointer[conn]
 }
 
 type timeouts struct {
@@ -390,11 +393,28 @@ func preTranslate(b []byte, p *Parsed, c *conn, dir int) {
 
 // preNew decides whether a packet may open a flow and creates it. st is
 // the packet's conntrack state when it is accepted.
-func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now int64) (v Verdict, c *conn, st CTState) {
+func (e *Engine) preNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now int64) (Verdict, *conn, CTState) {
+	c := e.spare.Swap(nil)
+	if c == nil {
+		c = new(conn)
+	}
+	*c = conn{orig: t, mid: t, created: now, icmpType: p.ICMPType, icmpCode: p.ICMPCode}
+	v, kept, st := e.decideNew(b, p, t, in, s, now, c)
+	if kept == nil {
+		// Never published (not in the table, no mapping holds it): the
+		// next new flow reuses it, so a flood of refusals allocates
+		// nothing.
+		e.spare.Store(c)
+	}
+	return v, kept, st
+}
+
+// decideNew is preNew with the flow's conn c, fresh: it returns c when
+// the flow took a table slot, nil when it did not.
+func (e *Engine) decideNew(b []byte, p *Parsed, t Tuple, in Iface, s *snapshot, now int64, c *conn) (Verdict, *conn, CTState) {
 	ic := s.iface(in)
 	wan := ic != nil && ic.wan
 	local := s.isLocal(&t.Dst, t.V6) || (t.V6 && (t.DstAddr().IsLinkLocalUnicast() || t.DstAddr().IsMulticast()))
-	c = &conn{orig: t, mid: t, created: now, icmpType: p.ICMPType, icmpCode: p.ICMPCode}
 	switch {
 	case p.Kind == KindICMPQuery && !icmpIsRequest(p.ICMPType, p.V6):
 		if local {

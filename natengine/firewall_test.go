@@ -191,16 +191,9 @@ func TestZonesReloadFlushes(t *testing.T) {
 func BenchmarkConntrackInsertZones(b *testing.B) {
 	for _, shape := range []string{"none", "1000ports", "1000hosts"} {
 		b.Run(shape, func(b *testing.B) {
-			var extra []firewall.Rule
-			for i := 0; i < 1000 && shape != "none"; i++ {
-				r := firewall.Rule{Name: "block", Src: "lan", Dest: "wan", Target: firewall.Drop,
-					SrcAddrs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, byte(9 + i>>8), byte(i)}), 32)}}
-				if shape == "1000ports" {
-					r.Protos = []uint8{ProtoTCP, ProtoUDP}
-					r.DestPorts = []firewall.PortRange{{First: uint16(20000 + i), Last: uint16(20000 + i)}}
-				}
-				extra = append(extra, r)
-			}
+			extra := benchRules(shape, "lan", func(i int) netip.Addr {
+				return netip.AddrFrom4([4]byte{192, 168, byte(9 + i>>8), byte(i)})
+			})
 			// The flows go to port 53 on remote, so the 1,000 rules'
 			// ports never cover them; a block list with an any-port rule
 			// per host would be scanned in full (see firewall's index).
@@ -225,6 +218,115 @@ func BenchmarkConntrackInsertZones(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "inserts/s")
+		})
+	}
+}
+
+// benchRules returns the 1,000 rules of a zone benchmark's shape ("none":
+// no rule) from zone src to lan, or, from a wan, to lan: each refuses one
+// source host, host(i), and with "1000ports" only on destination port
+// 20000+i of TCP and UDP.
+func benchRules(shape, src string, host func(i int) netip.Addr) []firewall.Rule {
+	var rules []firewall.Rule
+	dest := "wan"
+	if src == "wan" {
+		dest = "lan"
+	}
+	for i := 0; i < 1000 && shape != "none"; i++ {
+		r := firewall.Rule{Name: "block", Src: src, Dest: dest, Target: firewall.Drop,
+			SrcAddrs: []netip.Prefix{netip.PrefixFrom(host(i), host(i).BitLen())}}
+		if shape == "1000ports" {
+			r.Protos = []uint8{ProtoTCP, ProtoUDP}
+			r.DestPorts = []firewall.PortRange{{First: uint16(20000 + i), Last: uint16(20000 + i)}}
+		}
+		rules = append(rules, r)
+	}
+	return rules
+}
+
+// BenchmarkConntrackInsertZonesWAN is BenchmarkConntrackInsertZones for
+// new flows from the wan, which decideEverywhere tries against every
+// interface before they take a slot, with 0 or 1,000 extra wan-to-lan
+// rules of the same two shapes (none covers the flows).
+//
+// "admitted" flows are new UDP flows from distinct outside endpoints
+// through a port forward to an inside host (Prerouting + Postrouting:
+// decideEverywhere, insert, DNAT, then the decision at confirmation).
+// "refused" flows are the flood decideEverywhere serves: new TCP SYNs
+// to distinct addresses of the LAN's IPv6 prefix that wan's forward
+// policy drops (Prerouting only; each is decided, counted and refused
+// before it takes a slot).
+func BenchmarkConntrackInsertZonesWAN(b *testing.B) {
+	const flows = 65536
+	for _, shape := range []string{"none", "1000ports", "1000hosts"} {
+		b.Run("admitted/"+shape, func(b *testing.B) {
+			extra := benchRules(shape, "wan", func(i int) netip.Addr {
+				return netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)})
+			})
+			pkts := make([][]byte, flows)
+			for i := range pkts {
+				src := netip.AddrFrom4([4]byte{100, 64, byte(i >> 8), byte(i)})
+				pkts[i] = pk{src: src, dst: wanAddr, proto: ProtoUDP, sport: uint16(1024 + i%50000), dport: 5000}.build()
+			}
+			zones := withZones(b, zonePolicy(extra...))
+			mod := func(r *Rules) {
+				zones(r)
+				r.Forwards = []Forward{{Proto: ProtoUDP, In: wanIf, FirstPort: 5000, LastPort: 5000, To: netip.AddrPortFrom(hostA, 5000)}}
+			}
+			e, _ := newTestEngine(b, 2*flows, mod)
+			work := make([]byte, 64)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if i%flows == 0 && i > 0 {
+					b.StopTimer()
+					e, _ = newTestEngine(b, 2*flows, mod)
+					b.StartTimer()
+				}
+				p := pkts[i%flows]
+				w := work[:len(p)]
+				copy(w, p)
+				if e.Prerouting(w, wanIf) != Accept || e.Postrouting(w, lanIf) != Accept {
+					b.Fatal("drop")
+				}
+			}
+			b.StopTimer()
+			if n := e.Stats().Drop(DropFirewall); n != 0 {
+				b.Fatalf("%d firewall drops of admitted flows", n)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "inserts/s")
+		})
+	}
+	for _, shape := range []string{"none", "1000ports", "1000hosts"} {
+		b.Run("refused/"+shape, func(b *testing.B) {
+			extra := benchRules(shape, "wan", func(i int) netip.Addr {
+				a := netip.MustParseAddr("2001:db8:eeee::").As16()
+				a[14], a[15] = byte(i>>8), byte(i)
+				return netip.AddrFrom16(a)
+			})
+			pkts := make([][]byte, flows)
+			for i := range pkts {
+				a := host6.As16()
+				a[14], a[15] = byte(i>>8), byte(i)
+				pkts[i] = pk{src: remote6, dst: netip.AddrFrom16(a), proto: ProtoTCP, sport: uint16(1024 + i%50000), dport: 22, flags: tcpSYN}.build()
+			}
+			e, _ := newTestEngine(b, 2*flows, withZones(b, zonePolicy(extra...)))
+			work := make([]byte, 64)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				p := pkts[i%flows]
+				w := work[:len(p)]
+				copy(w, p)
+				if e.Prerouting(w, wanIf) != Drop {
+					b.Fatal("a refused flow from the wan passed")
+				}
+			}
+			b.StopTimer()
+			if n, drops := e.Len(), e.Stats().Drop(DropFirewall); n != 0 || drops != uint64(b.N) {
+				b.Fatalf("%d flows in the table (want 0), %d firewall drops (want %d)", n, drops, b.N)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "refusals/s")
 		})
 	}
 }
@@ -470,5 +572,38 @@ func TestZonesBroadcastInput(t *testing.T) {
 		if e.Len() != n {
 			t.Errorf("%s: opened a flow (%d -> %d)", tc.name, n, e.Len())
 		}
+	}
+}
+
+// TestRefusedNewFlowAllocs: a new flow refused before it takes a slot
+// (a wan SYN the zones drop, an unsolicited IPv4 packet from the wan, a
+// TCP packet that cannot open a flow) costs no allocation: the conn
+// built to decide it is kept for the next new flow, so a flood of them
+// makes no garbage.
+func TestRefusedNewFlowAllocs(t *testing.T) {
+	e, _ := newTestEngine(t, 64, withZones(t, zonePolicy()))
+	for _, tc := range []struct {
+		name string
+		p    pk
+		want Verdict
+	}{
+		{"wan SYN to a lan prefix host", pk{src: remote6, dst: host6, proto: ProtoTCP, sport: 5000, dport: 22, flags: tcpSYN}, Drop},
+		{"unsolicited IPv4 from the wan", pk{src: remote, dst: hostA, proto: ProtoUDP, sport: 5000, dport: 9}, Drop},
+		{"wan ACK without a flow", pk{src: remote6, dst: host6, proto: ProtoTCP, sport: 5000, dport: 443, flags: tcpACK}, Drop},
+	} {
+		b := tc.p.build()
+		w := make([]byte, len(b))
+		n := testing.AllocsPerRun(200, func() {
+			copy(w, b)
+			if v := e.Prerouting(w, wanIf); v != tc.want {
+				t.Fatalf("%s: %v, want %v", tc.name, v, tc.want)
+			}
+		})
+		if n != 0 {
+			t.Errorf("%s: %.1f allocations per packet, want 0", tc.name, n)
+		}
+	}
+	if e.Len() != 0 {
+		t.Errorf("%d flows in the table after refusals, want 0", e.Len())
 	}
 }

@@ -51,13 +51,16 @@
 //     moves the interface's data path into and out of the session on
 //     every change, and hands IPCP's result to the runtime as a lease
 //     (address /32, default route to the peer, MTU, DNS servers for the
-//     DNS forwarder).
+//     DNS forwarder) with IPv6CP's link-local address fe80::IID, which
+//     the wan's RA learner and DHCPv6 client then speak from (IPv6CP
+//     runs when the wan's ipv6: learns RAs or asks for a delegation).
 //   - router/status: Status and counters on the page and in /metrics.
-//   - lab: TestPPPoEAgainstLinux and TestPPPoEReconnectAgainstLinux run
-//     it against pppoe-server and pppd on Linux's kernel PPPoE in the
+//   - lab: TestPPPoEAgainstLinux (IPv6CP, DHCPv6-PD from kea and RAs
+//     from radvd over the session included), TestPPPoEReconnectAgainstLinux
+//     and TestPPPoEVLANAgainstLinux (RFC 4638 included) run it against
+//     pppoe-server and pppd on Linux's kernel PPPoE in the
 //     internal/linuxpeer guest.
 //
-// Not wired yet: IPv6CP's link-local addresses, DHCPv6-PD and the RA
-// learner over the session; the VLAN of Config (the router's WAN
+// Not used by the router: the VLAN of Config (the router's WAN
 // interface strips and pushes its own tags, so it leaves Config.VLAN 0).
 package pppoe

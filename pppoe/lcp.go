@@ -66,7 +66,18 @@ func (l *lcp) reset() {
 	l.mru = l.linkMax
 	l.wantMagic = true
 	l.magic = l.newMagic()
-	l.localMRU, l.peerMRU, l.peerMagic, l.authProto = DefaultMRU, DefaultMRU, 0, 0
+	l.localMRU, l.peerMRU, l.peerMagic, l.authProto = DefaultMRU, l.defaultPeerMRU(), 0, 0
+}
+
+// defaultPeerMRU is the peer's MRU when its Configure-Request has no MRU
+// option: RFC 1661's default, 1500 (§6.1), as far as the session carries
+// it: 1492 (RFC 2516 §7), or up to 1500 with RFC 4638. pppd with mtu
+// 1500 sends no MRU option for that reason.
+func (l *lcp) defaultPeerMRU() uint16 {
+	if l.linkMax < DefaultMRU {
+		return DefaultMRU // no session yet
+	}
+	return min(MaxMRU, l.linkMax)
 }
 
 func (l *lcp) request(b []byte) []byte {
@@ -125,7 +136,7 @@ func (l *lcp) check(opts []Option, out []byte, failures int) (verdict, []byte) {
 		return nakOrReject(opts, naked, nak, out, failures)
 	}
 	// Ack: record the peer's side.
-	l.peerMRU, l.peerMagic, l.authProto = DefaultMRU, 0, 0
+	l.peerMRU, l.peerMagic, l.authProto = l.defaultPeerMRU(), 0, 0
 	for _, o := range opts {
 		switch o.Type {
 		case lcpOptMRU:

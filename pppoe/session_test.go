@@ -111,17 +111,23 @@ func TestMaxPayloadRFC4638(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		acEchoes  uint16
+		acMRU     uint16 // 0: the AC's ConfReq has no MRU option
 		wantMTU   int
 		wantMaxPL int
 	}{
-		{"AC agrees 1500", 1500, 1500, 1500},
-		{"AC ignores the tag", 0, 1492, 0},
-		{"AC agrees 1496 only", 1496, 1496, 1496},
+		{"AC agrees 1500", 1500, 1500, 1500, 1500},
+		{"AC ignores the tag", 0, 1500, 1492, 0},
+		{"AC agrees 1496 only", 1496, 1500, 1496, 1496},
+		// pppd with mtu 1500 sends no MRU option: 1500 is RFC 1661's
+		// default (§6.1), which the agreed payload carries.
+		{"AC agrees 1500, no MRU option", 1500, 0, 1500, 1500},
+		{"AC agrees 1496, no MRU option", 1496, 0, 1496, 1496},
+		{"no RFC 4638, no MRU option", 0, 0, 1492, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ac := newAC()
 			ac.maxPayload = tc.acEchoes
-			ac.mru = 1500 // the AC asks to receive 1500; clamped to what the link carries
+			ac.mru = tc.acMRU // what the AC asks to receive; clamped to what the link carries
 			h := newHarness(t, Config{Credentials: creds, MaxPayload: 1500}, ac)
 			h.start()
 			st := h.s.Status(h.now)

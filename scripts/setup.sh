@@ -23,7 +23,8 @@ command -v apt-get >/dev/null || { log "needs apt-get (Debian 12)"; exit 1; }
 #     what the port code changed;
 #   iperf3: the lab's TCP proofs and the bench;
 #   dnsmasq, kea-dhcp6-server, radvd: the lab's ISP (DHCPv4 and DNS, an
-#     IPv6 /56, RAs); udhcpc, isc-dhcp-client, dhcpcd-base: the LAN
+#     IPv6 /56, RAs); kea-dhcp6 and radvd also go into the Linux guest's
+#     image (v4) as the PPPoE AC's IPv6; udhcpc, isc-dhcp-client, dhcpcd-base: the LAN
 #     hosts' DHCP clients; bind9-dnsutils (dig), dnsperf: DNS peers;
 #     ndisc6 (rdisc6): reads the router's RAs;
 #   python3-scapy, python3-cryptography, tshark: the independent packet

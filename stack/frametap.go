@@ -269,6 +269,9 @@ var (
 	// (InterfaceConfig.EgressFilter; counted as the drop
 	// "inside_source_out").
 	ErrInsideSource = errors.New("stack: inside source on an outside interface")
+	// ErrPPPoEDown: an IP frame on a PPPoE interface whose session is
+	// not up (counted as the drop "pppoe_down").
+	ErrPPPoEDown = errors.New("stack: PPPoE session down")
 )
 
 // writeFrame is Interface.WriteFrame.
@@ -290,14 +293,31 @@ func (e *Endpoint) writeFrame(frame []byte) error {
 		e.stats.drop(dropInsideSourceOut)
 		return ErrInsideSource
 	}
+	// On a PPPoE interface an IP frame (a service's RS, DHCPv6 or
+	// DHCPv4 message) goes into the session as netstack's do; the
+	// session's own discovery and control frames go as they are.
+	var ps *pppoeSession
+	pad := 0
+	if e.pppoeMode && isIPEtherType(binary.BigEndian.Uint16(frame[12:])) {
+		if ps = e.pppoe.Load(); ps == nil {
+			e.stats.drop(dropPPPoEDown)
+			return ErrPPPoEDown
+		}
+		pad = pppoeOverhead
+	}
 	v := e.vlan.Load()
 	n := len(frame) + v.n
 	e.txMu.Lock()
-	buf := e.getBuf(w.head + mtu + maxHeaderLength + w.tail)
-	out := (*buf)[w.head : w.head+n]
+	buf := e.getBuf(w.head + pad + mtu + maxHeaderLength + w.tail)
+	out := (*buf)[w.head+pad : w.head+pad+n]
 	copy(out, frame[:12])
 	copy(out[12:], v.tags[:v.n])
 	copy(out[12+v.n:], frame[12:])
+	if ps != nil {
+		out = (*buf)[w.head : w.head+pad+n]
+		pushPPPoE(out, v.n, ps) // an IP frame: it cannot refuse
+		e.stats.pppoe.encapsulated.Add(1)
+	}
 	b := &e.pending
 	b.add(out, buf)
 	e.txDirty.Store(true)
@@ -342,7 +362,9 @@ func (i *Interface) AddTap(m TapMatch, t Tap) (remove func(), err error) {
 // WriteFrame sends one untagged Ethernet frame (header included, source
 // MAC as the caller set it, e.g. Interface.MAC) out of the interface: the
 // interface's VLAN tags and PCP are inserted after the MAC addresses, as
-// on netstack's own frames, and the frame goes to the interface's writer
+// on netstack's own frames (and on a PPPoE interface an IPv4 or IPv6
+// frame goes into the session, to the AC, as they do: ErrPPPoEDown
+// while it is not up), and the frame goes to the interface's writer
 // (a SecY on a MACsec interface), in order with netstack's frames,
 // counted as tx. It bypasses netstack and the NAT engine. WriteFrame is
 // safe for concurrent use with the data path and may be called from

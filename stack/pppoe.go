@@ -47,8 +47,10 @@ import (
 //     Without a session the frame is dropped ("pppoe_down").
 //
 // The session's own frames (discovery, LCP...) leave by
-// Interface.WriteFrame, which sends them as they are. Nothing here
-// allocates.
+// Interface.WriteFrame, which sends them as they are; an IPv4 or IPv6
+// frame written there (the RA learner's RS, the DHCPv6 client's
+// messages: services that build whole frames) is encapsulated like
+// netstack's. Nothing here allocates.
 
 // pppoeOverhead is what a session frame carries beyond an Ethernet one:
 // the 6-octet PPPoE header and the 2-octet PPP protocol field (the
@@ -248,6 +250,12 @@ func pushPPPoE(x []byte, tagLen int, s *pppoeSession) bool {
 	binary.BigEndian.PutUint16(p[6:], uint16(len(x)-hl-8))
 	binary.BigEndian.PutUint16(p[8:], proto)
 	return true
+}
+
+// isIPEtherType reports whether et is IPv4's or IPv6's: what a PPPoE
+// session carries.
+func isIPEtherType(et uint16) bool {
+	return et == uint16(header.IPv4ProtocolNumber) || et == uint16(header.IPv6ProtocolNumber)
 }
 
 // pppoeOut returns the session frames are sent in and the room each

@@ -3,6 +3,8 @@ package stack
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"net"
 	"net/netip"
 	"sync"
 	"testing"
@@ -595,5 +597,77 @@ func TestFastPathPPPoEInPlace(t *testing.T) {
 				t.Errorf("a PPPoE fast-path frame sent in place allocates %v times, want 0", n)
 			}
 		})
+	}
+}
+
+// TestPPPoEIPv6 carries IPv6 in the session both ways: an echo request
+// from the AC's link-local address to the wan's IPv6CP link-local one
+// (an address the wan holds like any other) arrives as a session frame
+// of PPP protocol 0x0057 and netstack's echo reply leaves as one; and
+// an IPv6 frame a service writes itself (WriteFrame: the RA learner's
+// RS, the DHCPv6 client's Solicit) goes into the session too, while
+// the session's own discovery frames go as they are and, with the
+// session down, an IPv6 frame is refused and counted.
+func TestPPPoEIPv6(t *testing.T) {
+	l, ac, _, cfg := newPPPoELabWith(t, nil, 0, false, nil)
+	wan := l.r.Interface("wan")
+	local := netip.MustParseAddr("fe80::1c2d:3e4f:5a6b:7c8d") // IPv6CP's interface identifiers
+	peer := netip.MustParseAddr("fe80::aaaa:bbbb:cccc:dddd")
+	cfg.Interfaces[1].Addresses = append(cfg.Interfaces[1].Addresses, netip.PrefixFrom(local, 64))
+	if err := l.r.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	// A service's RS while the session is down: refused, counted.
+	rs := ethFrame(mustMAC("33:33:00:00:00:02"), wanMAC, header.IPv6ProtocolNumber,
+		ipv6Packet(local, netip.MustParseAddr("ff02::2"), 255, header.ICMPv6ProtocolNumber, []byte{133, 0, 0, 0, 0, 0, 0, 0}))
+	if err := wan.WriteFrame(rs); !errors.Is(err, ErrPPPoEDown) {
+		t.Fatalf("WriteFrame(IPv6) with the session down = %v, want ErrPPPoEDown", err)
+	}
+	if d := wan.Stats().Drops["pppoe_down"]; d != 1 {
+		t.Errorf("pppoe_down = %d after a refused WriteFrame, want 1", d)
+	}
+	upSession(l)
+	// A discovery frame (the session's own) leaves as it is.
+	padt := ethFrame(net.HardwareAddr(acMAC), wanMAC, 0x8863, []byte{0x11, 0xa7, 0x12, 0x34, 0, 0})
+	if err := wan.WriteFrame(padt); err != nil {
+		t.Fatal(err)
+	}
+	if err := wan.WriteFrame(rs); err != nil {
+		t.Fatalf("WriteFrame(IPv6) with the session up: %v", err)
+	}
+	wire := ac.frames()
+	if len(wire) != 2 || !bytes.Equal(wire[0], padt) {
+		t.Fatalf("wire after a PADT and an RS = %d frames, the first %x; want the PADT as written, then the RS", len(wire), wire[0])
+	}
+	want := sessionFrame(acMAC, 0x0057, rs[14:]).Data
+	copy(want[6:], wanMAC)
+	if !bytes.Equal(wire[1], want) {
+		t.Errorf("RS on the wire:\n%x\nwant the session frame\n%x", wire[1], want)
+	}
+
+	// The AC pings the wan's link-local address in the session.
+	echo := ipv6Packet(peer, local, 64, header.ICMPv6ProtocolNumber, icmpv6Echo(7, 1))
+	wan.HandleBatch(0, []hw.Frame{sessionFrame(wanMAC, 0x0057, echo)})
+	deadline := time.Now().Add(2 * time.Second)
+	var reply []byte
+	for reply == nil && time.Now().Before(deadline) {
+		for _, f := range ac.frames()[2:] {
+			if len(f) >= 22+40+8 && be16(f[12:]) == 0x8864 && be16(f[20:]) == 0x0057 && f[22+6] == 58 && header.ICMPv6Type(f[22+40]) == header.ICMPv6EchoReply {
+				reply = f
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if reply == nil {
+		t.Fatalf("no echo reply in the session; wire %d frames, wan drops %v", len(ac.frames()), wan.Stats().Drops)
+	}
+	ip := header.IPv6(reply[22:])
+	if src, dst := netip.AddrFrom16(ip.SourceAddress().As16()), netip.AddrFrom16(ip.DestinationAddress().As16()); src != local || dst != peer ||
+		!bytes.Equal(reply[:6], acMAC) || be16(reply[16:]) != testSessionID {
+		t.Errorf("echo reply %s → %s to %x in session %#x, want %s → %s to the AC in %#x", src, dst, reply[:6], be16(reply[16:]), local, peer, testSessionID)
+	}
+	if st := wan.Stats().PPPoE; st.Decapsulated < 1 || st.Encapsulated < 2 {
+		t.Errorf("PPPoE stats %+v, want the echo decapsulated and the RS and reply encapsulated", st)
 	}
 }

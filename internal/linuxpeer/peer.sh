@@ -3,19 +3,20 @@
 # Debian's kernel (macsec.ko, 8021q.ko; sch_cake.ko and the rest of a
 # router's: nftables masquerade, fq_codel, ifb, mirred) and an initramfs
 # with static busybox, iproute2's ip and tc, nft, iperf3,
-# wpa_supplicant, pppd with pppoe-server (an access concentrator) and
-# wg (WireGuard's modules too), cached in $CACHE.
+# wpa_supplicant, pppd with pppoe-server (an access concentrator, with
+# kea-dhcp6 delegating prefixes and radvd announcing on its PPP links)
+# and wg (WireGuard's modules too), cached in $CACHE.
 #   peer.sh prepare    # once; prints the kernel and initramfs paths
 set -euo pipefail
 # CACHE holds one image per layout version: bump the suffix when the
 # initramfs's contents change, so that no stale image is reused.
-CACHE=${LINUXPEER_CACHE:-/var/tmp/gvrouter-linuxpeer/v3}
+CACHE=${LINUXPEER_CACHE:-/var/tmp/gvrouter-linuxpeer/v4}
 log() { echo "linuxpeer: $*" >&2; }
 
 # The Debian packages prepare needs on the host; scripts/setup.sh installs the same.
 # busybox-static is downloaded, not installed: it conflicts with busybox,
 # which udhcpc (a DHCP peer of the services' tests) depends on.
-PKGS="qemu-system-x86 iproute2 nftables cpio kmod iperf3 wpasupplicant python3 ppp pppoe wireguard-tools"
+PKGS="qemu-system-x86 iproute2 nftables cpio kmod iperf3 wpasupplicant python3 ppp pppoe wireguard-tools kea-dhcp6-server radvd"
 
 need_pkgs() {	# install the Debian packages that are missing
 	local miss=() p
@@ -74,6 +75,9 @@ prepare() {	# once: $CACHE/kernel + $CACHE/base.cpio
 	copy_dyn /usr/sbin/pppoe-server sbin
 	copy_dyn /usr/sbin/pppoe sbin
 	copy_dyn "$(command -v wg)" sbin
+	# the ISP's IPv6 over PPP: DHCPv6 prefix delegation and RAs (v4)
+	copy_dyn /usr/sbin/kea-dhcp6 sbin
+	copy_dyn /usr/sbin/radvd sbin
 	for m in /usr/lib/pppd/*/pppoe.so; do mkdir -p "$r${m%/*}"; copy_dyn "$m" "${m%/*}"; done
 	for b in $("$r/bin/busybox" --list); do [ -e "$r/bin/$b" ] || ln -s busybox "$r/bin/$b"; done
 	# the last line: Linux as a router with SQM, the anchor of the lab's SQM bench

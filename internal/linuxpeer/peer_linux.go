@@ -52,7 +52,7 @@ const (
 
 // Image is the cached guest image Prepare built.
 type Image struct {
-	Kernel string // the guest kernel, e.g. /var/tmp/gvrouter-linuxpeer/v3/kernel
+	Kernel string // the guest kernel, e.g. /var/tmp/gvrouter-linuxpeer/v4/kernel
 	Base   string // the initramfs without /init and /job.env
 }
 
@@ -163,6 +163,7 @@ func defaults(opts Options) map[string]string {
 		"MKA_INTEG_ONLY": "0", "MKA_PORT": "1", "WPA_OPTS": "-dd -K -t",
 		"PPP_USER": "alice", "PPP_PASSWORD": randHex(8), "PPP_AUTH": "chap", "PPP_LOCAL": "10.64.0.1",
 		"PPP_REMOTE": "10.64.0.10", "PPP_DNS": "10.64.0.53", "PPP_AC": "lpeer-ac", "PPP_SERVICE": "internet", "PPPOE_OPTS": "", "PPP_VLAN": "",
+		"ADDR6": "fd77:9::1/128", "PPP_PD_POOL": "fd77:8000::/48", "PPP_PD_LEN": "56", "PPP_MTU": "",
 	}
 	maps.Copy(env, opts.Env)
 	return env
@@ -263,8 +264,15 @@ func Start(ctx context.Context, opts Options) (_ *Peer, err error) {
 	if _, err := os.Stat("/usr/share/qemu/qboot.rom"); err == nil {
 		args = append(args, "-bios", "/usr/share/qemu/qboot.rom") // boots faster than SeaBIOS
 	}
+	// IPv6 only where a job speaks it: the pppoe job's PPP links (the
+	// guest's init keeps it off its Ethernet NICs); elsewhere the guest
+	// sends no IPv6 at all to disturb a test's counters.
+	cmdline := "console=ttyS0 quiet panic=-1 ipv6.disable=1"
+	if opts.Job == "pppoe" {
+		cmdline = "console=ttyS0 quiet panic=-1"
+	}
 	args = append(args, "-kernel", img.Kernel, "-initrd", initrd,
-		"-append", "console=ttyS0 quiet panic=-1 ipv6.disable=1",
+		"-append", cmdline,
 		"-serial", "file:"+p.consolePath(), "-serial", "pipe:"+filepath.Join(p.run, "ctl"),
 		"-netdev", "tap,id=n0,ifname="+p.Tap+",script=no,downscript=no,vnet_hdr=off",
 		"-device", "virtio-net-pci,netdev=n0,mac="+GuestMAC+",romfile=")

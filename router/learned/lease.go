@@ -17,6 +17,11 @@ type Lease struct {
 	Routes []config.Route
 	MTU    int          // 0 = none (or ignored by the client)
 	DNS    []netip.Addr // the lease's DNS servers, upstreams when dns: names none
+	// LinkLocal is a PPPoE session's IPv6 link-local address, fe80::
+	// and IPv6CP's interface identifier as a /64 (RFC 5072 §5), e.g.
+	// fe80::1c2d:3e4f:5a6b:7c8d/64: the address the wan's RA learner
+	// and DHCPv6 client speak from; invalid for none.
+	LinkLocal netip.Prefix
 }
 
 // Equal reports whether a and b configure the same.
@@ -24,11 +29,11 @@ func (a *Lease) Equal(b *Lease) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.Addr == b.Addr && a.MTU == b.MTU && slices.Equal(a.DNS, b.DNS) &&
+	return a.Addr == b.Addr && a.MTU == b.MTU && a.LinkLocal == b.LinkLocal && slices.Equal(a.DNS, b.DNS) &&
 		slices.EqualFunc(a.Routes, b.Routes, config.Route.Equal)
 }
 
-// WithLeases returns cfg with each lease's address, routes and MTU added
+// WithLeases returns cfg with each lease's addresses, routes and MTU added
 // to its interface, as if they were written in the file. cfg is not
 // changed. portMTU caps a lease's MTU at the port's (0 = unknown).
 func WithLeases(cfg *config.Config, leases map[string]*Lease, portMTU func(port string) int) *config.Config {
@@ -44,8 +49,10 @@ func WithLeases(cfg *config.Config, leases map[string]*Lease, portMTU func(port 
 		if l == nil || (ic.DHCP == nil && ic.PPPoE == nil) {
 			continue
 		}
-		if l.Addr.IsValid() && !slices.ContainsFunc(ic.Addresses, func(p netip.Prefix) bool { return p.Addr() == l.Addr.Addr() }) {
-			ic.Addresses = append(slices.Clone(ic.Addresses), l.Addr)
+		for _, a := range []netip.Prefix{l.Addr, l.LinkLocal} {
+			if a.IsValid() && !slices.ContainsFunc(ic.Addresses, func(p netip.Prefix) bool { return p.Addr() == a.Addr() }) {
+				ic.Addresses = append(slices.Clone(ic.Addresses), a)
+			}
 		}
 		if l.MTU > 0 && ic.MTU == 0 {
 			mtu := l.MTU

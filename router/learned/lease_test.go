@@ -87,14 +87,21 @@ interfaces:
 		MTU:    1492,
 		DNS:    []netip.Addr{netip.MustParseAddr("100.64.0.53")},
 		Routes: []config.Route{{To: netip.MustParsePrefix("0.0.0.0/0"), Via: netip.MustParseAddr("100.64.0.1")}},
+		// IPv6CP's interface identifier
+		LinkLocal: netip.MustParsePrefix("fe80::1c2d:3e4f:5a6b:7c8d/64"),
 	}
 	var s State
 	s.TakeLease("wan", l)
 	s.DropStale(cfg)
 	eff := s.Effective(cfg, func(string) int { return 1500 })
 	wan := eff.Interface("wan")
-	if len(wan.Addresses) != 1 || wan.Addresses[0] != l.Addr || wan.MTU != 1492 {
-		t.Errorf("wan = addresses %v, mtu %d; want [%v], 1492", wan.Addresses, wan.MTU, l.Addr)
+	if len(wan.Addresses) != 2 || wan.Addresses[0] != l.Addr || wan.Addresses[1] != l.LinkLocal || wan.MTU != 1492 {
+		t.Errorf("wan = addresses %v, mtu %d; want [%v %v], 1492", wan.Addresses, wan.MTU, l.Addr, l.LinkLocal)
+	}
+	l2 := *l
+	l2.LinkLocal = netip.MustParsePrefix("fe80::2/64")
+	if l.Equal(&l2) || !s.TakeLease("wan", &l2) || !s.TakeLease("wan", l) {
+		t.Errorf("a lease with another link-local address is Equal or not taken as a change")
 	}
 	if len(eff.Routes) != 1 || eff.Routes[0].Dev != "wan" || eff.Routes[0].Via != l.Routes[0].Via {
 		t.Errorf("routes = %+v, want the default via 100.64.0.1 dev wan", eff.Routes)

@@ -14,7 +14,7 @@ import (
 type pppoeCollector struct {
 	s *Server
 
-	state, up, info, uptime, reconnects, echoRTT, mtu, counter *prometheus.Desc
+	state, up, info, ipv6cp, uptime, reconnects, echoRTT, mtu, counter *prometheus.Desc
 }
 
 func newPPPoECollector(s *Server) *pppoeCollector {
@@ -29,6 +29,9 @@ func newPPPoECollector(s *Server) *pppoeCollector {
 		info: d("gvrouter_pppoe_session_info",
 			"1 while a PPPoE session exists; labels give its session id, access concentrator and IPCP address.",
 			[]string{"interface", "session_id", "ac_name", "ac_mac", "address"}, nil),
+		ipv6cp: d("gvrouter_pppoe_ipv6cp_info",
+			"1 while the PPPoE session's IPv6CP is open; labels give the link-local addresses of both ends, fe80:: and each interface identifier (RFC 5072).",
+			[]string{"interface", "local", "peer"}, nil),
 		uptime:     d("gvrouter_pppoe_uptime_seconds", "How long the PPPoE session has been up.", ifl, nil),
 		reconnects: d("gvrouter_pppoe_reconnects_total", "PPPoE sessions that ended and were started again.", ifl, nil),
 		echoRTT:    d("gvrouter_pppoe_lcp_echo_rtt_seconds", "The last LCP echo round trip to the access concentrator.", ifl, nil),
@@ -41,7 +44,7 @@ func newPPPoECollector(s *Server) *pppoeCollector {
 
 // Describe implements prometheus.Collector.
 func (c *pppoeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.state, c.up, c.info, c.uptime, c.reconnects, c.echoRTT, c.mtu, c.counter} {
+	for _, d := range []*prometheus.Desc{c.state, c.up, c.info, c.ipv6cp, c.uptime, c.reconnects, c.echoRTT, c.mtu, c.counter} {
 		ch <- d
 	}
 }
@@ -78,6 +81,13 @@ func (c *pppoeCollector) Collect(ch chan<- prometheus.Metric) {
 				addr = p.IPv4.Local.String()
 			}
 			send(c.info, prometheus.GaugeValue, 1, p.Interface, strconv.Itoa(int(p.SessionID)), p.ACName, p.ACMAC, addr)
+		}
+		if v6 := p.IPv6; v6 != nil && v6.Local.IsValid() {
+			peer := ""
+			if v6.Peer.IsValid() {
+				peer = v6.Peer.String()
+			}
+			send(c.ipv6cp, prometheus.GaugeValue, 1, p.Interface, v6.Local.String(), peer)
 		}
 		send(c.uptime, prometheus.GaugeValue, p.UptimeSeconds, p.Interface)
 		send(c.reconnects, prometheus.CounterValue, float64(p.Reconnects), p.Interface)

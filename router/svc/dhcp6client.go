@@ -26,6 +26,7 @@ const DHCP6ClientPrefix = "dhcp6client "
 // client (its lease file lets it confirm the same prefix by Rebind).
 type dhcp6ClientSettings struct {
 	MAC         string
+	SrcAddr     netip.Addr // wanLinkLocal: a new PPPoE session's restarts it
 	PDLength    int
 	WantAddress bool
 	Release     bool
@@ -33,25 +34,31 @@ type dhcp6ClientSettings struct {
 	LeaseFile   string
 }
 
-// dhcp6ClientSpec is the DHCPv6 client of the delegating wan interface.
-func dhcp6ClientSpec(e *env, ic config.Interface) (spec, error) {
-	dir, err := e.Dir("dhcp6")
-	if err != nil {
-		return spec{}, err
-	}
+// dhcp6ClientSpec is the DHCPv6 client of the delegating wan interface;
+// ok is false while it has no link-local address to speak from yet (a
+// PPPoE session before IPv6CP opened).
+func dhcp6ClientSpec(e *env, ic config.Interface) (sp spec, ok bool, err error) {
 	ifc := e.Interface(ic.Name)
 	if ifc == nil {
-		return spec{}, errNoInterface(ic.Name)
+		return spec{}, false, errNoInterface(ic.Name)
+	}
+	src, ok := wanLinkLocal(ic, ifc)
+	if !ok {
+		return spec{}, false, nil
+	}
+	dir, err := e.Dir("dhcp6")
+	if err != nil {
+		return spec{}, false, err
 	}
 	v := ic.IPv6OrDefault()
 	set := dhcp6ClientSettings{
-		MAC: ifc.MAC().String(), PDLength: v.PD, WantAddress: v.Address, Release: v.Release,
+		MAC: ifc.MAC().String(), SrcAddr: src, PDLength: v.PD, WantAddress: v.Address, Release: v.Release,
 		DUIDFile:  dir + "/duid",
 		LeaseFile: dir + "/" + ic.Name + ".client.json",
 	}
 	return spec{spec: set, iface: ic.Name, start: func(e *env, name string) (*Service, error) {
 		return startDHCP6Client(e, name, ic.Name, set)
-	}}, nil
+	}}, true, nil
 }
 
 // startDHCP6Client runs the client on the interface's frames.
@@ -63,7 +70,7 @@ func startDHCP6Client(e *env, name, iface string, set dhcp6ClientSettings) (*Ser
 	ifc := s.ifc
 	conn := rawudp.New6(ifc, dhcp6client.ClientPort, dhcpClientQueue)
 	s.undo = append(s.undo, func() { conn.Close() })
-	ll := dhcp6client.LinkLocal(ifc.MAC())
+	ll := set.SrcAddr
 	tap := dstTap{conn: conn, accept: func(dst netip.Addr) bool { return dst == ll }}
 	remove, err := ifc.AddTap(stack.MatchUDP6(dhcp6client.ClientPort), tap)
 	if err != nil {

@@ -33,7 +33,9 @@ const RALearnerPrefix = "ra6learner "
 
 // raLearnerSettings is what a reload compares.
 type raLearnerSettings struct {
-	MAC string
+	MAC     string
+	SrcAddr netip.Addr // wanLinkLocal: a new PPPoE session's restarts it
+	PPP     bool       // a PPPoE wan: ra.LearnerConfig.PointToPoint
 }
 
 // raLearnerSpec is the learner of wan interface ic, if it gets one.
@@ -45,7 +47,11 @@ func raLearnerSpec(e *env, cfg *config.Config, ic config.Interface) (spec, bool)
 	if ifc == nil {
 		return spec{}, false
 	}
-	set := raLearnerSettings{MAC: ifc.MAC().String()}
+	src, ok := wanLinkLocal(ic, ifc)
+	if !ok {
+		return spec{}, false // a PPPoE session before IPv6CP opened
+	}
+	set := raLearnerSettings{MAC: ifc.MAC().String(), SrcAddr: src, PPP: ic.PPPoE != nil}
 	return spec{spec: set, iface: ic.Name, start: func(e *env, name string) (*Service, error) {
 		return startRALearner(e, name, ic.Name, set)
 	}}, true
@@ -60,7 +66,7 @@ func startRALearner(e *env, name, iface string, set raLearnerSettings) (*Service
 	}
 	s := &Service{name: name, spec: set, ifc: ifc}
 	log := e.Log.With("service", name)
-	l, err := ra.NewLearner(ra.LearnerConfig{Link: ifc, SrcAddr: linkLocal(ifc.MAC()), Solicit: true,
+	l, err := ra.NewLearner(ra.LearnerConfig{Link: ifc, SrcAddr: set.SrcAddr, Solicit: true, PointToPoint: set.PPP,
 		Owned:  func() []netip.Prefix { return e.Owned(iface) },
 		Logger: log, OnChange: func(st ra.State) {
 			lr := &learned.RA{OnLink: st.OnLinkPrefixes(), DNS: st.DNSServers()}

@@ -224,9 +224,9 @@ func (m *Manager) Sync(cfg *config.Config, l Learned) error {
 			}
 		}
 		if ic.Role == config.RoleWAN && cfg.DelegatingWAN() == ic.Name {
-			if sp, err := dhcp6ClientSpec(e, ic); err != nil {
+			if sp, ok, err := dhcp6ClientSpec(e, ic); err != nil {
 				e.Log.Error("dhcpv6 client not started", "interface", ic.Name, "err", err)
-			} else {
+			} else if ok {
 				want[DHCP6ClientPrefix+ic.Name] = sp
 			}
 		}

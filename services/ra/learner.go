@@ -226,6 +226,14 @@ type LearnerConfig struct {
 	// Solicit sends Router Solicitations when Run starts (§6.3.7) instead
 	// of waiting up to MaxRtrAdvInterval for an unsolicited RA.
 	Solicit bool
+	// PointToPoint is for a link with one peer and no link-layer
+	// addresses (PPP, RFC 5072): routers are Reachable as soon as
+	// learnt, with no neighbour solicitations (nothing resolves
+	// addresses there, and a PPP peer need not answer them; the link's
+	// own keepalive, LCP echo, finds a dead peer), and RSs carry no
+	// Source Link-Layer Address option (§4.1: only on links that have
+	// addresses).
+	PointToPoint bool
 	// Owned returns the prefixes the router holds elsewhere, e.g.
 	// fd77:1::/64 on a LAN and the delegated 2001:db8:aa00::/56: its
 	// other interfaces' prefixes and the delegation with its subnets. A
@@ -453,7 +461,7 @@ func (l *Learner) Run(ctx context.Context) error {
 // solicit sends one RS to all-routers.
 func (l *Learner) solicit() {
 	m := &ndp.RouterSolicitation{}
-	if !l.src.IsUnspecified() {
+	if !l.src.IsUnspecified() && !l.cfg.PointToPoint {
 		m.Options = []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: l.mac}}
 	}
 	icmp, err := ndp.MarshalMessageChecksum(m, l.src, AllRouters)
@@ -534,6 +542,9 @@ func (l *Learner) applyRouterLocked(r learnedRA, ra *ndp.RouterAdvertisement, no
 	}
 	l.sawRouter.Store(true)
 	e := Router{Addr: r.src, MAC: hwaddr.MAC(r.mac), Preference: preference(ra.RouterSelectionPreference), Expires: now.Add(ra.RouterLifetime)}
+	if l.cfg.PointToPoint {
+		e.Reachability = Reachable // no NUD: see LearnerConfig.PointToPoint
+	}
 	switch {
 	case i >= 0:
 		e.Reachability = st.Routers[i].Reachability

@@ -155,8 +155,8 @@ func (l *Learner) takeNA(frame []byte) {
 // probeRouters starts detection for new routers, forgets removed ones,
 // sends the NSs due at now and ends unanswered rounds.
 func (l *Learner) probeRouters(now time.Time) {
-	if l.src.IsUnspecified() {
-		return // no address to be answered at
+	if l.src.IsUnspecified() || l.cfg.PointToPoint {
+		return // no address to be answered at; no NUD on a PPP link
 	}
 	l.mu.Lock()
 	routers := slices.Clone(l.st.Routers)

@@ -245,3 +245,36 @@ func TestLearnerWrongMACInRA(t *testing.T) {
 		}
 	})
 }
+
+// TestLearnerPointToPoint: on a PPP link (PointToPoint) a router is
+// Reachable as soon as its RA is learnt, even one that answers no NS,
+// no NS is ever sent, and the RSs carry no SLLA option (the link has
+// no link-layer addresses).
+func TestLearnerPointToPoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ll := netip.MustParseAddr("fe80::1c2d:3e4f:5a6b:7c8d") // IPv6CP's
+		h := newLrn(t, func(c *LearnerConfig) { c.PointToPoint, c.Solicit, c.SrcAddr = true, true, ll }).start()
+		h.setSilent(otherLL, true)
+		h.clk.Advance(2 * time.Second)
+		h.deliver(raFrame(otherMAC, otherLL, raICMP(raHdr{lifetime: 1800})))
+		h.clk.Advance(time.Minute)
+		if st := h.l.State(); len(st.Routers) != 1 || st.Routers[0].Reachability != Reachable {
+			t.Errorf("routers a minute after the RA: %v, want %v reachable", st.Routers, otherLL)
+		}
+		rss := 0
+		for _, f := range h.link.take() {
+			switch typ, _ := icmpType(f.data); typ {
+			case typeNS:
+				t.Errorf("NS sent on a point-to-point link: % x", f.data)
+			case typeRS:
+				rss++
+				if rs := decodeRS(t, f); rs.src != ll || rs.slla != nil {
+					t.Errorf("RS %+v, want from %v without SLLA", rs, ll)
+				}
+			}
+		}
+		if rss != 1 {
+			t.Errorf("%d RSs, want 1 (the RA answered it)", rss)
+		}
+	})
+}
