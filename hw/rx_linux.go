@@ -152,6 +152,11 @@ func (q *rxQueue) setup(n int, fanoutID *uint16, tx *txRing) error {
 			return fmt.Errorf("%w: %w", errNoVnetHdr, err)
 		}
 	}
+	// Before the ring, as PACKET_VNET_HDR: room before every frame
+	// (RingHeadroom, lend_linux.go).
+	if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_RESERVE, ringReserve); err != nil {
+		return fmt.Errorf("PACKET_RESERVE: %w", err)
+	}
 	req := unix.TpacketReq3{
 		Block_size:     RingBlockSize,
 		Block_nr:       RingBlocks,
@@ -177,6 +182,7 @@ func (q *rxQueue) setup(n int, fanoutID *uint16, tx *txRing) error {
 	}
 	q.mapping = mapping
 	q.ring = mapping[:RingBlockSize*RingBlocks]
+	addReceiveRing(q.ring)
 	if tx != nil {
 		tx.mem = mapping[RingBlockSize*RingBlocks:]
 	}
@@ -210,6 +216,7 @@ func (q *rxQueue) close() {
 		q.light = nil
 	}
 	if q.mapping != nil {
+		removeReceiveRing(q.ring)
 		unix.Munmap(q.mapping)
 		q.mapping, q.ring = nil, nil
 	}
