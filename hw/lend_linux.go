@@ -93,7 +93,10 @@ func inReceiveRing(p *byte) bool {
 // batch runs, after which the kernel may reuse the ring block; the stack
 // lends only inside a batch and sends before its end. It is safe for
 // concurrent use and does not allocate.
-func (p *Port) ExtendFrame(frame []byte, head int) []byte {
+func (p *Port) ExtendFrame(frame []byte, head int) []byte { return extendInRing(frame, head) }
+
+// extendInRing is ExtendFrame, for any frame of a receive ring.
+func extendInRing(frame []byte, head int) []byte {
 	if head < 0 || head > RingHeadroom || len(frame) == 0 || !inReceiveRing(&frame[0]) {
 		return nil
 	}
