@@ -124,7 +124,7 @@ var errNoVnetHdr = errors.New("PACKET_VNET_HDR")
 
 // setup sets what github.com/mdlayher/packet has no call for: the socket
 // buffers (SO_RCVBUFFORCE), PACKET_QDISC_BYPASS, the TPACKET_V3 ring
-// (PACKET_VERSION, PACKET_RX_RING, mmap), the TX ring if tx is not nil,
+// (PACKET_VERSION, PACKET_RESERVE, PACKET_RX_RING, mmap), the TX ring if tx is not nil,
 // and PACKET_FANOUT.
 func (q *rxQueue) setup(n int, fanoutID *uint16, tx *txRing) error {
 	for _, opt := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
