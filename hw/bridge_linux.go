@@ -33,8 +33,9 @@ func newBridgeQueue() *bridgeQueue {
 }
 
 // forward sends frames to dst straight from ring memory. A frame whose
-// outer tag the kernel stripped is copied into scratch with its tag put
-// back after the MAC addresses (IEEE 802.1Q clause 9). Superframes and
+// outer tag the kernel stripped gets its tag put back after the MAC
+// addresses (IEEE 802.1Q clause 9) in the ring's room before it
+// (RingHeadroom), or, outside a ring, in a copy in scratch. Superframes and
 // partial checksums (vnet headers on) go on with their metadata, which
 // dst sends whole if it can (GSOWriter) and counts as dropped if not.
 func (bq *bridgeQueue) forward(dst FrameWriter, frames []Frame) {
@@ -52,6 +53,15 @@ func (bq *bridgeQueue) forward(dst FrameWriter, frames []Frame) {
 			gso = append(gso, g)
 			continue
 		}
+		if x := extendInRing(f.Data, VLANTagLen); x != nil {
+			// In the ring's room before the frame (lend_linux.go).
+			copy(x[:12], x[VLANTagLen:VLANTagLen+12])
+			binary.BigEndian.PutUint16(x[12:], f.VLANTPID)
+			binary.BigEndian.PutUint16(x[14:], f.VLANTCI)
+			out = append(out, x)
+			gso = append(gso, retagGSO(g))
+			continue
+		}
 		need := len(f.Data) + VLANTagLen
 		if cap(s)-len(s) < need {
 			// Cannot happen for ring blocks; stay correct anyway.
@@ -65,17 +75,23 @@ func (bq *bridgeQueue) forward(dst FrameWriter, frames []Frame) {
 		copy(buf[16:], f.Data[12:])
 		s = s[:len(s)+need]
 		out = append(out, buf)
-		if g.NeedsCsum {
-			g.CsumStart += VLANTagLen
-		}
-		if g.Type != GSONone {
-			g.HdrLen += VLANTagLen
-		}
-		gso = append(gso, g)
+		gso = append(gso, retagGSO(g))
 	}
 	bq.write(dst, out, gso)
 	clear(out)
 	bq.out, bq.gso = out[:0], gso[:0]
+}
+
+// retagGSO is g for the frame with its tag back in-band: the offsets
+// into the frame move by the tag.
+func retagGSO(g GSO) GSO {
+	if g.NeedsCsum {
+		g.CsumStart += VLANTagLen
+	}
+	if g.Type != GSONone {
+		g.HdrLen += VLANTagLen
+	}
+	return g
 }
 
 // write sends out, with its metadata if the batch has any.

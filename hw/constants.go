@@ -155,6 +155,28 @@ const (
 	MaxL2Overhead = EthernetHeaderLen + 2*VLANTagLen
 )
 
+// Room before a received frame (Port.ExtendFrame).
+const (
+	// RingHeadroom is the room every receive ring (the TPACKET_V3 ring
+	// and the light ring) keeps before each frame's first byte, which
+	// the stack may write in front of it while its batch runs: two VLAN
+	// tags (8), a PPPoE session header (8) and a MACsec SecTAG (16), the
+	// most it pushes. A frame received on an AF_PACKET port and sent out
+	// of another with a tag or a PPPoE header thus needs no copy of its
+	// own; sendmmsg's copy into the skb is the only one.
+	RingHeadroom = 32
+	// ringReserve is the PACKET_RESERVE that makes RingHeadroom: the
+	// kernel puts tp_mac at least sizeof(tpacket_hdr) + sizeof(sockaddr_ll)
+	// + tp_reserve (+ the virtio-net header) into the frame's slot
+	// (tpacket_rcv: netoff = TPACKET_ALIGN(tp_hdrlen + max(16, maclen)) +
+	// tp_reserve, macoff = netoff - maclen, tp_hdrlen = the header's
+	// aligned size + sizeof(sockaddr_ll)). We never read the sockaddr_ll,
+	// so its 20 bytes are room too; the reserve adds the rest.
+	ringReserve = RingHeadroom - sockaddrLLLen
+	// sockaddrLLLen is sizeof(struct sockaddr_ll).
+	sockaddrLLLen = 20
+)
+
 // LinkPollInterval is how often a port samples its carrier and
 // administrative state when it has no netlink link subscription (the
 // fallback: events arrive within milliseconds). Once a second is what the

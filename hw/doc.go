@@ -9,7 +9,11 @@
 // A port delivers frames in batches, one ring block at a time. A Frame's
 // Data points into ring memory and stays valid only until the handler
 // returns; a consumer that keeps a frame must copy it. Frames may be sent
-// straight from ring memory with WriteFrames while the handler runs.
+// straight from ring memory with WriteFrames while the handler runs, and
+// every ring keeps RingHeadroom bytes before each frame (PACKET_RESERVE)
+// that Port.ExtendFrame lends, so a VLAN tag or a PPPoE header can be
+// pushed in front of a frame where it lies instead of copying it
+// (lend_linux.go).
 //
 // # Receive
 //

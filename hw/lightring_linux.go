@@ -88,14 +88,14 @@ type lightRing struct {
 }
 
 // lightGeometry returns the light ring's slot size and count for frames
-// of up to frameLen bytes: the slot holds the tpacket2_hdr, sockaddr_ll
-// and the kernel's alignment before the frame (macoff: 66 bytes, 76 with
-// a virtio-net header), rounded to TPACKET_ALIGNMENT. A block is a power
+// of up to frameLen bytes: the slot holds the tpacket2_hdr, sockaddr_ll,
+// the kernel's alignment and the reserve before the frame (macoff: 78
+// bytes, 88 with a virtio-net header), rounded to TPACKET_ALIGNMENT. A block is a power
 // of two (the kernel allocates each as 2^order pages, so any other size
 // wastes the rest) of at least LightRingBlockSize and two slots: a 64 KiB
 // superframe slot alone in a 128 KiB block would waste half of it.
 func lightGeometry(frameLen int) (slotSize, slotsPerBlock, blockSize, blocks int) {
-	const hdrRoom = 96 // macoff (76) with slack
+	const hdrRoom = 96 // macoff (88) with slack
 	slotSize = (hdrRoom + frameLen + 15) &^ 15
 	blockSize = os.Getpagesize()
 	for blockSize < LightRingBlockSize || blockSize < 2*slotSize {
@@ -203,6 +203,9 @@ func (l *lightRing) setup(p *Port, fanoutID uint16) error {
 	var blocks int
 	l.slotSize, l.slotsPerBlock, l.blockSize, blocks = lightGeometry(frameLen)
 	l.slots = l.slotsPerBlock * blocks
+	if err := unix.SetsockoptInt(l.fd, unix.SOL_PACKET, unix.PACKET_RESERVE, ringReserve); err != nil {
+		return fmt.Errorf("PACKET_RESERVE: %w", err)
+	}
 	req := unix.TpacketReq{
 		Block_size: uint32(l.blockSize),
 		Block_nr:   uint32(blocks),
@@ -215,6 +218,7 @@ func (l *lightRing) setup(p *Port, fanoutID uint16) error {
 	if l.mapping, err = unix.Mmap(l.fd, 0, l.blockSize*blocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
 		return fmt.Errorf("mmap light ring: %w", err)
 	}
+	addReceiveRing(l.mapping)
 	if err := unix.SetsockoptInt(l.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, unix.PACKET_FANOUT_EBPF<<16|int(fanoutID)); err != nil {
 		return fmt.Errorf("PACKET_FANOUT join %d: %w", fanoutID, err)
 	}
@@ -307,6 +311,7 @@ func (l *lightRing) close() {
 		l.sel.Close()
 		l.sel = nil
 	}
+	removeReceiveRing(l.mapping) // before the unmap: ExtendFrame must not lend from it
 	l.closeSocket()
 }
 

@@ -168,7 +168,7 @@ func TestLightGeometry(t *testing.T) {
 			want = LightRingGSOSlots
 		}
 		t.Logf("frames of %d bytes: %d slots of %d bytes, %d per %d-byte block, %d blocks (%d KiB)", frameLen, per*blocks, slot, per, block, blocks, block*blocks>>10)
-		if block&(block-1) != 0 || per*slot > block || slot < frameLen+76 || slot%16 != 0 || per*blocks < want {
+		if block&(block-1) != 0 || per*slot > block || slot < frameLen+88 || slot%16 != 0 || per*blocks < want {
 			t.Errorf("lightGeometry(%d) = slot %d, %d per block of %d, %d blocks", frameLen, slot, per, block, blocks)
 		}
 	}

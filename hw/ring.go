@@ -43,9 +43,9 @@ const (
 )
 
 // minFrameStride is the least space one frame can take in a block: its
-// header and an Ethernet header. A block of n bytes thus holds at most
+// header, the room before the frame (RingHeadroom) and an Ethernet header. A block of n bytes thus holds at most
 // n/minFrameStride+1 frames; the receive path sizes its Frame slices so.
-const minFrameStride = frameHdrLen + EthernetHeaderLen
+const minFrameStride = frameHdrLen + RingHeadroom + EthernetHeaderLen
 
 var le = binary.LittleEndian
 
@@ -104,9 +104,10 @@ func parseBlock(block []byte, frames []Frame, maxLen int, vnet bool, drops *drop
 		status := le.Uint32(h[fhStatus:])
 		mac := int(le.Uint16(h[fhMac:]))
 
-		// The frame's bytes must lie after its header and inside the
-		// used part of the block.
-		minMac := frameHdrLen
+		// The frame's bytes must lie after its header and the room
+		// Port.ExtendFrame lends (RingHeadroom), and inside the used
+		// part of the block.
+		minMac := frameHdrLen + RingHeadroom
 		if vnet {
 			minMac += VnetHdrLen
 		}

@@ -35,7 +35,9 @@ func buildBlock(size int, frames []testFrame) []byte {
 		if off+frameHdrLen > size {
 			break
 		}
-		mac := uint16(frameHdrLen + 18) // like the kernel: room for a sockaddr_ll-ish gap
+		// Like the kernel with PACKET_RESERVE ringReserve and a 14-byte
+		// MAC header: TPACKET_ALIGN(68 + 16) + ringReserve - 14.
+		mac := uint16(96 + ringReserve - EthernetHeaderLen)
 		if f.mac != 0 {
 			mac = f.mac
 		}
@@ -324,9 +326,10 @@ func TestParseBlockFullBlockCapacity(t *testing.T) {
 	// A block packed with minimum-size frames fits in maxFramesPerBlock.
 	var tf []testFrame
 	for range 60 {
-		tf = append(tf, testFrame{data: ethFrame(EthernetHeaderLen, 1), mac: frameHdrLen})
+		tf = append(tf, testFrame{data: ethFrame(EthernetHeaderLen, 1), mac: frameHdrLen + RingHeadroom})
 	}
-	b := buildBlock(blockDescLen+60*64, tf)
+	const stride = (frameHdrLen + RingHeadroom + EthernetHeaderLen + 15) &^ 15
+	b := buildBlock(blockDescLen+60*stride, tf)
 	var drops dropCounts
 	got := parseBlock(b, make([]Frame, 0, maxFramesPerBlock(len(b))), 1522, false, &drops)
 	if len(got) != 60 || drops != (dropCounts{}) {

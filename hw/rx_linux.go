@@ -113,7 +113,7 @@ var errNoVnetHdr = errors.New("PACKET_VNET_HDR")
 
 // setup sets what github.com/mdlayher/packet has no call for: the socket
 // buffers (SO_RCVBUFFORCE), PACKET_QDISC_BYPASS, the TPACKET_V3 ring
-// (PACKET_VERSION, PACKET_RX_RING, mmap), the TX ring if tx is not nil,
+// (PACKET_VERSION, PACKET_RESERVE, PACKET_RX_RING, mmap), the TX ring if tx is not nil,
 // and PACKET_FANOUT.
 func (q *rxQueue) setup(n int, fanoutID *uint16, tx *txRing) error {
 	for _, opt := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
@@ -141,6 +141,11 @@ func (q *rxQueue) setup(n int, fanoutID *uint16, tx *txRing) error {
 			return fmt.Errorf("%w: %w", errNoVnetHdr, err)
 		}
 	}
+	// Before the ring, as PACKET_VNET_HDR: room before every frame
+	// (RingHeadroom, lend_linux.go).
+	if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_RESERVE, ringReserve); err != nil {
+		return fmt.Errorf("PACKET_RESERVE: %w", err)
+	}
 	req := unix.TpacketReq3{
 		Block_size:     RingBlockSize,
 		Block_nr:       RingBlocks,
@@ -166,6 +171,7 @@ func (q *rxQueue) setup(n int, fanoutID *uint16, tx *txRing) error {
 	}
 	q.mapping = mapping
 	q.ring = mapping[:RingBlockSize*RingBlocks]
+	addReceiveRing(q.ring)
 	if tx != nil {
 		tx.mem = mapping[RingBlockSize*RingBlocks:]
 	}
@@ -197,6 +203,9 @@ func (q *rxQueue) close() {
 	if q.light != nil {
 		q.light.close()
 		q.light = nil
+	}
+	if q.mapping != nil {
+		removeReceiveRing(q.ring) // before the unmap: ExtendFrame must not lend from it
 	}
 	q.closeSocket()
 	q.ring = nil

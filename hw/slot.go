@@ -30,7 +30,7 @@ func parseSlot(slot []byte, frames []Frame, maxLen int, vnet bool, drops *dropCo
 	wireLen := le.Uint32(slot[shLen:])
 	snaplen := le.Uint32(slot[shSnaplen:])
 	mac := int(le.Uint16(slot[shMac:]))
-	minMac := slotHdrLen
+	minMac := slotHdrLen + RingHeadroom // as parseBlock
 	if vnet {
 		minMac += VnetHdrLen
 	}

@@ -47,7 +47,8 @@
 #                               counter is exact (CI)
 #
 # Environment: N1, N2, RUNS (default 2), BENCH (any of nat, ack, transit;
-# default all three), QEMU_ARM (default qemu-arm-static), ARMPROJ_KEEP=DIR
+# default all three; or WAN/DIR/TX, a case of BenchmarkPPPoEFastPath such
+# as pppoe/upload/ring: the header push, docs/arm-projection.md), QEMU_ARM (default qemu-arm-static), ARMPROJ_KEEP=DIR
 # keeps the counter outputs (counts per symbol and address, never the
 # trace itself).
 set -euo pipefail
@@ -329,7 +330,14 @@ for b in $benches; do
 	nat) measure nat '^BenchmarkNATFastPathDispatch$' "$mod.benchNATFastPath" ;;
 	ack) measure ack '^BenchmarkNATFastPathACK$' "$mod.benchNATFastPath" ;;
 	transit) measure transit '^BenchmarkDispatch$/^forward$/^1514B$' "$mod.BenchmarkDispatch.func4.1" ;;
-	*) echo "armproj.sh: unknown benchmark $b (nat, ack, transit)" >&2; exit 1 ;;
+	# BenchmarkPPPoEFastPath's levels: the wan (plain, pppoe, vlan), the
+	# direction (upload, download; vlan's download goes through a trunk,
+	# not the window's caller) and the egress writer (copy: a frame that
+	# needs a header is copied; ring: it is pushed in the ring's room).
+	plain/*/* | pppoe/*/* | vlan/upload/*)
+		IFS=/ read -r wan dir tx <<<"$b"
+		measure "$wan-$dir-$tx" "^BenchmarkPPPoEFastPath\$/^$wan\$/^$dir\$/^$tx\$" "$mod.benchPPPoEFastPath" ;;
+	*) echo "armproj.sh: unknown benchmark $b (nat, ack, transit, or WAN/DIR/TX of BenchmarkPPPoEFastPath: plain|pppoe|vlan / upload|download / copy|ring)" >&2; exit 1 ;;
 	esac
 done
 if [ -n "${ARMPROJ_KEEP:-}" ]; then

@@ -208,6 +208,22 @@ func (q *Queue) WriteFrames(frames [][]byte) (int, error) {
 	return len(frames), nil
 }
 
+// ExtendFrame passes its output's ExtendFrame on (stack's frameExtender:
+// a port that lends the room before a frame of its receive memory):
+// WriteFrames copies every frame into the queue before it returns, so a
+// VLAN tag or PPPoE header pushed in that room leaves with the frame, and
+// a forwarded frame is copied once, into the queue, not first into a
+// buffer with room. nil if the output lends nothing.
+func (q *Queue) ExtendFrame(frame []byte, head int) []byte {
+	x, ok := q.out.Load().FrameWriter.(interface {
+		ExtendFrame(frame []byte, head int) []byte
+	})
+	if !ok {
+		return nil
+	}
+	return x.ExtendFrame(frame, head)
+}
+
 func (q *Queue) kick() {
 	q.sleep.kick()
 }

@@ -1,6 +1,7 @@
 package sqm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net/netip"
 	"sync"
@@ -184,5 +185,72 @@ func TestQueueReconfigureKeepsBacklog(t *testing.T) {
 	}
 	if got := q.Params().Rate; got != 100_000_000 {
 		t.Errorf("rate %d", got)
+	}
+}
+
+// lendSink is a sink that lends the 8 octets before frames of mem, as a
+// port does before a frame of its receive ring.
+type lendSink struct {
+	sink
+	mem []byte
+}
+
+func (s *lendSink) ExtendFrame(f []byte, head int) []byte {
+	if len(f) == 0 || head > 8 || &f[0] != &s.mem[8] {
+		return nil
+	}
+	return s.mem[8-head : 8+len(f)]
+}
+
+// TestQueueExtendFrame: the queue lends what its output lends, so the
+// stack can push a header in front of a received frame where it lies;
+// the frame as extended is what leaves. An output that lends nothing
+// makes the queue lend nothing.
+func TestQueueExtendFrame(t *testing.T) {
+	frame := udp4(wanAddr, remote, 1000, 80, 200)
+	out := &lendSink{mem: make([]byte, 8+len(frame))}
+	q, err := New(Upload, Params{Rate: 100_000_000}, nil, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	f := out.mem[8 : 8+copy(out.mem[8:], frame)]
+	x := q.ExtendFrame(f, 8)
+	if x == nil || len(x) != 8+len(f) || &x[8] != &f[0] {
+		t.Fatalf("ExtendFrame(frame, 8) = %d bytes, want the output's room before the frame", len(x))
+	}
+	copy(x, x[8:20]) // the MAC addresses move forward, as the stack pushes
+	copy(x[12:20], "\x88\x64\x11\x00\x00\x01\x00\x00")
+	want := bytes.Clone(x)
+	q.WriteFrames([][]byte{x})
+	clear(out.mem) // the receive memory is reused after the batch
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		out.mu.Lock()
+		n := len(out.frames)
+		var got []byte
+		if n > 0 {
+			got = out.frames[0]
+		}
+		out.mu.Unlock()
+		if n > 0 {
+			if !bytes.Equal(got, want) {
+				t.Errorf("sent\n% x\nwant\n% x", got[:24], want[:24])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the extended frame never left")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var plain sink
+	q2, err := New(Upload, Params{Rate: 100_000_000}, nil, &plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q2.Close()
+	if q2.ExtendFrame(f, 8) != nil {
+		t.Error("ExtendFrame with an output that lends nothing returned room")
 	}
 }

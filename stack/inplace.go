@@ -8,17 +8,20 @@ import "encoding/binary"
 // was received and, while the port's receive batch runs, hand that view
 // to the egress writer (appendFastLocked). An untagged frame goes as it
 // is. A frame that needs bytes in front of it (the egress interface's
-// VLAN tags, a SecTAG) used to be copied into a buffer with room first;
-// a writer that sends from the memory the frame arrived in (an af_xdp
-// port on a UMEM it shares with the ingress port, hw/xdpport) instead
-// lends the bytes before the frame (ExtendFrame), so the tags and the
-// SecTAG are pushed in place and the frame leaves from its receive
-// buffer without any copy. A writer that cannot (AF_PACKET, another
-// UMEM) returns nil, and the frame is copied as before.
+// VLAN tags, a PPPoE session header, a SecTAG) used to be copied into a
+// buffer with room first; a writer that can send from the memory the
+// frame arrived in instead lends the bytes before the frame
+// (ExtendFrame), so the headers are pushed in place and the frame leaves
+// from its receive buffer: an af_xdp port on a UMEM it shares with the
+// ingress port (hw/xdpport) without any copy, an AF_PACKET port over any
+// port's receive ring (hw.Port, whose rings keep hw.RingHeadroom before
+// each frame) with sendmmsg's copy into the skb as the only one. A
+// writer that cannot (another UMEM, memory outside the rings) returns
+// nil, and the frame is copied as before.
 
 // frameExtender is a FrameWriter that sends frames from the memory they
-// were received in (hw/xdpport.Port, and what wraps one: capture.Writer,
-// MACsecLink). The endpoint finds it by type assertion.
+// were received in (hw.Port, hw/xdpport.Port, and what wraps one:
+// capture.Writer, MACsecLink). The endpoint finds it by type assertion.
 type frameExtender interface {
 	// ExtendFrame returns frame grown by head octets at its front, in
 	// the same memory (frame's first octet at index head, capacity to

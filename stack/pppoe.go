@@ -42,7 +42,8 @@ import (
 //     frame's buffer: WritePackets and software segmentation build their
 //     frames 8 octets in; the fast path (appendFastLocked) pushes them
 //     in place where the writer lends room before a ring frame
-//     (frameExtender), or copies the frame once as it does for tags.
+//     (frameExtender: an af_xdp UMEM frame, an AF_PACKET ring frame),
+//     or copies the frame once as it does for tags.
 //     Superframes are cut in software (a kernel cannot segment PPPoE).
 //     Without a session the frame is dropped ("pppoe_down").
 //

@@ -193,9 +193,17 @@ func (e *Endpoint) appendSuperLocked(w *frameWriter, frame []byte, pcp int, g *h
 			buf *[]byte
 			out []byte
 		)
-		if v.n == 0 && e.tx != nil && e.tx.deferring() && !copied {
-			out = frame // from the receive ring, as appendFastLocked
-		} else {
+		if e.tx != nil && e.tx.deferring() && !copied {
+			// From the receive ring, as appendFastLocked: untagged as
+			// it is, tagged in place where the writer lends the room.
+			if v.n == 0 {
+				out = frame
+			} else if x := w.extendFrame(frame, v.n); x != nil {
+				pushTagsInPlace(x, v, pcp)
+				out = x
+			}
+		}
+		if out == nil {
 			buf = e.getBigBuf(len(frame) + v.n)
 			out = (*buf)[:len(frame)+v.n]
 			copy(out, frame[:12])

@@ -660,3 +660,66 @@ func TestSuperframeEgressMTUSmaller(t *testing.T) {
 		t.Errorf("ICMP code %d MTU %d, want Fragmentation Needed with MTU 1400", m.Code(), m.MTU())
 	}
 }
+
+// gsoLendWriter is a port with vnet headers that sends from the memory
+// frames are received in (an AF_PACKET port's rings, hw.Port.ExtendFrame):
+// it takes superframes whole and records where each one lay in mem.
+type gsoLendWriter struct {
+	recWriter
+	lend *lendWriter
+	offs []int
+}
+
+func (w *gsoLendWriter) ExtendFrame(f []byte, head int) []byte { return w.lend.ExtendFrame(f, head) }
+
+func (w *gsoLendWriter) WriteFramesGSO(frames [][]byte, gso []hw.GSO) (int, error) {
+	for _, f := range frames {
+		w.offs = append(w.offs, w.lend.offset(f))
+	}
+	return w.recWriter.WriteFramesGSO(frames, gso)
+}
+
+// TestSuperframeTagsInPlace: inside a receive batch, a superframe that
+// leaves a tagged interface whole gets its tag pushed in front of it
+// where it lies when the writer lends the room (4 octets before where it
+// arrived), as appendFastLocked does for plain frames, and is copied
+// when it comes from other memory; the same bytes and metadata leave
+// either way.
+func TestSuperframeTagsInPlace(t *testing.T) {
+	const at = 256
+	f, g := rawSuperframe(false, false, 20*1448+333, 1448)
+	var sent [][]byte
+	for _, inMem := range []bool{true, false} {
+		w := &gsoLendWriter{recWriter: recWriter{gso: true}, lend: &lendWriter{mem: make([]byte, at+len(f))}}
+		var local atomic.Pointer[localSet]
+		e := newEndpoint(wanMAC, 1500, w, &local)
+		e.vlan.Store(newEgressVLAN(&InterfaceConfig{VLAN: []uint16{7}, PCP: 1}))
+		e.tx = new(txBatcher)
+		e.tx.begin()
+		in := bytes.Clone(f)
+		if inMem {
+			in = w.lend.received(f, at)
+		}
+		gg := g
+		e.txMu.Lock()
+		fw := e.writer.Load()
+		e.appendSuperLocked(fw, in, 5, &gg, false)
+		e.sendPendingLocked(fw)
+		e.txMu.Unlock()
+		out, metas := w.take()
+		if len(out) != 1 || metas[0].Type != g.Type || metas[0].CsumStart != g.CsumStart+4 {
+			t.Fatalf("in memory %v: %d frames (%+v), want the superframe whole with its offsets 4 on", inMem, len(out), metas)
+		}
+		wantOff := -1
+		if inMem {
+			wantOff = at - 4
+		}
+		if w.offs[0] != wantOff {
+			t.Errorf("in memory %v: superframe sent from offset %d of the receive memory, want %d (-1: a copy)", inMem, w.offs[0], wantOff)
+		}
+		sent = append(sent, out[0])
+	}
+	if !bytes.Equal(sent[0], sent[1]) {
+		t.Error("the superframe tagged in place differs from the copied one")
+	}
+}
