@@ -82,6 +82,7 @@ func TestAQMProbeUnderLoad(t *testing.T) {
 		// 10 s of load: 200 probes a direction, so that one lost
 		// probe is the 0.5 % the bound allows.
 		BenchSeconds: 10,
+		fewProofs:    true, // each round restarts the router
 		testHook: func(l *lab) error {
 			ctx := context.Background()
 			base := l.cfgEdits

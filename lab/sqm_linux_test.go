@@ -84,7 +84,7 @@ func underLoad(ctx context.Context, l *lab, to netip.Addr, reverse bool) (loadRe
 // short, while the upload keeps most of the shaped rate.
 func TestSQMUpload(t *testing.T) {
 	requirePrivileged(t, "iperf3", "tc", "ping")
-	runWithHookTimeout(t, 4*time.Minute, func(l *lab) error {
+	runWithHookFewProofs(t, 4*time.Minute, func(l *lab) error {
 		ctx := context.Background()
 		if err := addModem(ctx, l, modemRate); err != nil {
 			return err
@@ -175,7 +175,7 @@ func TestSQMUpload(t *testing.T) {
 // ping, a flow of its own, is not behind them.
 func TestSQMDownload(t *testing.T) {
 	requirePrivileged(t, "iperf3", "tc", "ping", "sysctl")
-	runWithHookTimeout(t, 4*time.Minute, func(l *lab) error {
+	runWithHookFewProofs(t, 4*time.Minute, func(l *lab) error {
 		ctx := context.Background()
 		far, err := addFarServer(ctx, l)
 		if err != nil {
@@ -305,7 +305,7 @@ func hostShares(ctx context.Context, l *lab, lan2 string) (many, one float64, er
 // (both hosts leave as the WAN address), gives each host about half.
 func TestSQMHostFairness(t *testing.T) {
 	requirePrivileged(t, "iperf3", "tc")
-	runWithHookTimeout(t, 4*time.Minute, func(l *lab) error {
+	runWithHookFewProofs(t, 4*time.Minute, func(l *lab) error {
 		ctx := context.Background()
 		if err := addModem(ctx, l, modemRate); err != nil {
 			return err
