@@ -371,22 +371,14 @@ func (l *lab) fastPathProof(ctx context.Context) (string, error) {
 	if err := send(warmup); err != nil {
 		return "", err
 	}
-	before, err := l.natCounters(ctx, time.Now())
-	if err != nil {
-		return "", err
-	}
-	super0, err := l.readSuperframes(ctx)
+	before, super0, err := l.fastPathCounters(ctx, time.Now())
 	if err != nil {
 		return "", err
 	}
 	if err := send(fastPathBytes); err != nil {
 		return "", err
 	}
-	after, err := l.natCounters(ctx, time.Now())
-	if err != nil {
-		return "", err
-	}
-	super1, err := l.readSuperframes(ctx)
+	after, super1, err := l.fastPathCounters(ctx, time.Now())
 	if err != nil {
 		return "", err
 	}
@@ -423,16 +415,18 @@ type natCounters struct {
 	NetstackIPReceived uint64
 }
 
-// natCounters reads them from a status snapshot taken after since.
-func (l *lab) natCounters(ctx context.Context, since time.Time) (natCounters, error) {
+// fastPathCounters reads the fast path proof's counters and the
+// superframe counters from one status snapshot taken after since: one
+// wait for the status server's once-a-second sample, not two.
+func (l *lab) fastPathCounters(ctx context.Context, since time.Time) (natCounters, superframeStats, error) {
 	s, err := l.statusSince(ctx, since)
 	if err != nil {
-		return natCounters{}, err
+		return natCounters{}, superframeStats{}, err
 	}
 	if s.Conntrack == nil || s.Netstack == nil {
-		return natCounters{}, errors.New("lab: status JSON has no conntrack or netstack section")
+		return natCounters{}, superframeStats{}, errors.New("lab: status JSON has no conntrack or netstack section")
 	}
-	return natCounters{FastPathHits: s.Conntrack.FastPathHits, NetstackIPReceived: s.Netstack.IPPacketsReceived}, nil
+	return natCounters{FastPathHits: s.Conntrack.FastPathHits, NetstackIPReceived: s.Netstack.IPPacketsReceived}, superframesOf(s), nil
 }
 
 // statusSince returns the router's status snapshot once one taken at or
