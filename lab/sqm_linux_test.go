@@ -175,7 +175,11 @@ func TestSQMUpload(t *testing.T) {
 // ping, a flow of its own, is not behind them.
 func TestSQMDownload(t *testing.T) {
 	requirePrivileged(t, "iperf3", "tc", "ping", "sysctl")
-	runWithHookFewProofs(t, 4*time.Minute, func(l *lab) error {
+	// The full proofs: with fewProofs its ping under sqm averaged 50.5
+	// and 40.6 ms in two of three runs (6.1 and 13.7 ms in two on the
+	// full set), so something the proofs leave (or their seconds) it
+	// still needs; not yet known what.
+	runWithHookTimeout(t, 4*time.Minute, func(l *lab) error {
 		ctx := context.Background()
 		far, err := addFarServer(ctx, l)
 		if err != nil {
