@@ -67,6 +67,18 @@ func runWithHook(t *testing.T, hook func(l *lab) error) {
 // DHCP lease life).
 func runWithHookTimeout(t *testing.T, d time.Duration, hook func(l *lab) error) {
 	t.Helper()
+	runLabWithHook(t, d, false, hook)
+}
+
+// runWithHookFewProofs is runWithHookTimeout with Options.fewProofs: for
+// a hook that needs none of the state the NAT and service proofs set up.
+func runWithHookFewProofs(t *testing.T, d time.Duration, hook func(l *lab) error) {
+	t.Helper()
+	runLabWithHook(t, d, true, hook)
+}
+
+func runLabWithHook(t *testing.T, d time.Duration, fewProofs bool, hook func(l *lab) error) {
+	t.Helper()
 	requirePrivileged(t)
 	var out bytes.Buffer
 	opt := Options{
@@ -76,6 +88,7 @@ func runWithHookTimeout(t *testing.T, d time.Duration, hook func(l *lab) error) 
 		Stdout:       &out,
 		testHook:     hook,
 		runTag:       nextRunTag(),
+		fewProofs:    fewProofs,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()

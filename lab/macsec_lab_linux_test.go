@@ -424,6 +424,7 @@ func TestMACsecPNOrder(t *testing.T) {
 		// batches on a VM (macsec/help.go), and this test is about order
 		// under parallel crypto.
 		macsecParallel: "always",
+		fewProofs:      true, // its iperf3 crosses the fast path and the SecY
 		testHook: func(l *lab) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
@@ -520,6 +521,7 @@ func TestMACsecRekeyReload(t *testing.T) {
 		StatusPort:   freePort(t),
 		Topology:     TopologyMACsec,
 		Log:          testLogger(t),
+		fewProofs:    true, // the hook sends its own UDP and TCP across the rekey
 		testHook: func(l *lab) error {
 			ctx := context.Background()
 			o, err := l.macsecKeys()

@@ -283,38 +283,46 @@ func (l *lab) setUpFar(ctx context.Context) error {
 	return nsRun(ctx, l.wanNS, "ip", "route", "replace", farNet.String(), "via", wanRouter4.Addr().String(), "dev", hostIf)
 }
 
-// natProofs checks the router's NAT from the hosts.
-func (l *lab) natProofs(ctx context.Context, add func(name, detail string, err error)) {
-	peer, d, err := echoPeer(ctx, l.lanNS, l.wanNS, netip.AddrPortFrom(wanHost4.Addr(), 0), netip.AddrPort{})
-	add("masquerade: TCP LAN→WAN, WAN host sees the router's WAN address", d, wantPeer(peer, wanRouter4.Addr(), err))
-
+// natProofs check the router's NAT from the hosts. The port forward and
+// the hairpin both listen on the LAN host's forwardPort: one chain. The
+// fast path proof counts packets: it runs alone.
+func (l *lab) natProofs() []step {
 	fwd := netip.AddrPortFrom(lanHost4.Addr(), forwardPort)
-	peer, d, err = echoPeer(ctx, l.wanNS, l.lanNS, fwd, netip.AddrPortFrom(wanRouter4.Addr(), forwardPort))
-	add(fmt.Sprintf("port forward: TCP WAN→LAN via %s:%d, LAN host sees the WAN host", wanRouter4.Addr(), forwardPort), d, wantPeer(peer, wanHost4.Addr(), err))
-
-	peer, d, err = echoPeer(ctx, l.lanNS, l.lanNS, fwd, netip.AddrPortFrom(wanRouter4.Addr(), forwardPort))
-	if err == nil && peer.Addr() == lanRouter4.Addr() {
-		err = wantPeer(peer, lanRouter4.Addr(), nil) // either router address brings replies back
-	} else {
-		err = wantPeer(peer, wanRouter4.Addr(), err)
+	return []step{
+		{"masquerade: TCP LAN→WAN, WAN host sees the router's WAN address", "masquerade", func(ctx context.Context) (string, error) {
+			peer, d, err := echoPeer(ctx, l.lanNS, l.wanNS, netip.AddrPortFrom(wanHost4.Addr(), 0), netip.AddrPort{})
+			return d, wantPeer(peer, wanRouter4.Addr(), err)
+		}},
+		{fmt.Sprintf("port forward: TCP WAN→LAN via %s:%d, LAN host sees the WAN host", wanRouter4.Addr(), forwardPort), "forward", func(ctx context.Context) (string, error) {
+			peer, d, err := echoPeer(ctx, l.wanNS, l.lanNS, fwd, netip.AddrPortFrom(wanRouter4.Addr(), forwardPort))
+			return d, wantPeer(peer, wanHost4.Addr(), err)
+		}},
+		{fmt.Sprintf("hairpin: TCP LAN→%s:%d back to the LAN host, from a router address", wanRouter4.Addr(), forwardPort), "forward", func(ctx context.Context) (string, error) {
+			peer, d, err := echoPeer(ctx, l.lanNS, l.lanNS, fwd, netip.AddrPortFrom(wanRouter4.Addr(), forwardPort))
+			if err == nil && peer.Addr() == lanRouter4.Addr() {
+				err = wantPeer(peer, lanRouter4.Addr(), nil) // either router address brings replies back
+			} else {
+				err = wantPeer(peer, wanRouter4.Addr(), err)
+			}
+			return d, err
+		}},
+		{fmt.Sprintf("UDP %d-byte datagram (fragments) LAN→WAN through masquerade", udpBigBytes), "udp", func(ctx context.Context) (string, error) {
+			peer, d, err := udpEchoPeer(ctx, l.lanNS, l.wanNS, netip.AddrPortFrom(wanHost4.Addr(), forwardPort+1), udpBigBytes)
+			return d, wantPeer(peer, wanRouter4.Addr(), err)
+		}},
+		{"traceroute LAN→beyond the WAN host: Time Exceeded comes back translated", "traceroute", func(ctx context.Context) (string, error) {
+			err := l.setUpFar(ctx)
+			var hops []hop
+			if err == nil {
+				hops, err = traceroute(ctx, l.lanNS, farNet.Addr().Next().Next(), 2)
+			}
+			if err == nil && (len(hops) != 2 || hops[0].From != lanRouter4.Addr() || hops[1].From != wanHost4.Addr() || hops[1].Type != 11) {
+				err = fmt.Errorf("hops %v, want Time Exceeded from %s then from %s", hops, lanRouter4.Addr(), wanHost4.Addr())
+			}
+			return fmt.Sprint(hops), err
+		}},
+		{"fast path: an assured flow's packets skip netstack", "", l.fastPathProof},
 	}
-	add(fmt.Sprintf("hairpin: TCP LAN→%s:%d back to the LAN host, from a router address", wanRouter4.Addr(), forwardPort), d, err)
-
-	peer, d, err = udpEchoPeer(ctx, l.lanNS, l.wanNS, netip.AddrPortFrom(wanHost4.Addr(), forwardPort+1), udpBigBytes)
-	add(fmt.Sprintf("UDP %d-byte datagram (fragments) LAN→WAN through masquerade", udpBigBytes), d, wantPeer(peer, wanRouter4.Addr(), err))
-
-	err = l.setUpFar(ctx)
-	var hops []hop
-	if err == nil {
-		hops, err = traceroute(ctx, l.lanNS, farNet.Addr().Next().Next(), 2)
-	}
-	if err == nil && (len(hops) != 2 || hops[0].From != lanRouter4.Addr() || hops[1].From != wanHost4.Addr() || hops[1].Type != 11) {
-		err = fmt.Errorf("hops %v, want Time Exceeded from %s then from %s", hops, lanRouter4.Addr(), wanHost4.Addr())
-	}
-	add("traceroute LAN→beyond the WAN host: Time Exceeded comes back translated", fmt.Sprint(hops), err)
-
-	d, err = l.fastPathProof(ctx)
-	add("fast path: an assured flow's packets skip netstack", d, err)
 }
 
 // fastPathProof streams TCP from the LAN host to a sink on the WAN host.
@@ -363,22 +371,14 @@ func (l *lab) fastPathProof(ctx context.Context) (string, error) {
 	if err := send(warmup); err != nil {
 		return "", err
 	}
-	before, err := l.natCounters(ctx, time.Now())
-	if err != nil {
-		return "", err
-	}
-	super0, err := l.readSuperframes(ctx)
+	before, super0, err := l.fastPathCounters(ctx, time.Now())
 	if err != nil {
 		return "", err
 	}
 	if err := send(fastPathBytes); err != nil {
 		return "", err
 	}
-	after, err := l.natCounters(ctx, time.Now())
-	if err != nil {
-		return "", err
-	}
-	super1, err := l.readSuperframes(ctx)
+	after, super1, err := l.fastPathCounters(ctx, time.Now())
 	if err != nil {
 		return "", err
 	}
@@ -415,16 +415,18 @@ type natCounters struct {
 	NetstackIPReceived uint64
 }
 
-// natCounters reads them from a status snapshot taken after since.
-func (l *lab) natCounters(ctx context.Context, since time.Time) (natCounters, error) {
+// fastPathCounters reads the fast path proof's counters and the
+// superframe counters from one status snapshot taken after since: one
+// wait for the status server's once-a-second sample, not two.
+func (l *lab) fastPathCounters(ctx context.Context, since time.Time) (natCounters, superframeStats, error) {
 	s, err := l.statusSince(ctx, since)
 	if err != nil {
-		return natCounters{}, err
+		return natCounters{}, superframeStats{}, err
 	}
 	if s.Conntrack == nil || s.Netstack == nil {
-		return natCounters{}, errors.New("lab: status JSON has no conntrack or netstack section")
+		return natCounters{}, superframeStats{}, errors.New("lab: status JSON has no conntrack or netstack section")
 	}
-	return natCounters{FastPathHits: s.Conntrack.FastPathHits, NetstackIPReceived: s.Netstack.IPPacketsReceived}, nil
+	return natCounters{FastPathHits: s.Conntrack.FastPathHits, NetstackIPReceived: s.Netstack.IPPacketsReceived}, superframesOf(s), nil
 }
 
 // statusSince returns the router's status snapshot once one taken at or

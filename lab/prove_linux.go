@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -35,10 +36,82 @@ type proof struct {
 	Detail string
 }
 
+// step is one proof to run: its name in the summary, the chain it runs
+// in, and the check.
+type step struct {
+	name string
+	// chain names the steps that must run one after another, in their
+	// order (they share a socket address, a DHCP client identity or one
+	// another's state); chains run side by side. "" runs alone, after
+	// all chains, in order: for a proof that counts the router's packets
+	// and must see only its own.
+	chain string
+	run   func(ctx context.Context) (string, error)
+}
+
+// runSteps runs steps, each chain in its own goroutine, then the lone
+// steps one at a time, and returns their outcomes in the order of steps
+// and the time the chains were done. The proofs mostly wait (on DHCP
+// clients, RAs, the status sampler), so running them side by side saves a
+// lab start seconds.
+func (l *lab) runSteps(ctx context.Context, steps []step) ([]proof, time.Time) {
+	ps := make([]proof, len(steps))
+	do := func(i int) {
+		d, err := steps[i].run(ctx)
+		ps[i] = proof{Name: steps[i].name, Err: err, Detail: d}
+		if err != nil {
+			l.log.Warn("lab: proof failed", "proof", steps[i].name, "err", err)
+		} else {
+			l.log.Debug("lab: proof passed", "proof", steps[i].name, "detail", d)
+		}
+	}
+	chains := map[string][]int{}
+	var order []string
+	for i, s := range steps {
+		if s.chain == "" {
+			continue
+		}
+		if _, ok := chains[s.chain]; !ok {
+			order = append(order, s.chain)
+		}
+		chains[s.chain] = append(chains[s.chain], i)
+	}
+	var wg sync.WaitGroup
+	for _, c := range order {
+		wg.Go(func() {
+			for _, i := range chains[c] {
+				do(i)
+			}
+		})
+	}
+	wg.Wait()
+	chainsDone := time.Now()
+	for i, s := range steps {
+		if s.chain == "" {
+			do(i)
+		}
+	}
+	return ps, chainsDone
+}
+
 // prove runs every check against the running router and returns their
-// outcomes; it fails only if it could not run them.
+// outcomes; it fails only if it could not run them. With Options.fewProofs
+// it runs only the reachability, status page and kernel checks.
 func (l *lab) prove(ctx context.Context) []proof {
-	var ps []proof
+	kBefore, kErr := readKernelState(l.rtrNS)
+	before, sErr := l.routerCounters(ctx)
+
+	var steps []step
+	if l.natLab() {
+		steps = l.natLabProofs()
+		if !l.opt.fewProofs {
+			steps = append(steps, l.serviceProofs()...)
+		}
+	} else {
+		steps = l.routedProofs()
+	}
+	steps = append(steps, l.statusPageProofs()...)
+	ps, chainsDone := l.runSteps(ctx, steps)
 	add := func(name string, detail string, err error) {
 		ps = append(ps, proof{Name: name, Err: err, Detail: detail})
 		if err != nil {
@@ -47,33 +120,10 @@ func (l *lab) prove(ctx context.Context) []proof {
 			l.log.Debug("lab: proof passed", "proof", name, "detail", detail)
 		}
 	}
-	kBefore, kErr := readKernelState(l.rtrNS)
-	before, sErr := l.routerCounters(ctx)
 
-	if l.natLab() {
-		l.natLabProofs(ctx, add)
-		l.serviceProofs(ctx, add)
-	} else {
-		l.routedProofs(ctx, add)
-	}
-
-	url := "http://" + lanRouter4.Addr().String() + "/api/status"
-	body, err := httpGet(ctx, l.lanNS, url)
-	if err == nil {
-		_, err = parseStatus(body)
-	}
-	add("status page from LAN host "+url, fmt.Sprintf("%d bytes", len(body)), err)
-
-	if l.proxy != nil {
-		url := fmt.Sprintf("http://%s/api/status", l.proxy.Addr())
-		body, err := httpGet(ctx, "", url)
-		if err == nil {
-			_, err = parseStatus(body)
-		}
-		add("status page from this machine "+url, fmt.Sprintf("%d bytes", len(body)), err)
-	}
-
-	after, err := l.freshCounters(ctx, time.Now())
+	// A snapshot taken after the chains' traffic shows it; the lone
+	// fast path proof has usually outlasted the sampling period by now.
+	after, err := l.freshCounters(ctx, chainsDone)
 	if err == nil {
 		err = sErr
 	}
@@ -119,25 +169,49 @@ func (l *lab) prove(ctx context.Context) []proof {
 	return ps
 }
 
+// statusPageProofs fetch the status page through the router from the LAN
+// host and, with the proxy, from this machine.
+func (l *lab) statusPageProofs() []step {
+	url := "http://" + lanRouter4.Addr().String() + "/api/status"
+	steps := []step{{"status page from LAN host " + url, "status-lan", func(ctx context.Context) (string, error) {
+		return statusPage(ctx, l.lanNS, url)
+	}}}
+	if l.proxy != nil {
+		url := fmt.Sprintf("http://%s/api/status", l.proxy.Addr())
+		steps = append(steps, step{"status page from this machine " + url, "status-proxy", func(ctx context.Context) (string, error) {
+			return statusPage(ctx, "", url)
+		}})
+	}
+	return steps
+}
+
+// statusPage fetches and parses the status JSON at url from namespace ns.
+func statusPage(ctx context.Context, ns, url string) (string, error) {
+	body, err := httpGet(ctx, ns, url)
+	if err == nil {
+		_, err = parseStatus(body)
+	}
+	return fmt.Sprintf("%d bytes", len(body)), err
+}
+
 // natLab reports whether the lab's router is the NAT appliance (the
 // one-router topologies); the MACsec lab joins two routed sites.
 func (l *lab) natLab() bool { return l.opt.Topology != TopologyMACsec }
 
+// pingStep is the proof that host namespace ns pings to, in a chain of its
+// own.
+func pingStep(name, ns string, to netip.Addr) step {
+	return step{name, "ping " + name, func(ctx context.Context) (string, error) { return ping(ctx, ns, to) }}
+}
+
 // natLabProofs are the reachability proofs of the NAT lab, then its NAT
-// proofs.
-func (l *lab) natLabProofs(ctx context.Context, add func(name, detail string, err error)) {
-	for _, p := range []struct {
-		name string
-		ns   string
-		to   netip.Addr
-	}{
-		{"ping LAN→WAN IPv4 (through masquerade)", l.lanNS, wanHost4.Addr()},
-		{"ping WAN→router WAN address IPv4", l.wanNS, wanRouter4.Addr()},
-		{"ping LAN→WAN IPv6", l.lanNS, wanHost6.Addr()},
-		{"ping WAN→LAN IPv6", l.wanNS, lanHost6.Addr()},
-	} {
-		d, err := ping(ctx, p.ns, p.to)
-		add(p.name, d, err)
+// proofs (those only without Options.fewProofs).
+func (l *lab) natLabProofs() []step {
+	steps := []step{
+		pingStep("ping LAN→WAN IPv4 (through masquerade)", l.lanNS, wanHost4.Addr()),
+		pingStep("ping WAN→router WAN address IPv4", l.wanNS, wanRouter4.Addr()),
+		pingStep("ping LAN→WAN IPv6", l.lanNS, wanHost6.Addr()),
+		pingStep("ping WAN→LAN IPv6", l.wanNS, lanHost6.Addr()),
 	}
 	// IPv4 WAN→LAN goes through the port forward (natProofs); IPv6 is
 	// not translated, and the firewall admits new inbound flows only to
@@ -150,27 +224,25 @@ func (l *lab) natLabProofs(ctx context.Context, add func(name, detail string, er
 		{"TCP LAN→WAN IPv6", l.lanNS, l.wanNS, netip.AddrPortFrom(wanHost6.Addr(), 0)},
 		{fmt.Sprintf("TCP WAN→LAN IPv6 (firewall allows port %d)", forwardPort), l.wanNS, l.lanNS, netip.AddrPortFrom(lanHost6.Addr(), forwardPort)},
 	} {
-		_, d, err := echoPeer(ctx, p.clientNS, p.srvNS, p.srv, netip.AddrPort{})
-		add(p.name, d, err)
+		steps = append(steps, step{p.name, p.name, func(ctx context.Context) (string, error) {
+			_, d, err := echoPeer(ctx, p.clientNS, p.srvNS, p.srv, netip.AddrPort{})
+			return d, err
+		}})
 	}
-	l.natProofs(ctx, add)
+	if l.opt.fewProofs {
+		return steps
+	}
+	return append(steps, l.natProofs()...)
 }
 
 // routedProofs are the reachability proofs of a lab without NAT: ping and
 // TCP both ways in both families.
-func (l *lab) routedProofs(ctx context.Context, add func(name, detail string, err error)) {
-	for _, p := range []struct {
-		name string
-		ns   string
-		to   netip.Addr
-	}{
-		{"ping LAN→WAN IPv4", l.lanNS, wanHost4.Addr()},
-		{"ping WAN→LAN IPv4", l.wanNS, lanHost4.Addr()},
-		{"ping LAN→WAN IPv6", l.lanNS, wanHost6.Addr()},
-		{"ping WAN→LAN IPv6", l.wanNS, lanHost6.Addr()},
-	} {
-		d, err := ping(ctx, p.ns, p.to)
-		add(p.name, d, err)
+func (l *lab) routedProofs() []step {
+	steps := []step{
+		pingStep("ping LAN→WAN IPv4", l.lanNS, wanHost4.Addr()),
+		pingStep("ping WAN→LAN IPv4", l.wanNS, lanHost4.Addr()),
+		pingStep("ping LAN→WAN IPv6", l.lanNS, wanHost6.Addr()),
+		pingStep("ping WAN→LAN IPv6", l.wanNS, lanHost6.Addr()),
 	}
 	for _, p := range []struct {
 		name            string
@@ -182,13 +254,17 @@ func (l *lab) routedProofs(ctx context.Context, add func(name, detail string, er
 		{"TCP LAN→WAN IPv6", l.lanNS, l.wanNS, wanHost6.Addr()},
 		{"TCP WAN→LAN IPv6", l.wanNS, l.lanNS, lanHost6.Addr()},
 	} {
-		d, err := tcpEcho(ctx, p.clientNS, p.srvNS, p.srv)
-		add(p.name, d, err)
+		steps = append(steps, step{p.name, p.name, func(ctx context.Context) (string, error) {
+			return tcpEcho(ctx, p.clientNS, p.srvNS, p.srv)
+		}})
+	}
+	if l.opt.fewProofs {
+		return steps
 	}
 	// Routed flows are tracked too (conntrack without NAT) and take the
-	// fast path; in the MACsec lab its egress is the SecY.
-	d, err := l.fastPathProof(ctx)
-	add("fast path: an assured flow's packets skip netstack", d, err)
+	// fast path; in the MACsec lab its egress is the SecY. It counts
+	// packets: it runs alone.
+	return append(steps, step{"fast path: an assured flow's packets skip netstack", "", l.fastPathProof})
 }
 
 // kernelSilent checks that the kernel forwarded nothing between two

@@ -24,24 +24,22 @@ exit 0
 
 // serviceProofs are the proofs of the router's own services in the NAT
 // lab: the WAN address from the ISP's DHCP server, a LAN host's address
-// from the router's DHCP server.
-func (l *lab) serviceProofs(ctx context.Context, add func(name, detail string, err error)) {
-	d, err := l.wanLeaseProof(ctx)
-	add("WAN address by DHCP from the ISP (dnsmasq)", d, err)
-	d, err = l.lanLeaseProof(ctx)
-	add("LAN host address by DHCP from the router (busybox udhcpc)", d, err)
-	d, err = l.dnsProof(ctx)
-	add("LAN host resolves "+ispWebName+" through the router's DNS", d, err)
-	d, err = l.dhcp6InfoProof(ctx)
-	add("LAN host DNS by stateless DHCPv6 from the router (ISC dhclient -6 -S)", d, err)
-	d, err = l.aaaaProof(ctx)
-	add("LAN host's lease name resolves to its IPv6 address (AAAA, over IPv6)", d, err)
-	d, err = l.slaacProof(ctx)
-	add("LAN host autoconfigures by SLAAC from the router's RAs (its kernel)", d, err)
-	d, err = l.delegationProof(ctx)
-	add("IPv6 prefix delegated by the ISP (kea-dhcp6) numbers the LAN", d, err)
-	d, err = l.raLearnProof(ctx)
-	add("IPv6 default route learned from the ISP's RAs (radvd)", d, err)
+// from the router's DHCP server, DNS, DHCPv6, SLAAC, the delegated prefix
+// and the learned default route. Both udhcpc proofs run on the LAN host's
+// one interface with one client identity, and the AAAA proof wants only
+// LAN /64 addresses in the router's neighbour cache, before the delegation
+// proof pings from the delegated prefix: those three are one chain.
+func (l *lab) serviceProofs() []step {
+	return []step{
+		{"WAN address by DHCP from the ISP (dnsmasq)", "wan lease", l.wanLeaseProof},
+		{"LAN host address by DHCP from the router (busybox udhcpc)", "lan host", l.lanLeaseProof},
+		{"LAN host resolves " + ispWebName + " through the router's DNS", "dns", l.dnsProof},
+		{"LAN host DNS by stateless DHCPv6 from the router (ISC dhclient -6 -S)", "dhcpv6", l.dhcp6InfoProof},
+		{"LAN host's lease name resolves to its IPv6 address (AAAA, over IPv6)", "lan host", l.aaaaProof},
+		{"LAN host autoconfigures by SLAAC from the router's RAs (its kernel)", "slaac", l.slaacProof},
+		{"IPv6 prefix delegated by the ISP (kea-dhcp6) numbers the LAN", "lan host", l.delegationProof},
+		{"IPv6 default route learned from the ISP's RAs (radvd)", "ra learn", l.raLearnProof},
+	}
 }
 
 // raLearnProof waits until the router's WAN RA learner knows the WAN

@@ -84,7 +84,7 @@ func underLoad(ctx context.Context, l *lab, to netip.Addr, reverse bool) (loadRe
 // short, while the upload keeps most of the shaped rate.
 func TestSQMUpload(t *testing.T) {
 	requirePrivileged(t, "iperf3", "tc", "ping")
-	runWithHookTimeout(t, 4*time.Minute, func(l *lab) error {
+	runWithHookFewProofs(t, 4*time.Minute, func(l *lab) error {
 		ctx := context.Background()
 		if err := addModem(ctx, l, modemRate); err != nil {
 			return err
@@ -175,6 +175,10 @@ func TestSQMUpload(t *testing.T) {
 // ping, a flow of its own, is not behind them.
 func TestSQMDownload(t *testing.T) {
 	requirePrivileged(t, "iperf3", "tc", "ping", "sysctl")
+	// The full proofs: with fewProofs its ping under sqm averaged 50.5
+	// and 40.6 ms in two of three runs (6.1 and 13.7 ms in two on the
+	// full set), so something the proofs leave (or their seconds) it
+	// still needs; not yet known what.
 	runWithHookTimeout(t, 4*time.Minute, func(l *lab) error {
 		ctx := context.Background()
 		far, err := addFarServer(ctx, l)
@@ -305,6 +309,8 @@ func hostShares(ctx context.Context, l *lab, lan2 string) (many, one float64, er
 // (both hosts leave as the WAN address), gives each host about half.
 func TestSQMHostFairness(t *testing.T) {
 	requirePrivileged(t, "iperf3", "tc")
+	// The full proofs, as TestSQMDownload: with fewProofs one run's
+	// measure without sqm gave the single flow's host 56 %.
 	runWithHookTimeout(t, 4*time.Minute, func(l *lab) error {
 		ctx := context.Background()
 		if err := addModem(ctx, l, modemRate); err != nil {

@@ -61,6 +61,11 @@ func parseSuperframes(body []byte) (superframeStats, time.Time, error) {
 	if err := json.Unmarshal(body, &s); err != nil {
 		return superframeStats{}, time.Time{}, fmt.Errorf("lab: status JSON: %w", err)
 	}
+	return superframesOf(s), s.Time, nil
+}
+
+// superframesOf sums a snapshot's superframe counters and oversize drops.
+func superframesOf(s status.Snapshot) superframeStats {
 	var out superframeStats
 	for _, p := range s.Ports {
 		out.oversize += p.Drops[hw.DropOversize]
@@ -70,5 +75,5 @@ func parseSuperframes(body []byte) (superframeStats, time.Time, error) {
 		out.sentWhole += i.GSO.SentWhole
 		out.segmented += i.GSO.Segmented
 	}
-	return out, s.Time, nil
+	return out
 }
