@@ -41,11 +41,11 @@ func cakeCommands(r sqmRates) []string {
 		"ip route add default via " + wanHost4.Addr().String(),
 		"echo 1 >/proc/sys/net/ipv4/ip_forward",
 		`nft 'add table ip nat; add chain ip nat post { type nat hook postrouting priority srcnat; policy accept; }; add rule ip nat post oifname "eth1" masquerade'`,
-		fmt.Sprintf("/sbin/tc qdisc replace dev eth1 root cake bandwidth %dkbit overhead %d nat dual-srchost", shapedKbit(r.Up), sqmOverhead),
+		fmt.Sprintf("/sbin/tc qdisc replace dev eth1 root cake bandwidth %dkbit overhead %d nat dual-srchost", shapedUpKbit(r.Up), sqmOverhead),
 		"ip link set ifb0 up",
 		"/sbin/tc qdisc add dev eth1 handle ffff: ingress",
 		"/sbin/tc filter add dev eth1 parent ffff: matchall action mirred egress redirect dev ifb0",
-		fmt.Sprintf("/sbin/tc qdisc replace dev ifb0 root cake bandwidth %dkbit overhead %d nat dual-dsthost ingress", shapedKbit(r.Down), sqmOverhead),
+		fmt.Sprintf("/sbin/tc qdisc replace dev ifb0 root cake bandwidth %dkbit overhead %d nat dual-dsthost ingress", shapedDownKbit(r.Down), sqmOverhead),
 	}
 }
 

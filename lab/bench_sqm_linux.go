@@ -85,7 +85,7 @@ func (l *lab) benchSQM(ctx context.Context) error {
 		sqmProbeInterval, sqmIdleSeconds, benchOmitSeconds, sqmFairManyFlows, sqmFairOneFlow, l.opt.benchRuns())
 	rows := []sqmBenchRow{
 		{"router, no sqm", orig, 0},
-		{fmt.Sprintf("router, sqm %d/%d kbit", shapedKbit(rates.Down), shapedKbit(rates.Up)), on, 2},
+		{fmt.Sprintf("router, sqm %d/%d kbit", shapedDownKbit(rates.Down), shapedUpKbit(rates.Up)), on, 2},
 	}
 	runs := make([][]sqmRun, len(rows))
 	var errs []error
@@ -107,7 +107,7 @@ func (l *lab) benchSQM(ctx context.Context) error {
 		if err != nil {
 			errs = append(errs, err)
 		}
-		rows = append(rows, sqmBenchRow{fmt.Sprintf("Linux cake %d/%d kbit (%s)", shapedKbit(rates.Down), shapedKbit(rates.Up), accel), nil, 0})
+		rows = append(rows, sqmBenchRow{fmt.Sprintf("Linux cake %d/%d kbit (%s)", shapedDownKbit(rates.Down), shapedUpKbit(rates.Up), accel), nil, 0})
 		runs = append(runs, cake)
 	}
 	figs := sqmFigures(rates)
@@ -128,7 +128,7 @@ func (l *lab) benchSQM(ctx context.Context) error {
 		fmt.Fprintf(l.out, "  (%d runs)\n", len(runs[i]))
 	}
 	fmt.Fprintf(l.out, "ms: irtt round trip; +avg/+p99: loaded avg/p99 less the idle avg; up/dn owd: one-way delay under load, avg and p99; up/dn %%: of the sqm rate (%d/%d kbit) in both rows; cpu: the router process's CPU over the loaded phase, per Gbit moved (both ways) and as %% of one core; 1-flow %%: the single-stream host's share of the upload beside the 16-stream host; ring drp: frames the router's port receive rings dropped over the run (before the router reads them: no queue of its own sees them)\n",
-		shapedKbit(rates.Down), shapedKbit(rates.Up))
+		shapedDownKbit(rates.Down), shapedUpKbit(rates.Up))
 	return errors.Join(errs...)
 }
 
