@@ -174,6 +174,37 @@ func (c *UDPConn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
 	return res.Count, netip.AddrPortFrom(addrOf(res.RemoteAddr.Addr), res.RemoteAddr.Port), nil
 }
 
+// ReadBatchUDPAddrPort waits for a datagram as ReadFromUDPAddrPort does,
+// then takes the datagrams already queued behind it without waiting, up
+// to len(bufs): datagram i is bufs[i][:sizes[i]] from addrs[i]. A
+// WireGuard Bind reads its batch this way (conn.ReceiveFunc), paying the
+// wake-up once per batch instead of once per datagram.
+func (c *UDPConn) ReadBatchUDPAddrPort(bufs [][]byte, sizes []int, addrs []netip.AddrPort) (int, error) {
+	n, from, err := c.ReadFromUDPAddrPort(bufs[0])
+	if err != nil {
+		return 0, err
+	}
+	sizes[0], addrs[0] = n, from
+	count := 1
+	if count == len(bufs) {
+		return count, nil
+	}
+	op := udpOps.Get().(*udpOp)
+	defer udpOps.Put(op)
+	opts := tcpip.ReadOptions{NeedRemoteAddr: true}
+	for ; count < len(bufs); count++ {
+		op.w = tcpip.SliceWriter(bufs[count])
+		res, err := c.ep.Read(&op.w, opts)
+		if err != nil { // would block, or closed: the next call says so
+			break
+		}
+		sizes[count] = res.Count
+		addrs[count] = netip.AddrPortFrom(addrOf(res.RemoteAddr.Addr), res.RemoteAddr.Port)
+	}
+	op.w = nil
+	return count, nil
+}
+
 // WriteToUDPAddrPort sends b to addr, as *net.UDPConn does. It does not
 // wait for room in the send buffer: a UDP socket in netstack has none to
 // wait for, and a DNS reply that cannot be sent is the client's to retry.

@@ -118,3 +118,56 @@ func TestUDPConnAllocs(t *testing.T) {
 	// allocate in the test host; UDPConn's own share must stay small.
 	t.Logf("WriteToUDPAddrPort: %.1f allocations per datagram (netstack and the test host included)", allocs)
 }
+
+// TestUDPConnReadBatch: ReadBatchUDPAddrPort returns every datagram
+// already queued, in order and with its source, in one call, up to the
+// batch's size, without allocating.
+func TestUDPConnReadBatch(t *testing.T) {
+	l := newLab(t)
+	c, err := l.r.ListenUDPConn(netip.AddrPortFrom(lanIP4, 51820))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	q, err := gonet.DialUDP(l.a.Stack, nil, &tcpip.FullAddress{Addr: tcpip.AddrFrom4(lanIP4.As4()), Port: 51820}, ipv4.ProtocolNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	send := func(n int) {
+		for i := range n {
+			if _, err := q.Write([]byte{byte(i), 'w', 'g'}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // host A's link delivers them all
+	}
+	bufs, sizes, addrs := make([][]byte, 8), make([]int, 8), make([]netip.AddrPort, 8)
+	for i := range bufs {
+		bufs[i] = make([]byte, 64)
+	}
+	send(11)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for _, want := range []int{8, 3} {
+		n, err := c.ReadBatchUDPAddrPort(bufs, sizes, addrs)
+		if err != nil || n != want {
+			t.Fatalf("ReadBatchUDPAddrPort = %d, %v; want %d datagrams", n, err, want)
+		}
+		for i := range n {
+			if sizes[i] != 3 || bufs[i][1] != 'w' || addrs[i].Addr() != netip.MustParseAddr("10.1.0.2") {
+				t.Fatalf("datagram %d: %q from %v", i, bufs[i][:sizes[i]], addrs[i])
+			}
+		}
+		if first := bufs[0][0]; want == 3 && first != 8 {
+			t.Errorf("second batch starts with datagram %d, want 8 (in order)", first)
+		}
+	}
+	send(8 * 101) // AllocsPerRun runs once more than asked
+	if allocs := testing.AllocsPerRun(100, func() {
+		if n, err := c.ReadBatchUDPAddrPort(bufs, sizes, addrs); err != nil || n != 8 {
+			t.Fatalf("ReadBatchUDPAddrPort = %d, %v; want 8", n, err)
+		}
+	}); allocs > 0 {
+		t.Errorf("ReadBatchUDPAddrPort: %.1f allocations per batch, want 0", allocs)
+	}
+}
