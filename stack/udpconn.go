@@ -25,6 +25,9 @@ type UDPConn struct {
 	*gonet.UDPConn
 	ep tcpip.Endpoint
 	wq *waiter.Queue
+	// tx is the netstack's write batcher (WriteBatchToUDPAddrPort); nil
+	// for sockets that do not batch.
+	tx *txBatcher
 
 	dmu      sync.Mutex    // dmu protects deadline and timer
 	deadline chan struct{} // closed when the read deadline passed
@@ -82,7 +85,7 @@ func (r *Netstack) listenUDPConn(addr netip.AddrPort, v6Only bool) (*UDPConn, er
 	// datagrams, and a burst beyond it is lost, which a DNS client pays
 	// for with a retry seconds later.
 	ep.SocketOptions().SetReceiveBufferSize(listenUDPReceiveBuffer, true)
-	return &UDPConn{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep, wq: &wq, deadline: make(chan struct{})}, nil
+	return &UDPConn{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep, wq: &wq, deadline: make(chan struct{}), tx: &r.tx}, nil
 }
 
 // SetReadDeadline implements net.PacketConn, for ReadFrom and
@@ -219,6 +222,24 @@ func (c *UDPConn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error)
 		return int(n), errors.New("stack: udp write: " + err.String())
 	}
 	return int(n), nil
+}
+
+// WriteBatchToUDPAddrPort sends each of bufs as one datagram to addr and
+// returns how many were sent, stopping at the first error. The datagrams
+// leave the egress interface in one write (txBatcher), not one syscall
+// each, as packets forwarded out of one receive batch do: a WireGuard
+// Bind sends its device's batch of encrypted packets this way.
+func (c *UDPConn) WriteBatchToUDPAddrPort(bufs [][]byte, addr netip.AddrPort) (int, error) {
+	if c.tx != nil {
+		c.tx.begin()
+		defer c.tx.end()
+	}
+	for i, b := range bufs {
+		if _, err := c.WriteToUDPAddrPort(b, addr); err != nil {
+			return i, err
+		}
+	}
+	return len(bufs), nil
 }
 
 // tcpipAddrFast converts without tcpipAddr's slice.

@@ -171,3 +171,45 @@ func TestUDPConnReadBatch(t *testing.T) {
 		t.Errorf("ReadBatchUDPAddrPort: %.1f allocations per batch, want 0", allocs)
 	}
 }
+
+// TestUDPConnWriteBatch: WriteBatchToUDPAddrPort's datagrams leave the
+// interface in one write (txBatcher), not one each, and all arrive.
+func TestUDPConnWriteBatch(t *testing.T) {
+	l := newLab(t)
+	c, err := l.r.ListenUDPConn(netip.AddrPortFrom(lanIP4, 51820))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	q, err := gonet.DialUDP(l.a.Stack, &tcpip.FullAddress{Addr: tcpip.AddrFrom4([4]byte{10, 1, 0, 2}), Port: 4000}, nil, ipv4.ProtocolNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	to := netip.MustParseAddrPort("10.1.0.2:4000")
+	buf := make([]byte, 64)
+	q.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.WriteToUDPAddrPort([]byte("warm"), to); err != nil { // resolves host A's MAC
+		t.Fatal(err)
+	}
+	if _, _, err := q.ReadFrom(buf); err != nil {
+		t.Fatal(err)
+	}
+	bufs := make([][]byte, 32)
+	for i := range bufs {
+		bufs[i] = []byte{byte(i), 'w', 'g'}
+	}
+	before := l.tapA.Writes.Load()
+	if n, err := c.WriteBatchToUDPAddrPort(bufs, to); err != nil || n != len(bufs) {
+		t.Fatalf("WriteBatchToUDPAddrPort = %d, %v; want %d", n, err, len(bufs))
+	}
+	if w := l.tapA.Writes.Load() - before; w != 1 {
+		t.Errorf("%d datagrams left in %d writes, want 1", len(bufs), w)
+	}
+	for i := range bufs {
+		n, _, err := q.ReadFrom(buf)
+		if err != nil || n != 3 || buf[0] != byte(i) {
+			t.Fatalf("datagram %d at host A: %q, %v", i, buf[:n], err)
+		}
+	}
+}

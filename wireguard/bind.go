@@ -173,6 +173,15 @@ type BatchReader interface {
 	ReadBatchUDPAddrPort(bufs [][]byte, sizes []int, addrs []netip.AddrPort) (int, error)
 }
 
+// BatchWriter is a PacketConn that can send several datagrams to one
+// address in one call (the router's netstack sockets, stack.UDPConn:
+// they leave the egress interface in one write instead of one syscall
+// each). It returns how many of bufs it sent, stopping at the first
+// error. The Bind finds it by type assertion.
+type BatchWriter interface {
+	WriteBatchToUDPAddrPort(bufs [][]byte, addr netip.AddrPort) (int, error)
+}
+
 // receiveFunc reads a batch of datagrams per call (one, if c is no
 // BatchReader), classifies them and drops what no WireGuard device
 // accepts. A dropped datagram keeps its slot with size 0, which the
@@ -329,9 +338,19 @@ func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 		b.Stats.TxNoSocket.Add(uint64(len(bufs)))
 		return net.ErrClosed
 	}
-	var first error
 	for _, p := range bufs {
 		b.noteIndex(p)
+	}
+	if bw, ok := c.(BatchWriter); ok {
+		n, err := bw.WriteBatchToUDPAddrPort(bufs, e.AddrPort)
+		b.Stats.TxDatagrams.Add(uint64(n))
+		if err != nil {
+			b.Stats.TxErrors.Add(uint64(len(bufs) - n))
+		}
+		return err
+	}
+	var first error
+	for _, p := range bufs {
 		if _, err := c.WriteToUDPAddrPort(p, e.AddrPort); err != nil {
 			b.Stats.TxErrors.Add(1)
 			if first == nil {

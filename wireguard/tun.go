@@ -104,9 +104,10 @@ type TUN struct {
 	// hooks are the Hooks in force, nil for none.
 	hooks atomic.Pointer[Hooks]
 
-	// mu protects dispatcher and onClose.
+	// mu protects dispatcher, batcher and onClose.
 	mu         sync.RWMutex
 	dispatcher stack.NetworkDispatcher
+	batcher    Batcher // the dispatcher, if it is one
 	onClose    func()
 }
 
@@ -196,12 +197,26 @@ func (t *TUN) copyOut(pkt *stack.PacketBuffer, b []byte) bool {
 	return true
 }
 
+// Batcher is a netstack dispatcher that can bracket a batch of
+// deliveries, so that the packets netstack forwards out of them leave
+// each egress interface in one write (the router's: package stack's
+// link dispatcher). The TUN finds it by type assertion on Attach.
+type Batcher interface {
+	BeginBatch()
+	EndBatch()
+}
+
 // Write implements tun.Device: each bufs[i][offset:] is one decrypted IP
-// packet, copied into netstack.
+// packet, copied into netstack; the batch is bracketed (Batcher) if the
+// dispatcher can.
 func (t *TUN) Write(bufs [][]byte, offset int) (int, error) {
 	t.mu.RLock()
-	d := t.dispatcher
+	d, bt := t.dispatcher, t.batcher
 	t.mu.RUnlock()
+	if bt != nil {
+		bt.BeginBatch()
+		defer bt.EndBatch()
+	}
 	h := t.hooks.Load()
 	for _, b := range bufs {
 		p := b[offset:]
@@ -369,6 +384,7 @@ func (*TUN) Capabilities() stack.LinkEndpointCapabilities { return 0 }
 func (t *TUN) Attach(d stack.NetworkDispatcher) {
 	t.mu.Lock()
 	t.dispatcher = d
+	t.batcher, _ = d.(Batcher)
 	t.mu.Unlock()
 }
 
@@ -397,7 +413,7 @@ func (*TUN) ParseHeader(*stack.PacketBuffer) bool { return true }
 func (t *TUN) Close() {
 	t.mu.Lock()
 	f := t.onClose
-	t.dispatcher, t.onClose = nil, nil
+	t.dispatcher, t.batcher, t.onClose = nil, nil, nil
 	t.mu.Unlock()
 	if f != nil {
 		f()
