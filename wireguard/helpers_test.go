@@ -39,8 +39,9 @@ type node struct {
 	// underlay is the address the Bind's socket has.
 	underlay netip.Addr
 
-	mu   sync.Mutex
-	sent [][]byte // datagrams the Bind sent, when recording
+	mu         sync.Mutex
+	sent       [][]byte // datagrams the Bind sent, unless unrecorded
+	unrecorded bool
 }
 
 // recordConn keeps a copy of each datagram sent through it.
@@ -51,7 +52,9 @@ type recordConn struct {
 
 func (c recordConn) WriteToUDPAddrPort(b []byte, a netip.AddrPort) (int, error) {
 	c.n.mu.Lock()
-	c.n.sent = append(c.n.sent, bytes.Clone(b))
+	if !c.n.unrecorded {
+		c.n.sent = append(c.n.sent, bytes.Clone(b))
+	}
 	c.n.mu.Unlock()
 	return c.UDPConn.WriteToUDPAddrPort(b, a)
 }
