@@ -17,6 +17,7 @@ import (
 
 	"github.com/gvrouter/gvrouter/internal/netnstest"
 	"github.com/gvrouter/gvrouter/lab"
+	"github.com/gvrouter/gvrouter/router"
 	"github.com/gvrouter/gvrouter/wireguard"
 )
 
@@ -60,34 +61,7 @@ func TestWireGuardThroughput(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(runs*4*(secs+6)+60)*time.Second)
 	defer cancel()
-	ns := netnstest.New(t, "lwr", netnstest.WithoutIPv6())
-	host := hostBehind(t, ns)
-	host.IP(t, "route", "add", "10.79.0.0/24", "via", "10.78.0.1")
-	host.IP(t, "route", "add", "10.8.0.0/24", "via", "10.78.0.1")
-	wan := wanHost(t, ns)
-
-	routerKey, peerKey := mustWGKey(t), mustWGKey(t)
-	peer := startWGPeer(t, wan, "wgp0", wireguard.Config{PrivateKey: peerKey, ListenPort: 51820, Peers: []wireguard.Peer{{
-		PublicKey:  routerKey.PublicKey(),
-		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.8.0.0/24"), netip.MustParsePrefix("10.78.0.0/24")},
-	}}})
-	wan.IP(t, "addr", "add", "10.8.0.2/24", "dev", "wgp0")
-	wan.IP(t, "link", "set", "wgp0", "up")
-	wan.IP(t, "route", "add", "10.78.0.0/24", "dev", "wgp0")
-	r := startRouter(t, ns, fmt.Sprintf(`ports:
-  - name: lpw0
-`+hostPort+`interfaces:
-  - {name: wan, port: lpw0, role: wan, addresses: [10.79.0.1/24]}
-`+hostInterface+`  - name: wg0
-    role: lan
-    addresses: [10.8.0.1/24]
-    wireguard:
-      private_key_file: %s
-      listen_port: 51820
-      peers:
-        - {name: wan-host, public_key: %s, allowed_ips: [10.8.0.2/32], endpoint: "10.79.0.10:51820"}
-nat: {masquerade: [wan]}
-`, wgKeyFile(t, t.TempDir(), routerKey), peerKey.PublicKey()))
+	r, host, wan, peer := wgLab(t, ctx, "nat: {masquerade: [wan]}\n")
 
 	server := exec.Command("ip", "netns", "exec", wan.Name(), "iperf3", "-s")
 	if err := server.Start(); err != nil {
@@ -245,4 +219,100 @@ func startWGPeer(t *testing.T, ns *netnstest.Netns, tunName string, c wireguard.
 		t.Fatal("wgpeer helper: not ready after 10 s")
 	}
 	return cmd
+}
+
+// wgLab is the no-guest WireGuard lab: the router in its own namespace
+// with a LAN host (hostBehind: 10.78.0.10 and .20) on hostlan, a WAN host
+// (wanHost: 10.79.0.10, no route back) on wan, and wg0 (10.8.0.1/24,
+// role lan) whose one peer, wan-host (10.8.0.2), is the wgpeer helper in
+// the WAN host's namespace on TUN wgp0, allowed 10.8.0.0/24 and
+// 10.78.0.0/24 and routing 10.78.0.0/24 into it. extra is the config's
+// firewall:/nat: part. The peer's first packet has made the handshake.
+func wgLab(t *testing.T, ctx context.Context, extra string) (r *router.Router, host, wan *netnstest.Netns, peer *exec.Cmd) {
+	t.Helper()
+	ns := netnstest.New(t, "lwr", netnstest.WithoutIPv6())
+	host = hostBehind(t, ns)
+	host.IP(t, "route", "add", "10.79.0.0/24", "via", "10.78.0.1")
+	host.IP(t, "route", "add", "10.8.0.0/24", "via", "10.78.0.1")
+	wan = wanHost(t, ns)
+
+	routerKey, peerKey := mustWGKey(t), mustWGKey(t)
+	peer = startWGPeer(t, wan, "wgp0", wireguard.Config{PrivateKey: peerKey, ListenPort: 51820, Peers: []wireguard.Peer{{
+		PublicKey:  routerKey.PublicKey(),
+		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.8.0.0/24"), netip.MustParsePrefix("10.78.0.0/24")},
+	}}})
+	wan.IP(t, "addr", "add", "10.8.0.2/24", "dev", "wgp0")
+	wan.IP(t, "link", "set", "wgp0", "up")
+	wan.IP(t, "route", "add", "10.78.0.0/24", "dev", "wgp0")
+	r = startRouter(t, ns, fmt.Sprintf(`ports:
+  - name: lpw0
+`+hostPort+`interfaces:
+  - {name: wan, port: lpw0, role: wan, addresses: [10.79.0.1/24]}
+`+hostInterface+`  - name: wg0
+    role: lan
+    addresses: [10.8.0.1/24]
+    wireguard:
+      private_key_file: %s
+      listen_port: 51820
+      peers:
+        - {name: wan-host, public_key: %s, allowed_ips: [10.8.0.2/32], endpoint: "10.79.0.10:51820"}
+%s`, wgKeyFile(t, t.TempDir(), routerKey), peerKey.PublicKey(), extra))
+	// The router starts the handshake on the first packet into the
+	// tunnel (it knows the peer's endpoint).
+	if out, err := exec.CommandContext(ctx, "ip", "netns", "exec", host.Name(), "ping", "-c", "3", "-W", "2", "10.8.0.2").CombinedOutput(); err != nil {
+		t.Fatalf("host: ping 10.8.0.2 through the tunnel: %v\n%s", err, out)
+	}
+	return r, host, wan, peer
+}
+
+// TestWireGuardZone: wg0 in a zone of its own whose forward policy is
+// drop: a peer reaches no LAN host without a rule (its pings to
+// 10.78.0.10 go unanswered, counted as the NAT engine's firewall drops
+// and the vpn zone's forward policy), the one a rule opens (ICMP to 10.78.0.20)
+// answers, the LAN host still reaches the peer (lan forwards to every
+// zone, and the replies are that flow's), and the router answers the
+// peer (vpn input accept).
+func TestWireGuardZone(t *testing.T) {
+	netnstest.Privileged(t, "ping")
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r, _, wan, _ := wgLab(t, ctx, `firewall:
+  zones:
+    - {name: lan, interfaces: [hostlan], input: accept, forward: accept}
+    - {name: wan, interfaces: [wan], input: drop, forward: drop, masquerade: on}
+    - {name: vpn, interfaces: [wg0], input: accept, forward: drop}
+  rules:
+    - {name: vpn-to-one-host, src: vpn, dest: lan, proto: icmp, dest_ip: 10.78.0.20, target: accept}
+`)
+	peerPing := func(to string) error {
+		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", wan.Name(), "ping", "-c", "3", "-W", "1", "-I", "10.8.0.2", to).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	fw := func() (drops, vpnForward, rule uint64) {
+		c := r.Snapshot().Conntrack
+		if c == nil {
+			t.Fatal("the status snapshot has no conntrack section")
+		}
+		return c.Drops["firewall"], c.Firewall["zone vpn forward"], c.Firewall["rule vpn-to-one-host hits"]
+	}
+	d0, f0, _ := fw()
+	if err := peerPing("10.78.0.10"); err == nil {
+		t.Error("the peer reached LAN host 10.78.0.10, which no rule opens to the vpn zone")
+	}
+	if d1, f1, _ := fw(); d1-d0 < 3 || f1-f0 < 3 {
+		t.Errorf("after 3 refused pings: the engine's firewall drops rose by %d, zone vpn forward by %d; want >= 3 each", d1-d0, f1-f0)
+	}
+	if err := peerPing("10.78.0.20"); err != nil {
+		t.Errorf("the peer's ping to 10.78.0.20, which a rule opens: %v", err)
+	}
+	if _, _, hits := fw(); hits == 0 {
+		t.Error("rule vpn-to-one-host: no hits after the peer's ping it admits")
+	}
+	if err := peerPing("10.8.0.1"); err != nil {
+		t.Errorf("the peer's ping to the router's tunnel address (vpn input accept): %v", err)
+	}
 }

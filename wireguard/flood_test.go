@@ -33,6 +33,11 @@ const (
 // retries with the cookie's MAC2 and completes the handshake, and its
 // packets pass; b's heap stays bounded; a's session survives.
 func TestHandshakeFloodOtherPeer(t *testing.T) {
+	if testing.Short() {
+		// CI's qemu-arm step runs -short: emulated, the flood and the
+		// third peer's retry (REKEY_TIMEOUT) race on a slowed clock.
+		t.Skip("floods for 5-15 s; run without -short")
+	}
 	a, b, c := newNode(t, "10.9.0.1"), newNode(t, "10.9.0.2"), newNode(t, "10.9.0.3")
 	b.configure(t, a.peerOf(false), c.peerOf(false))
 	a.configure(t, b.peerOf(true))
