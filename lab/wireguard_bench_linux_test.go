@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gvrouter/gvrouter/hw"
 	"github.com/gvrouter/gvrouter/internal/netnstest"
 	"github.com/gvrouter/gvrouter/lab"
 	"github.com/gvrouter/gvrouter/router"
@@ -229,12 +230,25 @@ func startWGPeer(t *testing.T, ns *netnstest.Netns, tunName string, c wireguard.
 // 10.78.0.0/24 and routing 10.78.0.0/24 into it. extra is the config's
 // firewall:/nat: part. The peer's first packet has made the handshake.
 func wgLab(t *testing.T, ctx context.Context, extra string) (r *router.Router, host, wan *netnstest.Netns, peer *exec.Cmd) {
+	return wgLabOn(t, ctx, extra, false)
+}
+
+// wgLabOn is wgLab, over IPv6 if v6: the WAN host also has fd00:79::10/64
+// (the router fd00:79::1/64) and the router knows the peer's endpoint as
+// [fd00:79::10]:51820, so the tunnel's UDP runs over IPv6.
+func wgLabOn(t *testing.T, ctx context.Context, extra string, v6 bool) (r *router.Router, host, wan *netnstest.Netns, peer *exec.Cmd) {
 	t.Helper()
 	ns := netnstest.New(t, "lwr", netnstest.WithoutIPv6())
 	host = hostBehind(t, ns)
 	host.IP(t, "route", "add", "10.79.0.0/24", "via", "10.78.0.1")
 	host.IP(t, "route", "add", "10.8.0.0/24", "via", "10.78.0.1")
-	wan = wanHost(t, ns)
+	wanAddrs, endpoint := "[10.79.0.1/24]", "10.79.0.10:51820"
+	if v6 {
+		wan = wanHost6(t, ns)
+		wanAddrs, endpoint = "[10.79.0.1/24, fd00:79::1/64]", "[fd00:79::10]:51820"
+	} else {
+		wan = wanHost(t, ns)
+	}
 
 	routerKey, peerKey := mustWGKey(t), mustWGKey(t)
 	peer = startWGPeer(t, wan, "wgp0", wireguard.Config{PrivateKey: peerKey, ListenPort: 51820, Peers: []wireguard.Peer{{
@@ -247,7 +261,7 @@ func wgLab(t *testing.T, ctx context.Context, extra string) (r *router.Router, h
 	r = startRouter(t, ns, fmt.Sprintf(`ports:
   - name: lpw0
 `+hostPort+`interfaces:
-  - {name: wan, port: lpw0, role: wan, addresses: [10.79.0.1/24]}
+  - {name: wan, port: lpw0, role: wan, addresses: %s}
 `+hostInterface+`  - name: wg0
     role: lan
     addresses: [10.8.0.1/24]
@@ -255,8 +269,8 @@ func wgLab(t *testing.T, ctx context.Context, extra string) (r *router.Router, h
       private_key_file: %s
       listen_port: 51820
       peers:
-        - {name: wan-host, public_key: %s, allowed_ips: [10.8.0.2/32], endpoint: "10.79.0.10:51820"}
-%s`, wgKeyFile(t, t.TempDir(), routerKey), peerKey.PublicKey(), extra))
+        - {name: wan-host, public_key: %s, allowed_ips: [10.8.0.2/32], endpoint: "%s"}
+%s`, wanAddrs, wgKeyFile(t, t.TempDir(), routerKey), peerKey.PublicKey(), endpoint, extra))
 	// The router starts the handshake on the first packet into the
 	// tunnel (it knows the peer's endpoint).
 	if out, err := exec.CommandContext(ctx, "ip", "netns", "exec", host.Name(), "ping", "-c", "3", "-W", "2", "10.8.0.2").CombinedOutput(); err != nil {
@@ -314,5 +328,58 @@ func TestWireGuardZone(t *testing.T) {
 	}
 	if err := peerPing("10.8.0.1"); err != nil {
 		t.Errorf("the peer's ping to the router's tunnel address (vpn input accept): %v", err)
+	}
+}
+
+// wanHost6 is wanHost with IPv6 as well: fd00:79::10/64 beside
+// 10.79.0.10/24 (no duplicate address detection, so it is usable at once).
+func wanHost6(t *testing.T, ns *netnstest.Netns) *netnstest.Netns {
+	t.Helper()
+	w := netnstest.New(t, "lpw")
+	ns.IP(t, "link", "add", "lpw0", "type", "veth", "peer", "name", "lpw1", "netns", w.Name())
+	ns.IP(t, "link", "set", "lpw0", "up")
+	w.IP(t, "link", "set", "lpw1", "up")
+	w.IP(t, "addr", "add", "10.79.0.10/24", "dev", "lpw1")
+	w.IP(t, "addr", "add", "fd00:79::10/64", "dev", "lpw1", "nodad")
+	var err error
+	w.Do(t, func() { err = hw.SetOffloads("lpw1", hw.Offloads{RxCsum: true}) })
+	if err != nil {
+		t.Fatalf("offloads of lpw1: %v", err)
+	}
+	return w
+}
+
+// TestWireGuardIPv6Underlay: the tunnel's UDP over IPv6 (the router's
+// V6ONLY socket on [::]:51820, its wan's fd00:79::1): the router starts
+// the handshake to [fd00:79::10]:51820, the LAN host and the peer reach
+// each other both ways, the router's status has the IPv6 endpoint and a
+// handshake, and the peer's packets came over IPv6 (the wan interface's
+// IPv6 receive counters rose with the tunnel's bytes).
+func TestWireGuardIPv6Underlay(t *testing.T) {
+	netnstest.Privileged(t, "ping")
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r, host, wan, _ := wgLabOn(t, ctx, "nat: {masquerade: [wan]}\n", true)
+	if out, err := exec.CommandContext(ctx, "ip", "netns", "exec", wan.Name(), "ping", "-c", "3", "-W", "2", "-I", "10.8.0.2", "10.78.0.10").CombinedOutput(); err != nil {
+		t.Errorf("peer: ping the LAN host through the tunnel: %v\n%s", err, out)
+	}
+	if out, err := exec.CommandContext(ctx, "ip", "netns", "exec", host.Name(), "ping", "-c", "3", "-W", "2", "-s", "1392", "10.8.0.2").CombinedOutput(); err != nil {
+		t.Errorf("host: full-size ping (1420 bytes) to the peer: %v\n%s", err, out)
+	}
+	st := r.WireGuard()["wg0"]
+	if len(st.Peers) != 1 || st.Peers[0].Endpoint != "[fd00:79::10]:51820" || st.Peers[0].HandshakeAge < 0 || st.Peers[0].RxBytes == 0 {
+		t.Fatalf("router status of the peer: %+v, want a handshake with [fd00:79::10]:51820 and bytes", st.Peers)
+	}
+	// The kernel's view from the peer's side: its IPv6 UDP socket
+	// received datagrams (Udp6InDatagrams), and its IPv4 one none from
+	// the router.
+	snmp6 := wan.Run(t, "cat", "/proc/net/snmp6")
+	m := regexp.MustCompile(`Udp6InDatagrams\s+(\d+)`).FindStringSubmatch(snmp6)
+	if m == nil {
+		t.Fatalf("no Udp6InDatagrams in the WAN host's /proc/net/snmp6:\n%s", snmp6)
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 6 {
+		t.Errorf("the WAN host received %d UDP datagrams over IPv6, want the tunnel's (>= 6: handshake and pings)", n)
 	}
 }
