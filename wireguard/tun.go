@@ -261,17 +261,23 @@ func (t *TUN) closeDevice() error {
 	t.once.Do(func() {
 		close(t.done)
 		close(t.events)
-		for {
-			select {
-			case pkt := <-t.tx:
-				pkt.DecRef()
-				continue
-			default:
-			}
-			break
-		}
+		t.drain()
 	})
 	return nil
+}
+
+// drain releases the queued packets; after Close, whoever queued last
+// calls it again (WritePackets), so none stays referenced.
+func (t *TUN) drain() {
+	for {
+		select {
+		case pkt := <-t.tx:
+			pkt.DecRef()
+			continue
+		default:
+		}
+		return
+	}
 }
 
 // BatchSize implements tun.Device.
@@ -317,6 +323,11 @@ func (t *TUN) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 			pkt.DecRef()
 			t.Stats.TxQueueFull.Add(1)
 		}
+	}
+	select {
+	case <-t.done: // closed meanwhile: what got in after Close's drain is nobody's
+		t.drain()
+	default:
 	}
 	return n, nil
 }
