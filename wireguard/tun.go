@@ -17,24 +17,18 @@ import (
 // Tunables.
 const (
 	// txQueueLen is how many packets netstack may have written that the
-	// device's TUN reader has not taken yet. A port's receive goroutine
-	// forwards a whole ring block (hw.RingBlockSize, 256 KiB: ~160
-	// full-size frames) in one run, and may take the next before the
-	// device's reader gets a core; four reads' worth (conn.IdealBatchSize
-	// each, ~3 blocks) absorbs that, at most 1 MiB of packets and 19 ms
-	// at 300 Mbit/s. Beyond it the encryption side is behind: the
-	// router's own packets wait (maxPark), forwarded ones are dropped
-	// (TxQueueFull), the signal their senders' TCP needs, as a kernel
-	// TUN's qdisc gives. (Two reads' worth, 256, dropped 3-8 % of
-	// a bulk LAN-to-tunnel flow on this machine under load:
-	// TestWireGuardThroughput's queue_full.)
-	txQueueLen = 4 * conn.IdealBatchSize
+	// device's TUN reader has not taken yet. Two reads' worth
+	// (conn.IdealBatchSize each) keeps the reader busy; beyond it the
+	// encryption side is behind: the router's own packets wait
+	// (maxPark), forwarded ones are dropped (TxQueueFull), the signal
+	// their senders' TCP needs, as a kernel TUN's qdisc gives.
+	txQueueLen = 2 * conn.IdealBatchSize
 	// maxPark is the longest the router's own packet (its TCP, its ICMP
 	// replies) waits for room in a full queue before it is dropped:
 	// longer than the device takes to drain the whole queue at the
-	// slowest rate we run at (512 × 1420 bytes at 120 Mbit/s, 48 ms, an
-	// ARM board's ChaCha20-Poly1305 on two cores), short beside TCP's
-	// 200 ms minimum RTO. A wait that long means the device is stalled (no CPU, or being
+	// slowest rate we run at (256 × 1420 bytes at 60 Mbit/s, 48 ms, an
+	// ARM board's ChaCha20-Poly1305), short beside TCP's 200 ms minimum
+	// RTO. A wait that long means the device is stalled (no CPU, or being
 	// closed); dropping then keeps netstack's goroutine from hanging on it.
 	maxPark = 50 * time.Millisecond
 	// DefaultMTU is the tunnel's MTU when the config gives none:
