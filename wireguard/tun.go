@@ -21,7 +21,10 @@ const (
 	// (conn.IdealBatchSize each) keeps the reader busy; beyond it the
 	// encryption side is behind: the router's own packets wait
 	// (maxPark), forwarded ones are dropped (TxQueueFull), the signal
-	// their senders' TCP needs, as a kernel TUN's qdisc gives.
+	// their senders' TCP needs, as a kernel TUN's qdisc gives. Four
+	// reads' worth cut those drops sixfold in the lab but not the
+	// throughput, which is CPU-bound here (docs/performance.md), and
+	// would queue 19 ms at 300 Mbit/s.
 	txQueueLen = 2 * conn.IdealBatchSize
 	// maxPark is the longest the router's own packet (its TCP, its ICMP
 	// replies) waits for room in a full queue before it is dropped:
