@@ -167,7 +167,7 @@ func TestUDPConnReadBatch(t *testing.T) {
 		if n, err := c.ReadBatchUDPAddrPort(bufs, sizes, addrs); err != nil || n != 8 {
 			t.Fatalf("ReadBatchUDPAddrPort = %d, %v; want 8", n, err)
 		}
-	}); allocs > 0 {
+	}); allocs > 0 && !raceEnabled { // -race: sync.Pool drops some of the ops
 		t.Errorf("ReadBatchUDPAddrPort: %.1f allocations per batch, want 0", allocs)
 	}
 }
