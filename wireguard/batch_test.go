@@ -235,7 +235,7 @@ func TestTUNBackPressure(t *testing.T) {
 		if !tn.park(pkt) {
 			pkt.DecRef()
 		}
-	}); got != 0 {
+	}); got != 0 && !raceEnabled { // -race: sync.Pool drops some timers
 		t.Errorf("park: %v allocations per packet, want 0", got)
 	}
 	close(stop)
