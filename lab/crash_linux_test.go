@@ -17,7 +17,8 @@ import (
 
 // helperEnv makes the test binary act as a lab process (see TestMain)
 // instead of running tests: "crash" builds a lab, starts a child in it and
-// waits to be killed; "keep" runs Run with Keep and bench mode (b).
+// waits to be killed; "keep" runs Run with Keep and bench mode (b);
+// "wgpeer" is a wireguard-go peer (wgPeer).
 const helperEnv = "GVL_LAB_HELPER"
 
 func TestMain(m *testing.M) {
@@ -48,6 +49,12 @@ func TestMain(m *testing.M) {
 		}
 		fmt.Println("ready", c.cmd.Process.Pid)
 		select {} // until SIGKILL
+	case "wgpeer":
+		if err := wgPeer(); err != nil {
+			fmt.Fprintln(os.Stderr, "wireguard peer:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case "fakerouter":
 		if err := fakeRouter(flag.Args()); err != nil {
 			fmt.Fprintln(os.Stderr, "fake router:", err)

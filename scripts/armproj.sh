@@ -46,9 +46,17 @@
 #                               one line per executed instruction and the
 #                               counter is exact (CI)
 #
-# Environment: N1, N2, RUNS (default 2), BENCH (any of nat, ack, transit;
-# default all three; or WAN/DIR/TX, a case of BenchmarkPPPoEFastPath such
-# as pppoe/upload/ring: the header push, docs/arm-projection.md), QEMU_ARM (default qemu-arm-static), ARMPROJ_KEEP=DIR
+#   BENCH=chacha scripts/armproj.sh
+#                               calibration, then ChaCha20-Poly1305 per
+#                               1420-byte WireGuard packet (scripts/armchacha:
+#                               each Seal and each Open call counted on its
+#                               own, exactly, no N1/N2 difference needed;
+#                               ~2 min)
+#
+# Environment: N1, N2, RUNS (default 2), BENCH (any of nat, ack, transit,
+# chacha; default nat, ack and transit; or WAN/DIR/TX, a case of
+# BenchmarkPPPoEFastPath such as pppoe/upload/ring: the header push,
+# docs/arm-projection.md), QEMU_ARM (default qemu-arm-static), ARMPROJ_KEEP=DIR
 # keeps the counter outputs (counts per symbol and address, never the
 # trace itself).
 set -euo pipefail
@@ -253,6 +261,56 @@ done
 echo "  whole process, n=3000 minus n=1000: $(( $(val "$tmp/calib-3000" lines) - $(val "$tmp/calib-1000" lines) )) lines for 10000 more instructions in main.spin (the rest is the runtime's other threads, which differ from run to run)"
 if [ "$check" = 1 ]; then
 	echo "calibration ok"
+	exit 0
+fi
+
+# measure_chacha: ChaCha20-Poly1305 per 1420-byte packet, the Seal (the
+# router encrypting into the tunnel) and the Open (decrypting) each
+# counted per call from scripts/armchacha's main.seal and main.open.
+measure_chacha() {
+	local npk=${CHACHA_PACKETS:-20} aead=golang.org/x/crypto/chacha20poly1305
+	go build -o "$tmp/armchacha" ./scripts/armchacha
+	echo
+	echo "chacha: ChaCha20-Poly1305 (golang.org/x/crypto, pure Go on 32-bit ARM) per 1420-byte packet, $npk packets"
+	local op out
+	for op in Seal Open; do
+		out=$tmp/chacha-$op
+		local lc
+		lc=$(echo "$op" | tr '[:upper:]' '[:lower:]')
+		trace "$out" "main.$lc" "$aead.(*chacha20poly1305).$op" "$tmp/armchacha" "$npk"
+		if [ "$(val "$out" calls)" != "$npk" ]; then
+			echo "armproj.sh: chacha $op: $(val "$out" calls) calls in the trace, want $npk" >&2
+			exit 1
+		fi
+		# The first call may pay one-time costs (a page fault's worth of
+		# runtime); the rest are the steady state.
+		awk '$1 == "call" && $2 > 1 { print $3 }' "$out" | sort -n | awk -v op="$op" -v first="$(awk '$1 == "call" && $2 == 1 { print $3 }' "$out")" '
+			{ v[NR] = $1; s += $1 }
+			END { printf "  %s: %.1f instructions per packet (%d-%d over calls 2-%d; the first %d), %.2f per byte\n", op, s / NR, v[1], v[NR], NR + 1, first, s / NR / 1420
+			      printf "%s %.1f\n", op, s / NR >> "'"$tmp/chacha"'" }'
+		echo "  where $op goes (per packet, functions over 1 %):"
+		awk -v n="$npk" '$1 == "sym" { c[$3] = $2 / n; t += c[$3] } END { for (s in c) if (c[s] >= t / 100) printf "%.1f %s\n", c[s], s }' "$out" |
+			sort -rn | sed -e 's#golang.org/x/crypto/##g' | awk '{ printf "    %9.1f  %s\n", $1, $2 }'
+		GOARCH= GOOS= go tool objdump "$tmp/armchacha" >"$tmp/armchacha.objdump"
+		awk -v n="$npk" '$1 == "pc" { printf "%.4f %s\n", $2 / n, $3 }' "$out" >"$tmp/chacha-$op.pcs"
+		awk "$classify" "$tmp/chacha-$op.pcs" "$tmp/armchacha.objdump" | awk '
+			$1 == "instructions" { t = $2 } $1 == "class" { k[$2] = $3 } $1 == "lsbeats" { ls = $2 }
+			END { for (x in k) printf "    mix %-10s %9.1f  %4.1f %%\n", x, k[x], 100 * k[x] / t; printf "    load/store pipe cycles %.1f per packet\n", ls }' | sort -k3 -rn
+	done
+	echo
+	echo "projection, one Cortex-A9 core at 1.4 GHz, the cipher alone (no Go runtime, netstack or syscalls):"
+	awk '{ i[$1] = $2 } END {
+		printf "  %-5s %9s %24s %24s %24s\n", "", "instr", "CPI 1.0", "CPI 1.5", "CPI 2.0"
+		for (op in i) {
+			printf "  %-5s %9.0f", op, i[op]
+			for (cpi = 1.0; cpi <= 2.0; cpi += 0.5) { f = 1.4e9 / (cpi * i[op]); printf " %9.0f pkt/s %5.0f Mb/s", f, f * 1420 * 8 / 1e6 }
+			printf "\n"
+		}
+	}' "$tmp/chacha"
+}
+
+if [ "$benches" = chacha ]; then
+	measure_chacha
 	exit 0
 fi
 

@@ -49,6 +49,7 @@ type link struct {
 type linkEndpoint struct {
 	stack.LinkEndpoint
 	pins *forwardPins
+	tx   *txBatcher
 }
 
 // Attach implements stack.LinkEndpoint.
@@ -57,14 +58,27 @@ func (e *linkEndpoint) Attach(d stack.NetworkDispatcher) {
 		e.LinkEndpoint.Attach(nil)
 		return
 	}
-	e.LinkEndpoint.Attach(&linkDispatcher{NetworkDispatcher: d, pins: e.pins})
+	e.LinkEndpoint.Attach(&linkDispatcher{NetworkDispatcher: d, pins: e.pins, tx: e.tx})
 }
 
-// linkDispatcher releases each delivered IPv4 packet's pin.
+// linkDispatcher releases each delivered IPv4 packet's pin, and lets the
+// link bracket a batch of deliveries (BeginBatch, EndBatch).
 type linkDispatcher struct {
 	stack.NetworkDispatcher
 	pins *forwardPins
+	tx   *txBatcher
 }
+
+// BeginBatch marks a batch of deliveries in progress: what netstack
+// forwards out of them waits in each egress interface's pending frames
+// (txBatcher) until EndBatch, and leaves in one write per interface, as
+// a port's receive batch does. A WireGuard TUN brackets each batch of
+// decrypted packets this way. Every BeginBatch needs its EndBatch, on
+// the same goroutine.
+func (d *linkDispatcher) BeginBatch() { d.tx.begin() }
+
+// EndBatch ends a BeginBatch and sends what it deferred.
+func (d *linkDispatcher) EndBatch() { d.tx.end() }
 
 // DeliverNetworkPacket implements stack.NetworkDispatcher.
 func (d *linkDispatcher) DeliverNetworkPacket(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) {
@@ -119,7 +133,7 @@ func (r *Netstack) syncLinksLocked(cfg *Config) []error {
 		l := r.links[c.Name]
 		if l == nil {
 			r.nextID++
-			ep := &linkEndpoint{LinkEndpoint: c.Endpoint, pins: r.pins}
+			ep := &linkEndpoint{LinkEndpoint: c.Endpoint, pins: r.pins, tx: &r.tx}
 			if err := r.s.CreateNICWithOptions(r.nextID, ep, stack.NICOptions{Name: c.Name}); err != nil {
 				errs = append(errs, fmt.Errorf("stack: link %s: CreateNIC(%d): %s", c.Name, r.nextID, err))
 				continue

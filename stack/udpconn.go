@@ -25,6 +25,9 @@ type UDPConn struct {
 	*gonet.UDPConn
 	ep tcpip.Endpoint
 	wq *waiter.Queue
+	// tx is the netstack's write batcher (WriteBatchToUDPAddrPort); nil
+	// for sockets that do not batch.
+	tx *txBatcher
 
 	dmu      sync.Mutex    // dmu protects deadline and timer
 	deadline chan struct{} // closed when the read deadline passed
@@ -82,7 +85,7 @@ func (r *Netstack) listenUDPConn(addr netip.AddrPort, v6Only bool) (*UDPConn, er
 	// datagrams, and a burst beyond it is lost, which a DNS client pays
 	// for with a retry seconds later.
 	ep.SocketOptions().SetReceiveBufferSize(listenUDPReceiveBuffer, true)
-	return &UDPConn{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep, wq: &wq, deadline: make(chan struct{})}, nil
+	return &UDPConn{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep, wq: &wq, deadline: make(chan struct{}), tx: &r.tx}, nil
 }
 
 // SetReadDeadline implements net.PacketConn, for ReadFrom and
@@ -174,6 +177,37 @@ func (c *UDPConn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
 	return res.Count, netip.AddrPortFrom(addrOf(res.RemoteAddr.Addr), res.RemoteAddr.Port), nil
 }
 
+// ReadBatchUDPAddrPort waits for a datagram as ReadFromUDPAddrPort does,
+// then takes the datagrams already queued behind it without waiting, up
+// to len(bufs): datagram i is bufs[i][:sizes[i]] from addrs[i]. A
+// WireGuard Bind reads its batch this way (conn.ReceiveFunc), paying the
+// wake-up once per batch instead of once per datagram.
+func (c *UDPConn) ReadBatchUDPAddrPort(bufs [][]byte, sizes []int, addrs []netip.AddrPort) (int, error) {
+	n, from, err := c.ReadFromUDPAddrPort(bufs[0])
+	if err != nil {
+		return 0, err
+	}
+	sizes[0], addrs[0] = n, from
+	count := 1
+	if count == len(bufs) {
+		return count, nil
+	}
+	op := udpOps.Get().(*udpOp)
+	defer udpOps.Put(op)
+	opts := tcpip.ReadOptions{NeedRemoteAddr: true}
+	for ; count < len(bufs); count++ {
+		op.w = tcpip.SliceWriter(bufs[count])
+		res, err := c.ep.Read(&op.w, opts)
+		if err != nil { // would block, or closed: the next call says so
+			break
+		}
+		sizes[count] = res.Count
+		addrs[count] = netip.AddrPortFrom(addrOf(res.RemoteAddr.Addr), res.RemoteAddr.Port)
+	}
+	op.w = nil
+	return count, nil
+}
+
 // WriteToUDPAddrPort sends b to addr, as *net.UDPConn does. It does not
 // wait for room in the send buffer: a UDP socket in netstack has none to
 // wait for, and a DNS reply that cannot be sent is the client's to retry.
@@ -188,6 +222,24 @@ func (c *UDPConn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error)
 		return int(n), errors.New("stack: udp write: " + err.String())
 	}
 	return int(n), nil
+}
+
+// WriteBatchToUDPAddrPort sends each of bufs as one datagram to addr and
+// returns how many were sent, stopping at the first error. The datagrams
+// leave the egress interface in one write (txBatcher), not one syscall
+// each, as packets forwarded out of one receive batch do: a WireGuard
+// Bind sends its device's batch of encrypted packets this way.
+func (c *UDPConn) WriteBatchToUDPAddrPort(bufs [][]byte, addr netip.AddrPort) (int, error) {
+	if c.tx != nil {
+		c.tx.begin()
+		defer c.tx.end()
+	}
+	for i, b := range bufs {
+		if _, err := c.WriteToUDPAddrPort(b, addr); err != nil {
+			return i, err
+		}
+	}
+	return len(bufs), nil
 }
 
 // tcpipAddrFast converts without tcpipAddr's slice.

@@ -118,3 +118,98 @@ func TestUDPConnAllocs(t *testing.T) {
 	// allocate in the test host; UDPConn's own share must stay small.
 	t.Logf("WriteToUDPAddrPort: %.1f allocations per datagram (netstack and the test host included)", allocs)
 }
+
+// TestUDPConnReadBatch: ReadBatchUDPAddrPort returns every datagram
+// already queued, in order and with its source, in one call, up to the
+// batch's size, without allocating.
+func TestUDPConnReadBatch(t *testing.T) {
+	l := newLab(t)
+	c, err := l.r.ListenUDPConn(netip.AddrPortFrom(lanIP4, 51820))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	q, err := gonet.DialUDP(l.a.Stack, nil, &tcpip.FullAddress{Addr: tcpip.AddrFrom4(lanIP4.As4()), Port: 51820}, ipv4.ProtocolNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	send := func(n int) {
+		for i := range n {
+			if _, err := q.Write([]byte{byte(i), 'w', 'g'}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // host A's link delivers them all
+	}
+	bufs, sizes, addrs := make([][]byte, 8), make([]int, 8), make([]netip.AddrPort, 8)
+	for i := range bufs {
+		bufs[i] = make([]byte, 64)
+	}
+	send(11)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for _, want := range []int{8, 3} {
+		n, err := c.ReadBatchUDPAddrPort(bufs, sizes, addrs)
+		if err != nil || n != want {
+			t.Fatalf("ReadBatchUDPAddrPort = %d, %v; want %d datagrams", n, err, want)
+		}
+		for i := range n {
+			if sizes[i] != 3 || bufs[i][1] != 'w' || addrs[i].Addr() != netip.MustParseAddr("10.1.0.2") {
+				t.Fatalf("datagram %d: %q from %v", i, bufs[i][:sizes[i]], addrs[i])
+			}
+		}
+		if first := bufs[0][0]; want == 3 && first != 8 {
+			t.Errorf("second batch starts with datagram %d, want 8 (in order)", first)
+		}
+	}
+	send(8 * 101) // AllocsPerRun runs once more than asked
+	if allocs := testing.AllocsPerRun(100, func() {
+		if n, err := c.ReadBatchUDPAddrPort(bufs, sizes, addrs); err != nil || n != 8 {
+			t.Fatalf("ReadBatchUDPAddrPort = %d, %v; want 8", n, err)
+		}
+	}); allocs > 0 && !raceEnabled { // -race: sync.Pool drops some of the ops
+		t.Errorf("ReadBatchUDPAddrPort: %.1f allocations per batch, want 0", allocs)
+	}
+}
+
+// TestUDPConnWriteBatch: WriteBatchToUDPAddrPort's datagrams leave the
+// interface in one write (txBatcher), not one each, and all arrive.
+func TestUDPConnWriteBatch(t *testing.T) {
+	l := newLab(t)
+	c, err := l.r.ListenUDPConn(netip.AddrPortFrom(lanIP4, 51820))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	q, err := gonet.DialUDP(l.a.Stack, &tcpip.FullAddress{Addr: tcpip.AddrFrom4([4]byte{10, 1, 0, 2}), Port: 4000}, nil, ipv4.ProtocolNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	to := netip.MustParseAddrPort("10.1.0.2:4000")
+	buf := make([]byte, 64)
+	q.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.WriteToUDPAddrPort([]byte("warm"), to); err != nil { // resolves host A's MAC
+		t.Fatal(err)
+	}
+	if _, _, err := q.ReadFrom(buf); err != nil {
+		t.Fatal(err)
+	}
+	bufs := make([][]byte, 32)
+	for i := range bufs {
+		bufs[i] = []byte{byte(i), 'w', 'g'}
+	}
+	before := l.tapA.Writes.Load()
+	if n, err := c.WriteBatchToUDPAddrPort(bufs, to); err != nil || n != len(bufs) {
+		t.Fatalf("WriteBatchToUDPAddrPort = %d, %v; want %d", n, err, len(bufs))
+	}
+	if w := l.tapA.Writes.Load() - before; w != 1 {
+		t.Errorf("%d datagrams left in %d writes, want 1", len(bufs), w)
+	}
+	for i := range bufs {
+		n, _, err := q.ReadFrom(buf)
+		if err != nil || n != 3 || buf[0] != byte(i) {
+			t.Fatalf("datagram %d at host A: %q, %v", i, buf[:n], err)
+		}
+	}
+}

@@ -16,4 +16,7 @@ func bufferOf(b []byte) buffer.Buffer { return buffer.MakeWithData(b) }
 var (
 	_ PacketConn = (*gvstack.UDPConn)(nil)
 	_ PacketConn = (*net.UDPConn)(nil)
+	// The router's read and write a batch per call.
+	_ BatchReader = (*gvstack.UDPConn)(nil)
+	_ BatchWriter = (*gvstack.UDPConn)(nil)
 )

@@ -38,6 +38,39 @@ func BenchmarkBindReceive(b *testing.B) {
 	}
 }
 
+// BenchmarkBindReceiveBatch is BenchmarkBindReceive from a socket that
+// hands over 128 datagrams per read (stack.UDPConn's batch read): the
+// per-datagram cost, from one source.
+func BenchmarkBindReceiveBatch(b *testing.B) {
+	pkt := make([]byte, 1440)
+	pkt[0] = msgTransport
+	fc := &fakeBatchConn{}
+	for range conn.IdealBatchSize {
+		fc.dgrams = append(fc.dgrams, pkt)
+		fc.from = append(fc.from, netip.MustParseAddrPort("198.51.100.7:51820"))
+	}
+	bind := NewBind(func(network string, _ uint16) (PacketConn, error) {
+		if network == "udp4" {
+			return fc, nil
+		}
+		return nil, nil
+	})
+	fns, _, err := bind.Open(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bufs, sizes, eps := make([][]byte, conn.IdealBatchSize), make([]int, conn.IdealBatchSize), make([]conn.Endpoint, conn.IdealBatchSize)
+	for i := range bufs {
+		bufs[i] = make([]byte, 1500)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(pkt)) * conn.IdealBatchSize)
+	for b.Loop() {
+		fns[0](bufs, sizes, eps)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*conn.IdealBatchSize), "ns/datagram")
+}
+
 // BenchmarkTUNToDevice is a packet's way from netstack's WritePackets to
 // the device's Read.
 func BenchmarkTUNToDevice(b *testing.B) {
@@ -110,6 +143,7 @@ func BenchmarkTunnelTCP(b *testing.B) {
 	}
 	c.Close()
 	b.ReportMetric(float64(x.tun.Stats.TxQueueFull.Load())/float64(b.N), "queue_full/op")
+	b.ReportMetric(float64(x.tun.Stats.TxParked.Load())/float64(b.N), "parked/op")
 	if n := <-got; n < int64(b.N)*int64(len(buf)) {
 		b.Fatalf("receiver got %d bytes, want %d", n, int64(b.N)*int64(len(buf)))
 	}

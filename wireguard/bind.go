@@ -78,6 +78,9 @@ type BindStats struct {
 	// indexMemory (forged, or for a long-gone session); the device drops
 	// them.
 	RxUnknownIndex atomic.Uint64 `counter:"drops/unknown_index"`
+	// RxBatches counts receive calls that handed the device datagrams:
+	// RxTransport / RxBatches is the mean batch of a bulk transfer.
+	RxBatches atomic.Uint64 `counter:"udp/rx_batches"`
 	// RxErrors counts socket read errors other than a close.
 	RxErrors atomic.Uint64 `counter:"errors/udp_read"`
 	// TxDatagrams counts datagrams sent.
@@ -160,12 +163,38 @@ func portOf(c PacketConn) uint16 {
 	return 0
 }
 
-// receiveFunc reads one datagram per call (the sockets have no batch
-// read), classifies it and drops what no WireGuard device accepts.
+// BatchReader is a PacketConn that can hand over several queued
+// datagrams in one call (the router's netstack sockets,
+// stack.UDPConn): it waits for the first, as ReadFromUDPAddrPort does,
+// then takes those already queued behind it without waiting, up to
+// len(bufs). Datagram i is bufs[i][:sizes[i]] from addrs[i]. The Bind
+// finds it by type assertion and reads one datagram at a time without it.
+type BatchReader interface {
+	ReadBatchUDPAddrPort(bufs [][]byte, sizes []int, addrs []netip.AddrPort) (int, error)
+}
+
+// BatchWriter is a PacketConn that can send several datagrams to one
+// address in one call (the router's netstack sockets, stack.UDPConn:
+// they leave the egress interface in one write instead of one syscall
+// each). It returns how many of bufs it sent, stopping at the first
+// error. The Bind finds it by type assertion.
+type BatchWriter interface {
+	WriteBatchToUDPAddrPort(bufs [][]byte, addr netip.AddrPort) (int, error)
+}
+
+// receiveFunc reads a batch of datagrams per call (one, if c is no
+// BatchReader), classifies them and drops what no WireGuard device
+// accepts. A dropped datagram keeps its slot with size 0, which the
+// device skips (it reads bufs by index into its own buffer array, so
+// the slots cannot be compacted); a batch with nothing accepted is not
+// returned at all. Each ReceiveFunc runs on one device goroutine
+// (RoutineReceiveIncoming), so its address scratch is its own.
 func (b *Bind) receiveFunc(c PacketConn) conn.ReceiveFunc {
+	br, _ := c.(BatchReader)
+	addrs := make([]netip.AddrPort, conn.IdealBatchSize)
 	return func(bufs [][]byte, sizes []int, eps []conn.Endpoint) (int, error) {
 		for {
-			n, from, err := c.ReadFromUDPAddrPort(bufs[0])
+			n, err := b.read(c, br, bufs, sizes, addrs)
 			if err != nil {
 				if errors.Is(err, net.ErrClosed) || b.closed(c) {
 					return 0, net.ErrClosed
@@ -173,14 +202,37 @@ func (b *Bind) receiveFunc(c PacketConn) conn.ReceiveFunc {
 				b.Stats.RxErrors.Add(1)
 				return 0, err
 			}
-			if !b.accept(bufs[0][:n]) {
-				continue
+			accepted := 0
+			for i := range n {
+				if !b.accept(bufs[i][:sizes[i]]) {
+					sizes[i], eps[i] = 0, nil
+					continue
+				}
+				eps[i] = b.endpoint(addrs[i])
+				accepted++
 			}
-			sizes[0] = n
-			eps[0] = b.endpoint(from)
-			return 1, nil
+			if accepted > 0 {
+				b.Stats.RxBatches.Add(1)
+				return n, nil
+			}
 		}
 	}
+}
+
+// read fills bufs from c: a batch if it is a BatchReader, else one.
+func (b *Bind) read(c PacketConn, br BatchReader, bufs [][]byte, sizes []int, addrs []netip.AddrPort) (int, error) {
+	if len(bufs) > len(addrs) {
+		bufs = bufs[:len(addrs)]
+	}
+	if br != nil {
+		return br.ReadBatchUDPAddrPort(bufs, sizes, addrs)
+	}
+	n, from, err := c.ReadFromUDPAddrPort(bufs[0])
+	if err != nil {
+		return 0, err
+	}
+	sizes[0], addrs[0] = n, from
+	return 1, nil
 }
 
 // closed reports whether c is no longer one of the Bind's sockets.
@@ -286,9 +338,19 @@ func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 		b.Stats.TxNoSocket.Add(uint64(len(bufs)))
 		return net.ErrClosed
 	}
-	var first error
 	for _, p := range bufs {
 		b.noteIndex(p)
+	}
+	if bw, ok := c.(BatchWriter); ok {
+		n, err := bw.WriteBatchToUDPAddrPort(bufs, e.AddrPort)
+		b.Stats.TxDatagrams.Add(uint64(n))
+		if err != nil {
+			b.Stats.TxErrors.Add(uint64(len(bufs) - n))
+		}
+		return err
+	}
+	var first error
+	for _, p := range bufs {
 		if _, err := c.WriteToUDPAddrPort(p, e.AddrPort); err != nil {
 			b.Stats.TxErrors.Add(1)
 			if first == nil {
@@ -313,7 +375,7 @@ func (b *Bind) ParseEndpoint(s string) (conn.Endpoint, error) {
 }
 
 // BatchSize implements conn.Bind: how many datagrams the device may hand
-// Send at once. Receive returns one at a time.
+// Send at once, and the most a receive function returns.
 func (*Bind) BatchSize() int { return conn.IdealBatchSize }
 
 // Endpoint is a peer's address and port. It is immutable; the Bind

@@ -8,15 +8,23 @@
 //
 // Data path, in processing order:
 //
-//	netstack NIC -> TUN.WritePackets (tun.go): queue, one reference each
-//	device reader -> TUN.Read (tun.go): copy out, release
-//	device encrypts -> Bind.Send (bind.go): one datagram per buffer
-//	socket -> Bind receive function (bind.go): classify, count, drop junk,
-//	          count unknown receiver indices (index.go), cached Endpoint
-//	          per source
-//	device decrypts -> TUN.Write (tun.go): copy into netstack
+//	netstack NIC -> TUN.WritePackets (tun.go): queue, one reference each;
+//	          a full queue parks the router's own packets (up to
+//	          maxPark) and drops forwarded ones (TestTUNBackPressure)
+//	device reader -> TUN.Read (tun.go): copy out a batch, release
+//	device encrypts -> Bind.Send (bind.go): the batch in one call to a
+//	          BatchWriter (the router's socket: one write on the WAN port)
+//	socket -> Bind receive function (bind.go): a batch per call from a
+//	          BatchReader (the datagrams queued on the socket), classify,
+//	          count, drop junk, count unknown receiver indices (index.go),
+//	          cached Endpoint per source
+//	device decrypts -> TUN.Write (tun.go): copy the batch into netstack
+//	          inside one Batcher bracket (what netstack forwards out of
+//	          it leaves each port in one write)
 //
-// None of these allocates per packet (TestAllocs). What the device
+// None of these allocates per packet (TestAllocs, TestBindReceiveBatch,
+// TestBatchedWrites; netstack's own UDP send and receive do, see
+// docs/performance.md). What the device
 // rejects it reports through its Logger; DeviceStats.Logger counts those
 // events by reason. Keys are wg(8)'s base64 (keys.go, ReadKeyFile for
 // 0600 key files); Config renders the device's UAPI text, ReadStatus
@@ -31,7 +39,9 @@
 // reloads change peers with Config.UpdateUAPI, so the others keep their
 // sessions. `gvrouter wg peer NAME` prints a ClientConfig for a new peer
 // (FreeAddress picks its address) and its QR code. Tested here: a
-// handshake flood gets cookie replies (TestHandshakeFlood); random UDP,
+// handshake flood gets cookie replies and another peer still completes
+// its handshake with the cookie, in bounded memory
+// (TestHandshakeFlood, TestHandshakeFloodOtherPeer); random UDP,
 // replays and unknown receiver indices are counted (TestBadInput); the
 // Bind runs on the router's netstack sockets (TestTunnelOverNetstack); a
 // moved endpoint host is found again (TestReresolve); an update keeps

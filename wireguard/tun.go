@@ -4,6 +4,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/tun"
@@ -18,9 +19,21 @@ const (
 	// txQueueLen is how many packets netstack may have written that the
 	// device's TUN reader has not taken yet. Two reads' worth
 	// (conn.IdealBatchSize each) keeps the reader busy; beyond it the
-	// encryption side is behind and a drop (TxQueueFull) is the signal
-	// TCP needs.
+	// encryption side is behind: the router's own packets wait
+	// (maxPark), forwarded ones are dropped (TxQueueFull), the signal
+	// their senders' TCP needs, as a kernel TUN's qdisc gives. Four
+	// reads' worth cut those drops sixfold in the lab but not the
+	// throughput, which is CPU-bound here (docs/performance.md), and
+	// would queue 19 ms at 300 Mbit/s.
 	txQueueLen = 2 * conn.IdealBatchSize
+	// maxPark is the longest the router's own packet (its TCP, its ICMP
+	// replies) waits for room in a full queue before it is dropped:
+	// longer than the device takes to drain the whole queue at the
+	// slowest rate we run at (256 × 1420 bytes at 60 Mbit/s, 48 ms, an
+	// ARM board's ChaCha20-Poly1305), short beside TCP's 200 ms minimum
+	// RTO. A wait that long means the device is stalled (no CPU, or being
+	// closed); dropping then keeps netstack's goroutine from hanging on it.
+	maxPark = 50 * time.Millisecond
 	// DefaultMTU is the tunnel's MTU when the config gives none:
 	// wg-quick's and wireguard-go's 1420, which fits 1500-byte IPv6
 	// underlay packets (80 bytes of IPv6, UDP and WireGuard headers).
@@ -32,8 +45,16 @@ type TUNStats struct {
 	// TxPackets counts packets netstack wrote into the tunnel that the
 	// device took.
 	TxPackets atomic.Uint64 `counter:"inside/to_tunnel"`
-	// TxQueueFull counts those dropped because the device was behind.
+	// TxQueueFull counts those dropped because the device was behind:
+	// forwarded packets that found the queue full, and the router's own
+	// that waited maxPark for room in vain.
 	TxQueueFull atomic.Uint64 `counter:"drops/queue_full"`
+	// TxParked counts the router's own packets that found the queue full
+	// and waited for room (back-pressure on netstack's sender, as a
+	// kernel TUN's full qdisc pushes back on a local socket).
+	TxParked atomic.Uint64 `counter:"inside/parked"`
+	// TxClosed counts packets written after the device closed, dropped.
+	TxClosed atomic.Uint64 `counter:"drops/closed"`
 	// TxTooBig counts packets larger than the device's buffer, dropped.
 	TxTooBig atomic.Uint64 `counter:"drops/too_big"`
 	// RxPackets counts decrypted packets delivered to netstack.
@@ -86,9 +107,10 @@ type TUN struct {
 	// hooks are the Hooks in force, nil for none.
 	hooks atomic.Pointer[Hooks]
 
-	// mu protects dispatcher and onClose.
+	// mu protects dispatcher, batcher and onClose.
 	mu         sync.RWMutex
 	dispatcher stack.NetworkDispatcher
+	batcher    Batcher // the dispatcher, if it is one
 	onClose    func()
 }
 
@@ -178,12 +200,26 @@ func (t *TUN) copyOut(pkt *stack.PacketBuffer, b []byte) bool {
 	return true
 }
 
+// Batcher is a netstack dispatcher that can bracket a batch of
+// deliveries, so that the packets netstack forwards out of them leave
+// each egress interface in one write (the router's: package stack's
+// link dispatcher). The TUN finds it by type assertion on Attach.
+type Batcher interface {
+	BeginBatch()
+	EndBatch()
+}
+
 // Write implements tun.Device: each bufs[i][offset:] is one decrypted IP
-// packet, copied into netstack.
+// packet, copied into netstack; the batch is bracketed (Batcher) if the
+// dispatcher can.
 func (t *TUN) Write(bufs [][]byte, offset int) (int, error) {
 	t.mu.RLock()
-	d := t.dispatcher
+	d, bt := t.dispatcher, t.batcher
 	t.mu.RUnlock()
+	if bt != nil {
+		bt.BeginBatch()
+		defer bt.EndBatch()
+	}
 	h := t.hooks.Load()
 	for _, b := range bufs {
 		p := b[offset:]
@@ -228,17 +264,23 @@ func (t *TUN) closeDevice() error {
 	t.once.Do(func() {
 		close(t.done)
 		close(t.events)
-		for {
-			select {
-			case pkt := <-t.tx:
-				pkt.DecRef()
-				continue
-			default:
-			}
-			break
-		}
+		t.drain()
 	})
 	return nil
+}
+
+// drain releases the queued packets; after Close, whoever queued last
+// calls it again (WritePackets), so none stays referenced.
+func (t *TUN) drain() {
+	for {
+		select {
+		case pkt := <-t.tx:
+			pkt.DecRef()
+			continue
+		default:
+		}
+		return
+	}
 }
 
 // BatchSize implements tun.Device.
@@ -259,27 +301,66 @@ func (d tunDevice) MTU() (int, error) { return int(d.mtu.Load()), nil }
 func (d tunDevice) Close() error { return d.closeDevice() }
 
 // WritePackets implements stack.LinkWriter: netstack's packets are
-// queued for the device's Read; when the queue is full, or the TUN is
-// closed, they are dropped and counted.
+// queued for the device's Read. When the queue is full, a forwarded
+// packet is dropped at once (TxQueueFull: the writer is a port's receive
+// goroutine, which must not stall every other flow on its port), and the
+// router's own waits for room up to maxPark (TxParked), so that
+// netstack's TCP is slowed down rather than made to retransmit.
 func (t *TUN) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 	n := 0
 	for _, pkt := range pkts.AsSlice() {
 		n++
 		select {
 		case <-t.done:
-			t.Stats.TxQueueFull.Add(1)
+			t.Stats.TxClosed.Add(1)
 			continue
 		default:
 		}
 		pkt.IncRef()
 		select {
 		case t.tx <- pkt:
+			continue
 		default:
+		}
+		if pkt.NetworkPacketInfo.IsForwardedPacket || !t.park(pkt) {
 			pkt.DecRef()
 			t.Stats.TxQueueFull.Add(1)
 		}
 	}
+	select {
+	case <-t.done: // closed meanwhile: what got in after Close's drain is nobody's
+		t.drain()
+	default:
+	}
 	return n, nil
+}
+
+// parkTimers are park's timers, reused: a packet that parks costs no
+// allocation.
+var parkTimers = sync.Pool{New: func() any {
+	tm := time.NewTimer(time.Hour)
+	tm.Stop()
+	return tm
+}}
+
+// park waits up to maxPark for room for pkt in the queue and reports
+// whether it got in.
+func (t *TUN) park(pkt *stack.PacketBuffer) bool {
+	t.Stats.TxParked.Add(1)
+	tm := parkTimers.Get().(*time.Timer)
+	tm.Reset(maxPark)
+	defer func() {
+		tm.Stop() // since Go 1.23, no stale tick survives Stop
+		parkTimers.Put(tm)
+	}()
+	select {
+	case t.tx <- pkt:
+		return true
+	case <-t.done:
+		return false
+	case <-tm.C:
+		return false
+	}
 }
 
 // MTU implements stack.LinkEndpoint.
@@ -317,6 +398,7 @@ func (*TUN) Capabilities() stack.LinkEndpointCapabilities { return 0 }
 func (t *TUN) Attach(d stack.NetworkDispatcher) {
 	t.mu.Lock()
 	t.dispatcher = d
+	t.batcher, _ = d.(Batcher)
 	t.mu.Unlock()
 }
 
@@ -345,7 +427,7 @@ func (*TUN) ParseHeader(*stack.PacketBuffer) bool { return true }
 func (t *TUN) Close() {
 	t.mu.Lock()
 	f := t.onClose
-	t.dispatcher, t.onClose = nil, nil
+	t.dispatcher, t.batcher, t.onClose = nil, nil, nil
 	t.mu.Unlock()
 	if f != nil {
 		f()

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gvisor.dev/gvisor/pkg/buffer"
@@ -217,6 +218,8 @@ func (h *Host) Ping(ctx context.Context, dst netip.Addr, payload []byte) ([]byte
 // on to Next. It is safe for concurrent use.
 type Tap struct {
 	Next hw.FrameWriter
+	// Writes counts WriteFrames calls (one per batch the router sent).
+	Writes atomic.Int64
 
 	mu     sync.Mutex
 	frames [][]byte
@@ -227,6 +230,7 @@ var _ hw.FrameWriter = (*Tap)(nil)
 
 // WriteFrames implements hw.FrameWriter.
 func (t *Tap) WriteFrames(frames [][]byte) (int, error) {
+	t.Writes.Add(1)
 	t.mu.Lock()
 	for _, f := range frames {
 		t.frames = append(t.frames, bytes.Clone(f))
