@@ -22,31 +22,10 @@ import (
 // the client waiting.
 func TestFirewallRejectAnswers(t *testing.T) {
 	l, nat := newNATLab(t, nil)
-	lanID, _ := l.r.NATIface("lan")
-	wanID, _ := l.r.NATIface("wan")
-	rs, err := firewall.Compile(firewall.Policy{
-		Zones: []firewall.Zone{
-			{Name: "lan", Ifaces: []int32{int32(lanID)}, Input: firewall.Accept, Forward: firewall.Accept},
-			{Name: "wan", Ifaces: []int32{int32(wanID)}, Input: firewall.Reject, Forward: firewall.Drop},
-		},
-		Rules: []firewall.Rule{
-			{Name: "no-5003", Src: "lan", Dest: "wan", Protos: []uint8{6}, DestPorts: []firewall.PortRange{{First: 5003, Last: 5003}}, Target: firewall.Reject},
-			{Name: "quiet-5004", Src: "lan", Dest: "wan", Protos: []uint8{6}, DestPorts: []firewall.PortRange{{First: 5004, Last: 5004}}, Target: firewall.Drop},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = nat.SetRules(natengine.Rules{
-		Ifaces: []natengine.IfaceConfig{
-			{ID: lanID, Name: "lan", Addrs: []netip.Addr{lanIP4, lanIP6}, MTU: 1500},
-			{ID: wanID, Name: "wan", WAN: true, Masquerade: true, Addrs: []netip.Addr{wanIP4, netip.MustParseAddr("fd00:2::1")}, MTU: 1500},
-		},
-		Zones: rs,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	withZones(t, l, nat, firewall.Reject,
+		firewall.Rule{Name: "no-5003", Src: "lan", Dest: "wan", Protos: []uint8{6}, DestPorts: []firewall.PortRange{{First: 5003, Last: 5003}}, Target: firewall.Reject},
+		firewall.Rule{Name: "quiet-5004", Src: "lan", Dest: "wan", Protos: []uint8{6}, DestPorts: []firewall.PortRange{{First: 5004, Last: 5004}}, Target: firewall.Drop},
+	)
 	remoteServer(t, l.b, netip.AddrPortFrom(bIP4, 5003))
 	remoteServer(t, l.b, netip.AddrPortFrom(bIP4, 5004))
 	dialErr := func(h *lab, from string, to netip.AddrPort, wait time.Duration) (error, time.Duration) {
@@ -85,5 +64,34 @@ func TestFirewallRejectAnswers(t *testing.T) {
 	}
 	if n := nat.Stats().Drop(natengine.DropFirewall); n < 3 {
 		t.Errorf("firewall drops %d, want >= 3", n)
+	}
+}
+
+// withZones compiles zones lan (input and forward accept) and wan
+// (input wanInput, forward drop) with rules, and sets them on the lab's
+// NAT engine with the lab's two interfaces (wan masquerading).
+func withZones(t *testing.T, l *lab, nat *natengine.Engine, wanInput firewall.Target, rules ...firewall.Rule) {
+	t.Helper()
+	lanID, _ := l.r.NATIface("lan")
+	wanID, _ := l.r.NATIface("wan")
+	rs, err := firewall.Compile(firewall.Policy{
+		Zones: []firewall.Zone{
+			{Name: "lan", Ifaces: []int32{int32(lanID)}, Input: firewall.Accept, Forward: firewall.Accept},
+			{Name: "wan", Ifaces: []int32{int32(wanID)}, Input: wanInput, Forward: firewall.Drop},
+		},
+		Rules: rules,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = nat.SetRules(natengine.Rules{
+		Ifaces: []natengine.IfaceConfig{
+			{ID: lanID, Name: "lan", Addrs: []netip.Addr{lanIP4, lanIP6}, MTU: 1500},
+			{ID: wanID, Name: "wan", WAN: true, Masquerade: true, Addrs: []netip.Addr{wanIP4, netip.MustParseAddr("fd00:2::1")}, MTU: 1500},
+		},
+		Zones: rs,
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -22,30 +22,9 @@ import (
 // by.
 func TestZoneRefusalDropReason(t *testing.T) {
 	l, nat := newNATLab(t, nil)
-	lanID, _ := l.r.NATIface("lan")
-	wanID, _ := l.r.NATIface("wan")
-	rs, err := firewall.Compile(firewall.Policy{
-		Zones: []firewall.Zone{
-			{Name: "lan", Ifaces: []int32{int32(lanID)}, Input: firewall.Accept, Forward: firewall.Accept},
-			{Name: "wan", Ifaces: []int32{int32(wanID)}, Input: firewall.Drop, Forward: firewall.Drop},
-		},
-		Rules: []firewall.Rule{
-			{Name: "quiet-5004", Src: "lan", Dest: "wan", Protos: []uint8{17}, DestPorts: []firewall.PortRange{{First: 5004, Last: 5004}}, Target: firewall.Drop},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = nat.SetRules(natengine.Rules{
-		Ifaces: []natengine.IfaceConfig{
-			{ID: lanID, Name: "lan", Addrs: []netip.Addr{lanIP4, lanIP6}, MTU: 1500},
-			{ID: wanID, Name: "wan", WAN: true, Masquerade: true, Addrs: []netip.Addr{wanIP4, netip.MustParseAddr("fd00:2::1")}, MTU: 1500},
-		},
-		Zones: rs,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	withZones(t, l, nat, firewall.Drop,
+		firewall.Rule{Name: "quiet-5004", Src: "lan", Dest: "wan", Protos: []uint8{17}, DestPorts: []firewall.PortRange{{First: 5004, Last: 5004}}, Target: firewall.Drop},
+	)
 	drops := func(iface, reason string) uint64 { return l.r.Interface(iface).Stats().Drops[reason] }
 	send := func(from string, to netip.AddrPort) {
 		t.Helper()
