@@ -540,6 +540,18 @@ func (c *Config) zoneMayHave(name string, a netip.Addr) bool {
 // validateZones checks zone names and interfaces (known, in one zone
 // each, every interface in one), rule zone references and rules that
 // can never match, and redirect zones.
+// zoneHasWAN reports whether zone z holds a role wan interface: the
+// engine decides the router's own new flows (the output chain) only as
+// they leave one.
+func (c *Config) zoneHasWAN(z *Zone) bool {
+	for _, ifn := range z.Interfaces {
+		if ic := c.Interface(ifn); ic != nil && ic.Role == RoleWAN {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Config) validateZones(l *errorList) {
 	fw := &c.Firewall
 	if len(fw.Zones) == 0 {
@@ -591,6 +603,13 @@ func (c *Config) validateZones(l *errorList) {
 			}
 			zoneOf[ifn] = z
 		}
+	}
+	for i := range fw.Zones {
+		z := &fw.Zones[i]
+		if z.Output == "" || z.Output == PolicyAccept || c.zoneHasWAN(z) {
+			continue
+		}
+		l.add(z.src.at("output", z.Pos), "firewall: zone %q: output: %s is enforced only in a zone with a wan interface: the router does not track its own packets into inside zones (its DNS and DHCP answers among them), so write accept or leave it out", z.Name, z.Output)
 	}
 	for _, ifn := range known {
 		if zoneOf[ifn] == nil {

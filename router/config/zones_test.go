@@ -121,6 +121,12 @@ func TestZoneErrors(t *testing.T) {
     - {name: guest, interfaces: [guest]}
     - {name: wan, interfaces: [wan]}
 `, `zones.yaml:12:34: firewall: zone "guest": interface "guest" is in zone "lan" too (line 11) (zones must not overlap)`},
+		{"output enforced only toward a wan", `firewall:
+  zones:
+    - {name: lan, interfaces: [lan], output: accept}
+    - {name: guest, interfaces: [guest], output: drop}
+    - {name: wan, interfaces: [wan], output: reject}
+`, `zones.yaml:12:50: firewall: zone "guest": output: drop is enforced only in a zone with a wan interface`},
 		{"interface in no zone", `firewall:
   zones:
     - {name: lan, interfaces: [lan]}
