@@ -48,6 +48,12 @@ func TestMain(m *testing.M) {
 		}
 		fmt.Println("ready", c.cmd.Process.Pid)
 		select {} // until SIGKILL
+	case "pppoeac":
+		if err := pppoeACHelper(); err != nil {
+			fmt.Fprintln(os.Stderr, "pppoe ac:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case "fakerouter":
 		if err := fakeRouter(flag.Args()); err != nil {
 			fmt.Fprintln(os.Stderr, "fake router:", err)
