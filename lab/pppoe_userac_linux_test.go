@@ -39,7 +39,8 @@ const (
 // (the A/A control), each way, and reports the median rate, the router
 // process's CPU per bit and the AC's CPU share, and the ratios. One 2 s
 // run each by default (a smoke: figures printed, not gated); GVL_BENCH=1
-// takes the median of 5 runs of 5 s. Not parallel: the router runs in
+// takes the median of 5 rounds of 5 s runs, each round running the three
+// modes in turn (a fresh AC and router for each). Not parallel: the router runs in
 // this process and its CPU is this process's.
 func TestPPPoEThroughputUserAC(t *testing.T) {
 	netnstest.Privileged(t, "iperf3", "ping", "sysctl")
@@ -72,14 +73,18 @@ func TestPPPoEThroughputUserAC(t *testing.T) {
 			}
 			startProc(t, "iperf3 -s", "ip", "netns", "exec", acNS.Name(), "iperf3", "-s", "-B", userACServer)
 
-			var res [3]userACResult
-			for i, mode := range []string{"plain", "pppoe", "plain"} {
-				res[i] = userACRun(t, ns, host, acNS, driver, mode, runs, secs)
-				if t.Failed() {
-					return
+			// Rounds interleave the modes, so a drift of the machine's
+			// load lands on all three alike.
+			var samples [3]userACSamples
+			for range runs {
+				for i, mode := range []string{"plain", "pppoe", "plain"} {
+					userACRun(t, ns, host, acNS, driver, mode, secs, &samples[i])
+					if t.Failed() {
+						return
+					}
 				}
 			}
-			p, q, a := res[0], res[1], res[2]
+			p, q, a := samples[0].medians(), samples[1].medians(), samples[2].medians()
 			t.Logf("%s, median of %d × %d s (up / down): plain %.0f / %.0f Mbit/s, PPPoE %.0f / %.0f, plain again %.0f / %.0f",
 				driver, runs, secs, p.rate[0], p.rate[1], q.rate[0], q.rate[1], a.rate[0], a.rate[1])
 			t.Logf("%s router CPU ns/kbit (up / down): plain %.1f / %.1f, PPPoE %.1f / %.1f, plain again %.1f / %.1f",
@@ -98,9 +103,20 @@ func TestPPPoEThroughputUserAC(t *testing.T) {
 // one core.
 type userACResult struct{ rate, cpu, ac [2]float64 }
 
+// userACSamples collects one mode's runs, [0] upload, [1] download.
+type userACSamples struct{ rate, cpu, ac [2][]float64 }
+
+func (s *userACSamples) medians() (r userACResult) {
+	for d := range 2 {
+		r.rate[d], r.cpu[d], r.ac[d] = median(s.rate[d]), median(s.cpu[d]), median(s.ac[d])
+	}
+	return r
+}
+
 // userACRun starts the AC helper in mode and the router on driver, waits
-// until the host reaches the AC's iperf3 server, and measures.
-func userACRun(t *testing.T, ns, host, acNS *netnstest.Netns, driver, mode string, runs, secs int) (res userACResult) {
+// until the host reaches the AC's iperf3 server, and adds one run each
+// way to acc.
+func userACRun(t *testing.T, ns, host, acNS *netnstest.Netns, driver, mode string, secs int, acc *userACSamples) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
@@ -136,8 +152,7 @@ func userACRun(t *testing.T, ns, host, acNS *netnstest.Netns, driver, mode strin
 		}
 	}
 	for d, dir := range []string{"", "-R"} {
-		var rates, cpus, acs []float64
-		for range runs {
+		{
 			args := []string{"iperf3", "-c", userACServer, "-t", strconv.Itoa(secs), "-J"}
 			if dir != "" {
 				args = append(args, dir)
@@ -159,13 +174,11 @@ func userACRun(t *testing.T, ns, host, acNS *netnstest.Netns, driver, mode strin
 			}
 			wall, cpu, acCPU := time.Since(t0), selfCPU(t)-cpu0, procCPU(t, acPID)-ac0
 			v, _ := strconv.ParseFloat(bps[1], 64)
-			rates = append(rates, v/1e6)
-			cpus = append(cpus, float64(cpu.Nanoseconds())/(v*float64(secs)/1e3))
-			acs = append(acs, 100*acCPU.Seconds()/wall.Seconds())
+			acc.rate[d] = append(acc.rate[d], v/1e6)
+			acc.cpu[d] = append(acc.cpu[d], float64(cpu.Nanoseconds())/(v*float64(secs)/1e3))
+			acc.ac[d] = append(acc.ac[d], 100*acCPU.Seconds()/wall.Seconds())
 		}
-		res.rate[d], res.cpu[d], res.ac[d] = median(rates), median(cpus), median(acs)
 	}
-	return res
 }
 
 func median(v []float64) float64 {
