@@ -129,7 +129,7 @@ func userACRun(t *testing.T, ns, host, acNS *netnstest.Netns, driver, mode strin
 		if err := os.WriteFile(pw, []byte("bench\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		wan = "  - {name: wan, port: lpac0, role: wan, addresses: [pppoe], pppoe: {user: bench, password_file: " + pw + "}}\n"
+		wan = "  - {name: wan, port: lpac0, role: wan, addresses: [pppoe], pppoe: {user: bench, password_file: " + pw + ", lcp_echo: {interval: 1s, failures: 3}}}\n"
 		routes = ""
 	}
 	r := startRouter(t, ns, fmt.Sprintf("ports:\n  - {name: lpac0, driver: %s}\n  - {name: lph0, driver: %s}\ninterfaces:\n%s%s%snat:\n  masquerade: [wan]\n",
@@ -170,7 +170,7 @@ func userACRun(t *testing.T, ns, host, acNS *netnstest.Netns, driver, mode strin
 				time.Sleep(time.Second)
 			}
 			if bps == nil {
-				t.Fatalf("%s %s: iperf3 %s: %.2000s", driver, mode, dir, out)
+				t.Fatalf("%s %s: iperf3 %s: %.600s\nPPPoE status: %+v", driver, mode, dir, out, r.Snapshot().PPPoE)
 			}
 			wall, cpu, acCPU := time.Since(t0), selfCPU(t)-cpu0, procCPU(t, acPID)-ac0
 			v, _ := strconv.ParseFloat(bps[1], 64)
@@ -217,8 +217,14 @@ func startACHelper(t *testing.T, acNS *netnstest.Netns, mode string) (int, func(
 	cmd := exec.Command("ip", "netns", "exec", acNS.Name(), os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "GVL_LAB_HELPER=pppoeac",
 		"GVL_PPPOEAC=lpac1,actun,"+userACLocal+","+userACPeer+","+mode)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	errPath := filepath.Join(t.TempDir(), "ac.stderr")
+	errFile, err := os.Create(errPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errFile.Close()
+	cmd.Stderr = errFile
+	stderr := func() string { b, _ := os.ReadFile(errPath); return string(b) }
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -226,14 +232,27 @@ func startACHelper(t *testing.T, acNS *netnstest.Netns, mode string) (int, func(
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("AC helper: %v", err)
 	}
-	var once sync.Once
-	stop := func() { once.Do(func() { cmd.Process.Kill(); cmd.Wait() }) }
-	t.Cleanup(stop)
 	line, _ := bufio.NewReader(out).ReadString('\n')
 	if line != "ready\n" {
-		stop()
-		t.Fatalf("AC helper %s: %q, stderr: %s", mode, line, stderr.String())
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("AC helper %s: %q, stderr: %s", mode, line, stderr())
 	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			select {
+			case <-exited:
+				t.Errorf("AC helper %s exited early: %s", mode, stderr())
+			default:
+				cmd.Process.Kill()
+				<-exited
+			}
+		})
+	}
+	t.Cleanup(stop)
 	return cmd.Process.Pid, stop
 }
 

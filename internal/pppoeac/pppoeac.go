@@ -171,8 +171,14 @@ func (ac *AC) fromTun() error {
 		}
 		copy(f[0:6], client[:])
 		copy(f[6:12], ac.mac[:])
-		if _, err := unix.Write(ac.pkt, f); err != nil && !errors.Is(err, unix.ENOBUFS) {
-			return fmt.Errorf("link write: %w", err)
+		// A packet over the link's MTU (EMSGSIZE) or a full queue
+		// (ENOBUFS) is dropped, as a link would.
+		if _, err := unix.Write(ac.pkt, f); err != nil {
+			if errors.Is(err, unix.EBADF) {
+				return fmt.Errorf("link write: %w", err)
+			}
+			ac.Stats.Dropped.Add(1)
+			continue
 		}
 		ac.Stats.Down.Add(1)
 	}
