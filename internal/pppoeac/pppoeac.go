@@ -60,6 +60,10 @@ type AC struct {
 	up     atomic.Bool // session: IPCP opened; plain: client known
 	id     uint8
 	magic  uint32
+	// lcpAcked and ipcpAcked: the client acked our request (read and
+	// written by the link reader only); until then each request of the
+	// client's repeats ours, in case it was lost.
+	lcpAcked, ipcpAcked bool
 }
 
 // Open binds the packet socket to cfg.Iface and attaches cfg.Tun.
@@ -280,6 +284,7 @@ func (ac *AC) discovery(f []byte) {
 		ac.client = src
 		ac.mu.Unlock()
 		ac.up.Store(false)
+		ac.lcpAcked, ac.ipcpAcked = false, false
 	case pppoe.CodePADT:
 		ac.up.Store(false)
 		return
@@ -289,9 +294,19 @@ func (ac *AC) discovery(f []byte) {
 	b := append(append(append([]byte{}, src[:]...), ac.mac[:]...), 0x88, 0x63)
 	ac.send(pppoe.AppendDiscovery(b, code, sid, reply...))
 	if code == pppoe.CodePADS {
-		ac.sendControl(pppoe.ProtoLCP, pppoe.CodeConfReq, ac.nextID(), pppoe.AppendOption(
-			pppoe.AppendOption(nil, 1, []byte{0x05, 0xd4}), 5, binary.BigEndian.AppendUint32(nil, ac.magic)))
+		ac.lcpRequest()
 	}
+}
+
+// lcpRequest asks for MRU 1492 and the AC's magic number.
+func (ac *AC) lcpRequest() {
+	ac.sendControl(pppoe.ProtoLCP, pppoe.CodeConfReq, ac.nextID(), pppoe.AppendOption(
+		pppoe.AppendOption(nil, 1, []byte{0x05, 0xd4}), 5, binary.BigEndian.AppendUint32(nil, ac.magic)))
+}
+
+// ipcpRequest asks for the AC's own address.
+func (ac *AC) ipcpRequest() {
+	ac.sendControl(pppoe.ProtoIPCP, pppoe.CodeConfReq, ac.nextID(), pppoe.AppendOption(nil, 3, ac.cfg.Local.AsSlice()))
 }
 
 func (ac *AC) nextID() uint8 { ac.id++; return ac.id }
@@ -329,12 +344,19 @@ func (ac *AC) session(f []byte) {
 		switch c.Code {
 		case pppoe.CodeConfReq:
 			ac.sendControl(proto, pppoe.CodeConfAck, c.ID, c.Data)
+			if !ac.lcpAcked {
+				ac.lcpRequest()
+			}
 		case pppoe.CodeConfAck:
-			ac.sendControl(pppoe.ProtoIPCP, pppoe.CodeConfReq, ac.nextID(), pppoe.AppendOption(nil, 3, ac.cfg.Local.AsSlice()))
+			if !ac.lcpAcked {
+				ac.lcpAcked = true
+				ac.ipcpRequest()
+			}
 		case pppoe.CodeEchoReq:
 			ac.sendControl(proto, pppoe.CodeEchoReply, c.ID, binary.BigEndian.AppendUint32(nil, ac.magic))
 		case pppoe.CodeTermReq:
 			ac.up.Store(false)
+			ac.lcpAcked, ac.ipcpAcked = false, false
 			ac.sendControl(proto, pppoe.CodeTermAck, c.ID, nil)
 		}
 	case pppoe.ProtoIPCP:
@@ -357,10 +379,15 @@ func (ac *AC) session(f []byte) {
 			}
 			if nak != nil {
 				ac.sendControl(proto, pppoe.CodeConfNak, c.ID, nak)
-				return
+			} else {
+				ac.sendControl(proto, pppoe.CodeConfAck, c.ID, c.Data)
+				ac.up.Store(true)
 			}
-			ac.sendControl(proto, pppoe.CodeConfAck, c.ID, c.Data)
-			ac.up.Store(true)
+			if !ac.ipcpAcked {
+				ac.ipcpRequest()
+			}
+		case pppoe.CodeConfAck:
+			ac.ipcpAcked = true
 		}
 	default:
 		data := binary.BigEndian.AppendUint16(nil, proto)
