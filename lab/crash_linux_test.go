@@ -55,6 +55,12 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case "pppoeac":
+		if err := pppoeACHelper(); err != nil {
+			fmt.Fprintln(os.Stderr, "pppoe ac:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case "fakerouter":
 		if err := fakeRouter(flag.Args()); err != nil {
 			fmt.Fprintln(os.Stderr, "fake router:", err)
