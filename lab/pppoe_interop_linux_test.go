@@ -82,6 +82,13 @@ func vlanKey(vid int) string {
 }
 
 // hostRun runs a command in the host namespace and returns its output.
+// mtuSaid reports whether ping's output says the path's MTU is mtu: the
+// router's ICMP "fragmentation needed" / ICMPv6 "packet too big" ("mtu =
+// 1492", "mtu=1492"), or the kernel's own refusal once it learnt it.
+func mtuSaid(out string, mtu int) bool {
+	return strings.Contains(out, fmt.Sprintf("mtu = %d", mtu)) || strings.Contains(out, fmt.Sprintf("mtu=%d", mtu))
+}
+
 func hostRun(ctx context.Context, host *netnstest.Netns, args ...string) (string, error) {
 	out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", host.Name()}, args...)...).CombinedOutput()
 	return string(out), err
@@ -281,6 +288,12 @@ func TestPPPoEAgainstLinux(t *testing.T) {
 	if out, err := hostRun(ctx, host, "ping", "-c", "3", "-W", "2", pppoeBehindAC); err != nil {
 		t.Fatalf("host ping %s over PPPoE: %v\n%s", pppoeBehindAC, err, out)
 	}
+	// Path MTU (RFC 1191): a 1500-byte packet with DF does not fit the
+	// 1492-byte session; the router answers "fragmentation needed" with
+	// the session's MTU, which the LAN host's kernel then uses.
+	if out, _ := hostRun(ctx, host, "ping", "-M", "do", "-s", "1472", "-c", "1", "-W", "2", pppoeBehindAC); !mtuSaid(out, 1492) {
+		t.Errorf("host ping of 1500 bytes with DF over the 1492-byte session: want fragmentation needed with mtu 1492, got:\n%s", out)
+	}
 	for _, dir := range [][]string{nil, {"-R"}} {
 		var out string
 		var err error
@@ -428,6 +441,11 @@ func pppoeIPv6(t *testing.T, ctx context.Context, p *linuxpeer.Peer, ns, host *n
 		"-Y", "ipv6", "-T", "fields", "-e", "frame.protocols", "-e", "ipv6.src", "-e", "ipv6.dst", "-e", "tcp.options.mss_val")
 	if out, err := hostRun(ctx, host, "ping", "-6", "-c", "3", "-W", "2", pppoeBehindAC6); err != nil || !strings.Contains(out, " 3 received") {
 		t.Fatalf("host ping %s over PPPoE (IPv6): %v\n%s", pppoeBehindAC6, err, out)
+	}
+	// Path MTU (RFC 8201): a 1500-byte IPv6 packet gets Packet Too Big
+	// with the session's 1492.
+	if out, _ := hostRun(ctx, host, "ping", "-6", "-M", "do", "-s", "1452", "-c", "1", "-W", "2", pppoeBehindAC6); !mtuSaid(out, 1492) {
+		t.Errorf("host ping of 1500 bytes over the 1492-byte session (IPv6): want packet too big with mtu 1492, got:\n%s", out)
 	}
 	for _, dir := range [][]string{nil, {"-R"}} {
 		var out string
