@@ -75,8 +75,8 @@ func TestSQMBenchConfig(t *testing.T) {
 			sqm = c.Interfaces[i].SQM
 		}
 	}
-	if sqm == nil || sqm.Upload != 19e6 || sqm.Download != 95e6 || sqm.Overhead != 14 || !sqm.ECN {
-		t.Fatalf("sqm = %+v, want upload 19 Mbit/s, download 95 Mbit/s, overhead 14, ecn on", sqm)
+	if sqm == nil || sqm.Upload != 19e6 || sqm.Download != 90e6 || sqm.Overhead != 14 || !sqm.ECN {
+		t.Fatalf("sqm = %+v, want upload 19 Mbit/s, download 90 Mbit/s, overhead 14, ecn on", sqm)
 	}
 }
 
@@ -85,13 +85,13 @@ func TestSQMFigures(t *testing.T) {
 		Idle:       irttStats{RTT: []float64{1, 1}},
 		Loaded:     irttStats{RTT: []float64{3, 5}, Up: []float64{1, 2}, Down: []float64{2, 3}},
 		UpBps:      19e6,
-		DnBps:      85.5e6,
-		CPUSeconds: 1.045,
+		DnBps:      81e6,
+		CPUSeconds: 1.0,
 		Seconds:    10,
 		FairMany:   9e6,
 		FairOne:    9e6,
 	}
-	want := map[string]float64{"+avg ms": 3, "+p99 ms": 4, "up p99": 2, "dn p99": 3, "up %": 100, "dn %": 90, "cpu s/Gb": 1, "cpu %": 10.45, "1-flow %": 50}
+	want := map[string]float64{"+avg ms": 3, "+p99 ms": 4, "up p99": 2, "dn p99": 3, "up %": 100, "dn %": 90, "cpu s/Gb": 1, "cpu %": 10, "1-flow %": 50}
 	for _, f := range sqmFigures(sqmRates{100, 20}) {
 		if w, ok := want[f.name]; ok {
 			if got := f.get(run); math.Abs(got-w) > 1e-9 {
