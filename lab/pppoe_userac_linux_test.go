@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -68,7 +69,6 @@ func TestPPPoEThroughputUserAC(t *testing.T) {
 			if err != nil {
 				t.Fatalf("offloads of lpac1: %v", err)
 			}
-			startProc(t, "iperf3 -s", "ip", "netns", "exec", acNS.Name(), "iperf3", "-s", "-B", userACServer)
 
 			// Rounds interleave the modes, so a drift of the machine's
 			// load lands on all three alike.
@@ -119,6 +119,14 @@ func userACRun(t *testing.T, ns, host, acNS *netnstest.Netns, driver, mode strin
 	defer cancel()
 	acPID, stopAC := startACHelper(t, acNS, mode)
 	defer stopAC()
+	// An iperf3 server of its own on a port of its own: the AC of the
+	// run before was stopped right after its last test, which can leave
+	// that run's server waiting for a control connection's end that never
+	// comes, telling every later client "the server is busy" (the
+	// clean-clone run's af_xdp round, and the pppoe run after a plain one).
+	port := strconv.Itoa(int(userACPorts.Add(1)))
+	stopServer := startProc(t, "iperf3 -s", "ip", "netns", "exec", acNS.Name(), "iperf3", "-s", "-B", userACServer, "-p", port)
+	defer stopServer()
 	wan := "  - {name: wan, port: lpac0, role: wan, addresses: [" + userACPeer + "/24]}\n"
 	routes := "routes:\n  - {to: default, via: " + userACLocal + "}\n"
 	if mode == "pppoe" {
@@ -150,7 +158,7 @@ func userACRun(t *testing.T, ns, host, acNS *netnstest.Netns, driver, mode strin
 	}
 	for d, dir := range []string{"", "-R"} {
 		{
-			args := []string{"iperf3", "-c", userACServer, "-t", strconv.Itoa(secs), "-J"}
+			args := []string{"iperf3", "-c", userACServer, "-p", port, "-t", strconv.Itoa(secs), "-J", "--connect-timeout", "3000"}
 			if dir != "" {
 				args = append(args, dir)
 			}
@@ -158,12 +166,13 @@ func userACRun(t *testing.T, ns, host, acNS *netnstest.Netns, driver, mode strin
 			var bps []string
 			var cpu0, ac0 float64 // seconds
 			t0 := time.Now()
-			for try := 0; try < 3; try++ {
+			for try := 0; try < 8; try++ {
 				cpu0, ac0, t0 = selfCPU(t), peerCPU(acPID), time.Now()
 				out, _ = hostRun(ctx, host, args...)
 				if bps = iperfRE.FindStringSubmatch(out); bps != nil {
 					break
 				}
+				t.Logf("%s %s: iperf3 %s try %d: %.300s", driver, mode, dir, try+1, out)
 				time.Sleep(time.Second)
 			}
 			if bps == nil {
@@ -233,13 +242,22 @@ func startACHelper(t *testing.T, acNS *netnstest.Netns, mode string) (int, func(
 }
 
 // startProc runs a background command until t ends.
-func startProc(t *testing.T, what string, name string, args ...string) {
+func startProc(t *testing.T, what string, name string, args ...string) (stop func()) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var once sync.Once
+	stop = func() { once.Do(func() { cmd.Process.Kill(); cmd.Wait() }) }
+	t.Cleanup(stop)
 	time.Sleep(200 * time.Millisecond)
+	return stop
 }
+
+// userACPorts numbers the iperf3 servers of TestPPPoEThroughputUserAC's
+// runs, one port each.
+var userACPorts atomic.Int32
+
+func init() { userACPorts.Store(15200) }
