@@ -157,6 +157,13 @@ type sqmRun struct {
 	// (the kernel's tail drop before the router reads them, counted
 	// in the ports' "ring" drops) over the run; NaN when not read.
 	RingDrops float64
+	// UpLinkBps and DnLinkBps are the rates the router's shapers sent
+	// at each way while the probe ran under load (the flows past their
+	// start), in bits as the shaper charges them (frame less its 14-byte
+	// Ethernet header, plus the overhead): data and the other
+	// direction's ACKs alike, the link's use. NaN without the router's
+	// shaper (no sqm, cake).
+	UpLinkBps, DnLinkBps float64
 }
 
 // sqmFigures are the printed columns of the SQM table. Shares are of the
@@ -189,6 +196,11 @@ func sqmFigures(r sqmRates) []struct {
 		{"up %", func(x sqmRun) float64 { return 100 * x.UpBps / upBps }, "%.0f"},
 		{"dn Mb/s", func(x sqmRun) float64 { return x.DnBps / 1e6 }, "%.1f"},
 		{"dn %", func(x sqmRun) float64 { return 100 * x.DnBps / dnBps }, "%.0f"},
+		// The shaped link's use: goodput plus headers and the ACKs of
+		// the other direction's load (a 90 Mbit/s download's ACKs take
+		// ~2 Mbit/s of a 19 Mbit/s upload).
+		{"up lnk%", func(x sqmRun) float64 { return 100 * x.UpLinkBps / upBps }, "%.0f"},
+		{"dn lnk%", func(x sqmRun) float64 { return 100 * x.DnLinkBps / dnBps }, "%.0f"},
 		{"cpu s/Gb", func(x sqmRun) float64 { return x.CPUSeconds / ((x.UpBps + x.DnBps) * x.Seconds / 1e9) }, "%.2f"},
 		{"cpu %", func(x sqmRun) float64 { return 100 * x.CPUSeconds / x.Seconds }, "%.0f"},
 		{"1-flow %", func(x sqmRun) float64 { return 100 * x.FairOne / (x.FairOne + x.FairMany) }, "%.1f"},

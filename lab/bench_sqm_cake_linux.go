@@ -138,7 +138,7 @@ func (l *lab) benchSQMCake(ctx context.Context, t sqmTopology, rates sqmRates) (
 	var runs []sqmRun
 	var errs []error
 	for r := 0; r < l.opt.benchRuns() && ctx.Err() == nil; r++ {
-		run, err := l.sqmMeasure(ctx, t, p.PID())
+		run, err := l.sqmMeasure(ctx, t, p.PID(), nil)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("lab: bench sqm cake guest run %d: %w", r+1, err))
 		}

@@ -218,7 +218,7 @@ func (l *lab) sqmRow(ctx context.Context, t sqmTopology, cfg []byte, sqmQueues i
 		return run, fmt.Errorf("the router's status shows %d sqm queues, want %d", len(snap.SQM), sqmQueues)
 	}
 	kBefore := l.kernelState()
-	run, err = l.sqmMeasure(ctx, t, l.router.cmd.Process.Pid)
+	run, err = l.sqmMeasure(ctx, t, l.router.cmd.Process.Pid, l.shapedBits)
 	if after, serr := l.statusSince(ctx, time.Now()); serr == nil {
 		run.RingDrops = float64(ringDrops(after) - ringDrops(snap))
 	}
@@ -228,6 +228,33 @@ func (l *lab) sqmRow(ctx context.Context, t sqmTopology, cfg []byte, sqmQueues i
 		return run, err
 	}
 	return run, err
+}
+
+// shapedBits reads what the router's sqm shapers have sent so far each
+// way, in bits as the shaper charges them: the frame less its Ethernet
+// header (the lab's WAN frames carry no VLAN tag) plus the overhead; at
+// is the status snapshot's time.
+func (l *lab) shapedBits(ctx context.Context) (up, down float64, at time.Time, err error) {
+	snap, err := l.statusSince(ctx, time.Now())
+	if err != nil {
+		return 0, 0, at, err
+	}
+	if len(snap.SQM) == 0 {
+		return 0, 0, at, errors.New("no sqm")
+	}
+	for _, q := range snap.SQM {
+		var bits float64
+		for _, t := range q.Queue.Tins[:min(q.Queue.NumTins, len(q.Queue.Tins))] {
+			bits += 8 * (float64(t.SentBytes) + float64(q.Overhead-14)*float64(t.SentPackets))
+		}
+		switch q.Direction {
+		case "upload":
+			up += bits
+		case "download":
+			down += bits
+		}
+	}
+	return up, down, snap.Time, nil
 }
 
 // ringDrops sums the router's ports' receive-ring drops.
@@ -241,14 +268,18 @@ func ringDrops(s status.Snapshot) uint64 {
 
 // sqmMeasure measures one run of whatever routes: the idle probe, the
 // loaded phase with the CPU time of process pid, the fairness row.
-func (l *lab) sqmMeasure(ctx context.Context, t sqmTopology, pid int) (sqmRun, error) {
-	run := sqmRun{UpBps: math.NaN(), DnBps: math.NaN(), CPUSeconds: math.NaN(), FairMany: math.NaN(), FairOne: math.NaN(), RingDrops: math.NaN()}
+//
+// shaped, if not nil, reads what the router's shapers have sent each
+// way so far, in bits.
+func (l *lab) sqmMeasure(ctx context.Context, t sqmTopology, pid int, shaped func(context.Context) (up, down float64, at time.Time, err error)) (sqmRun, error) {
+	run := sqmRun{UpBps: math.NaN(), DnBps: math.NaN(), CPUSeconds: math.NaN(), FairMany: math.NaN(), FairOne: math.NaN(), RingDrops: math.NaN(),
+		UpLinkBps: math.NaN(), DnLinkBps: math.NaN()}
 	var err error
 	if run.Idle, err = l.irtt(ctx, sqmIdleSeconds*time.Second); err != nil {
 		return run, fmt.Errorf("idle: %w", err)
 	}
 	var errs []error
-	if err := l.sqmLoaded(ctx, &run, pid); err != nil {
+	if err := l.sqmLoaded(ctx, &run, pid, shaped); err != nil {
 		errs = append(errs, err)
 	}
 	many, one, err := l.sqmFairness(ctx, t)
@@ -263,7 +294,7 @@ func (l *lab) sqmMeasure(ctx context.Context, t sqmTopology, pid int) (sqmRun, e
 // sqmLoaded runs the rrul-like load (sqmStreams up and down at once)
 // with irtt beside it from the end of iperf3's omitted seconds to a
 // second before the load ends, and the router's CPU time around it.
-func (l *lab) sqmLoaded(ctx context.Context, run *sqmRun, pid int) error {
+func (l *lab) sqmLoaded(ctx context.Context, run *sqmRun, pid int, shaped func(context.Context) (up, down float64, at time.Time, err error)) error {
 	secs := l.opt.benchSeconds() + benchOmitSeconds
 	cpu0, cerr := procCPUSeconds(pid)
 	start := time.Now()
@@ -281,12 +312,33 @@ func (l *lab) sqmLoaded(ctx context.Context, run *sqmRun, pid int) error {
 		down <- result{bps, err}
 	}()
 	time.Sleep(benchOmitSeconds * time.Second)
+	// The shapers' rates over the load's steady part: from here to a
+	// second before iperf3 ends (irtt may wait for replies beyond it).
+	link := make(chan [2]float64, 1)
+	go func() {
+		r := [2]float64{math.NaN(), math.NaN()}
+		defer func() { link <- r }()
+		if shaped == nil {
+			return
+		}
+		up0, dn0, t0, err := shaped(ctx)
+		if err != nil {
+			return
+		}
+		time.Sleep(time.Until(start.Add(time.Duration(secs-1) * time.Second)))
+		if up1, dn1, t1, err := shaped(ctx); err == nil && t1.After(t0) {
+			d := t1.Sub(t0).Seconds()
+			r = [2]float64{(up1 - up0) / d, (dn1 - dn0) / d}
+		}
+	}()
 	var errs []error
 	st, err := l.irtt(ctx, time.Duration(max(secs-benchOmitSeconds-1, 1))*time.Second)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("irtt beside the load: %w", err))
 	}
 	run.Loaded = st
+	lr := <-link
+	run.UpLinkBps, run.DnLinkBps = lr[0], lr[1]
 	u, d := <-up, <-down
 	run.Seconds = time.Since(start).Seconds()
 	if cpu1, err := procCPUSeconds(pid); cerr == nil && err == nil {

@@ -90,8 +90,10 @@ func TestSQMFigures(t *testing.T) {
 		Seconds:    10,
 		FairMany:   9e6,
 		FairOne:    9e6,
+		UpLinkBps:  19e6 * 0.97,
+		DnLinkBps:  90e6 * 0.95,
 	}
-	want := map[string]float64{"+avg ms": 3, "+p99 ms": 4, "up p99": 2, "dn p99": 3, "up %": 100, "dn %": 90, "cpu s/Gb": 1, "cpu %": 10, "1-flow %": 50}
+	want := map[string]float64{"up lnk%": 97, "dn lnk%": 95, "+avg ms": 3, "+p99 ms": 4, "up p99": 2, "dn p99": 3, "up %": 100, "dn %": 90, "cpu s/Gb": 1, "cpu %": 10, "1-flow %": 50}
 	for _, f := range sqmFigures(sqmRates{100, 20}) {
 		if w, ok := want[f.name]; ok {
 			if got := f.get(run); math.Abs(got-w) > 1e-9 {
