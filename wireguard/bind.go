@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.zx2c4.com/wireguard/conn"
 )
@@ -210,9 +211,9 @@ func (b *Bind) receiveFunc(c PacketConn) conn.ReceiveFunc {
 				b.Stats.RxErrors.Add(1)
 				return 0, err
 			}
-			accepted := 0
+			accepted, now := 0, b.flood.now() // one clock read per batch
 			for i := range n {
-				if !b.accept(bufs[i][:sizes[i]], addrs[i]) {
+				if !b.accept(bufs[i][:sizes[i]], addrs[i], now) {
 					sizes[i], eps[i] = 0, nil
 					continue
 				}
@@ -250,9 +251,9 @@ func (b *Bind) closed(c PacketConn) bool {
 	return c != b.v4 && c != b.v6
 }
 
-// accept counts p, from from, by its message type and reports whether
-// it is worth the device's time.
-func (b *Bind) accept(p []byte, from netip.AddrPort) bool {
+// accept counts p, from from at now (the flood filter's clock), by its
+// message type and reports whether it is worth the device's time.
+func (b *Bind) accept(p []byte, from netip.AddrPort, now time.Duration) bool {
 	if len(p) < minTransport {
 		b.Stats.RxShort.Add(1)
 		return false
@@ -263,9 +264,9 @@ func (b *Bind) accept(p []byte, from netip.AddrPort) bool {
 		b.checkIndex(binary.LittleEndian.Uint32(p[4:]))
 		return true
 	case msgInitiation:
-		return b.handshake(p, from, sizeInitiation, &b.Stats.RxInitiations)
+		return b.handshake(p, from, now, sizeInitiation, &b.Stats.RxInitiations)
 	case msgResponse:
-		return b.handshake(p, from, sizeResponse, &b.Stats.RxResponses)
+		return b.handshake(p, from, now, sizeResponse, &b.Stats.RxResponses)
 	case msgCookieReply:
 		if !b.sized(p, sizeCookieReply, &b.Stats.RxCookieReplies) {
 			return false
@@ -279,8 +280,8 @@ func (b *Bind) accept(p []byte, from netip.AddrPort) bool {
 
 // handshake is sized for an initiation or response, which the flood
 // filter may drop first.
-func (b *Bind) handshake(p []byte, from netip.AddrPort, want int, c *atomic.Uint64) bool {
-	if len(p) == want && b.flood.drop(from, b.flood.now()) {
+func (b *Bind) handshake(p []byte, from netip.AddrPort, now time.Duration, want int, c *atomic.Uint64) bool {
+	if len(p) == want && b.flood.drop(from, now) {
 		b.Stats.RxHandshakeFlood.Add(1)
 		return false
 	}
