@@ -98,3 +98,24 @@ func TestAllocs(t *testing.T) {
 		t.Errorf("Read with the first packet refused = %d packets, TxHookDrop %d; want 1 and 1", n, tn.Stats.TxHookDrop.Load())
 	}
 }
+
+// TestAllocsHandshakeFlood: the flood filter costs no allocation: a
+// cookie reply sent, and a receive call that drops a flooding source's
+// initiation before it hands the device that source's transport packet.
+func TestAllocsHandshakeFlood(t *testing.T) {
+	b, _, recv, ep := floodScript(t, netip.MustParseAddrPort("192.0.2.7:40000"))
+	cookie := make([]byte, sizeCookieReply)
+	cookie[0] = msgCookieReply
+	out := [][]byte{cookie}
+	if got := testing.AllocsPerRun(1000, func() { b.Send(out, ep) }); got != 0 {
+		t.Errorf("send of a cookie reply: %v allocations, want 0", got)
+	}
+	recv() // the first read may find the initiation or the transport packet
+	before := b.Stats.RxHandshakeFlood.Load()
+	if got := testing.AllocsPerRun(1000, func() { recv() }); got != 0 {
+		t.Errorf("receive with a flood drop: %v allocations per call, want 0", got)
+	}
+	if n := b.Stats.RxHandshakeFlood.Load() - before; n < 1000 {
+		t.Errorf("RxHandshakeFlood grew by %d in 1001 calls, want each call to drop one", n)
+	}
+}

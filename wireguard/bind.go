@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.zx2c4.com/wireguard/conn"
 )
@@ -73,6 +74,12 @@ type BindStats struct {
 	RxUnknownType atomic.Uint64 `counter:"drops/unknown_type"`
 	// RxBadSize counts handshake messages of the wrong length, dropped.
 	RxBadSize atomic.Uint64 `counter:"drops/bad_size"`
+	// RxHandshakeFlood counts initiations and responses from a source
+	// the device sent a cookie reply less than a second before (or
+	// whose last one was dropped so), dropped: the device, under load,
+	// would only have answered with another cookie reply, and its
+	// handshake queue would have had less room for other peers (flood.go).
+	RxHandshakeFlood atomic.Uint64 `counter:"drops/handshake_flood"`
 	// RxUnknownIndex counts transport packets and cookie replies naming
 	// a receiver index this device did not hand out in the last
 	// indexMemory (forged, or for a long-gone session); the device drops
@@ -107,12 +114,14 @@ type Bind struct {
 	cache [endpointCacheSize]atomic.Pointer[Endpoint]
 
 	indices indexSet
+
+	flood *floodFilter
 }
 
 var _ conn.Bind = (*Bind)(nil)
 
 // NewBind returns a Bind whose Open calls listen.
-func NewBind(listen Listener) *Bind { return &Bind{listen: listen} }
+func NewBind(listen Listener) *Bind { return &Bind{listen: listen, flood: newFloodFilter()} }
 
 // Open implements conn.Bind: it opens a udp4 socket on port and a udp6
 // socket on the same port, and returns one receive function per socket.
@@ -202,9 +211,9 @@ func (b *Bind) receiveFunc(c PacketConn) conn.ReceiveFunc {
 				b.Stats.RxErrors.Add(1)
 				return 0, err
 			}
-			accepted := 0
+			accepted, now := 0, b.flood.now() // one clock read per batch
 			for i := range n {
-				if !b.accept(bufs[i][:sizes[i]]) {
+				if !b.accept(bufs[i][:sizes[i]], addrs[i], now) {
 					sizes[i], eps[i] = 0, nil
 					continue
 				}
@@ -242,9 +251,9 @@ func (b *Bind) closed(c PacketConn) bool {
 	return c != b.v4 && c != b.v6
 }
 
-// accept counts p by its message type and reports whether it is worth
-// the device's time.
-func (b *Bind) accept(p []byte) bool {
+// accept counts p, from from at now (the flood filter's clock), by its
+// message type and reports whether it is worth the device's time.
+func (b *Bind) accept(p []byte, from netip.AddrPort, now time.Duration) bool {
 	if len(p) < minTransport {
 		b.Stats.RxShort.Add(1)
 		return false
@@ -255,9 +264,9 @@ func (b *Bind) accept(p []byte) bool {
 		b.checkIndex(binary.LittleEndian.Uint32(p[4:]))
 		return true
 	case msgInitiation:
-		return b.sized(p, sizeInitiation, &b.Stats.RxInitiations)
+		return b.handshake(p, from, now, sizeInitiation, &b.Stats.RxInitiations)
 	case msgResponse:
-		return b.sized(p, sizeResponse, &b.Stats.RxResponses)
+		return b.handshake(p, from, now, sizeResponse, &b.Stats.RxResponses)
 	case msgCookieReply:
 		if !b.sized(p, sizeCookieReply, &b.Stats.RxCookieReplies) {
 			return false
@@ -267,6 +276,16 @@ func (b *Bind) accept(p []byte) bool {
 	}
 	b.Stats.RxUnknownType.Add(1)
 	return false
+}
+
+// handshake is sized for an initiation or response, which the flood
+// filter may drop first.
+func (b *Bind) handshake(p []byte, from netip.AddrPort, now time.Duration, want int, c *atomic.Uint64) bool {
+	if len(p) == want && b.flood.drop(from, now) {
+		b.Stats.RxHandshakeFlood.Add(1)
+		return false
+	}
+	return b.sized(p, want, c)
 }
 
 func (b *Bind) sized(p []byte, want int, c *atomic.Uint64) bool {
@@ -340,6 +359,9 @@ func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 	}
 	for _, p := range bufs {
 		b.noteIndex(p)
+		if len(p) == sizeCookieReply && binary.LittleEndian.Uint32(p) == msgCookieReply {
+			b.flood.cookieReplySent(e.AddrPort, b.flood.now())
+		}
 	}
 	if bw, ok := c.(BatchWriter); ok {
 		n, err := bw.WriteBatchToUDPAddrPort(bufs, e.AddrPort)

@@ -17,7 +17,9 @@
 //	socket -> Bind receive function (bind.go): a batch per call from a
 //	          BatchReader (the datagrams queued on the socket), classify,
 //	          count, drop junk, count unknown receiver indices (index.go),
-//	          cached Endpoint per source
+//	          drop the handshakes of a source the device just sent a
+//	          cookie reply and that keeps sending (flood.go), cached
+//	          Endpoint per source
 //	device decrypts -> TUN.Write (tun.go): copy the batch into netstack
 //	          inside one Batcher bracket (what netstack forwards out of
 //	          it leaves each port in one write)
@@ -39,9 +41,12 @@
 // reloads change peers with Config.UpdateUAPI, so the others keep their
 // sessions. `gvrouter wg peer NAME` prints a ClientConfig for a new peer
 // (FreeAddress picks its address) and its QR code. Tested here: a
-// handshake flood gets cookie replies and another peer still completes
-// its handshake with the cookie, in bounded memory
-// (TestHandshakeFlood, TestHandshakeFloodOtherPeer); random UDP,
+// handshake flood gets cookie replies, then the Bind keeps its source
+// out of the device's handshake queue, and another peer still
+// completes its handshake, in bounded memory (TestHandshakeFlood,
+// TestHandshakeFloodOtherPeer, TestBindDropsHandshakeFlood); a flood
+// from many source addresses still reaches the device, whose cookie
+// replies are then what protects it; random UDP,
 // replays and unknown receiver indices are counted (TestBadInput); the
 // Bind runs on the router's netstack sockets (TestTunnelOverNetstack); a
 // moved endpoint host is found again (TestReresolve); an update keeps

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +43,8 @@ type node struct {
 	mu         sync.Mutex
 	sent       [][]byte // datagrams the Bind sent, unless unrecorded
 	unrecorded bool
+
+	reads atomic.Uint64 // datagrams the Bind read from its socket
 }
 
 // recordConn keeps a copy of each datagram sent through it.
@@ -57,6 +60,14 @@ func (c recordConn) WriteToUDPAddrPort(b []byte, a netip.AddrPort) (int, error) 
 	}
 	c.n.mu.Unlock()
 	return c.UDPConn.WriteToUDPAddrPort(b, a)
+}
+
+func (c recordConn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
+	n, from, err := c.UDPConn.ReadFromUDPAddrPort(b)
+	if err == nil {
+		c.n.reads.Add(1)
+	}
+	return n, from, err
 }
 
 // loopback opens the Bind's socket on 127.0.0.1 in the kernel.
