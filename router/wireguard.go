@@ -122,7 +122,11 @@ func (r *Router) applyWireGuardLocked(cfg *config.Config) error {
 			}
 		}
 		if id, ok := r.net.NATIface(ic.Name); ok && r.nat.engine != nil {
-			w.link.TUN().SetHooks(natHooks(r.nat.engine, id))
+			h := natHooks(r.nat.engine, id)
+			if fp, ok := r.net.LinkFastPath(ic.Name); ok {
+				h.Forward = fp.ForwardBatch
+			}
+			w.link.TUN().SetHooks(h)
 		}
 		if err := w.link.Apply(ic.WireGuard.Device(), endpoints); err != nil {
 			errs = append(errs, err)
@@ -137,6 +141,8 @@ func (r *Router) applyWireGuardLocked(cfg *config.Config) error {
 // them known) and a port forward to a peer works; Postrouting on what
 // leaves into the tunnel, which confirms the flows the LAN or WAN opened
 // towards a peer. In is the link's NIC, as natrules.Compile numbers it.
+// The caller adds the link's fast path as Forward: the decrypted packets
+// of flows the engine offloaded skip In and netstack.
 func natHooks(e *natengine.Engine, in natengine.Iface) *wireguard.Hooks {
 	return &wireguard.Hooks{
 		In: func(ip []byte) bool {

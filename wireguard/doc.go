@@ -18,9 +18,12 @@
 //	          BatchReader (the datagrams queued on the socket), classify,
 //	          count, drop junk, count unknown receiver indices (index.go),
 //	          cached Endpoint per source
-//	device decrypts -> TUN.Write (tun.go): copy the batch into netstack
-//	          inside one Batcher bracket (what netstack forwards out of
-//	          it leaves each port in one write)
+//	device decrypts -> TUN.Write (tun.go): the Hooks' Forward (the
+//	          router's fast path, stack.LinkFastPath) sends the packets of
+//	          offloaded flows straight out of their egress port
+//	          (inside/fast_path); the rest are copied into netstack,
+//	          all inside one Batcher bracket (what netstack forwards out
+//	          of it leaves each port in one write)
 //
 // None of these allocates per packet (TestAllocs, TestBindReceiveBatch,
 // TestBatchedWrites; netstack's own UDP send and receive do, see
