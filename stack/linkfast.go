@@ -6,6 +6,7 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 
+	"github.com/gvrouter/gvrouter/hw"
 	"github.com/gvrouter/gvrouter/natengine"
 )
 
@@ -92,4 +93,53 @@ func (l *LinkFastPath) ForwardBatch(bufs [][]byte, offset int, slow func(ip []by
 		l.nat.AddFastPathHits(run.hits)
 	}
 	return int(run.hits), dropped
+}
+
+// FastLinkWriter is a link (LinkConfig.Endpoint) the fast path can
+// forward into, found by type assertion: a flow offloaded with the link
+// as its egress (the link's own NAT Postrouting offloads it, see
+// natengine.Engine.OffloadAt) has its frames rewritten on their ingress
+// Endpoint and handed over as bare IP packets, never entering netstack.
+type FastLinkWriter interface {
+	// WriteFast queues a copy of the IP packet ip, already through NAT,
+	// for the link, or drops and counts it (a full queue); the caller
+	// keeps ip. It must not block or allocate.
+	WriteFast(ip []byte)
+	// MTU is the link's MTU (stack.LinkEndpoint's).
+	MTU() uint32
+}
+
+// linkTable maps NIC IDs to the links the fast path writes into;
+// immutable once stored.
+type linkTable []FastLinkWriter
+
+// fastLink returns the link with NAT interface out that takes fast-path
+// packets, or nil.
+func (e *Endpoint) fastLink(out natengine.Iface) FastLinkWriter {
+	if e.linkOut == nil {
+		return nil
+	}
+	t := e.linkOut.Load()
+	if t == nil || out <= 0 || int(out) >= len(*t) {
+		return nil
+	}
+	return (*t)[out]
+}
+
+// superToLink cuts a superframe the fast path rewrote for link lw into
+// packets of lw's MTU with complete checksums, as a port without
+// offloads gets it (appendSuperLocked), and writes each.
+func (e *Endpoint) superToLink(f *hw.Frame, lw FastLinkWriter) {
+	seg, ok := newSegmenter(f.Data, header.EthernetMinimumSize, int(f.GSO.Size), int(lw.MTU()))
+	if !ok {
+		e.stats.drop(dropGSOMalformed)
+		return
+	}
+	e.stats.gsoSegmented.Add(1)
+	buf := e.getBuf(seg.hdrLen() + seg.mss)
+	for i := range seg.count() {
+		n := seg.segment(i, *buf)
+		lw.WriteFast((*buf)[header.EthernetMinimumSize:n])
+	}
+	e.putBuf(buf)
 }

@@ -148,3 +148,36 @@ func (f dispatcherFunc) DeliverNetworkPacket(_ tcpip.NetworkProtocolNumber, pkt 
 	f(pkt)
 }
 func (dispatcherFunc) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer) {}
+
+// TestWriteFast: a packet the router's fast path writes into the tunnel
+// reaches the device's Read as it is, without the Out hook (the fast
+// path ran NAT on it), and is counted; a full queue drops it as a
+// forwarded packet; neither allocates.
+func TestWriteFast(t *testing.T) {
+	tn := NewTUN("wg0", 0)
+	outs := 0
+	tn.SetHooks(&Hooks{Out: func([]byte, bool) bool { outs++; return false }})
+	ip := make([]byte, 60)
+	ip[0], ip[1] = 0x45, 7
+	tn.WriteFast(ip)
+	bufs, sizes := [][]byte{make([]byte, 2000)}, make([]int, 1)
+	if n, _ := tn.Read(bufs, sizes, 16); n != 1 || sizes[0] != len(ip) || bufs[0][17] != 7 || outs != 0 {
+		t.Errorf("Read after WriteFast: %d packets of %d bytes (byte 1: %d), Out hook called %d times; want 1 of %d (7), 0", n, sizes[0], bufs[0][17], outs, len(ip))
+	}
+	if tn.Stats.TxFastPath.Load() != 1 {
+		t.Errorf("TxFastPath = %d, want 1", tn.Stats.TxFastPath.Load())
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		tn.WriteFast(ip)
+		tn.Read(bufs, sizes, 16)
+	}); n != 0 && !raceEnabled {
+		t.Errorf("fast path -> device: %v allocations per packet, want 0", n)
+	}
+	for range txQueueLen + 1 {
+		tn.WriteFast(ip)
+	}
+	if tn.Stats.TxQueueFull.Load() != 1 {
+		t.Errorf("TxQueueFull = %d after %d writes into an empty queue, want 1", tn.Stats.TxQueueFull.Load(), txQueueLen+1)
+	}
+	tn.closeDevice()
+}

@@ -42,9 +42,12 @@ const (
 
 // TUNStats counts the TUN's packets and drops.
 type TUNStats struct {
-	// TxPackets counts packets netstack wrote into the tunnel that the
-	// device took.
+	// TxPackets counts packets the device took from the queue: those
+	// netstack wrote and those of the fast path (TxFastPath).
 	TxPackets atomic.Uint64 `counter:"inside/to_tunnel"`
+	// TxFastPath counts packets the router's fast path wrote into the
+	// tunnel (WriteFast), which netstack never saw.
+	TxFastPath atomic.Uint64 `counter:"inside/fast_path_to_tunnel"`
 	// TxQueueFull counts those dropped because the device was behind:
 	// forwarded packets that found the queue full, and the router's own
 	// that waited maxPark for room in vain.
@@ -171,7 +174,7 @@ func (t *TUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	for {
 		if t.copyOut(pkt, bufs[n][offset:]) {
 			size := pkt.Size()
-			if h != nil && h.Out != nil && !h.Out(bufs[n][offset:offset+size], pkt.NetworkPacketInfo.IsForwardedPacket) {
+			if pkt.Mark != fastMark && h != nil && h.Out != nil && !h.Out(bufs[n][offset:offset+size], pkt.NetworkPacketInfo.IsForwardedPacket) {
 				t.Stats.TxHookDrop.Add(1)
 			} else {
 				sizes[n] = size
@@ -370,6 +373,41 @@ func (t *TUN) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 	default:
 	}
 	return n, nil
+}
+
+// fastMark marks in pkt.Mark a packet WriteFast queued: the fast path
+// has run NAT on it, so Read skips the Out hook. Netstack's packets reach
+// the TUN with Mark 0 (the router sets no marks; package stack's GRO tag
+// is turned into GSOOptions before a forwarded packet leaves netstack).
+const fastMark = 0x57470001 // "WG" 1
+
+// WriteFast implements stack.FastLinkWriter (package stack finds it by
+// type assertion; alias_test.go checks it): the fast path forwards a
+// packet of an offloaded flow into the tunnel, already through NAT. It
+// is queued like a forwarded packet of netstack's: dropped at once
+// (TxQueueFull) if the queue is full.
+func (t *TUN) WriteFast(ip []byte) {
+	select {
+	case <-t.done:
+		t.Stats.TxClosed.Add(1)
+		return
+	default:
+	}
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(ip)})
+	pkt.Mark = fastMark
+	pkt.NetworkPacketInfo.IsForwardedPacket = true
+	select {
+	case t.tx <- pkt:
+		t.Stats.TxFastPath.Add(1)
+	default:
+		pkt.DecRef()
+		t.Stats.TxQueueFull.Add(1)
+	}
+	select {
+	case <-t.done: // closed meanwhile, as WritePackets
+		t.drain()
+	default:
+	}
 }
 
 // parkTimers are park's timers, reused: a packet that parks costs no
