@@ -10,7 +10,10 @@
 //
 //	netstack NIC -> TUN.WritePackets (tun.go): queue, one reference each;
 //	          a full queue parks the router's own packets (up to
-//	          maxPark) and drops forwarded ones (TestTUNBackPressure)
+//	          maxPark) and drops forwarded ones (TestTUNBackPressure);
+//	          the router's fast path queues the packets of offloaded
+//	          flows with TUN.WriteFast (inside/fast_path_to_tunnel),
+//	          past netstack and the Out hook (TestWriteFast)
 //	device reader -> TUN.Read (tun.go): copy out a batch, release
 //	device encrypts -> Bind.Send (bind.go): the batch in one call to a
 //	          BatchWriter (the router's socket: one write on the WAN port)
