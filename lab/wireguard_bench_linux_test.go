@@ -105,6 +105,17 @@ func TestWireGuardThroughput(t *testing.T) {
 			tunnel.peerCPU/(tunnel.bits/1e9), tunnel.bps/plain.bps)
 	}
 	t.Logf("  router wg0 counters: %v", st.Counters)
+	// The decrypted packets of the established flows (the WAN→LAN
+	// data, the LAN→WAN ACKs) take the fast path, not netstack: all
+	// but each flow's first few.
+	if fast, slow := st.Counters["inside"]["fast_path"], st.Counters["inside"]["from_tunnel"]; fast < 9*slow || fast == 0 {
+		t.Errorf("decrypted packets: %d by the fast path, %d through netstack; want over 90 %% by the fast path", fast, slow)
+	}
+	// And so do those into the tunnel (the LAN→WAN data, the WAN→LAN
+	// ACKs): to_tunnel counts all that the device took.
+	if fast, all := st.Counters["inside"]["fast_path_to_tunnel"], st.Counters["inside"]["to_tunnel"]; fast < all*9/10 || fast == 0 {
+		t.Errorf("packets into the tunnel: %d by the fast path of %d; want over 90 %%", fast, all)
+	}
 	if len(st.Peers) != 1 || st.Peers[0].RxBytes < 1<<20 || st.Peers[0].TxBytes < 1<<20 {
 		t.Errorf("router status of the peer after iperf3 both ways: %+v, want over 1 MiB each way", st.Peers)
 	}

@@ -122,7 +122,11 @@ func (r *Router) applyWireGuardLocked(cfg *config.Config) error {
 			}
 		}
 		if id, ok := r.net.NATIface(ic.Name); ok && r.nat.engine != nil {
-			w.link.TUN().SetHooks(natHooks(r.nat.engine, id))
+			h := natHooks(r.nat.engine, id)
+			if fp, ok := r.net.LinkFastPath(ic.Name); ok {
+				h.Forward = fp.ForwardBatch
+			}
+			w.link.TUN().SetHooks(h)
 		}
 		if err := w.link.Apply(ic.WireGuard.Device(), endpoints); err != nil {
 			errs = append(errs, err)
@@ -137,6 +141,9 @@ func (r *Router) applyWireGuardLocked(cfg *config.Config) error {
 // them known) and a port forward to a peer works; Postrouting on what
 // leaves into the tunnel, which confirms the flows the LAN or WAN opened
 // towards a peer. In is the link's NIC, as natrules.Compile numbers it.
+// Out offloads the flows it forwards into the tunnel, and the caller adds
+// the link's fast path as Forward: packets of offloaded flows skip
+// netstack both ways.
 func natHooks(e *natengine.Engine, in natengine.Iface) *wireguard.Hooks {
 	return &wireguard.Hooks{
 		In: func(ip []byte) bool {
@@ -145,7 +152,14 @@ func natHooks(e *natengine.Engine, in natengine.Iface) *wireguard.Hooks {
 		},
 		Out: func(ip []byte, forwarded bool) bool {
 			if forwarded {
-				return e.Postrouting(ip, in) == natengine.Accept
+				if e.Postrouting(ip, in) != natengine.Accept {
+					return false
+				}
+				// The flow's later packets into the tunnel take the
+				// fast path from their ingress port (stack's
+				// FastLinkWriter): no MACs on a tunnel.
+				e.OffloadAt(ip, in, [6]byte{}, [6]byte{}, e.FastPathGeneration())
+				return true
 			}
 			return e.PostroutingLocal(ip, in) == natengine.Accept
 		},

@@ -45,6 +45,8 @@ type Endpoint struct {
 	// exists.
 	nat    *natengine.Engine
 	egress *atomic.Pointer[egressTable]
+	// linkOut maps NIC IDs to the links the fast path writes into.
+	linkOut *atomic.Pointer[linkTable]
 	// hops is the router's next-hop cache (nexthop.go), nil without NAT.
 	hops *nextHopCache
 	// frags is the router's fragment guard (fragguard.go); nil in

@@ -102,6 +102,12 @@ func (e *Endpoint) fastForward(frame []byte, pcp int, nat *natengine.Engine, run
 		oe = tab.get(out)
 	}
 	if oe == nil {
+		if lw := e.fastLink(out); lw != nil {
+			// Into a link (linkfast.go): written now, so it stays in
+			// order with the slow path's packets after it.
+			lw.WriteFast(frame[header.EthernetMinimumSize : header.EthernetMinimumSize+ipLength(frame)])
+			return true
+		}
 		// The egress NIC went away after the flow was offloaded (Apply
 		// invalidates the fast path; this is the race in between).
 		e.stats.drop(dropNoEgress)

@@ -48,6 +48,9 @@ type Netstack struct {
 	// egress maps NIC IDs to endpoints for the fast path; rebuilt under
 	// mu when interfaces come and go.
 	egress atomic.Pointer[egressTable]
+	// linkOut maps NIC IDs to the links the fast path can write into
+	// (linkfast.go); rebuilt with egress.
+	linkOut atomic.Pointer[linkTable]
 	// hops is the next-hop cache the endpoints share (nexthop.go).
 	hops nextHopCache
 	// frags is the fragment guard the endpoints share (fragguard.go).
@@ -212,6 +215,13 @@ func (r *Netstack) refreshEgressLocked() {
 		tab[ifc.id] = ifc.ep
 	}
 	r.egress.Store(&tab)
+	links := make(linkTable, r.nextID+1)
+	for _, l := range r.links {
+		if w, ok := l.ep.(FastLinkWriter); ok {
+			links[l.ifc.id] = w
+		}
+	}
+	r.linkOut.Store(&links)
 }
 
 // NATIface returns the NAT engine's number for the interface named name
@@ -243,6 +253,7 @@ func (r *Netstack) addLocked(c *InterfaceConfig, mtu uint32) (*Interface, error)
 	ep.tx = &r.tx
 	ep.nat = r.nat
 	ep.egress = &r.egress
+	ep.linkOut = &r.linkOut
 	ep.frags = &r.frags
 	if r.nat != nil {
 		ep.hops = &r.hops

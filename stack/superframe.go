@@ -157,6 +157,10 @@ func (e *Endpoint) fastForwardSuper(f *hw.Frame, r *rxRun) bool {
 		oe = tab.get(out)
 	}
 	if oe == nil {
+		if lw := e.fastLink(out); lw != nil {
+			e.superToLink(f, lw)
+			return true
+		}
 		e.stats.drop(dropNoEgress)
 		return true
 	}

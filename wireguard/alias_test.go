@@ -19,4 +19,6 @@ var (
 	// The router's read and write a batch per call.
 	_ BatchReader = (*gvstack.UDPConn)(nil)
 	_ BatchWriter = (*gvstack.UDPConn)(nil)
+	// The router's fast path forwards into the TUN.
+	_ gvstack.FastLinkWriter = (*TUN)(nil)
 )

@@ -10,7 +10,10 @@
 //
 //	netstack NIC -> TUN.WritePackets (tun.go): queue, one reference each;
 //	          a full queue parks the router's own packets (up to
-//	          maxPark) and drops forwarded ones (TestTUNBackPressure)
+//	          maxPark) and drops forwarded ones (TestTUNBackPressure);
+//	          the router's fast path queues the packets of offloaded
+//	          flows with TUN.WriteFast (inside/fast_path_to_tunnel),
+//	          past netstack and the Out hook (TestWriteFast)
 //	device reader -> TUN.Read (tun.go): copy out a batch, release
 //	device encrypts -> Bind.Send (bind.go): the batch in one call to a
 //	          BatchWriter (the router's socket: one write on the WAN port)
@@ -20,9 +23,12 @@
 //	          drop the handshakes of a source the device just sent a
 //	          cookie reply and that keeps sending (flood.go), cached
 //	          Endpoint per source
-//	device decrypts -> TUN.Write (tun.go): copy the batch into netstack
-//	          inside one Batcher bracket (what netstack forwards out of
-//	          it leaves each port in one write)
+//	device decrypts -> TUN.Write (tun.go): the Hooks' Forward (the
+//	          router's fast path, stack.LinkFastPath) sends the packets of
+//	          offloaded flows straight out of their egress port
+//	          (inside/fast_path); the rest are copied into netstack,
+//	          all inside one Batcher bracket (what netstack forwards out
+//	          of it leaves each port in one write)
 //
 // None of these allocates per packet (TestAllocs, TestBindReceiveBatch,
 // TestBatchedWrites; netstack's own UDP send and receive do, see

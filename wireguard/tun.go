@@ -42,9 +42,12 @@ const (
 
 // TUNStats counts the TUN's packets and drops.
 type TUNStats struct {
-	// TxPackets counts packets netstack wrote into the tunnel that the
-	// device took.
+	// TxPackets counts packets the device took from the queue: those
+	// netstack wrote and those of the fast path (TxFastPath).
 	TxPackets atomic.Uint64 `counter:"inside/to_tunnel"`
+	// TxFastPath counts packets the router's fast path wrote into the
+	// tunnel (WriteFast), which netstack never saw.
+	TxFastPath atomic.Uint64 `counter:"inside/fast_path_to_tunnel"`
 	// TxQueueFull counts those dropped because the device was behind:
 	// forwarded packets that found the queue full, and the router's own
 	// that waited maxPark for room in vain.
@@ -59,6 +62,12 @@ type TUNStats struct {
 	TxTooBig atomic.Uint64 `counter:"drops/too_big"`
 	// RxPackets counts decrypted packets delivered to netstack.
 	RxPackets atomic.Uint64 `counter:"inside/from_tunnel"`
+	// RxFastPath counts decrypted packets the Hooks' Forward sent on
+	// itself (the router's fast path), which netstack never saw.
+	RxFastPath atomic.Uint64 `counter:"inside/fast_path"`
+	// RxFastDrop counts those Forward dropped (their egress was
+	// removed after their flow was offloaded).
+	RxFastDrop atomic.Uint64 `counter:"drops/fast_path"`
 	// RxBadVersion counts decrypted packets that are neither IPv4 nor
 	// IPv6 (the device checks this too), dropped.
 	RxBadVersion atomic.Uint64 `counter:"drops/not_ip"`
@@ -78,11 +87,18 @@ type TUNStats struct {
 // it is in the device's buffer (NAT Postrouting; forwarded says whether
 // netstack forwarded it or the router sent it). Both get the bare IP
 // packet, may rewrite it in place without changing its length, and
-// return false to drop it (counted as RxHookDrop or TxHookDrop). They
-// run on the device's goroutines and must not allocate.
+// return false to drop it (counted as RxHookDrop or TxHookDrop).
+// Forward, if set, sees each batch of decrypted packets before In: each
+// bufs[i][offset:] is a packet and the bytes before it are room it may
+// write into; it sends on the packets of flows it has offloaded itself
+// (the router's fast path: package stack's LinkFastPath.ForwardBatch),
+// before it returns, and calls slow with each other packet in order,
+// which then takes In and netstack's way. All run on the device's
+// goroutines and must not allocate.
 type Hooks struct {
-	In  func(ip []byte) bool
-	Out func(ip []byte, forwarded bool) bool
+	In      func(ip []byte) bool
+	Out     func(ip []byte, forwarded bool) bool
+	Forward func(bufs [][]byte, offset int, slow func(ip []byte)) (forwarded, dropped int)
 }
 
 // TUN is the tunnel's inside: a tun.Device for the WireGuard device and,
@@ -106,6 +122,9 @@ type TUN struct {
 
 	// hooks are the Hooks in force, nil for none.
 	hooks atomic.Pointer[Hooks]
+	// slow is deliverSlow as a func value, made once (Hooks.Forward's
+	// argument; a method value per batch would allocate).
+	slow func(ip []byte)
 
 	// mu protects dispatcher, batcher and onClose.
 	mu         sync.RWMutex
@@ -133,6 +152,7 @@ func NewTUN(name string, mtu int) *TUN {
 		done:   make(chan struct{}),
 	}
 	t.mtu.Store(uint32(mtu))
+	t.slow = t.deliverSlow
 	t.events <- tun.EventUp
 	return t
 }
@@ -154,7 +174,7 @@ func (t *TUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	for {
 		if t.copyOut(pkt, bufs[n][offset:]) {
 			size := pkt.Size()
-			if h != nil && h.Out != nil && !h.Out(bufs[n][offset:offset+size], pkt.NetworkPacketInfo.IsForwardedPacket) {
+			if pkt.Mark != fastMark && h != nil && h.Out != nil && !h.Out(bufs[n][offset:offset+size], pkt.NetworkPacketInfo.IsForwardedPacket) {
 				t.Stats.TxHookDrop.Add(1)
 			} else {
 				sizes[n] = size
@@ -210,7 +230,8 @@ type Batcher interface {
 }
 
 // Write implements tun.Device: each bufs[i][offset:] is one decrypted IP
-// packet, copied into netstack; the batch is bracketed (Batcher) if the
+// packet; the Hooks' Forward takes those of offloaded flows, the rest are
+// copied into netstack. The batch is bracketed (Batcher) if the
 // dispatcher can.
 func (t *TUN) Write(bufs [][]byte, offset int) (int, error) {
 	t.mu.RLock()
@@ -221,32 +242,51 @@ func (t *TUN) Write(bufs [][]byte, offset int) (int, error) {
 		defer bt.EndBatch()
 	}
 	h := t.hooks.Load()
+	if h != nil && h.Forward != nil && d != nil {
+		fwd, dropped := h.Forward(bufs, offset, t.slow)
+		t.Stats.RxFastPath.Add(uint64(fwd))
+		t.Stats.RxFastDrop.Add(uint64(dropped))
+		return len(bufs), nil
+	}
 	for _, b := range bufs {
-		p := b[offset:]
-		var proto tcpip.NetworkProtocolNumber
-		switch {
-		case len(p) > 0 && p[0]>>4 == 4:
-			proto = header.IPv4ProtocolNumber
-		case len(p) > 0 && p[0]>>4 == 6:
-			proto = header.IPv6ProtocolNumber
-		default:
-			t.Stats.RxBadVersion.Add(1)
-			continue
-		}
-		if d == nil {
-			t.Stats.RxNotAttached.Add(1)
-			continue
-		}
-		if h != nil && h.In != nil && !h.In(p) {
-			t.Stats.RxHookDrop.Add(1)
-			continue
-		}
-		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(p)})
-		d.DeliverNetworkPacket(proto, pkt)
-		pkt.DecRef()
-		t.Stats.RxPackets.Add(1)
+		t.deliver(d, h, b[offset:])
 	}
 	return len(bufs), nil
+}
+
+// deliverSlow is deliver with the dispatcher and Hooks in force.
+func (t *TUN) deliverSlow(p []byte) {
+	t.mu.RLock()
+	d := t.dispatcher
+	t.mu.RUnlock()
+	t.deliver(d, t.hooks.Load(), p)
+}
+
+// deliver copies the decrypted packet p into netstack through d, after
+// the Hooks' In, or counts why not.
+func (t *TUN) deliver(d stack.NetworkDispatcher, h *Hooks, p []byte) {
+	var proto tcpip.NetworkProtocolNumber
+	switch {
+	case len(p) > 0 && p[0]>>4 == 4:
+		proto = header.IPv4ProtocolNumber
+	case len(p) > 0 && p[0]>>4 == 6:
+		proto = header.IPv6ProtocolNumber
+	default:
+		t.Stats.RxBadVersion.Add(1)
+		return
+	}
+	if d == nil {
+		t.Stats.RxNotAttached.Add(1)
+		return
+	}
+	if h != nil && h.In != nil && !h.In(p) {
+		t.Stats.RxHookDrop.Add(1)
+		return
+	}
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(p)})
+	d.DeliverNetworkPacket(proto, pkt)
+	pkt.DecRef()
+	t.Stats.RxPackets.Add(1)
 }
 
 // SetHooks makes h (nil: none) the TUN's Hooks from the next packet on.
@@ -333,6 +373,41 @@ func (t *TUN) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 	default:
 	}
 	return n, nil
+}
+
+// fastMark marks in pkt.Mark a packet WriteFast queued: the fast path
+// has run NAT on it, so Read skips the Out hook. Netstack's packets reach
+// the TUN with Mark 0 (the router sets no marks; package stack's GRO tag
+// is turned into GSOOptions before a forwarded packet leaves netstack).
+const fastMark = 0x57470001 // "WG" 1
+
+// WriteFast implements stack.FastLinkWriter (package stack finds it by
+// type assertion; alias_test.go checks it): the fast path forwards a
+// packet of an offloaded flow into the tunnel, already through NAT. It
+// is queued like a forwarded packet of netstack's: dropped at once
+// (TxQueueFull) if the queue is full.
+func (t *TUN) WriteFast(ip []byte) {
+	select {
+	case <-t.done:
+		t.Stats.TxClosed.Add(1)
+		return
+	default:
+	}
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(ip)})
+	pkt.Mark = fastMark
+	pkt.NetworkPacketInfo.IsForwardedPacket = true
+	select {
+	case t.tx <- pkt:
+		t.Stats.TxFastPath.Add(1)
+	default:
+		pkt.DecRef()
+		t.Stats.TxQueueFull.Add(1)
+	}
+	select {
+	case <-t.done: // closed meanwhile, as WritePackets
+		t.drain()
+	default:
+	}
 }
 
 // parkTimers are park's timers, reused: a packet that parks costs no

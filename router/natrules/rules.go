@@ -11,6 +11,7 @@ import (
 	"github.com/gvrouter/gvrouter/natengine"
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/stack"
+	"github.com/gvrouter/gvrouter/wireguard"
 )
 
 // EngineConfig is the construction-time part of the NAT config: the table
@@ -58,7 +59,13 @@ func Compile(cfg *config.Config, ids IDs, portMTU func(port string) int, reserve
 		}
 		id[ic.Name] = nid
 		mtu := ic.MTU
-		if mtu == 0 && portMTU != nil {
+		switch {
+		case mtu == 0 && ic.WireGuard != nil:
+			// The tunnel's default, not a port's: the fast path
+			// forwards into the tunnel and must leave what is larger
+			// to netstack (frag-needed, packet-too-big).
+			mtu = wireguard.DefaultMTU
+		case mtu == 0 && portMTU != nil:
 			mtu = portMTU(ic.Port)
 		}
 		c := natengine.IfaceConfig{

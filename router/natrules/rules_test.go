@@ -409,3 +409,30 @@ func TestRedirectSourceFilters(t *testing.T) {
 		t.Errorf("SetRules: %v", err)
 	}
 }
+
+// TestNATRulesWireGuardMTU: a wireguard interface without mtu: has the
+// tunnel's default MTU in the engine, not the 1500 it gets for having no
+// port, so the fast path into the tunnel leaves larger packets to
+// netstack's frag-needed; one with mtu: keeps it.
+func TestNATRulesWireGuardMTU(t *testing.T) {
+	cfg, err := config.Parse("wg.yaml", []byte(natBase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Interfaces = append(cfg.Interfaces,
+		config.Interface{Name: "wg0", Role: config.RoleLAN, WireGuard: &config.WireGuard{}},
+		config.Interface{Name: "wg1", Role: config.RoleLAN, WireGuard: &config.WireGuard{}, MTU: 1380})
+	r := Compile(cfg, seqIDs(cfg), func(string) int { return 0 }, nil)
+	want := map[string]int{"wg0": 1420, "wg1": 1380}
+	for _, ic := range r.Ifaces {
+		if w, ok := want[ic.Name]; ok {
+			if ic.MTU != w {
+				t.Errorf("%s: MTU %d, want %d", ic.Name, ic.MTU, w)
+			}
+			delete(want, ic.Name)
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("not in the rules: %v", want)
+	}
+}
