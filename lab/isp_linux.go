@@ -152,7 +152,8 @@ func (l *lab) ispLog() string {
 func (l *lab) wanByDHCP() bool { return l.natLab() }
 
 // waitWANLease waits until the router's WAN DHCP client is bound to want
-// (any address when want is zero) and returns the client's status.
+// (any address when want is zero) and the router has applied the lease
+// (leaseApplied), and returns the client's status.
 func (l *lab) waitWANLease(ctx context.Context, want netip.Addr, d time.Duration) (status.DHCPClient, error) {
 	deadline := time.Now().Add(d)
 	var last status.DHCPClient
@@ -164,7 +165,9 @@ func (l *lab) waitWANLease(ctx context.Context, want netip.Addr, d time.Duration
 			for _, c := range snap.DHCPClients {
 				last, lastErr = c, nil
 				if c.State == "bound" && (!want.IsValid() || c.Held().Addr.Addr() == want) {
-					return c, nil
+					if lastErr = leaseApplied(snap, c); lastErr == nil {
+						return c, nil
+					}
 				}
 			}
 		} else {
@@ -176,6 +179,27 @@ func (l *lab) waitWANLease(ctx context.Context, want netip.Addr, d time.Duration
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// leaseApplied reports whether the router applied c's lease: its address
+// on c's interface and its routes in the table. The client is bound
+// first; the runtime applies the lease it posts a moment later (the
+// reload path), and a proof that looks in between finds no route.
+func leaseApplied(snap status.Snapshot, c status.DHCPClient) error {
+	lease := c.Held()
+	if !slices.Contains(ifaceAddrs(snap, c.Interface), lease.Addr.String()) {
+		return fmt.Errorf("bound, but %s is not on %s yet: %v", lease.Addr, c.Interface, ifaceAddrs(snap, c.Interface))
+	}
+	for _, r := range lease.Routes {
+		via := ""
+		if r.Via.IsValid() && !r.Via.IsUnspecified() {
+			via = r.Via.String()
+		}
+		if !hasRoute(snap, r.Dst.String(), via, c.Interface) {
+			return fmt.Errorf("bound, but the lease's route to %s via %s is not in the table yet", r.Dst, r.Via)
+		}
+	}
+	return nil
 }
 
 // tailString returns the last n bytes of s.
