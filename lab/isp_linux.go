@@ -34,9 +34,10 @@ var ispWebAddr = netip.MustParseAddr("198.18.77.80")
 
 // ispOptions changes the ISP's DHCP service for one test.
 type ispOptions struct {
-	addr      netip.Addr // the one address of the pool; zero: wanRouter4
-	leaseTime string     // zero: ispLeaseTime
-	mtu       int        // option 26; zero: ispMTU
+	addr      netip.Addr    // the one address of the pool; zero: wanRouter4
+	leaseTime string        // zero: ispLeaseTime
+	mtu       int           // option 26; zero: ispMTU
+	renew     time.Duration // option 58 (T1); zero: dnsmasq's, half the lease
 	// fillNames, if not 0, makes the ISP answer n0.fill.test ...
 	// n<fillNames-1>.fill.test (bench mode s fills the router's cache).
 	fillNames int
@@ -88,6 +89,9 @@ func (l *lab) ispConfig(o ispOptions) string {
 	}
 	for _, n := range o.webNames {
 		lines = append(lines, "host-record="+n+","+ispWebAddr.String())
+	}
+	if o.renew > 0 {
+		lines = append(lines, fmt.Sprintf("dhcp-option=option:T1,%d", int(o.renew.Seconds())))
 	}
 	if o.fillNames > 0 {
 		// dnsmasq answers its auth-server address from its own records
@@ -225,16 +229,16 @@ func (l *lab) wanClient(ctx context.Context) (status.DHCPClient, status.Snapshot
 	return status.DHCPClient{}, snap, fmt.Errorf("no WAN DHCP client on the status page")
 }
 
-// waitWANState waits until the WAN client's state is state.
-func (l *lab) waitWANState(ctx context.Context, state string, d time.Duration) (status.DHCPClient, status.Snapshot, error) {
+// waitWANState waits until the WAN client's state is one of states.
+func (l *lab) waitWANState(ctx context.Context, d time.Duration, states ...string) (status.DHCPClient, status.Snapshot, error) {
 	deadline := time.Now().Add(d)
 	for {
 		c, snap, err := l.wanClient(ctx)
-		if err == nil && c.State == state {
+		if err == nil && slices.Contains(states, c.State) {
 			return c, snap, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return c, snap, fmt.Errorf("WAN client state %q (err %v), want %q within %v", c.State, err, state, d)
+			return c, snap, fmt.Errorf("WAN client state %q (err %v), want %q within %v", c.State, err, states, d)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
