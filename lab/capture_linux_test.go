@@ -63,13 +63,18 @@ func countWith(protos []string, sub string) int {
 // the same as the wire; `gvrouter capture -w - | tshark -r -` works, and
 // /api/capture answers on the host listener and refuses a LAN one
 // without the token.
+//
+// It runs beside the other parallel lab tests (a lab of its own, tagged):
+// its time goes to its lab's start, tshark and short flows, not CPU.
 func TestRunMACsecCapture(t *testing.T) {
+	parallelLab(t)
 	requirePrivileged(t, "tshark")
 	bin := buildRouter(t)
 	statusPort := freePort(t)
 	opt := Options{
 		RouterBinary: bin,
 		StatusPort:   statusPort,
+		runTag:       nextRunTag(), // beside the other parallel labs
 		Topology:     TopologyMACsec,
 		Log:          testLogger(t),
 		Stdout:       &bytes.Buffer{},
@@ -183,12 +188,17 @@ func TestRunMACsecCapture(t *testing.T) {
 // host to the WAN host: tshark decodes 802.1Q (VLANs 1 and 2) with IPv4,
 // IPv6 and TCP on the port and the same traffic untagged on eth0.2, and
 // the port's VLAN 2 frames are exactly eth0.2's frames.
+//
+// It runs beside the other parallel lab tests (a lab of its own, tagged):
+// its time goes to its lab's start, tshark and short flows, not CPU.
 func TestRunBCM47094Capture(t *testing.T) {
+	parallelLab(t)
 	requirePrivileged(t, "tshark")
 	bin := buildRouter(t)
 	opt := Options{
 		RouterBinary: bin,
 		StatusPort:   freePort(t),
+		runTag:       nextRunTag(), // beside the other parallel labs
 		Topology:     TopologyBCM47094,
 		Log:          testLogger(t),
 		Stdout:       &bytes.Buffer{},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,7 +79,17 @@ func fakeRouter(args []string) error {
 		var ifs []string
 		for _, i := range cfg.Interfaces {
 			rx, _ := os.ReadFile(filepath.Join("/sys/class/net", i.Port, "statistics/rx_packets"))
-			ifs = append(ifs, fmt.Sprintf(`{"name":%q,"rx_packets":%s}`, i.Name, bytes.TrimSpace(rx)))
+			// The addresses it put on the port, the lease's among
+			// them: the lab waits for the lease's address on the
+			// interface (leaseApplied).
+			var addrs []string
+			for _, a := range i.Addresses {
+				if a == "dhcp" {
+					a = wanRouter4.String()
+				}
+				addrs = append(addrs, strconv.Quote(a))
+			}
+			ifs = append(ifs, fmt.Sprintf(`{"name":%q,"rx_packets":%s,"addresses":[%s]}`, i.Name, bytes.TrimSpace(rx), strings.Join(addrs, ",")))
 		}
 		clients := ""
 		if dhcpIface != "" {

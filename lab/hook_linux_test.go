@@ -67,17 +67,19 @@ func runWithHook(t *testing.T, hook func(l *lab) error) {
 // DHCP lease life).
 func runWithHookTimeout(t *testing.T, d time.Duration, hook func(l *lab) error) {
 	t.Helper()
-	runLabWithHook(t, d, false, hook)
+	runLabWithHook(t, d, nil, hook)
 }
 
 // runWithHookFewProofs is runWithHookTimeout with Options.fewProofs: for
 // a hook that needs none of the state the NAT and service proofs set up.
 func runWithHookFewProofs(t *testing.T, d time.Duration, hook func(l *lab) error) {
 	t.Helper()
-	runLabWithHook(t, d, true, hook)
+	runLabWithHook(t, d, func(o *Options) { o.fewProofs = true }, hook)
 }
 
-func runLabWithHook(t *testing.T, d time.Duration, fewProofs bool, hook func(l *lab) error) {
+// runLabWithHook runs the lab with hook; edit, if not nil, changes the
+// lab's Options first.
+func runLabWithHook(t *testing.T, d time.Duration, edit func(*Options), hook func(l *lab) error) {
 	t.Helper()
 	requirePrivileged(t)
 	var out bytes.Buffer
@@ -88,7 +90,9 @@ func runLabWithHook(t *testing.T, d time.Duration, fewProofs bool, hook func(l *
 		Stdout:       &out,
 		testHook:     hook,
 		runTag:       nextRunTag(),
-		fewProofs:    fewProofs,
+	}
+	if edit != nil {
+		edit(&opt)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()

@@ -34,9 +34,10 @@ var ispWebAddr = netip.MustParseAddr("198.18.77.80")
 
 // ispOptions changes the ISP's DHCP service for one test.
 type ispOptions struct {
-	addr      netip.Addr // the one address of the pool; zero: wanRouter4
-	leaseTime string     // zero: ispLeaseTime
-	mtu       int        // option 26; zero: ispMTU
+	addr      netip.Addr    // the one address of the pool; zero: wanRouter4
+	leaseTime string        // zero: ispLeaseTime
+	mtu       int           // option 26; zero: ispMTU
+	renew     time.Duration // option 58 (T1); zero: dnsmasq's, half the lease
 	// fillNames, if not 0, makes the ISP answer n0.fill.test ...
 	// n<fillNames-1>.fill.test (bench mode s fills the router's cache).
 	fillNames int
@@ -88,6 +89,9 @@ func (l *lab) ispConfig(o ispOptions) string {
 	}
 	for _, n := range o.webNames {
 		lines = append(lines, "host-record="+n+","+ispWebAddr.String())
+	}
+	if o.renew > 0 {
+		lines = append(lines, fmt.Sprintf("dhcp-option=option:T1,%d", int(o.renew.Seconds())))
 	}
 	if o.fillNames > 0 {
 		// dnsmasq answers its auth-server address from its own records
@@ -152,7 +156,8 @@ func (l *lab) ispLog() string {
 func (l *lab) wanByDHCP() bool { return l.natLab() }
 
 // waitWANLease waits until the router's WAN DHCP client is bound to want
-// (any address when want is zero) and returns the client's status.
+// (any address when want is zero) and the router has applied the lease
+// (leaseApplied), and returns the client's status.
 func (l *lab) waitWANLease(ctx context.Context, want netip.Addr, d time.Duration) (status.DHCPClient, error) {
 	deadline := time.Now().Add(d)
 	var last status.DHCPClient
@@ -164,7 +169,9 @@ func (l *lab) waitWANLease(ctx context.Context, want netip.Addr, d time.Duration
 			for _, c := range snap.DHCPClients {
 				last, lastErr = c, nil
 				if c.State == "bound" && (!want.IsValid() || c.Held().Addr.Addr() == want) {
-					return c, nil
+					if lastErr = leaseApplied(snap, c); lastErr == nil {
+						return c, nil
+					}
 				}
 			}
 		} else {
@@ -176,6 +183,27 @@ func (l *lab) waitWANLease(ctx context.Context, want netip.Addr, d time.Duration
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// leaseApplied reports whether the router applied c's lease: its address
+// on c's interface and its routes in the table. The client is bound
+// first; the runtime applies the lease it posts a moment later (the
+// reload path), and a proof that looks in between finds no route.
+func leaseApplied(snap status.Snapshot, c status.DHCPClient) error {
+	lease := c.Held()
+	if !slices.Contains(ifaceAddrs(snap, c.Interface), lease.Addr.String()) {
+		return fmt.Errorf("bound, but %s is not on %s yet: %v", lease.Addr, c.Interface, ifaceAddrs(snap, c.Interface))
+	}
+	for _, r := range lease.Routes {
+		via := ""
+		if r.Via.IsValid() && !r.Via.IsUnspecified() {
+			via = r.Via.String()
+		}
+		if !hasRoute(snap, r.Dst.String(), via, c.Interface) {
+			return fmt.Errorf("bound, but the lease's route to %s via %s is not in the table yet", r.Dst, r.Via)
+		}
+	}
+	return nil
 }
 
 // tailString returns the last n bytes of s.
@@ -201,16 +229,16 @@ func (l *lab) wanClient(ctx context.Context) (status.DHCPClient, status.Snapshot
 	return status.DHCPClient{}, snap, fmt.Errorf("no WAN DHCP client on the status page")
 }
 
-// waitWANState waits until the WAN client's state is state.
-func (l *lab) waitWANState(ctx context.Context, state string, d time.Duration) (status.DHCPClient, status.Snapshot, error) {
+// waitWANState waits until the WAN client's state is one of states.
+func (l *lab) waitWANState(ctx context.Context, d time.Duration, states ...string) (status.DHCPClient, status.Snapshot, error) {
 	deadline := time.Now().Add(d)
 	for {
 		c, snap, err := l.wanClient(ctx)
-		if err == nil && c.State == state {
+		if err == nil && slices.Contains(states, c.State) {
 			return c, snap, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return c, snap, fmt.Errorf("WAN client state %q (err %v), want %q within %v", c.State, err, state, d)
+			return c, snap, fmt.Errorf("WAN client state %q (err %v), want %q within %v", c.State, err, states, d)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}

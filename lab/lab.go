@@ -111,6 +111,11 @@ type Options struct {
 	// gvl<pid>t<n>: its namespaces and run directory are its own, so tests
 	// in one process can run labs side by side.
 	runTag string
+	// ispRenew, if not 0, is the renewal time (T1, option 58) the ISP's
+	// DHCP server gives the router's first lease, instead of dnsmasq's
+	// half of the lease (60 s): a test that waits out a whole lease life
+	// renews sooner.
+	ispRenew time.Duration
 }
 
 const (

@@ -86,7 +86,7 @@ func Run(ctx context.Context, opt Options) (err error) {
 		return err
 	}
 	if l.wanByDHCP() {
-		if err := l.startISP(ispOptions{}); err != nil {
+		if err := l.startISP(ispOptions{renew: l.opt.ispRenew}); err != nil {
 			return err
 		}
 		if err := l.startISP6(ctx, isp6Options{}); err != nil {

@@ -165,12 +165,16 @@ func (l *lab) slaacProof(ctx context.Context) (string, error) {
 }
 
 // dynamicAddrIn returns the first address in p that `ip -j addr` output
-// lists as dynamic (from SLAAC), or the zero Addr.
+// lists as dynamic (from SLAAC) and no longer tentative, or the zero
+// Addr. A tentative address (duplicate address detection, about a
+// second) cannot be bound yet: a ping from it fails with "cannot assign
+// requested address".
 func dynamicAddrIn(ipJSON []byte, p netip.Prefix) netip.Addr {
 	var links []struct {
 		AddrInfo []struct {
-			Local   string `json:"local"`
-			Dynamic bool   `json:"dynamic"`
+			Local     string `json:"local"`
+			Dynamic   bool   `json:"dynamic"`
+			Tentative bool   `json:"tentative"`
 		} `json:"addr_info"`
 	}
 	if json.Unmarshal(ipJSON, &links) != nil {
@@ -178,7 +182,7 @@ func dynamicAddrIn(ipJSON []byte, p netip.Prefix) netip.Addr {
 	}
 	for _, l := range links {
 		for _, a := range l.AddrInfo {
-			if ad, err := netip.ParseAddr(a.Local); err == nil && a.Dynamic && p.Contains(ad) {
+			if ad, err := netip.ParseAddr(a.Local); err == nil && a.Dynamic && !a.Tentative && p.Contains(ad) {
 				return ad
 			}
 		}

@@ -88,13 +88,18 @@ func transferIn(ctx context.Context, fromNS, toNS string, listen, dial netip.Add
 // IPv6 routed through the firewall), 16 MiB each, intact, in superframes
 // the router takes whole and passes on whole, with no frame dropped as
 // oversize.
+//
+// It runs beside the other parallel lab tests (a lab of its own, tagged):
+// its flows are short and it checks counters, not speed.
 func TestRunHostOffloads(t *testing.T) {
+	parallelLab(t)
 	requirePrivileged(t)
 	bin := buildRouter(t)
 	var out bytes.Buffer
 	opt := Options{
 		RouterBinary: bin,
 		StatusPort:   freePort(t),
+		runTag:       nextRunTag(), // beside the other parallel labs
 		HostOffloads: true,
 		Log:          testLogger(t),
 		Stdout:       &out,

@@ -87,13 +87,23 @@ func (w *wireCapture) wait(ctx context.Context, since time.Time, d time.Duration
 	return capturedDHCP{}, fmt.Errorf("not on the wire within %v; captured: %s", d, strings.Join(seen, "; "))
 }
 
+// wanDHCPRenew is the T1 TestLabWANDHCP's ISP gives the first lease
+// (option 58): the test waits for T1 and then a whole lease of 2 minutes
+// (dnsmasq's shortest) after the renewal, so every second off T1 is one
+// off the test, which is the floor of the lab package's parallel phase.
+// dnsmasq's own T1 is half the lease, 60 s; the lab's proofs end about
+// 8 s after the lease (CI), and the test must change the ISP's MTU
+// before T1.
+const wanDHCPRenew = 40 * time.Second
+
 // TestLabWANDHCP runs the router's WAN DHCP client against dnsmasq as the
 // ISP through a whole lease life (RFC 2131 §4.4.5), with dnsmasq's
 // shortest lease (2 minutes):
 //   - acquire: address, option 121 routes (preferred over option 3), DNS,
 //     domain, hostname (option 12) in dnsmasq's log;
-//   - renew at T1 (60 s): a DHCPREQUEST unicast to the server with ciaddr
-//     set, captured on the WAN host's wire; the renewed lease's MTU
+//   - renew at T1 (wanDHCPRenew, the ISP's option 58): a DHCPREQUEST
+//     unicast to the server with ciaddr set, captured on the WAN host's
+//     wire; the renewed lease's MTU
 //     (option 26, changed at the server meanwhile) is applied: a LAN host's
 //     DF ping above it gets Fragmentation Needed with the new MTU;
 //   - the server goes away: REBINDING at T2 (a broadcast REQUEST on the
@@ -104,7 +114,7 @@ func (w *wireCapture) wait(ctx context.Context, since time.Time, d time.Duration
 func TestLabWANDHCP(t *testing.T) {
 	parallelLongLab(t)
 	requirePrivileged(t, "dnsmasq", "ping")
-	runWithHookTimeout(t, 6*time.Minute, func(l *lab) error {
+	runLabWithHook(t, 6*time.Minute, func(o *Options) { o.ispRenew = wanDHCPRenew }, func(l *lab) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		gw := wanHost4.Addr()
@@ -119,6 +129,9 @@ func TestLabWANDHCP(t *testing.T) {
 			return fmt.Errorf("WAN lease = %+v, want bound %s from %s, DNS %s, domain %s", c, wanRouter4, gw, gw, ispZone)
 		}
 		wantRoutes := []dhcp4client.Route{{Dst: farNet, Via: gw}, {Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: gw}}
+		if d := c.T1.Sub(acquired); d < wanDHCPRenew-time.Second || d > wanDHCPRenew+time.Second {
+			return fmt.Errorf("lease T1 %s, %v after acquiring; want the ISP's option 58, %v", c.T1.Format(time.TimeOnly), d, wanDHCPRenew)
+		}
 		if !slices.Equal(c.Routes, wantRoutes) {
 			return fmt.Errorf("lease routes = %v, want option 121's %v", c.Routes, wantRoutes)
 		}
@@ -164,6 +177,9 @@ func TestLabWANDHCP(t *testing.T) {
 			return err
 		}
 		const newMTU = 1400
+		if left := time.Until(c.T1); left < 5*time.Second {
+			return fmt.Errorf("the lab's proofs ended %v before T1 %s: too late to change the MTU before the renewal (wanDHCPRenew too short)", left, c.T1.Format(time.TimeOnly))
+		}
 		if err := l.startISP(ispOptions{mtu: newMTU}); err != nil {
 			return err
 		}
@@ -207,15 +223,19 @@ func TestLabWANDHCP(t *testing.T) {
 			return fmt.Errorf("rebinding at T2 %s: %w", rebindAt.Format(time.TimeOnly), err)
 		}
 		// The status page samples once a second.
-		if c, _, err = l.waitWANState(ctx, "rebinding", 5*time.Second); err != nil {
+		if c, _, err = l.waitWANState(ctx, 5*time.Second, "rebinding"); err != nil {
 			return fmt.Errorf("after T2: %w", err)
 		}
+		// At expiry the client drops the lease and starts again: INIT,
+		// and at once SELECTING with a DHCPDISCOVER (the status page
+		// samples once a second, so it seldom shows INIT).
 		expiry := c.Expiry
-		c, snap, err = l.waitWANState(ctx, "init", time.Until(expiry)+15*time.Second)
+		c, snap, err = l.waitWANState(ctx, time.Until(expiry)+15*time.Second, "init", "selecting")
 		if err != nil {
-			if c.State != "selecting" {
-				return fmt.Errorf("at expiry %s: %w", expiry.Format(time.TimeOnly), err)
-			}
+			return fmt.Errorf("at expiry %s: %w", expiry.Format(time.TimeOnly), err)
+		}
+		if c.Since.Before(expiry.Add(-time.Second)) {
+			return fmt.Errorf("the lease was dropped at %s, before its expiry %s", c.Since.Format(time.TimeOnly), expiry.Format(time.TimeOnly))
 		}
 		if err := waitFor(ctx, 5*time.Second, func() error {
 			c, snap, err = l.wanClient(ctx)

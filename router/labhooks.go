@@ -4,9 +4,10 @@ package router
 // cmd/gvlab) and the whole-router tests can measure or steer a router.
 // None is reachable from the config; the appliance reaches ServeDiscard
 // only through "gvrouter run -bench-sink", WithMKARand only in a build
-// with -tags labmka, WithMACsecYield only with -tags labyield and
-// WithPortMapClock only with -tags labclock (cmd/gvrouter/labhooks.go
-// says why each exists there).
+// with -tags labmka, WithMACsecYield only with -tags labyield,
+// WithPortMapClock only with -tags labclock and WithARPProbeTiming only
+// with -tags labprobe (cmd/gvrouter/labhooks.go says why each exists
+// there).
 //
 //   - ServeDiscard: a TCP sink in the router's netstack, so that the
 //     lab's GRO bench (gvlab -bench-modes g) and the MACsec interop test
@@ -22,6 +23,9 @@ package router
 //   - WithPortMapClock: the port mapping table's clock, so that the lab's
 //     port mapping test proves the 120 s minimum lifetime runs out
 //     without waiting 120 s (cmd/gvrouter/labclock.go).
+//   - WithARPProbeTiming: the DHCP clients' RFC 5227 probe timing, so
+//     that a lab start waits half a second for the router's WAN lease,
+//     not the RFC's 5.5 s (cmd/gvrouter/labprobe.go).
 
 import (
 	"errors"
@@ -29,6 +33,8 @@ import (
 	"io"
 	"net/netip"
 	"time"
+
+	"github.com/gvrouter/gvrouter/services/dhcp4client"
 )
 
 // ServeDiscard accepts TCP connections at addr in the router's netstack
@@ -108,3 +114,18 @@ func WithMACsecYield() Option { return func(r *Router) { r.macsecYield = true } 
 // clock it can move forward, to see a mapping of the smallest lifetime
 // expire without waiting it out. Never use it outside tests.
 func WithPortMapClock(now func() time.Time) Option { return func(r *Router) { r.portmapNow = now } }
+
+// WithARPProbeTiming sets the timing of the DHCP clients' RFC 5227 probe
+// of an offered address (dhcp4client.ARPProberConfig's ProbeWait,
+// ProbeNum, ProbeMin, ProbeMax and AnnounceWait; its Link, Clock and Rand
+// are ignored). The lab's tests (a build with -tags labprobe) shorten
+// it: each lab start waits for the WAN lease, and the RFC's 5.5 s over
+// every start of CI add up to minutes. Never use it outside tests.
+func WithARPProbeTiming(timing dhcp4client.ARPProberConfig) Option {
+	return func(r *Router) {
+		r.arpProbe = dhcp4client.ARPProberConfig{
+			ProbeWait: timing.ProbeWait, ProbeNum: timing.ProbeNum,
+			ProbeMin: timing.ProbeMin, ProbeMax: timing.ProbeMax, AnnounceWait: timing.AnnounceWait,
+		}
+	}
+}

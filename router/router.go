@@ -27,6 +27,7 @@ import (
 	"github.com/gvrouter/gvrouter/router/natstatus"
 	"github.com/gvrouter/gvrouter/router/status"
 	"github.com/gvrouter/gvrouter/router/svc"
+	"github.com/gvrouter/gvrouter/services/dhcp4client"
 	"github.com/gvrouter/gvrouter/sqm"
 	"github.com/gvrouter/gvrouter/stack"
 	"github.com/gvrouter/gvrouter/statedir"
@@ -105,6 +106,9 @@ type Router struct {
 	// portmapNow is the port mapping table's clock; nil means time.Now
 	// (WithPortMapClock).
 	portmapNow func() time.Time
+	// arpProbe is the DHCP clients' RFC 5227 probe timing; zero means
+	// the RFC's (WithARPProbeTiming).
+	arpProbe dhcp4client.ARPProberConfig
 
 	// nat is the conntrack/NAT engine and its status.
 	nat struct {

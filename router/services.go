@@ -32,6 +32,7 @@ func (r *Router) newServicesLocked() *svc.Manager {
 		PortMTU:   r.portMTULocked,
 		Post:      r.learned.queue.Post,
 		Owned:     func(iface string) []netip.Prefix { return r.learned.owned6.Load().Except(iface) },
+		ARPProbe:  r.arpProbe,
 	})
 }
 

@@ -13,13 +13,15 @@ import (
 )
 
 // labOptions, filled only in a build with -tags labmka (labmka.go),
-// labyield (labyield.go) or labclock (labclock.go), add the lab's test
-// options to router.New: the lab's key-leak test builds a labmka router
-// so that it knows the SAKs it must not find anywhere, its PN-order test
-// a labyield router so that every call's crypto is split over the
-// workers, its port mapping test a labclock router so that it sees a
-// 120 s mapping expire without waiting for it. The appliance's build
-// leaves it empty.
+// labyield (labyield.go), labclock (labclock.go) or labprobe
+// (labprobe.go), add the lab's test options to router.New: the lab's
+// key-leak test builds a labmka router so that it knows the SAKs it must
+// not find anywhere, its PN-order test a labyield router so that every
+// call's crypto is split over the workers, its port mapping test a
+// labclock router so that it sees a 120 s mapping expire without waiting
+// for it, and every lab test a labprobe router so that a lab start waits
+// half a second, not 5.5 s, for the ARP probe of its WAN lease. The
+// appliance's build leaves it empty.
 var labOptions []func() []router.Option
 
 // serveBenchSink starts the TCP discard sink of "run -bench-sink ADDR:PORT"

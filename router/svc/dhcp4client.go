@@ -77,7 +77,9 @@ func startDHCP4Client(e *env, name, iface string, set dhcpClientSettings) (*Serv
 		return s.abort(err)
 	}
 	s.undo = append(s.undo, remove)
-	prober, err := dhcp4client.NewARPProber(dhcp4client.ARPProberConfig{Link: ifc})
+	probe := e.ARPProbe
+	probe.Link = ifc
+	prober, err := dhcp4client.NewARPProber(probe)
 	if err != nil {
 		return s.abort(err)
 	}

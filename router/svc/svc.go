@@ -28,6 +28,7 @@ import (
 
 	"github.com/gvrouter/gvrouter/router/config"
 	"github.com/gvrouter/gvrouter/router/learned"
+	"github.com/gvrouter/gvrouter/services/dhcp4client"
 	"github.com/gvrouter/gvrouter/stack"
 )
 
@@ -55,6 +56,11 @@ type Env struct {
 	// which the RA learner of iface must not take; called on the
 	// learner's goroutine.
 	Owned func(iface string) []netip.Prefix
+	// ARPProbe is the timing of the DHCP clients' RFC 5227 probe of an
+	// offered address (each client sets Link); the zero value takes the
+	// RFC's, about 5.5 s. Only a lab build changes it
+	// (router.WithARPProbeTiming).
+	ARPProbe dhcp4client.ARPProberConfig
 }
 
 // Sockets is the netstack's socket API the DNS forwarder uses
