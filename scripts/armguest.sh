@@ -448,7 +448,7 @@ payload_report() {
 	prepare) prepare ;;
 	--smoke) SECS=${ARMGUEST_SECS:-2}; CASES=${ARMGUEST_CASES:-gro-on}; PAYLOAD=${ARMGUEST_PAYLOAD:-0}; prepare; run_guest ;;
 	"") prepare; run_guest ;;
-	*) sed -n '2,22p' "$0"; exit 2 ;;
+	*) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 2 ;;
 	esac
 	exit
 }
