@@ -22,7 +22,10 @@
 # ARMGUEST_PAYLOAD (1: load the plugin), ARMGUEST_CPI, ARMGUEST_GHZ,
 # ARMGUEST_LINE_NS, ARMGUEST_HDR_LINES (the board model's parameters),
 # ARMGUEST_KEEP=DIR (keep the guest's console and the plugin's log there),
-# ARMGUEST_PROF=1 (the plugin also profiles by kernel function).
+# ARMGUEST_PROF=1 (the plugin also profiles by kernel function),
+# ARMGUEST_KPROBE="func arg=%rN" (router-sys cases: a kprobe's hits by kernel stack),
+# ARMGUEST_HOSTNICE=19 (the iperf3 ends' nice: a waking host then does not preempt the router),
+# ARMGUEST_APPEND (more kernel command line, e.g. init_on_alloc=0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # CACHE holds one image per layout version: bump the suffix when the
@@ -150,6 +153,8 @@ job_cpio() {
 SECS=${SECS}
 CASES="${CASES}"
 PROF=${PROF:-0}
+KPROBE="${ARMGUEST_KPROBE:-}"
+HOSTNICE=${ARMGUEST_HOSTNICE:-0}
 EOF
 	(cd "$j" && find . | cpio -o -H newc --quiet) >"$1"
 	rm -rf "$j"
@@ -193,7 +198,7 @@ boot_guest() {
 	timeout "${ARMGUEST_TIMEOUT:-1500}" qemu-system-arm -M virt -cpu cortex-a15 -smp 1 -m 512 \
 		-icount shift=0,sleep=off -nographic -no-reboot -nic none \
 		-kernel "$CACHE/kernel" -initrd "$job.all" "$@" \
-		-append "console=ttyAMA0 quiet panic=-1" </dev/null | tee "$out" | grep --line-buffered -E '^(AG|\+ )' | grep --line-buffered -Ev '^AG (SYM|KALL) ' >&2 || true
+		-append "console=ttyAMA0 quiet panic=-1${ARMGUEST_APPEND:+ $ARMGUEST_APPEND}" </dev/null | tee "$out" | grep --line-buffered -E '^(AG|\+ )' | grep --line-buffered -Ev '^AG (SYM|KALL) ' >&2 || true
 	rm -f "$job" "$job.all"
 }
 
@@ -328,7 +333,8 @@ sys_report() {
 	/^AG SYS / {
 		c = $3; name = $5; n = $NF
 		if (name ~ /^[0-9]+$/ || name == "") name = "nr" $5
-		k[c, name] = n; t[c] += n; if (!(c in seen)) { seen[c] = 1; cs[++nc] = c }
+		# page faults and context switches are listed, not summed with the calls
+		k[c, name] = n; if (name !~ /^(page_faults|ctxt)_/) t[c] += n; if (!(c in seen)) { seen[c] = 1; cs[++nc] = c }
 		names[c] = names[c] " " name
 	}
 	END {
@@ -442,7 +448,7 @@ payload_report() {
 	prepare) prepare ;;
 	--smoke) SECS=${ARMGUEST_SECS:-2}; CASES=${ARMGUEST_CASES:-gro-on}; PAYLOAD=${ARMGUEST_PAYLOAD:-0}; prepare; run_guest ;;
 	"") prepare; run_guest ;;
-	*) sed -n '2,22p' "$0"; exit 2 ;;
+	*) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 2 ;;
 	esac
 	exit
 }
