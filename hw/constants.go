@@ -38,6 +38,14 @@ const (
 	// keeps the data path from starving while a flood keeps the ring
 	// ready. A quarter of the ring, as RingBacklogBlocks.
 	BacklogReadBlocks = RingBlocks / 4
+	// RingHeldBlocks is the most V3 blocks a receive loop keeps from
+	// the kernel for a RingHolder (frames queued where they lie): half
+	// the ring, so the kernel always has 2 MiB (~16 ms of full-size
+	// frames at 1 Gbit/s) to fill, while the holder gets the read-ahead
+	// of BacklogReadBlocks plus a standing queue of CoDel's target (5 ms,
+	// under three blocks at 1 Gbit/s) without a copy. Past it the
+	// oldest block's frames still queued are copied (RingHolder.LetGo).
+	RingHeldBlocks = RingBlocks / 2
 	// RingFrameSize is the frame size hint TPACKET_V3 requires (frames are
 	// variable-length in V3; this only sizes frame_nr). 2 KiB covers a
 	// 1500-byte MTU frame plus its tpacket3_hdr.
