@@ -26,11 +26,15 @@ import (
 //     reads): a batch that finds the queue empty goes straight on
 //     (pass-through: no copy) unless the ring has more ready behind it
 //     and it is not small; then, and whenever the queue holds frames,
-//     the batch is copied frame by frame into the queue's preallocated
+//     the batch is queued frame by frame in the queue's preallocated
 //     slots (rxqueue_flows.go rxQueue.enqueueLocked), each frame in the
 //     flow queue of its flow hash, stamped with the kernel's receive
-//     time (hw.Frame.RxTime) or the time it was read, and the ring block
-//     goes back to the kernel at once. The loop reads on while the ring
+//     time (hw.Frame.RxTime) or the time it was read. A V3 ring block's
+//     frames (HoldRing, hw.RingHolder) stay where they lie: the loop
+//     hands the block back when the queue holds none of them, or asks
+//     the queue to copy those it still holds (LetGo) when it keeps
+//     hw.RingHeldBlocks already; other frames (HandleRing) are copied
+//     and their ring room goes back at once. The loop reads on while the ring
 //     has blocks ready (hw.BacklogReadBlocks at most), so the ring is
 //     emptied first and the queue, not the ring, decides what is dropped.
 //  2. Serve (RxQueue.ServeBacklog, called by the loop when the ring has
