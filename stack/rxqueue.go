@@ -63,14 +63,6 @@ const (
 	// round robin: one full-size Ethernet frame (RFC 8290 §5.2.3), so a
 	// flow of small packets (ACKs, DNS, a ping) gets several per round.
 	rxqQuantum = 1514
-	// rxqBulkQuantum is the bytes an old flow (one that stayed
-	// backlogged through its first turn) is served per later round:
-	// 16 full-size frames, so that a bulk flow's frames reach the data
-	// path and the next hop in runs, as they came in the ring, rather
-	// than interleaved frame by frame with the other bulk flows. New
-	// flows keep rxqQuantum and go first (RFC 8290 §4), so a sparse
-	// flow's wait is unchanged.
-	rxqBulkQuantum = 16 * rxqQuantum
 	// rxqSlots is the number of frames of up to rxqSlotSize one receive
 	// queue holds: 2048 x 2 KiB = 4 MiB, as much as the ring in front
 	// of it (hw.RingBlocks x hw.RingBlockSize), ~20 ms of full-size

@@ -309,7 +309,7 @@ func (q *rxQueue) dequeueLocked(mono int64, out []int32, c *dequeueCounts) []int
 		fi := list.head
 		fl := &q.flows[fi]
 		if fl.deficit <= 0 {
-			fl.deficit += rxqBulkQuantum
+			fl.deficit += rxqQuantum
 			q.popFlow(list)
 			q.appendFlow(&q.oldFlows, fi, listOld)
 			continue
