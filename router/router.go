@@ -463,12 +463,12 @@ func (r *Router) bindPortsLocked() {
 }
 
 // portAQM reports whether port name's receive queue is on in cfg
-// (ports[].aqm; on unless "off": an af_packet port's queue keeps its
-// frames in the receive ring rather than copying them, so it no longer
-// costs bulk throughput, docs/performance.md).
+// (ports[].aqm; off unless "on": the queue copies every frame it
+// holds, which costs af_packet bulk throughput until that copy goes,
+// docs/performance.md).
 func portAQM(cfg *config.Config, name string) bool {
 	pc := cfg.Port(name)
-	return pc == nil || pc.AQM != config.AQMOff
+	return pc != nil && pc.AQM == config.AQMOn
 }
 
 // startPortLocked starts the receive loop of one port.
