@@ -152,7 +152,7 @@ func (q *rxQueue) enqueueLocked(frames []hw.Frame, wall, mono int64, blk int8) i
 	if q.arena == nil {
 		q.allocLocked()
 	}
-	n := 0
+	n, copied := 0, uint64(0)
 	for i := range frames {
 		f := &frames[i]
 		idx, ok := q.takeLocked(len(f.Data))
@@ -167,7 +167,7 @@ func (q *rxQueue) enqueueLocked(frames []hw.Frame, wall, mono int64, blk int8) i
 		} else {
 			size := copy(sl.buf, f.Data)
 			sl.f.Data = sl.buf[:size:size]
-			q.s.stats.copied.Add(1)
+			copied++
 		}
 		sl.arrive = mono
 		if f.RxTime != 0 {
@@ -177,6 +177,9 @@ func (q *rxQueue) enqueueLocked(frames []hw.Frame, wall, mono int64, blk int8) i
 		}
 		q.pushLocked(q.classifyLocked(sl), idx)
 		n++
+	}
+	if copied > 0 {
+		q.s.stats.copied.Add(copied)
 	}
 	return n
 }
