@@ -38,6 +38,18 @@ const (
 	// keeps the data path from starving while a flood keeps the ring
 	// ready. A quarter of the ring, as RingBacklogBlocks.
 	BacklogReadBlocks = RingBlocks / 4
+	// RingHeldBlocks is the most V3 blocks a receive loop keeps from
+	// the kernel for a RingHolder (frames queued where they lie): a
+	// quarter of the ring, as RingBacklogBlocks, so that the kernel
+	// keeps three quarters for when the loop is not scheduled. Under
+	// bulk load blocks retire on RingRetireTimeout with ~80 full-size
+	// frames at 1 Gbit/s, so four hold ~4 ms of frames: CoDel's target
+	// of standing queue; past it the oldest block's frames still queued
+	// are copied (RingHolder.LetGo). Measured in the lab
+	// (TestAQMProbeUnderLoad, docs/performance.md): holding half the
+	// ring copied fewer frames but let the kernel drop more and the
+	// probe lose more.
+	RingHeldBlocks = RingBlocks / 4
 	// RingFrameSize is the frame size hint TPACKET_V3 requires (frames are
 	// variable-length in V3; this only sizes frame_nr). 2 KiB covers a
 	// 1500-byte MTU frame plus its tpacket3_hdr.

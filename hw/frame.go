@@ -97,6 +97,35 @@ type Backlog interface {
 	ServeBacklog(queue int) bool
 }
 
+// RingHolder is a Backlog that keeps the frames it holds where they lie
+// in the port's TPACKET_V3 receive ring instead of copying them: the
+// ring is then the queue's storage, and the Backlog decides their order
+// and which are dropped. The kernel takes a ring block back as a whole,
+// so the loop hands a block back when the Backlog holds none of its
+// frames, oldest block first, and keeps at most RingHeldBlocks: past
+// that it calls LetGo on the oldest, whose frames the Backlog then
+// copies. A port's loop with a RingHolder calls HoldRing instead of
+// HandleRing for the V3 ring's blocks (other batches, e.g. the light
+// ring's, still go to HandleRing); the calls for one queue never
+// overlap, as Backlog's.
+type RingHolder interface {
+	Backlog
+	// HoldRing is HandleRing for the frames of ring block blk (0 <=
+	// blk < RingBlocks): their Data stays valid, and the Backlog's to
+	// read and write, until the loop calls LetGo(queue, blk) or
+	// Holding(queue, blk) reports 0 (then the loop hands the block
+	// back). The Frame values themselves are valid only until HoldRing
+	// returns.
+	HoldRing(queue int, frames []Frame, more bool, blk int)
+	// Holding reports how many frames of block blk the Backlog holds
+	// for queue.
+	Holding(queue, blk int) int
+	// LetGo makes the Backlog copy the frames of block blk it holds for
+	// queue into memory of its own: the loop hands the block back when
+	// LetGo returns.
+	LetGo(queue, blk int)
+}
+
 // BacklogRunner is a port whose receive loops serve a Backlog:
 // RunBacklog is Run with b.HandleRing as the handler.
 type BacklogRunner interface {

@@ -51,6 +51,12 @@ type rxQueue struct {
 	// the loop last served it. Both routineReceive's.
 	hold    Backlog
 	readRun int
+	// holder is hold as a RingHolder, nil if it is none; nHeld is how
+	// many V3 blocks before blk it still keeps from the kernel (the
+	// oldest first: the kernel fills blocks in ring order). Both
+	// routineReceive's.
+	holder RingHolder
+	nHeld  int
 }
 
 // openQueue creates queue id of n. github.com/mdlayher/packet opens the
@@ -211,10 +217,11 @@ func (q *rxQueue) close() {
 	q.ring = nil
 }
 
-// backlog returns how many full blocks wait behind block q.blk.
+// backlog returns how many full blocks wait behind block q.blk (the
+// blocks held for a RingHolder, behind those, are not waiting).
 func (q *rxQueue) backlog() int {
 	n := 0
-	for i := 1; i < RingBlocks; i++ {
+	for i := 1; i < RingBlocks-q.nHeld; i++ {
 		k := (q.blk + i) % RingBlocks
 		status := (*uint32)(unsafe.Pointer(&q.ring[k*RingBlockSize+bdBlockStatus]))
 		if atomic.LoadUint32(status)&tpStatusUser == 0 {
@@ -288,7 +295,11 @@ func (q *rxQueue) sampleRingDrops() {
 func (q *rxQueue) routineReceive(ctx context.Context, stop *atomic.Bool, h BatchHandler, b Backlog) error {
 	p := q.port
 	q.hold, q.readRun = b, 0
-	defer func() { q.hold = nil }()
+	q.holder, _ = b.(RingHolder)
+	defer func() {
+		q.letGoAll()
+		q.hold, q.holder = nil, nil
+	}()
 	p.log.Debug("receive queue started", "queue", q.id, "light_ring", q.light != nil)
 	defer p.log.Debug("receive queue stopped", "queue", q.id)
 	var drops dropCounts
@@ -366,10 +377,19 @@ func (q *rxQueue) stepBulk(ctx context.Context, stop *atomic.Bool, h BatchHandle
 			frames[i].Backlogged = true
 		}
 	}
-	q.deliver(frames, drops, h, behind > 0)
-	// Hand the block back (TP_STATUS_KERNEL).
-	atomic.StoreUint32(status, 0)
-	q.blk = (q.blk + 1) % RingBlocks
+	if q.holder != nil {
+		// The block stays the loop's until the holder is done with
+		// its frames (returnBlocks).
+		q.deliverBlock(frames, drops, behind > 0)
+		q.nHeld++
+		q.blk = (q.blk + 1) % RingBlocks
+		q.returnBlocks()
+	} else {
+		q.deliver(frames, drops, h, behind > 0)
+		// Hand the block back (TP_STATUS_KERNEL).
+		atomic.StoreUint32(status, 0)
+		q.blk = (q.blk + 1) % RingBlocks
+	}
 	q.countBulk(len(frames))
 	if q.hold != nil && behind > 0 {
 		if q.readRun++; q.readRun >= BacklogReadBlocks {
@@ -386,7 +406,45 @@ func (q *rxQueue) serveBacklog() bool {
 		return false
 	}
 	q.readRun = 0
-	return q.hold.ServeBacklog(q.id)
+	served := q.hold.ServeBacklog(q.id)
+	q.returnBlocks()
+	return served
+}
+
+// returnBlocks hands the kernel back the held blocks, oldest first,
+// whose frames the holder no longer holds, and past RingHeldBlocks the
+// oldest whatever it holds (the holder copies those frames first).
+func (q *rxQueue) returnBlocks() {
+	for q.nHeld > 0 {
+		blk := (q.blk - q.nHeld + RingBlocks) % RingBlocks
+		if q.holder.Holding(q.id, blk) > 0 {
+			if q.nHeld <= RingHeldBlocks {
+				return
+			}
+			q.holder.LetGo(q.id, blk)
+		}
+		q.returnBlock(blk)
+	}
+}
+
+// returnBlock hands block blk, the oldest held, back to the kernel
+// (TP_STATUS_KERNEL).
+func (q *rxQueue) returnBlock(blk int) {
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&q.ring[blk*RingBlockSize+bdBlockStatus])), 0)
+	q.nHeld--
+}
+
+// letGoAll hands every held block back, the holder copying what it
+// still holds of them: the loop is ending, and the ring may be unmapped
+// before the holder is served empty.
+func (q *rxQueue) letGoAll() {
+	for q.nHeld > 0 {
+		blk := (q.blk - q.nHeld + RingBlocks) % RingBlocks
+		if q.holder.Holding(q.id, blk) > 0 {
+			q.holder.LetGo(q.id, blk)
+		}
+		q.returnBlock(blk)
+	}
 }
 
 // blockHasFrames reports whether block q.blk, still the kernel's, has
@@ -415,13 +473,32 @@ func (q *rxQueue) sampleIdle() {
 // with more (frames are ready behind these). Drops are counted before h
 // runs, so that what it sees is already in Stats.
 func (q *rxQueue) deliver(frames []Frame, drops *dropCounts, h BatchHandler, more bool) {
+	q.count(frames, drops)
+	if len(frames) == 0 {
+		return
+	}
+	if q.hold != nil {
+		q.hold.HandleRing(q.id, frames, more)
+		return
+	}
+	h(q.id, frames)
+}
+
+// deliverBlock is deliver for a V3 block the loop keeps for its
+// RingHolder: block q.blk's frames go to HoldRing.
+func (q *rxQueue) deliverBlock(frames []Frame, drops *dropCounts, more bool) {
+	q.count(frames, drops)
+	if len(frames) > 0 {
+		q.holder.HoldRing(q.id, frames, more, q.blk)
+	}
+}
+
+// count adds a batch to the port's counters, and drops seen reading it.
+func (q *rxQueue) count(frames []Frame, drops *dropCounts) {
 	p := q.port
 	if *drops != (dropCounts{}) {
 		p.stats.addDrops(drops)
 		*drops = dropCounts{}
-	}
-	if len(frames) == 0 {
-		return
 	}
 	var bytes uint64
 	for i := range frames {
@@ -429,11 +506,6 @@ func (q *rxQueue) deliver(frames []Frame, drops *dropCounts, h BatchHandler, mor
 	}
 	p.stats.rxPackets.Add(uint64(len(frames)))
 	p.stats.rxBytes.Add(bytes)
-	if q.hold != nil {
-		q.hold.HandleRing(q.id, frames, more)
-		return
-	}
-	h(q.id, frames)
 }
 
 // drainLight hands every frame waiting in the light ring to h. It runs

@@ -194,6 +194,7 @@ func portAQMStatus(q *stack.RxQueue) *status.PortAQM {
 		Dropped:      st.Dropped,
 		Marked:       st.Marked,
 		Overlimit:    st.Overlimit,
+		Copied:       st.Copied,
 		Backlog:      st.Backlog,
 		BacklogBytes: st.BacklogBytes,
 		MaxSojournMs: float64(st.MaxSojourn) / float64(time.Millisecond),

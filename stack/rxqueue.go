@@ -26,11 +26,15 @@ import (
 //     reads): a batch that finds the queue empty goes straight on
 //     (pass-through: no copy) unless the ring has more ready behind it
 //     and it is not small; then, and whenever the queue holds frames,
-//     the batch is copied frame by frame into the queue's preallocated
+//     the batch is queued frame by frame in the queue's preallocated
 //     slots (rxqueue_flows.go rxQueue.enqueueLocked), each frame in the
 //     flow queue of its flow hash, stamped with the kernel's receive
-//     time (hw.Frame.RxTime) or the time it was read, and the ring block
-//     goes back to the kernel at once. The loop reads on while the ring
+//     time (hw.Frame.RxTime) or the time it was read. A V3 ring block's
+//     frames (HoldRing, hw.RingHolder) stay where they lie: the loop
+//     hands the block back when the queue holds none of them, or asks
+//     the queue to copy those it still holds (LetGo) when it keeps
+//     hw.RingHeldBlocks already; other frames (HandleRing) are copied
+//     and their ring room goes back at once. The loop reads on while the ring
 //     has blocks ready (hw.BacklogReadBlocks at most), so the ring is
 //     emptied first and the queue, not the ring, decides what is dropped.
 //  2. Serve (RxQueue.ServeBacklog, called by the loop when the ring has
@@ -138,7 +142,7 @@ type RxQueue struct {
 
 // rxqCounters are the port's queue counters, added once per batch.
 type rxqCounters struct {
-	passed, queued, dropped, marked, overlimit atomic.Uint64
+	passed, queued, dropped, marked, overlimit, copied atomic.Uint64
 }
 
 // RxQueueStats are a port's receive queue counters and gauges.
@@ -158,6 +162,11 @@ type RxQueueStats struct {
 	// Overlimit counts frames dropped because the queue was full: from
 	// the head of the largest flow, or the arriving frame itself.
 	Overlimit uint64
+	// Copied counts queued frames copied out of the port's receive
+	// ring: on a port whose loop keeps ring blocks for the queue
+	// (hw.RingHolder), those still queued when their block had to go
+	// back to the kernel; elsewhere every queued frame.
+	Copied uint64
 	// Backlog and BacklogBytes are the frames and bytes waiting now.
 	Backlog, BacklogBytes int
 	// MaxSojourn is the longest a dequeued frame had waited (since the
@@ -204,6 +213,52 @@ func (s *RxQueue) HandleBatch(queue int, frames []hw.Frame) {
 // HandleRing implements hw.Backlog. Frames are not used after it
 // returns: what is queued is copied.
 func (s *RxQueue) HandleRing(queue int, frames []hw.Frame, more bool) {
+	s.handle(queue, frames, more, -1)
+}
+
+var _ hw.RingHolder = (*RxQueue)(nil)
+
+// HoldRing implements hw.RingHolder: HandleRing without the copy, the
+// frames it queues staying where they lie in ring block blk until they
+// are served or dropped, or LetGo copies them.
+func (s *RxQueue) HoldRing(queue int, frames []hw.Frame, more bool, blk int) {
+	if blk < 0 || blk >= hw.RingBlocks {
+		blk = -1
+	}
+	s.handle(queue, frames, more, blk)
+}
+
+// Holding implements hw.RingHolder.
+func (s *RxQueue) Holding(queue, blk int) int {
+	if queue < 0 || queue >= maxRxQueues || blk < 0 || blk >= hw.RingBlocks {
+		return 0
+	}
+	q := s.queues[queue].Load()
+	if q == nil {
+		return 0
+	}
+	// Only the queue's loop changes the counts, and it is the caller.
+	return int(q.ringRefs[blk])
+}
+
+// LetGo implements hw.RingHolder: the frames of block blk still queued
+// are copied into the queue's slots (counted in RxQueueStats.Copied).
+func (s *RxQueue) LetGo(queue, blk int) {
+	if queue < 0 || queue >= maxRxQueues || blk < 0 || blk >= hw.RingBlocks {
+		return
+	}
+	q := s.queues[queue].Load()
+	if q == nil || q.ringRefs[blk] == 0 {
+		return
+	}
+	q.mu.Lock()
+	n := q.letGoLocked(int8(blk))
+	q.mu.Unlock()
+	s.stats.copied.Add(uint64(n))
+}
+
+// handle is HandleRing (blk -1: copy what is queued) and HoldRing.
+func (s *RxQueue) handle(queue int, frames []hw.Frame, more bool, blk int) {
 	if len(frames) == 0 {
 		return
 	}
@@ -225,7 +280,7 @@ func (s *RxQueue) HandleRing(queue int, frames []hw.Frame, more bool) {
 	}
 	now := s.clock()
 	q.mu.Lock()
-	n := q.enqueueLocked(frames, now.UnixNano(), int64(now.Sub(s.base)))
+	n := q.enqueueLocked(frames, now.UnixNano(), int64(now.Sub(s.base)), int8(blk))
 	q.mu.Unlock()
 	s.stats.queued.Add(uint64(n))
 	if n < len(frames) {
@@ -264,6 +319,7 @@ func (s *RxQueue) Stats() RxQueueStats {
 		Dropped:   s.stats.dropped.Load(),
 		Marked:    s.stats.marked.Load(),
 		Overlimit: s.stats.overlimit.Load(),
+		Copied:    s.stats.copied.Load(),
 	}
 	mono := int64(s.clock().Sub(s.base))
 	for i := range s.queues {

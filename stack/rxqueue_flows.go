@@ -36,6 +36,10 @@ type rxQueue struct {
 	backlog            int // frames queued
 	backlogBytes       int
 	sojourn            sojournMax
+	// ringRefs counts the queued frames that lie in each ring block of
+	// the port's receive ring (hw.RingHolder). Only the queue's loop
+	// writes them, so it reads them without mu.
+	ringRefs [hw.RingBlocks]int32
 
 	// held and batch belong to ServeBacklog: the slots of the batch it
 	// is running and their frames.
@@ -45,9 +49,13 @@ type rxQueue struct {
 
 // rxSlot is one queued frame in the queue's own memory.
 type rxSlot struct {
-	// f is the frame as the port delivered it; f.Data is a view of buf.
+	// f is the frame as the port delivered it; f.Data is a view of buf,
+	// or of ring block blk.
 	f   hw.Frame
 	buf []byte
+	// blk is the ring block f.Data lies in (hw.RingHolder), -1 when
+	// it is in buf.
+	blk int8
 	// arrive is when the frame reached the port (the kernel's
 	// timestamp, or the time the reader read it), in nanoseconds of
 	// the queue's monotonic clock (RxQueue.base).
@@ -101,6 +109,9 @@ func newRxQueue(s *RxQueue, id int) *rxQueue {
 	for i := range q.flows {
 		q.flows[i] = rxFlow{head: -1, tail: -1, link: -1}
 	}
+	for i := range q.slots {
+		q.slots[i].blk = -1
+	}
 	return q
 }
 
@@ -124,6 +135,7 @@ func (q *rxQueue) allocBigLocked() {
 		q.slots = append(q.slots, rxSlot{
 			buf: mem[i*hw.MaxGSOFrameLen : (i+1)*hw.MaxGSOFrameLen : (i+1)*hw.MaxGSOFrameLen],
 			big: true,
+			blk: -1,
 		})
 	}
 	for i := len(q.slots) - 1; i >= rxqSlots; i-- {
@@ -131,14 +143,16 @@ func (q *rxQueue) allocBigLocked() {
 	}
 }
 
-// enqueueLocked copies frames into slots and their flows and returns how
-// many it queued; the others found the queue full (overlimit). wall is
-// the wall clock and mono the queue's clock, both now.
-func (q *rxQueue) enqueueLocked(frames []hw.Frame, wall, mono int64) int {
+// enqueueLocked puts frames into slots and their flows and returns how
+// many it queued; the others found the queue full (overlimit). A frame
+// stays where it lies in ring block blk if blk is not -1 and it fits a
+// small slot (so that LetGo can copy it there); else it is copied. wall
+// is the wall clock and mono the queue's clock, both now.
+func (q *rxQueue) enqueueLocked(frames []hw.Frame, wall, mono int64, blk int8) int {
 	if q.arena == nil {
 		q.allocLocked()
 	}
-	n := 0
+	n, copied := 0, uint64(0)
 	for i := range frames {
 		f := &frames[i]
 		idx, ok := q.takeLocked(len(f.Data))
@@ -147,8 +161,14 @@ func (q *rxQueue) enqueueLocked(frames []hw.Frame, wall, mono int64) int {
 		}
 		sl := &q.slots[idx]
 		sl.f = *f
-		size := copy(sl.buf, f.Data)
-		sl.f.Data = sl.buf[:size:size]
+		if blk >= 0 && !sl.big {
+			sl.blk = blk
+			q.ringRefs[blk]++
+		} else {
+			size := copy(sl.buf, f.Data)
+			sl.f.Data = sl.buf[:size:size]
+			copied++
+		}
 		sl.arrive = mono
 		if f.RxTime != 0 {
 			if w := wall - f.RxTime; w > 0 && w <= rxqMaxRingWait {
@@ -157,6 +177,9 @@ func (q *rxQueue) enqueueLocked(frames []hw.Frame, wall, mono int64) int {
 		}
 		q.pushLocked(q.classifyLocked(sl), idx)
 		n++
+	}
+	if copied > 0 {
+		q.s.stats.copied.Add(copied)
 	}
 	return n
 }
@@ -201,11 +224,33 @@ func (q *rxQueue) releaseLocked(idx []int32) {
 func (q *rxQueue) releaseOneLocked(i int32) {
 	sl := &q.slots[i]
 	sl.f = hw.Frame{}
+	if sl.blk >= 0 {
+		q.ringRefs[sl.blk]--
+		sl.blk = -1
+	}
 	if sl.big {
 		q.bigFree = append(q.bigFree, i)
 	} else {
 		q.free = append(q.free, i)
 	}
+}
+
+// letGoLocked copies the queued frames that lie in ring block blk into
+// their slots' own memory and returns how many it copied.
+func (q *rxQueue) letGoLocked(blk int8) int {
+	n := 0
+	for i := range q.slots {
+		sl := &q.slots[i]
+		if sl.blk != blk {
+			continue
+		}
+		size := copy(sl.buf, sl.f.Data)
+		sl.f.Data = sl.buf[:size:size]
+		sl.blk = -1
+		n++
+	}
+	q.ringRefs[blk] -= int32(n)
+	return n
 }
 
 // pushLocked appends slot idx to flow fi, which joins the new flows if

@@ -421,7 +421,7 @@ func TestRxQueueCoDel(t *testing.T) {
 			out := make([]int32, 0, 1)
 			got := 0
 			for i := range n {
-				q.enqueueLocked(framesOf(bufs[i]), 0, int64(i)*1e6)
+				q.enqueueLocked(framesOf(bufs[i]), 0, int64(i)*1e6, -1)
 				if i < int(tt.standingMs) {
 					continue
 				}
@@ -445,5 +445,126 @@ func TestRxQueueCoDel(t *testing.T) {
 				t.Errorf("dropped %d + handed on %d + queued %d != %d", c.dropped, got, q.backlog, n)
 			}
 		})
+	}
+}
+
+// TestRxQueueHoldRing: frames held where they lie in the ring
+// (hw.RingHolder) are served from there, in each flow's order, and each
+// ring block is handed back once the queue holds none of its frames;
+// past hw.RingHeldBlocks the oldest block's frames still queued are
+// copied (LetGo, counted in Copied) before it goes back, so a block the
+// kernel then overwrites spoils none of them. Frames served as fast as
+// they come are never copied, and none allocates.
+func TestRxQueueHoldRing(t *testing.T) {
+	sink := &rxqSink{}
+	s := newTestRxQueue(t, sink.handle)
+	still := time.Now()
+	s.clock = func() time.Time { return still }
+	const blockSize = 64 << 10
+	ring := make([][]byte, hw.RingBlocks)
+	for i := range ring {
+		ring[i] = make([]byte, blockSize)
+	}
+	var l ringLoop
+	returned := map[int]bool{}
+	l.returned = func(blk int) {
+		// The kernel fills the block again.
+		for i := range ring[blk] {
+			ring[blk][i] = 0xee
+		}
+		returned[blk] = true
+	}
+	const flows = 5
+	var seq [flows]uint32
+	total := 0
+	// block writes a batch of n frames into ring block blk, as the
+	// kernel does, and returns them.
+	block := func(blk, n int) []hw.Frame {
+		if !returned[blk] && total > 0 && l.held > 0 {
+			for k := range l.held {
+				if (l.next-1-k+hw.RingBlocks)%hw.RingBlocks == blk {
+					t.Fatalf("block %d refilled while the loop still held it", blk)
+				}
+			}
+		}
+		delete(returned, blk)
+		var fs []hw.Frame
+		off := 0
+		for i := range n {
+			f := (blk*7 + i*i) % flows
+			b := bulkFrame(uint16(3000+f), seq[f], 200+(i*131)%1000)
+			seq[f]++
+			d := ring[blk][off : off+len(b) : off+len(b)]
+			copy(d, b)
+			off += len(b)
+			fs = append(fs, hw.Frame{Data: d, WireLen: len(d)})
+		}
+		total += n
+		return fs
+	}
+	var copiedLate uint64
+	for b := range 60 {
+		if b == 45 {
+			copiedLate = s.Stats().Copied
+		}
+		blk := b % hw.RingBlocks
+		l.hold(s, block(blk, 20+b*13%40), blk)
+		// Served slower than read for a while (so that blocks must
+		// be let go), then faster.
+		serves := 0
+		if b >= 30 {
+			serves = 2
+		} else if b%4 == 0 {
+			serves = 1
+		}
+		for range serves {
+			s.ServeBacklog(0)
+			l.giveBack(s)
+		}
+	}
+	for s.ServeBacklog(0) {
+		l.giveBack(s)
+	}
+	l.giveBack(s)
+	if l.held != 0 {
+		t.Fatalf("served empty, the loop still holds %d blocks (Holding: %d)", l.held, s.Holding(0, (l.next-l.held+hw.RingBlocks)%hw.RingBlocks))
+	}
+	st := s.Stats()
+	sink.mu.Lock()
+	var next [flows]uint32
+	for _, r := range sink.got {
+		f := int(r.tag) - 3000
+		if f < 0 || f >= flows {
+			t.Fatalf("got a frame of tag %d: a frame was read after its block went back", r.tag)
+		}
+		if r.seq < next[f] {
+			t.Fatalf("flow %d: got seq %d after %d", f, r.seq, next[f]-1)
+		}
+		next[f] = r.seq + 1
+	}
+	got := len(sink.got)
+	sink.mu.Unlock()
+	if uint64(got)+st.Overlimit != uint64(total) {
+		t.Errorf("handed on %d + over limit %d != %d sent", got, st.Overlimit, total)
+	}
+	if l.copied == 0 || st.Copied == 0 {
+		t.Errorf("no block was let go with frames held (LetGo calls %d, Copied %d): the test did not fill the ring", l.copied, st.Copied)
+	}
+	if late := st.Copied - copiedLate; late != 0 {
+		t.Errorf("Copied %d frames of the last 15 blocks, served as fast as they came; want 0", late)
+	}
+	t.Logf("sent %d: queued %d, passed %d, copied %d (%d blocks let go), over limit %d", total, st.Queued, st.Passed, st.Copied, l.copied, st.Overlimit)
+
+	fs := block(0, 60)
+	l.returned = nil
+	run := func() {
+		l.hold(s, fs, 0)
+		for s.ServeBacklog(0) {
+			l.giveBack(s)
+		}
+	}
+	run()
+	if a := testing.AllocsPerRun(100, run); a != 0 {
+		t.Errorf("HoldRing and serve: %.1f allocations per batch, want 0", a)
 	}
 }

@@ -19,6 +19,10 @@ type PortAQM struct {
 	Dropped   uint64 `json:"dropped"`
 	Marked    uint64 `json:"ecn_marked"`
 	Overlimit uint64 `json:"overlimit"`
+	// Copied counts queued frames copied out of the port's receive
+	// ring (the frames of an af_packet V3 block stay where they lie
+	// unless the block had to go back first; others are all copied).
+	Copied uint64 `json:"copied"`
 	// Backlog and BacklogBytes are what waits now, e.g. 12 frames.
 	Backlog      int `json:"backlog"`
 	BacklogBytes int `json:"backlog_bytes"`
@@ -35,7 +39,7 @@ type aqmCollector struct {
 func newAQMCollector() aqmCollector {
 	return aqmCollector{
 		frames: prometheus.NewDesc("gvrouter_port_aqm_frames_total",
-			"Frames of a port's receive queue by event: passed (straight through an empty queue), queued, dropped (CoDel), ecn_marked (CE instead of a drop), overlimit (dropped, queue full).",
+			"Frames of a port's receive queue by event: passed (straight through an empty queue), queued, dropped (CoDel), ecn_marked (CE instead of a drop), overlimit (dropped, queue full); copied counts queued frames copied out of the receive ring.",
 			[]string{"port", "event"}, nil),
 		backlog: prometheus.NewDesc("gvrouter_port_aqm_backlog_frames",
 			"Frames waiting in a port's receive queue.", []string{"port"}, nil),
@@ -60,7 +64,8 @@ func (c aqmCollector) collect(ch chan<- prometheus.Metric, p *Port) {
 	}
 	collectLabelled(ch, c.frames, prometheus.CounterValue, p.Name,
 		labelled{"passed", float64(a.Passed)}, labelled{"queued", float64(a.Queued)}, labelled{"dropped", float64(a.Dropped)},
-		labelled{"ecn_marked", float64(a.Marked)}, labelled{"overlimit", float64(a.Overlimit)})
+		labelled{"ecn_marked", float64(a.Marked)}, labelled{"overlimit", float64(a.Overlimit)},
+		labelled{"copied", float64(a.Copied)})
 	ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(a.Backlog), p.Name)
 	ch <- prometheus.MustNewConstMetric(c.backlogBytes, prometheus.GaugeValue, float64(a.BacklogBytes), p.Name)
 	ch <- prometheus.MustNewConstMetric(c.sojourn, prometheus.GaugeValue, a.MaxSojournMs/1e3, p.Name)

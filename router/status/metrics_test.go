@@ -90,6 +90,7 @@ func TestMetrics(t *testing.T) {
 		{"gvrouter_port_umem_frames", l("port", "eth0", "place", "lent"), dto.MetricType_GAUGE, 64},
 		{"gvrouter_port_aqm_frames_total", l("port", "eth1", "event", "ecn_marked"), dto.MetricType_COUNTER, 1_033},
 		{"gvrouter_port_aqm_frames_total", l("port", "eth1", "event", "dropped"), dto.MetricType_COUNTER, 412},
+		{"gvrouter_port_aqm_frames_total", l("port", "eth1", "event", "copied"), dto.MetricType_COUNTER, 1_200},
 		{"gvrouter_port_aqm_backlog_frames", l("port", "eth1"), dto.MetricType_GAUGE, 37},
 		{"gvrouter_port_aqm_max_sojourn_seconds", l("port", "eth1"), dto.MetricType_GAUGE, 0.0064},
 		{"gvrouter_port_drops_total", l("port", "eth1", "reason", "aqm"), dto.MetricType_COUNTER, 412},

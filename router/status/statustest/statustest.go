@@ -295,7 +295,7 @@ func Example(started time.Time) status.Snapshot {
 				RxPackets: 2_345_100, RxBytes: 3_110_000_000, TxPackets: 1_200_010, TxBytes: 905_000_000,
 				Drops: map[string]uint64{"aqm": 412, "aqm_overlimit": 64},
 				AQM: &status.PortAQM{
-					On: true, Passed: 40_100, Queued: 2_305_000, Dropped: 412, Marked: 1_033, Overlimit: 64,
+					On: true, Passed: 40_100, Queued: 2_305_000, Dropped: 412, Marked: 1_033, Overlimit: 64, Copied: 1_200,
 					Backlog: 37, BacklogBytes: 54_760, MaxSojournMs: 6.4,
 				},
 			},
