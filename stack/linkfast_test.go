@@ -9,6 +9,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
 
+	"github.com/gvrouter/gvrouter/firewall"
 	"github.com/gvrouter/gvrouter/natengine"
 )
 
@@ -72,7 +73,8 @@ func (f *fastLinkRecorder) WriteFast(ip []byte) { f.got = append(f.got, append([
 // link with TTL - 1 and correct checksums, as netstack would forward
 // it, instead of being dropped as "egress gone". The same packet coming
 // in from the other link does not match the flow's entry (the lookup is
-// by ingress).
+// by ingress). A reload whose zones no longer admit the flow flushes it
+// like a port's flow.
 func TestLinkFastPathLinkToLink(t *testing.T) {
 	l, nat := newNATLab(t, nil)
 	wg1 := &fastLinkRecorder{Endpoint: channel.New(64, 1420, "")}
@@ -88,12 +90,28 @@ func TestLinkFastPathLinkToLink(t *testing.T) {
 	wanID, _ := l.r.NATIface("wan")
 	in, _ := l.r.NATIface("wg0")
 	out, _ := l.r.NATIface("wg1")
-	if err := nat.SetRules(natengine.Rules{Ifaces: []natengine.IfaceConfig{
-		{ID: lanID, Name: "lan", Addrs: []netip.Addr{lanIP4}, MTU: 1500},
-		{ID: wanID, Name: "wan", WAN: true, Masquerade: true, Addrs: []netip.Addr{wanIP4}, MTU: 1500},
-		{ID: in, Name: "wg0", Addrs: []netip.Addr{netip.MustParseAddr("10.8.0.1")}, MTU: 1420},
-		{ID: out, Name: "wg1", Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}, MTU: 1420},
-	}}); err != nil {
+	// rules are the router's NAT rules, with the zones of wg0 (whose
+	// peers may reach wg1's if peersToFar) and wg1.
+	rules := func(peersToFar bool) natengine.Rules {
+		p := firewall.Policy{Zones: []firewall.Zone{
+			{Name: "peers", Ifaces: []int32{int32(in)}, Input: firewall.Drop, Forward: firewall.Drop, Output: firewall.Accept},
+			{Name: "far", Ifaces: []int32{int32(out)}, Input: firewall.Drop, Forward: firewall.Accept, Output: firewall.Accept},
+		}}
+		if peersToFar {
+			p.Rules = []firewall.Rule{{Name: "peers-far", Src: "peers", Dest: "far"}}
+		}
+		rs, err := firewall.Compile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return natengine.Rules{Zones: rs, Ifaces: []natengine.IfaceConfig{
+			{ID: lanID, Name: "lan", Addrs: []netip.Addr{lanIP4}, MTU: 1500},
+			{ID: wanID, Name: "wan", WAN: true, Masquerade: true, Addrs: []netip.Addr{wanIP4}, MTU: 1500},
+			{ID: in, Name: "wg0", Addrs: []netip.Addr{netip.MustParseAddr("10.8.0.1")}, MTU: 1420},
+			{ID: out, Name: "wg1", Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}, MTU: 1420},
+		}}
+	}
+	if err := nat.SetRules(rules(true)); err != nil {
 		t.Fatal(err)
 	}
 	a, b := netip.MustParseAddr("10.8.0.2"), netip.MustParseAddr("10.9.0.2")
@@ -146,5 +164,26 @@ func TestLinkFastPathLinkToLink(t *testing.T) {
 	binary.BigEndian.PutUint16(want[10:], ^header.IPv4(want).CalculateChecksum())
 	if got := wg1.got[0]; !bytes.Equal(got, want) {
 		t.Errorf("into wg1:\n got %x\nwant %x", got, want)
+	}
+
+	// A reload that takes away the rule that let wg0's peers reach wg1's
+	// flushes the flow (as a port's): its next packet misses the fast
+	// path, and netstack's way (Prerouting) drops it as a new flow.
+	if err := nat.SetRules(rules(false)); err != nil {
+		t.Fatal(err)
+	}
+	if n := nat.Stats().FlushedFirewall.Load(); n != 1 {
+		t.Errorf("reload without the peers-far rule: %d flows flushed, want 1", n)
+	}
+	slow = 0
+	var slowPkt []byte
+	bufs = [][]byte{append(make([]byte, off), pkt...)}
+	if fwd, _ := fp0.ForwardBatch(bufs, off, func(ip []byte) { slow++; slowPkt = append([]byte(nil), ip...) }); fwd != 0 || slow != 1 || len(wg1.got) != 1 {
+		t.Fatalf("after the reload: %d forwarded, %d to the slow path, wg1 got %d; want 0, 1, 1", fwd, slow, len(wg1.got))
+	}
+	if v := nat.Prerouting(slowPkt, in); v == natengine.Accept {
+		if v = nat.Postrouting(slowPkt, out); v == natengine.Accept {
+			t.Errorf("after the reload: the flow's packet still passes the slow path (%v)", v)
+		}
 	}
 }
