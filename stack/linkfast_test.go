@@ -166,6 +166,16 @@ func TestLinkFastPathLinkToLink(t *testing.T) {
 		t.Errorf("into wg1:\n got %x\nwant %x", got, want)
 	}
 
+	// Larger than wg1's MTU: the slow path (netstack's frag-needed), not
+	// an oversize write into the tunnel.
+	mtu0 := nat.Stats().Slow[natengine.SlowMTU].Load()
+	big := ab(header.TCPFlagAck|header.TCPFlagPsh, 107, 501, string(make([]byte, 1420-40+1)))
+	slow = 0
+	bufs = [][]byte{append(make([]byte, off), big...)}
+	if fwd, _ := fp0.ForwardBatch(bufs, off, func([]byte) { slow++ }); fwd != 0 || slow != 1 || len(wg1.got) != 1 || nat.Stats().Slow[natengine.SlowMTU].Load() != mtu0+1 {
+		t.Errorf("a %d-byte packet into wg1 (MTU 1420): %d forwarded, %d to the slow path, wg1 got %d, slow_mtu +%d; want 0, 1, 1, +1",
+			len(big), fwd, slow, len(wg1.got), nat.Stats().Slow[natengine.SlowMTU].Load()-mtu0)
+	}
 	// A reload that takes away the rule that let wg0's peers reach wg1's
 	// flushes the flow (as a port's): its next packet misses the fast
 	// path, and netstack's way (Prerouting) drops it as a new flow.
