@@ -23,6 +23,10 @@ type LinkFastPath struct {
 	nat    *natengine.Engine
 	in     natengine.Iface
 	egress *atomic.Pointer[egressTable]
+	// links are the links the fast path writes into: a flow from this
+	// link to another (or back into this one, peer to peer) leaves by
+	// a link, not an Endpoint.
+	links *atomic.Pointer[linkTable]
 }
 
 // LinkFastPath returns the fast path of the link named name, or false if
@@ -34,7 +38,7 @@ func (r *Netstack) LinkFastPath(name string) (*LinkFastPath, bool) {
 	if !ok || r.nat == nil {
 		return nil, false
 	}
-	return &LinkFastPath{nat: r.nat, in: natIface(id), egress: &r.egress}, true
+	return &LinkFastPath{nat: r.nat, in: natIface(id), egress: &r.egress, links: &r.linkOut}, true
 }
 
 // ForwardBatch takes one batch of the link's packets, in order: each
@@ -79,6 +83,13 @@ func (l *LinkFastPath) ForwardBatch(bufs [][]byte, offset int, slow func(ip []by
 			oe = tab.get(out)
 		}
 		if oe == nil {
+			if lw := l.links.Load().get(out); lw != nil {
+				// Into a link: written now, in order with the
+				// slow path's packets after it.
+				run.hits++
+				lw.WriteFast(frame[header.EthernetMinimumSize : header.EthernetMinimumSize+ipLength(frame)])
+				continue
+			}
 			dropped++ // the egress went away after the offload (Apply invalidates)
 			continue
 		}
@@ -113,17 +124,21 @@ type FastLinkWriter interface {
 // immutable once stored.
 type linkTable []FastLinkWriter
 
+// get returns the link with NAT interface out, or nil (t may be nil).
+func (t *linkTable) get(out natengine.Iface) FastLinkWriter {
+	if t == nil || out <= 0 || int(out) >= len(*t) {
+		return nil
+	}
+	return (*t)[out]
+}
+
 // fastLink returns the link with NAT interface out that takes fast-path
 // packets, or nil.
 func (e *Endpoint) fastLink(out natengine.Iface) FastLinkWriter {
 	if e.linkOut == nil {
 		return nil
 	}
-	t := e.linkOut.Load()
-	if t == nil || out <= 0 || int(out) >= len(*t) {
-		return nil
-	}
-	return (*t)[out]
+	return e.linkOut.Load().get(out)
 }
 
 // superToLink cuts a superframe the fast path rewrote for link lw into

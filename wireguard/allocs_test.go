@@ -201,4 +201,11 @@ func TestWriteFast(t *testing.T) {
 		t.Errorf("TxQueueFull = %d after %d writes into an empty queue, want 1", tn.Stats.TxQueueFull.Load(), txQueueLen+1)
 	}
 	tn.closeDevice()
+	// The link went away on a reload (its interface removed) while the
+	// fast path still had its flows: counted, no panic, nothing queued.
+	closed := tn.Stats.TxClosed.Load()
+	tn.WriteFast(ip)
+	if tn.Stats.TxClosed.Load() != closed+1 || len(tn.tx) != 0 {
+		t.Errorf("WriteFast after close: TxClosed +%d, %d queued; want +1, 0", tn.Stats.TxClosed.Load()-closed, len(tn.tx))
+	}
 }
