@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"os"
@@ -9,6 +10,8 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 )
 
@@ -199,6 +202,13 @@ func TestUDPConnWriteBatch(t *testing.T) {
 	for i := range bufs {
 		bufs[i] = []byte{byte(i), 'w', 'g'}
 	}
+	// The batch shares one route (writeBatchRouted): the socket's TTL
+	// and the send counters must be what netstack's own write gives.
+	if err := c.ep.SetSockOptInt(tcpip.IPv4TTLOption, 7); err != nil {
+		t.Fatal(err)
+	}
+	sentBefore := l.r.s.Stats().UDP.PacketsSent.Value()
+	epBefore := c.ep.Stats().(*tcpip.TransportEndpointStats).PacketsSent.Value()
 	before := l.tapA.Writes.Load()
 	if n, err := c.WriteBatchToUDPAddrPort(bufs, to); err != nil || n != len(bufs) {
 		t.Fatalf("WriteBatchToUDPAddrPort = %d, %v; want %d", n, err, len(bufs))
@@ -206,10 +216,37 @@ func TestUDPConnWriteBatch(t *testing.T) {
 	if w := l.tapA.Writes.Load() - before; w != 1 {
 		t.Errorf("%d datagrams left in %d writes, want 1", len(bufs), w)
 	}
+	if d := l.r.s.Stats().UDP.PacketsSent.Value() - sentBefore; d != uint64(len(bufs)) {
+		t.Errorf("stack UDP PacketsSent +%d, want +%d", d, len(bufs))
+	}
+	if d := c.ep.Stats().(*tcpip.TransportEndpointStats).PacketsSent.Value() - epBefore; d != uint64(len(bufs)) {
+		t.Errorf("socket PacketsSent +%d, want +%d", d, len(bufs))
+	}
 	for i := range bufs {
 		n, _, err := q.ReadFrom(buf)
 		if err != nil || n != 3 || buf[0] != byte(i) {
 			t.Fatalf("datagram %d at host A: %q, %v", i, buf[:n], err)
 		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	last := byte(len(bufs) - 1)
+	f := l.tapA.Wait(ctx, func(f []byte) bool {
+		return len(f) == header.EthernetMinimumSize+header.IPv4MinimumSize+header.UDPMinimumSize+3 &&
+			header.IPv4(f[header.EthernetMinimumSize:]).Protocol() == uint8(header.UDPProtocolNumber) &&
+			f[len(f)-3] == last && f[len(f)-2] == 'w'
+	})
+	if f == nil {
+		t.Fatalf("datagram %d not seen on the LAN", last)
+	}
+	ip := header.IPv4(f[header.EthernetMinimumSize:])
+	u := header.UDP(ip.Payload())
+	if ip.TTL() != 7 || ip.Flags()&header.IPv4FlagDontFragment == 0 || !ip.IsChecksumValid() {
+		t.Errorf("IP header: TTL %d, flags %#x, checksum valid %v; want TTL 7, DF, valid", ip.TTL(), ip.Flags(), ip.IsChecksumValid())
+	}
+	if u.SourcePort() != 51820 || u.DestinationPort() != 4000 || u.Length() != header.UDPMinimumSize+3 ||
+		!u.IsChecksumValid(ip.SourceAddress(), ip.DestinationAddress(), checksum.Checksum(u.Payload(), 0)) {
+		t.Errorf("UDP header: %d→%d, length %d, checksum %#x (valid %v)", u.SourcePort(), u.DestinationPort(), u.Length(), u.Checksum(),
+			u.IsChecksumValid(ip.SourceAddress(), ip.DestinationAddress(), checksum.Checksum(u.Payload(), 0)))
 	}
 }
