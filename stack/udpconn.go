@@ -12,6 +12,7 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
 )
@@ -28,6 +29,8 @@ type UDPConn struct {
 	// tx is the netstack's write batcher (WriteBatchToUDPAddrPort); nil
 	// for sockets that do not batch.
 	tx *txBatcher
+	// s is the netstack, for the batch write's one route lookup.
+	s *stack.Stack
 
 	dmu      sync.Mutex    // dmu protects deadline and timer
 	deadline chan struct{} // closed when the read deadline passed
@@ -85,7 +88,7 @@ func (r *Netstack) listenUDPConn(addr netip.AddrPort, v6Only bool) (*UDPConn, er
 	// datagrams, and a burst beyond it is lost, which a DNS client pays
 	// for with a retry seconds later.
 	ep.SocketOptions().SetReceiveBufferSize(listenUDPReceiveBuffer, true)
-	return &UDPConn{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep, wq: &wq, deadline: make(chan struct{}), tx: &r.tx}, nil
+	return &UDPConn{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep, wq: &wq, deadline: make(chan struct{}), tx: &r.tx, s: r.s}, nil
 }
 
 // SetReadDeadline implements net.PacketConn, for ReadFrom and
@@ -228,14 +231,23 @@ func (c *UDPConn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error)
 // returns how many were sent, stopping at the first error. The datagrams
 // leave the egress interface in one write (txBatcher), not one syscall
 // each, as packets forwarded out of one receive batch do: a WireGuard
-// Bind sends its device's batch of encrypted packets this way.
+// Bind sends its device's batch of encrypted packets this way. The batch
+// shares one route (writeBatchRouted); where that does not apply, each
+// datagram takes the socket's own write.
 func (c *UDPConn) WriteBatchToUDPAddrPort(bufs [][]byte, addr netip.AddrPort) (int, error) {
 	if c.tx != nil {
 		c.tx.begin()
 		defer c.tx.end()
 	}
-	for i, b := range bufs {
-		if _, err := c.WriteToUDPAddrPort(b, addr); err != nil {
+	sent := 0
+	if len(bufs) > 1 && c.s != nil {
+		var err error
+		if sent, err = c.writeBatchRouted(bufs, addr); err != nil {
+			return sent, err
+		}
+	}
+	for i := sent; i < len(bufs); i++ {
+		if _, err := c.WriteToUDPAddrPort(bufs[i], addr); err != nil {
 			return i, err
 		}
 	}

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"os"
@@ -9,7 +10,10 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 )
 
 // TestListenUDPConn: a datagram from host A arrives with its source by
@@ -199,6 +203,13 @@ func TestUDPConnWriteBatch(t *testing.T) {
 	for i := range bufs {
 		bufs[i] = []byte{byte(i), 'w', 'g'}
 	}
+	// The batch shares one route (writeBatchRouted): the socket's TTL
+	// and the send counters must be what netstack's own write gives.
+	if err := c.ep.SetSockOptInt(tcpip.IPv4TTLOption, 7); err != nil {
+		t.Fatal(err)
+	}
+	sentBefore := l.r.s.Stats().UDP.PacketsSent.Value()
+	epBefore := c.ep.Stats().(*tcpip.TransportEndpointStats).PacketsSent.Value()
 	before := l.tapA.Writes.Load()
 	if n, err := c.WriteBatchToUDPAddrPort(bufs, to); err != nil || n != len(bufs) {
 		t.Fatalf("WriteBatchToUDPAddrPort = %d, %v; want %d", n, err, len(bufs))
@@ -206,10 +217,98 @@ func TestUDPConnWriteBatch(t *testing.T) {
 	if w := l.tapA.Writes.Load() - before; w != 1 {
 		t.Errorf("%d datagrams left in %d writes, want 1", len(bufs), w)
 	}
+	if d := l.r.s.Stats().UDP.PacketsSent.Value() - sentBefore; d != uint64(len(bufs)) {
+		t.Errorf("stack UDP PacketsSent +%d, want +%d", d, len(bufs))
+	}
+	if d := c.ep.Stats().(*tcpip.TransportEndpointStats).PacketsSent.Value() - epBefore; d != uint64(len(bufs)) {
+		t.Errorf("socket PacketsSent +%d, want +%d", d, len(bufs))
+	}
 	for i := range bufs {
 		n, _, err := q.ReadFrom(buf)
 		if err != nil || n != 3 || buf[0] != byte(i) {
 			t.Fatalf("datagram %d at host A: %q, %v", i, buf[:n], err)
 		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	last := byte(len(bufs) - 1)
+	f := l.tapA.Wait(ctx, func(f []byte) bool {
+		return len(f) == header.EthernetMinimumSize+header.IPv4MinimumSize+header.UDPMinimumSize+3 &&
+			header.IPv4(f[header.EthernetMinimumSize:]).Protocol() == uint8(header.UDPProtocolNumber) &&
+			f[len(f)-3] == last && f[len(f)-2] == 'w'
+	})
+	if f == nil {
+		t.Fatalf("datagram %d not seen on the LAN", last)
+	}
+	ip := header.IPv4(f[header.EthernetMinimumSize:])
+	u := header.UDP(ip.Payload())
+	if ip.TTL() != 7 || ip.Flags()&header.IPv4FlagDontFragment == 0 || !ip.IsChecksumValid() {
+		t.Errorf("IP header: TTL %d, flags %#x, checksum valid %v; want TTL 7, DF, valid", ip.TTL(), ip.Flags(), ip.IsChecksumValid())
+	}
+	if u.SourcePort() != 51820 || u.DestinationPort() != 4000 || u.Length() != header.UDPMinimumSize+3 ||
+		!u.IsChecksumValid(ip.SourceAddress(), ip.DestinationAddress(), checksum.Checksum(u.Payload(), 0)) {
+		t.Errorf("UDP header: %d→%d, length %d, checksum %#x (valid %v)", u.SourcePort(), u.DestinationPort(), u.Length(), u.Checksum(),
+			u.IsChecksumValid(ip.SourceAddress(), ip.DestinationAddress(), checksum.Checksum(u.Payload(), 0)))
+	}
+}
+
+// TestUDPConnWriteBatch6: the batch write's shared route on an IPv6
+// socket (a WireGuard Bind's udp6 socket): every datagram arrives, with
+// the UDP checksum IPv6 requires, and is counted.
+func TestUDPConnWriteBatch6(t *testing.T) {
+	l := newLab(t)
+	c, err := l.r.ListenUDP6Only(netip.AddrPortFrom(lanIP6, 51820))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	q, err := gonet.DialUDP(l.a.Stack, &tcpip.FullAddress{Addr: tcpip.AddrFrom16(netip.MustParseAddr("fd00:1::2").As16()), Port: 4000}, nil, ipv6.ProtocolNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	to := netip.MustParseAddrPort("[fd00:1::2]:4000")
+	buf := make([]byte, 64)
+	q.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.WriteToUDPAddrPort([]byte("warm"), to); err != nil { // resolves host A's MAC
+		t.Fatal(err)
+	}
+	if _, _, err := q.ReadFrom(buf); err != nil {
+		t.Fatal(err)
+	}
+	bufs := make([][]byte, 16)
+	for i := range bufs {
+		bufs[i] = []byte{byte(i), 'w', 'g', '6'}
+	}
+	sentBefore := l.r.s.Stats().UDP.PacketsSent.Value()
+	if n, err := c.WriteBatchToUDPAddrPort(bufs, to); err != nil || n != len(bufs) {
+		t.Fatalf("WriteBatchToUDPAddrPort = %d, %v; want %d", n, err, len(bufs))
+	}
+	if d := l.r.s.Stats().UDP.PacketsSent.Value() - sentBefore; d != uint64(len(bufs)) {
+		t.Errorf("stack UDP PacketsSent +%d, want +%d", d, len(bufs))
+	}
+	for i := range bufs {
+		n, _, err := q.ReadFrom(buf)
+		if err != nil || n != 4 || buf[0] != byte(i) {
+			t.Fatalf("datagram %d at host A: %q, %v", i, buf[:n], err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	f := l.tapA.Wait(ctx, func(f []byte) bool {
+		return len(f) == header.EthernetMinimumSize+header.IPv6MinimumSize+header.UDPMinimumSize+4 &&
+			header.IPv6(f[header.EthernetMinimumSize:]).NextHeader() == uint8(header.UDPProtocolNumber) &&
+			f[len(f)-1] == '6'
+	})
+	if f == nil {
+		t.Fatal("no datagram of the batch seen on the LAN")
+	}
+	ip := header.IPv6(f[header.EthernetMinimumSize:])
+	u := header.UDP(ip.Payload())
+	if u.Checksum() == 0 || !u.IsChecksumValid(ip.SourceAddress(), ip.DestinationAddress(), checksum.Checksum(u.Payload(), 0)) {
+		t.Errorf("UDP checksum %#x not valid over IPv6", u.Checksum())
+	}
+	if ip.SourceAddress() != tcpip.AddrFrom16(lanIP6.As16()) || ip.HopLimit() == 0 || u.SourcePort() != 51820 || u.DestinationPort() != 4000 {
+		t.Errorf("headers: source %v port %d, hop limit %d, destination port %d", ip.SourceAddress(), u.SourcePort(), ip.HopLimit(), u.DestinationPort())
 	}
 }
