@@ -185,6 +185,31 @@ func TestUDPConnReadBatch(t *testing.T) {
 	}
 }
 
+// hostAUDP binds a socket of host A at to (closed with the test) and
+// sends it one datagram from c, so the router has resolved host A's
+// address before a test's batch; its reads time out after 5 s.
+func hostAUDP(t *testing.T, l *lab, c *UDPConn, to netip.AddrPort) *gonet.UDPConn {
+	t.Helper()
+	proto := ipv4.ProtocolNumber
+	if to.Addr().Is6() {
+		proto = ipv6.ProtocolNumber
+	}
+	q, err := gonet.DialUDP(l.a.Stack, &tcpip.FullAddress{Addr: tcpip.AddrFromSlice(to.Addr().AsSlice()), Port: to.Port()}, nil, proto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	q.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.WriteToUDPAddrPort([]byte("warm"), to); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if _, _, err := q.ReadFrom(buf); err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
 // TestUDPConnWriteBatch: WriteBatchToUDPAddrPort's datagrams leave the
 // interface in one write (txBatcher), not one each, and all arrive.
 func TestUDPConnWriteBatch(t *testing.T) {
@@ -194,20 +219,9 @@ func TestUDPConnWriteBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	q, err := gonet.DialUDP(l.a.Stack, &tcpip.FullAddress{Addr: tcpip.AddrFrom4([4]byte{10, 1, 0, 2}), Port: 4000}, nil, ipv4.ProtocolNumber)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
 	to := netip.MustParseAddrPort("10.1.0.2:4000")
+	q := hostAUDP(t, l, c, to)
 	buf := make([]byte, 64)
-	q.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.WriteToUDPAddrPort([]byte("warm"), to); err != nil { // resolves host A's MAC
-		t.Fatal(err)
-	}
-	if _, _, err := q.ReadFrom(buf); err != nil {
-		t.Fatal(err)
-	}
 	bufs := make([][]byte, 32)
 	for i := range bufs {
 		bufs[i] = []byte{byte(i), 'w', 'g'}
@@ -271,20 +285,9 @@ func TestUDPConnWriteBatch6(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	q, err := gonet.DialUDP(l.a.Stack, &tcpip.FullAddress{Addr: tcpip.AddrFrom16(netip.MustParseAddr("fd00:1::2").As16()), Port: 4000}, nil, ipv6.ProtocolNumber)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
 	to := netip.MustParseAddrPort("[fd00:1::2]:4000")
+	q := hostAUDP(t, l, c, to)
 	buf := make([]byte, 64)
-	q.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.WriteToUDPAddrPort([]byte("warm"), to); err != nil { // resolves host A's MAC
-		t.Fatal(err)
-	}
-	if _, _, err := q.ReadFrom(buf); err != nil {
-		t.Fatal(err)
-	}
 	bufs := make([][]byte, 16)
 	for i := range bufs {
 		bufs[i] = []byte{byte(i), 'w', 'g', '6'}
