@@ -35,16 +35,7 @@ func TestAllocs(t *testing.T) {
 	pkt := make([]byte, 200)
 	pkt[0] = msgTransport
 	fc := &fakeConn{p: pkt, from: netip.MustParseAddrPort("198.51.100.7:51820")}
-	b := NewBind(func(network string, _ uint16) (PacketConn, error) {
-		if network == "udp4" {
-			return fc, nil
-		}
-		return nil, nil
-	})
-	fns, _, err := b.Open(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, fns := openUDP4Bind(t, fc)
 	bufs, sizes, eps := [][]byte{make([]byte, 1500)}, make([]int, 1), make([]connEndpoint, 1)
 	if got := testing.AllocsPerRun(1000, func() { fns[0](bufs, sizes, eps) }); got != 0 {
 		t.Errorf("receive: %v allocations per datagram, want 0", got)

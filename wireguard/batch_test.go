@@ -46,16 +46,7 @@ func TestBindReceiveBatch(t *testing.T) {
 	for i := range fc.dgrams {
 		fc.from = append(fc.from, netip.AddrPortFrom(netip.MustParseAddr("198.51.100.7"), uint16(51820+i)))
 	}
-	b := NewBind(func(network string, _ uint16) (PacketConn, error) {
-		if network == "udp4" {
-			return fc, nil
-		}
-		return nil, nil
-	})
-	fns, _, err := b.Open(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, fns := openUDP4Bind(t, fc)
 	defer b.Close()
 	bufs, sizes, eps := make([][]byte, b.BatchSize()), make([]int, b.BatchSize()), make([]conn.Endpoint, b.BatchSize())
 	for i := range bufs {
@@ -95,16 +86,7 @@ func TestBindReceiveBatchAllRefused(t *testing.T) {
 	junk.from = append(junk.from, good.from[0])
 	reads := 0
 	c := &switchConn{first: junk, then: good, reads: &reads}
-	b := NewBind(func(network string, _ uint16) (PacketConn, error) {
-		if network == "udp4" {
-			return c, nil
-		}
-		return nil, nil
-	})
-	fns, _, err := b.Open(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, fns := openUDP4Bind(t, c)
 	bufs, sizes, eps := [][]byte{make([]byte, 1500), make([]byte, 1500)}, make([]int, 2), make([]conn.Endpoint, 2)
 	n, err := fns[0](bufs, sizes, eps)
 	if err != nil || n != 1 || sizes[0] != 64 || reads != 2 {
@@ -283,15 +265,7 @@ func TestBatchedWrites(t *testing.T) {
 	}
 
 	bw := &batchWriter{}
-	b := NewBind(func(network string, _ uint16) (PacketConn, error) {
-		if network == "udp4" {
-			return bw, nil
-		}
-		return nil, nil
-	})
-	if _, _, err := b.Open(0); err != nil {
-		t.Fatal(err)
-	}
+	b, _ := openUDP4Bind(t, bw)
 	ep, err := b.ParseEndpoint("198.51.100.7:51820")
 	if err != nil {
 		t.Fatal(err)

@@ -20,16 +20,7 @@ func BenchmarkBindReceive(b *testing.B) {
 	pkt := make([]byte, 1440)
 	pkt[0] = msgTransport
 	fc := &fakeConn{p: pkt, from: netip.MustParseAddrPort("198.51.100.7:51820")}
-	bind := NewBind(func(network string, _ uint16) (PacketConn, error) {
-		if network == "udp4" {
-			return fc, nil
-		}
-		return nil, nil
-	})
-	fns, _, err := bind.Open(0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, fns := openUDP4Bind(b, fc)
 	bufs, sizes, eps := [][]byte{make([]byte, 1500)}, make([]int, 1), make([]conn.Endpoint, 1)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(pkt)))
@@ -49,16 +40,7 @@ func BenchmarkBindReceiveBatch(b *testing.B) {
 		fc.dgrams = append(fc.dgrams, pkt)
 		fc.from = append(fc.from, netip.MustParseAddrPort("198.51.100.7:51820"))
 	}
-	bind := NewBind(func(network string, _ uint16) (PacketConn, error) {
-		if network == "udp4" {
-			return fc, nil
-		}
-		return nil, nil
-	})
-	fns, _, err := bind.Open(0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, fns := openUDP4Bind(b, fc)
 	bufs, sizes, eps := make([][]byte, conn.IdealBatchSize), make([]int, conn.IdealBatchSize), make([]conn.Endpoint, conn.IdealBatchSize)
 	for i := range bufs {
 		bufs[i] = make([]byte, 1500)

@@ -103,16 +103,7 @@ func floodScript(t testing.TB, flooder netip.AddrPort) (*Bind, *scriptConn, func
 	transport := make([]byte, 100)
 	transport[0] = msgTransport
 	sc := &scriptConn{dgrams: []scripted{{init, flooder}, {transport, flooder}}}
-	b := NewBind(func(network string, _ uint16) (PacketConn, error) {
-		if network == "udp4" {
-			return sc, nil
-		}
-		return nil, nil
-	})
-	fns, _, err := b.Open(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, fns := openUDP4Bind(t, sc)
 	bufs, sizes, eps := [][]byte{make([]byte, 1500)}, make([]int, 1), make([]connEndpoint, 1)
 	recv := func() (int, []int) {
 		n, err := fns[0](bufs, sizes, eps)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -251,4 +252,21 @@ func goroutineLeakCheck(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
+}
+
+// openUDP4Bind returns a Bind whose only socket is c, as its udp4 one,
+// opened, with its receive function.
+func openUDP4Bind(tb testing.TB, c PacketConn) (*Bind, []conn.ReceiveFunc) {
+	tb.Helper()
+	b := NewBind(func(network string, _ uint16) (PacketConn, error) {
+		if network == "udp4" {
+			return c, nil
+		}
+		return nil, nil
+	})
+	fns, _, err := b.Open(0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b, fns
 }
