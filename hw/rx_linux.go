@@ -383,7 +383,7 @@ func (q *rxQueue) stepBulk(ctx context.Context, stop *atomic.Bool, h BatchHandle
 		q.deliverBlock(frames, drops, behind > 0)
 		q.nHeld++
 		q.blk = (q.blk + 1) % RingBlocks
-		q.returnBlocks()
+		q.returnBlocks(RingHeldBlocks)
 	} else {
 		q.deliver(frames, drops, h, behind > 0)
 		// Hand the block back (TP_STATUS_KERNEL).
@@ -407,18 +407,19 @@ func (q *rxQueue) serveBacklog() bool {
 	}
 	q.readRun = 0
 	served := q.hold.ServeBacklog(q.id)
-	q.returnBlocks()
+	q.returnBlocks(RingHeldBlocks)
 	return served
 }
 
 // returnBlocks hands the kernel back the held blocks, oldest first,
-// whose frames the holder no longer holds, and past RingHeldBlocks the
-// oldest whatever it holds (the holder copies those frames first).
-func (q *rxQueue) returnBlocks() {
+// whose frames the holder no longer holds, and past keep held blocks the
+// oldest whatever it holds (the holder copies those frames first):
+// RingHeldBlocks while the loop runs, 0 as it ends (letGoAll).
+func (q *rxQueue) returnBlocks(keep int) {
 	for q.nHeld > 0 {
 		blk := (q.blk - q.nHeld + RingBlocks) % RingBlocks
 		if q.holder.Holding(q.id, blk) > 0 {
-			if q.nHeld <= RingHeldBlocks {
+			if q.nHeld <= keep {
 				return
 			}
 			q.holder.LetGo(q.id, blk)
@@ -437,15 +438,7 @@ func (q *rxQueue) returnBlock(blk int) {
 // letGoAll hands every held block back, the holder copying what it
 // still holds of them: the loop is ending, and the ring may be unmapped
 // before the holder is served empty.
-func (q *rxQueue) letGoAll() {
-	for q.nHeld > 0 {
-		blk := (q.blk - q.nHeld + RingBlocks) % RingBlocks
-		if q.holder.Holding(q.id, blk) > 0 {
-			q.holder.LetGo(q.id, blk)
-		}
-		q.returnBlock(blk)
-	}
-}
+func (q *rxQueue) letGoAll() { q.returnBlocks(0) }
 
 // blockHasFrames reports whether block q.blk, still the kernel's, has
 // frames in it.
