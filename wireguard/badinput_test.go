@@ -48,17 +48,7 @@ func TestWrongKeyPeer(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	a, b := pair(t)
 	ping(t, a, b)
-	a.mu.Lock()
-	var init []byte
-	for _, d := range a.sent {
-		if len(d) == sizeInitiation && d[0] == msgInitiation {
-			init = d
-		}
-	}
-	a.mu.Unlock()
-	if init == nil {
-		t.Fatal("a sent no handshake initiation")
-	}
+	init := lastInitiation(t, a)
 	attacker, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -112,14 +102,7 @@ func TestBadInput(t *testing.T) {
 func TestHandshakeFlood(t *testing.T) {
 	a, b := pair(t)
 	ping(t, a, b)
-	var init []byte
-	a.mu.Lock()
-	for _, d := range a.sent {
-		if len(d) == sizeInitiation && d[0] == msgInitiation {
-			init = d
-		}
-	}
-	a.mu.Unlock()
+	init := lastInitiation(t, a)
 	attacker, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)

@@ -74,17 +74,7 @@ func TestHandshakeFloodOtherPeer(t *testing.T) {
 	a.configure(t, b.peerOf(true))
 	c.configure(t, b.peerOf(true))
 	ping(t, a, b)
-	var init []byte
-	a.mu.Lock()
-	for _, d := range a.sent {
-		if len(d) == sizeInitiation && d[0] == msgInitiation {
-			init = d
-		}
-	}
-	a.mu.Unlock()
-	if init == nil {
-		t.Fatal("a sent no handshake initiation")
-	}
+	init := lastInitiation(t, a)
 	// floodDrops reads the counter by its tag, as the status page and
 	// the metrics do.
 	floodDrops := func() uint64 {

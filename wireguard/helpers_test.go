@@ -270,3 +270,21 @@ func openUDP4Bind(tb testing.TB, c PacketConn) (*Bind, []conn.ReceiveFunc) {
 	}
 	return b, fns
 }
+
+// lastInitiation returns the last handshake initiation n sent (a
+// replayed one passes MAC1 at its peer); the test fails if n sent none.
+func lastInitiation(t *testing.T, n *node) []byte {
+	t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var init []byte
+	for _, d := range n.sent {
+		if len(d) == sizeInitiation && d[0] == msgInitiation {
+			init = d
+		}
+	}
+	if init == nil {
+		t.Fatal("no handshake initiation sent")
+	}
+	return init
+}
