@@ -71,3 +71,10 @@ func WGPeerCommand(ns, tunName string) *exec.Cmd {
 
 // ProcCPUSeconds is procCPUSeconds, for package lab_test.
 var ProcCPUSeconds = procCPUSeconds
+
+// ParsePing is parsePing for package lab_test: each reply's RTT in ms and
+// how many requests went out.
+func ParsePing(out []byte) (rtts []float64, sent int, err error) {
+	st, err := parsePing(out)
+	return st.RTTs, st.Sent, err
+}

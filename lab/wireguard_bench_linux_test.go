@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -37,6 +38,9 @@ type wgFigure struct {
 	bps                float64
 	routerCPU, peerCPU float64 // seconds
 	bits               float64
+	// pingAvg and pingLoss are a 20 Hz ping's average RTT (ms) and
+	// loss (%) to the same server beside the iperf3 run.
+	pingAvg, pingLoss float64
 }
 
 // TestWireGuardThroughput is TCP through the router's WireGuard tunnel
@@ -82,12 +86,17 @@ func TestWireGuardThroughput(t *testing.T) {
 	}
 
 	paths := []wgPath{{"plain NAT", "10.79.0.10"}, {"WireGuard", "10.8.0.2"}}
+	for _, p := range paths {
+		avg, loss := wgPing(t, ctx, host, p.to, 20)
+		t.Logf("idle ping to %s by %s: avg %.3f ms, loss %.1f %%", p.to, p.name, avg, loss)
+	}
 	figures := map[string][]wgFigure{} // path name + way → runs
 	for run := range runs {
 		for _, way := range []string{"", "-R"} {
 			for _, p := range paths {
 				f := wgIperf(t, ctx, host, p.to, secs, way, peer.Process.Pid, p.name == "WireGuard")
-				t.Logf("run %d %s %s: %.0f Mbit/s, router %.2f s CPU, peer %.2f s", run+1, p.name, wayName(way), f.bps/1e6, f.routerCPU, f.peerCPU)
+				t.Logf("run %d %s %s: %.0f Mbit/s, router %.2f s CPU, peer %.2f s, ping beside it avg %.2f ms loss %.1f %%",
+					run+1, p.name, wayName(way), f.bps/1e6, f.routerCPU, f.peerCPU, f.pingAvg, f.pingLoss)
 				figures[p.name+way] = append(figures[p.name+way], f)
 			}
 		}
@@ -100,9 +109,9 @@ func TestWireGuardThroughput(t *testing.T) {
 	t.Logf("WireGuard against plain NAT, median of %d × %d s, load %.2f %.2f %.2f (router CPU per Gbit: its seconds of CPU time per 10^9 bits received):", runs, secs, load[0], load[1], load[2])
 	for _, way := range []string{"", "-R"} {
 		plain, tunnel := median(figures["plain NAT"+way]), median(figures["WireGuard"+way])
-		t.Logf("  %s: plain NAT %.0f Mbit/s (%.2f s/Gbit), WireGuard %.0f Mbit/s (%.2f s/Gbit router, %.2f s/Gbit peer): %.2f×",
+		t.Logf("  %s: plain NAT %.0f Mbit/s (%.2f s/Gbit), WireGuard %.0f Mbit/s (%.2f s/Gbit router, %.2f s/Gbit peer): %.2f×; ping beside the load (the median run's) plain %.2f ms %.1f %%, WireGuard %.2f ms %.1f %%",
 			wayName(way), plain.bps/1e6, plain.routerCPU/(plain.bits/1e9), tunnel.bps/1e6, tunnel.routerCPU/(tunnel.bits/1e9),
-			tunnel.peerCPU/(tunnel.bits/1e9), tunnel.bps/plain.bps)
+			tunnel.peerCPU/(tunnel.bits/1e9), tunnel.bps/plain.bps, plain.pingAvg, plain.pingLoss, tunnel.pingAvg, tunnel.pingLoss)
 	}
 	t.Logf("  router wg0 counters: %v", st.Counters)
 	// The decrypted packets of the established flows (the WAN→LAN
@@ -153,12 +162,20 @@ func wgIperf(t *testing.T, ctx context.Context, host *netnstest.Netns, to string
 		args = append(args, way)
 	}
 	for try := 0; ; try++ {
+		type pinged struct{ avg, loss float64 }
+		pc := make(chan pinged, 1)
+		go func() { // beside the load: from its second 1 to its end
+			time.Sleep(time.Second)
+			avg, loss := wgPing(t, ctx, host, to, max(secs-1, 1)*20)
+			pc <- pinged{avg, loss}
+		}()
 		r0, p0 := selfCPU(t), peerCPU(peerPid)
 		out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput()
 		r1, p1 := selfCPU(t), peerCPU(peerPid)
+		pg := <-pc
 		bps, bytes := iperfRE.FindSubmatch(out), iperfBytesRE.FindSubmatch(out)
 		if err == nil && bps != nil && bytes != nil {
-			f := wgFigure{routerCPU: r1 - r0}
+			f := wgFigure{routerCPU: r1 - r0, pingAvg: pg.avg, pingLoss: pg.loss}
 			f.bps, _ = strconv.ParseFloat(string(bps[1]), 64)
 			n, _ := strconv.ParseFloat(string(bytes[1]), 64)
 			f.bits = 8 * n
@@ -172,6 +189,27 @@ func wgIperf(t *testing.T, ctx context.Context, host *netnstest.Netns, to string
 		}
 		time.Sleep(time.Second) // the server refuses for a moment after a test
 	}
+}
+
+// wgPing sends count pings 50 ms apart from host to to and returns their
+// average RTT in ms (NaN if none came back) and the loss in percent.
+func wgPing(t *testing.T, ctx context.Context, host *netnstest.Netns, to string, count int) (avg, loss float64) {
+	out, _ := exec.CommandContext(ctx, "ip", "netns", "exec", host.Name(), "ping", "-n", "-i", "0.05", "-W", "1",
+		"-c", strconv.Itoa(count), to).CombinedOutput()
+	rtts, sent, err := lab.ParsePing(out)
+	if err != nil {
+		t.Logf("ping %s: %v\n%.500s", to, err, out)
+		return math.NaN(), 100
+	}
+	sum := 0.0
+	for _, r := range rtts {
+		sum += r
+	}
+	avg = math.NaN()
+	if len(rtts) > 0 {
+		avg = sum / float64(len(rtts))
+	}
+	return avg, 100 * float64(sent-len(rtts)) / float64(sent)
 }
 
 // selfCPU is the test process's user+system CPU time in seconds: the
