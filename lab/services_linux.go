@@ -279,6 +279,13 @@ func (l *lab) dhcp6InfoProof(ctx context.Context) (string, error) {
 	if err := os.WriteFile(conf, []byte("request dhcp6.name-servers, dhcp6.domain-search, dhcp6.info-refresh-time;\n"), 0o600); err != nil {
 		return "", err
 	}
+	// dhclient binds to the link-local address, which DAD holds tentative
+	// for a second after the link came up ("Can't bind to dhcp address:
+	// Cannot assign requested address" when the router's lease comes
+	// sooner than that).
+	if err := waitLinkLocal(ctx, l.lanNS, hostIf, proofTimeout); err != nil {
+		return "", err
+	}
 	c, err := startChild(l.log, "lan-dhclient6", l.lanNS, filepath.Join(l.dir, "dhclient6-proof.log"),
 		"dhclient", "-6", "-S", "-d", "-v", "-cf", conf, "-lf", filepath.Join(l.dir, "dhclient6.leases"),
 		"-pf", filepath.Join(l.dir, "dhclient6.pid"), "-sf", script, hostIf)
