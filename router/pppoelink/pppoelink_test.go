@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,6 +39,9 @@ type acLower struct {
 	errs    []string
 	summary string // the AC's SUMMARY line after DONE
 	done    chan struct{}
+	// echoReplies counts the client's LCP Echo-Replies written to the
+	// AC (queued in lines, so in order before any later command).
+	echoReplies atomic.Int32
 }
 
 func startAC(t *testing.T) *acLower {
@@ -89,6 +93,11 @@ func (a *acLower) WriteFrame(frame []byte) error {
 	case a.lines <- hex.EncodeToString(frame):
 	default:
 		a.t.Error("AC side queue full: a frame loop?")
+	}
+	// Ethernet, PPPoE session (0x8864), 6-byte PPPoE header, PPP LCP
+	// (0xc021), code Echo-Reply (10).
+	if len(frame) > 22 && frame[12] == 0x88 && frame[13] == 0x64 && frame[20] == 0xc0 && frame[21] == 0x21 && frame[22] == 10 {
+		a.echoReplies.Add(1)
 	}
 	return nil
 }
@@ -239,6 +248,11 @@ func TestLinkWithScapyAC(t *testing.T) {
 		t.Errorf("delivered packet %x, want scapy's ICMP echo request from 100.64.7.1", p)
 	}
 
+	// The client's answer to the AC's LCP echo request, sent beside the
+	// ICMP echo, must reach the AC before the PADT ends that session (a
+	// CI run: the reply came after it, to an AC that had forgotten the
+	// session's magic number).
+	waitFor(t, "the client's LCP Echo-Reply at the AC", func() bool { return ac.echoReplies.Load() >= 1 })
 	ac.command("PADT")
 	waitFor(t, "the session up again after the AC's PADT", up(2))
 	st = l.Status()
@@ -247,6 +261,7 @@ func TestLinkWithScapyAC(t *testing.T) {
 	}
 	// No tight loop: the session stays up, with no further PADI.
 	time.Sleep(300 * time.Millisecond)
+	waitFor(t, "the client's second LCP Echo-Reply at the AC", func() bool { return ac.echoReplies.Load() >= 2 })
 	l.Close()
 	if c := l.Status().Counters; c["link_rx_queue_full"] != 0 || c["link_tx_error"] != 0 || c["link_no_deliver"] != 0 || c["padi_tx"]-c["link_no_lower"] != 2 || c["reconnects"] != 1 {
 		t.Errorf("counters %v: want 2 PADIs sent (beside one Start may send before Bind, counted as link_no_lower), 1 reconnect, no link drops", c)
