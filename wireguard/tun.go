@@ -85,7 +85,8 @@ type TUNStats struct {
 // (package stack): In sees each decrypted packet before netstack does
 // (NAT Prerouting), Out each packet netstack sends into the tunnel once
 // it is in the device's buffer (NAT Postrouting; forwarded says whether
-// netstack forwarded it or the router sent it). Both get the bare IP
+// netstack forwarded it or the router sent it; gen is what Generation
+// returned when netstack queued it). Both get the bare IP
 // packet, may rewrite it in place without changing its length, and
 // return false to drop it (counted as RxHookDrop or TxHookDrop).
 // Forward, if set, sees each batch of decrypted packets before In: each
@@ -93,12 +94,26 @@ type TUNStats struct {
 // write into; it sends on the packets of flows it has offloaded itself
 // (the router's fast path: package stack's LinkFastPath.ForwardBatch),
 // before it returns, and calls slow with each other packet in order,
-// which then takes In and netstack's way. All run on the device's
-// goroutines and must not allocate.
+// which then takes In and netstack's way. Generation, if set, is read
+// once per write of netstack's (WritePackets) and travels with its
+// packets through the queue to Out (0 if it was unset then): the NAT
+// engine's fast-path generation, so that Out offloads a flow under the
+// forwarding decision netstack took, not under a reload that came while
+// the packet waited for the device. All run on the device's goroutines
+// (Generation on netstack's) and must not allocate.
 type Hooks struct {
-	In      func(ip []byte) bool
-	Out     func(ip []byte, forwarded bool) bool
-	Forward func(bufs [][]byte, offset int, slow func(ip []byte)) (forwarded, dropped int)
+	In         func(ip []byte) bool
+	Out        func(ip []byte, forwarded bool, gen uint64) bool
+	Forward    func(bufs [][]byte, offset int, slow func(ip []byte)) (forwarded, dropped int)
+	Generation func() uint64
+}
+
+// queued is a packet in the TUN's queue: it holds a reference that Read
+// (or Close's drain) releases, and the Hooks' Generation when it was
+// queued.
+type queued struct {
+	pkt *stack.PacketBuffer
+	gen uint64
 }
 
 // TUN is the tunnel's inside: a tun.Device for the WireGuard device and,
@@ -113,9 +128,8 @@ type TUN struct {
 	// Stats are the TUN's counters.
 	Stats TUNStats
 
-	// tx carries netstack's packets to Read; each holds a reference
-	// that Read (or Close's drain) releases.
-	tx     chan *stack.PacketBuffer
+	// tx carries netstack's packets to Read.
+	tx     chan queued
 	events chan tun.Event
 	done   chan struct{}
 	once   sync.Once
@@ -147,7 +161,7 @@ func NewTUN(name string, mtu int) *TUN {
 	}
 	t := &TUN{
 		name:   name,
-		tx:     make(chan *stack.PacketBuffer, txQueueLen),
+		tx:     make(chan queued, txQueueLen),
 		events: make(chan tun.Event, 4),
 		done:   make(chan struct{}),
 	}
@@ -163,18 +177,19 @@ func (*TUN) File() *os.File { return nil }
 // Read implements tun.Device: it waits for netstack's next packet and
 // copies it, and any that follow without waiting, into bufs at offset.
 func (t *TUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
-	var pkt *stack.PacketBuffer
+	var q queued
 	select {
-	case pkt = <-t.tx:
+	case q = <-t.tx:
 	case <-t.done:
 		return 0, os.ErrClosed
 	}
 	n := 0
 	h := t.hooks.Load()
 	for {
+		pkt := q.pkt
 		if t.copyOut(pkt, bufs[n][offset:]) {
 			size := pkt.Size()
-			if pkt.Mark != fastMark && h != nil && h.Out != nil && !h.Out(bufs[n][offset:offset+size], pkt.NetworkPacketInfo.IsForwardedPacket) {
+			if pkt.Mark != fastMark && h != nil && h.Out != nil && !h.Out(bufs[n][offset:offset+size], pkt.NetworkPacketInfo.IsForwardedPacket, q.gen) {
 				t.Stats.TxHookDrop.Add(1)
 			} else {
 				sizes[n] = size
@@ -186,7 +201,7 @@ func (t *TUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 			break
 		}
 		select {
-		case pkt = <-t.tx:
+		case q = <-t.tx:
 			continue
 		default:
 		}
@@ -314,8 +329,8 @@ func (t *TUN) closeDevice() error {
 func (t *TUN) drain() {
 	for {
 		select {
-		case pkt := <-t.tx:
-			pkt.DecRef()
+		case q := <-t.tx:
+			q.pkt.DecRef()
 			continue
 		default:
 		}
@@ -345,8 +360,13 @@ func (d tunDevice) Close() error { return d.closeDevice() }
 // packet is dropped at once (TxQueueFull: the writer is a port's receive
 // goroutine, which must not stall every other flow on its port), and the
 // router's own waits for room up to maxPark (TxParked), so that
-// netstack's TCP is slowed down rather than made to retransmit.
+// netstack's TCP is slowed down rather than made to retransmit. The
+// Hooks' Generation is read once for the lot and queued with each.
 func (t *TUN) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
+	var gen uint64
+	if h := t.hooks.Load(); h != nil && h.Generation != nil {
+		gen = h.Generation()
+	}
 	n := 0
 	for _, pkt := range pkts.AsSlice() {
 		n++
@@ -357,12 +377,13 @@ func (t *TUN) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 		default:
 		}
 		pkt.IncRef()
+		q := queued{pkt: pkt, gen: gen}
 		select {
-		case t.tx <- pkt:
+		case t.tx <- q:
 			continue
 		default:
 		}
-		if pkt.NetworkPacketInfo.IsForwardedPacket || !t.park(pkt) {
+		if pkt.NetworkPacketInfo.IsForwardedPacket || !t.park(q) {
 			pkt.DecRef()
 			t.Stats.TxQueueFull.Add(1)
 		}
@@ -397,7 +418,7 @@ func (t *TUN) WriteFast(ip []byte) {
 	pkt.Mark = fastMark
 	pkt.NetworkPacketInfo.IsForwardedPacket = true
 	select {
-	case t.tx <- pkt:
+	case t.tx <- queued{pkt: pkt}: // no Out hook, no generation
 		t.Stats.TxFastPath.Add(1)
 	default:
 		pkt.DecRef()
@@ -418,9 +439,9 @@ var parkTimers = sync.Pool{New: func() any {
 	return tm
 }}
 
-// park waits up to maxPark for room for pkt in the queue and reports
+// park waits up to maxPark for room for q in the queue and reports
 // whether it got in.
-func (t *TUN) park(pkt *stack.PacketBuffer) bool {
+func (t *TUN) park(q queued) bool {
 	t.Stats.TxParked.Add(1)
 	tm := parkTimers.Get().(*time.Timer)
 	tm.Reset(maxPark)
@@ -429,7 +450,7 @@ func (t *TUN) park(pkt *stack.PacketBuffer) bool {
 		parkTimers.Put(tm)
 	}()
 	select {
-	case t.tx <- pkt:
+	case t.tx <- q:
 		return true
 	case <-t.done:
 		return false
