@@ -60,6 +60,9 @@ type TUNStats struct {
 	TxClosed atomic.Uint64 `counter:"drops/closed"`
 	// TxTooBig counts packets larger than the device's buffer, dropped.
 	TxTooBig atomic.Uint64 `counter:"drops/too_big"`
+	// TxNoPeer counts packets to an address no peer's allowed IPs hold
+	// (SetPeers), dropped: the device would drop them uncounted.
+	TxNoPeer atomic.Uint64 `counter:"drops/no_peer"`
 	// RxPackets counts decrypted packets delivered to netstack.
 	RxPackets atomic.Uint64 `counter:"inside/from_tunnel"`
 	// RxFastPath counts decrypted packets the Hooks' Forward sent on
@@ -136,6 +139,8 @@ type TUN struct {
 
 	// hooks are the Hooks in force, nil for none.
 	hooks atomic.Pointer[Hooks]
+	// allowed are the peers' allowed IPs (SetPeers), nil until set.
+	allowed atomic.Pointer[allowedTable]
 	// slow is deliverSlow as a func value, made once (Hooks.Forward's
 	// argument; a method value per batch would allocate).
 	slow func(ip []byte)
@@ -176,6 +181,8 @@ func (*TUN) File() *os.File { return nil }
 
 // Read implements tun.Device: it waits for netstack's next packet and
 // copies it, and any that follow without waiting, into bufs at offset.
+// Packets no peer takes (SetPeers) are dropped here, before the Out hook
+// (a packet that never leaves confirms no flow).
 func (t *TUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	var q queued
 	select {
@@ -185,11 +192,14 @@ func (t *TUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	}
 	n := 0
 	h := t.hooks.Load()
+	allowed := t.allowed.Load()
 	for {
 		pkt := q.pkt
 		if t.copyOut(pkt, bufs[n][offset:]) {
 			size := pkt.Size()
-			if pkt.Mark != fastMark && h != nil && h.Out != nil && !h.Out(bufs[n][offset:offset+size], pkt.NetworkPacketInfo.IsForwardedPacket, q.gen) {
+			if allowed != nil && !allowed.allows(bufs[n][offset:offset+size]) {
+				t.Stats.TxNoPeer.Add(1)
+			} else if pkt.Mark != fastMark && h != nil && h.Out != nil && !h.Out(bufs[n][offset:offset+size], pkt.NetworkPacketInfo.IsForwardedPacket, q.gen) {
 				t.Stats.TxHookDrop.Add(1)
 			} else {
 				sizes[n] = size
@@ -207,7 +217,7 @@ func (t *TUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		}
 		break
 	}
-	if n == 0 { // all too big or refused: wait for the next one
+	if n == 0 { // all too big, to no peer or refused: wait for the next one
 		return t.Read(bufs, sizes, offset)
 	}
 	t.Stats.TxPackets.Add(uint64(n))
