@@ -143,14 +143,21 @@ func (r *Router) applyWireGuardLocked(cfg *config.Config) error {
 // towards a peer. In is the link's NIC, as natrules.Compile numbers it.
 // Out offloads the flows it forwards into the tunnel, and the caller adds
 // the link's fast path as Forward: packets of offloaded flows skip
-// netstack both ways.
+// netstack both ways. Out runs when the device dequeues a packet, maybe
+// after a reload moved the flow's route; it offloads at the generation
+// read when netstack forwarded the packet into the queue (Generation),
+// so such an offload is stale from the start and the flow's next packet
+// takes the slow path, the new route. A packet queued before the hooks
+// were set carries 0, which is stale too: the engine's generation is at
+// least 1 once it has rules (SetRules advances it), and without rules
+// nothing is offloaded.
 func natHooks(e *natengine.Engine, in natengine.Iface) *wireguard.Hooks {
 	return &wireguard.Hooks{
 		In: func(ip []byte) bool {
 			v, _, _ := e.PreroutingCT(ip, in, false)
 			return v == natengine.Accept
 		},
-		Out: func(ip []byte, forwarded bool) bool {
+		Out: func(ip []byte, forwarded bool, gen uint64) bool {
 			if forwarded {
 				if e.Postrouting(ip, in) != natengine.Accept {
 					return false
@@ -158,11 +165,12 @@ func natHooks(e *natengine.Engine, in natengine.Iface) *wireguard.Hooks {
 				// The flow's later packets into the tunnel take the
 				// fast path from their ingress port (stack's
 				// FastLinkWriter): no MACs on a tunnel.
-				e.OffloadAt(ip, in, [6]byte{}, [6]byte{}, e.FastPathGeneration())
+				e.OffloadAt(ip, in, [6]byte{}, [6]byte{}, gen)
 				return true
 			}
 			return e.PostroutingLocal(ip, in) == natengine.Accept
 		},
+		Generation: e.FastPathGeneration,
 	}
 }
 

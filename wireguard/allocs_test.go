@@ -61,13 +61,28 @@ func TestAllocs(t *testing.T) {
 		t.Errorf("netstack -> device: %v allocations per packet, want 0", got)
 	}
 	var seen int
-	tn.SetHooks(&Hooks{In: func(ip []byte) bool { seen += len(ip); return true }, Out: func(ip []byte, _ bool) bool { seen += len(ip); return true }})
+	var gen, sawGen uint64
+	tn.SetHooks(&Hooks{
+		In:         func(ip []byte) bool { seen += len(ip); return true },
+		Out:        func(ip []byte, _ bool, g uint64) bool { seen += len(ip); sawGen = g; return true },
+		Generation: func() uint64 { gen++; return gen },
+	})
 	if got := testing.AllocsPerRun(1000, func() {
 		tn.WritePackets(l)
 		tn.Read(rbufs, rsizes, 16)
-	}); got != 0 || seen == 0 {
-		t.Errorf("netstack -> device with hooks: %v allocations per packet (want 0), hooks saw %d bytes", got, seen)
+	}); got != 0 || seen == 0 || sawGen == 0 {
+		t.Errorf("netstack -> device with hooks: %v allocations per packet (want 0), hooks saw %d bytes, generation %d", got, seen, sawGen)
 	}
+	// With the peers' allowed IPs set (0.0.0.0/32 holds the packet's
+	// destination, after a miss on the /8).
+	tn.SetPeers([]Peer{{AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("0.0.0.0/32")}}})
+	if got := testing.AllocsPerRun(1000, func() {
+		tn.WritePackets(l)
+		tn.Read(rbufs, rsizes, 16)
+	}); got != 0 || tn.Stats.TxNoPeer.Load() != 0 {
+		t.Errorf("netstack -> device with the peers' allowed IPs: %v allocations per packet (want 0), %d counted no_peer (want 0)", got, tn.Stats.TxNoPeer.Load())
+	}
+	tn.allowed.Store(nil) // back to no check: the rest sends to 0.0.0.0
 	tn.Attach(nopDispatcher{})
 	wbufs := [][]byte{append(make([]byte, 16), ip...)}
 	// NewPacketBuffer takes its buffer from gVisor's pools, which -race
@@ -75,14 +90,14 @@ func TestAllocs(t *testing.T) {
 	if got := testing.AllocsPerRun(1000, func() { tn.Write(wbufs, 16) }); got != 0 && !raceEnabled {
 		t.Errorf("device -> netstack (with hooks): %v allocations per packet, want 0", got)
 	}
-	drop := &Hooks{In: func([]byte) bool { return false }, Out: func([]byte, bool) bool { return false }}
+	drop := &Hooks{In: func([]byte) bool { return false }, Out: func([]byte, bool, uint64) bool { return false }}
 	tn.SetHooks(drop)
 	tn.Write(wbufs, 16)
 	if n := tn.Stats.RxHookDrop.Load(); n != 1 {
 		t.Errorf("RxHookDrop = %d after a refused packet, want 1", n)
 	}
 	calls := 0
-	tn.SetHooks(&Hooks{Out: func([]byte, bool) bool { calls++; return calls > 1 }}) // refuses the first
+	tn.SetHooks(&Hooks{Out: func([]byte, bool, uint64) bool { calls++; return calls > 1 }}) // refuses the first
 	tn.WritePackets(l)
 	tn.WritePackets(l)
 	if n, _ := tn.Read(rbufs, rsizes, 16); n != 1 || tn.Stats.TxHookDrop.Load() != 1 {
@@ -168,7 +183,7 @@ func (dispatcherFunc) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stack.Pack
 func TestWriteFast(t *testing.T) {
 	tn := NewTUN("wg0", 0)
 	outs := 0
-	tn.SetHooks(&Hooks{Out: func([]byte, bool) bool { outs++; return false }})
+	tn.SetHooks(&Hooks{Out: func([]byte, bool, uint64) bool { outs++; return false }})
 	ip := make([]byte, 60)
 	ip[0], ip[1] = 0x45, 7
 	tn.WriteFast(ip)

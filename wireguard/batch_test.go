@@ -204,8 +204,8 @@ func TestTUNBackPressure(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			case p := <-tn.tx:
-				p.DecRef()
+			case q := <-tn.tx:
+				q.pkt.DecRef()
 			}
 		}
 	}()
@@ -214,7 +214,7 @@ func TestTUNBackPressure(t *testing.T) {
 	pkt := pl.AsSlice()[0]
 	if got := testing.AllocsPerRun(200, func() {
 		pkt.IncRef()
-		if !tn.park(pkt) {
+		if !tn.park(queued{pkt: pkt}) {
 			pkt.DecRef()
 		}
 	}); got != 0 && !raceEnabled { // -race: sync.Pool drops some timers

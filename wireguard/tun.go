@@ -60,6 +60,9 @@ type TUNStats struct {
 	TxClosed atomic.Uint64 `counter:"drops/closed"`
 	// TxTooBig counts packets larger than the device's buffer, dropped.
 	TxTooBig atomic.Uint64 `counter:"drops/too_big"`
+	// TxNoPeer counts packets to an address no peer's allowed IPs hold
+	// (SetPeers), dropped: the device would drop them uncounted.
+	TxNoPeer atomic.Uint64 `counter:"drops/no_peer"`
 	// RxPackets counts decrypted packets delivered to netstack.
 	RxPackets atomic.Uint64 `counter:"inside/from_tunnel"`
 	// RxFastPath counts decrypted packets the Hooks' Forward sent on
@@ -85,7 +88,8 @@ type TUNStats struct {
 // (package stack): In sees each decrypted packet before netstack does
 // (NAT Prerouting), Out each packet netstack sends into the tunnel once
 // it is in the device's buffer (NAT Postrouting; forwarded says whether
-// netstack forwarded it or the router sent it). Both get the bare IP
+// netstack forwarded it or the router sent it; gen is what Generation
+// returned when netstack queued it). Both get the bare IP
 // packet, may rewrite it in place without changing its length, and
 // return false to drop it (counted as RxHookDrop or TxHookDrop).
 // Forward, if set, sees each batch of decrypted packets before In: each
@@ -93,12 +97,26 @@ type TUNStats struct {
 // write into; it sends on the packets of flows it has offloaded itself
 // (the router's fast path: package stack's LinkFastPath.ForwardBatch),
 // before it returns, and calls slow with each other packet in order,
-// which then takes In and netstack's way. All run on the device's
-// goroutines and must not allocate.
+// which then takes In and netstack's way. Generation, if set, is read
+// once per write of netstack's (WritePackets) and travels with its
+// packets through the queue to Out (0 if it was unset then): the NAT
+// engine's fast-path generation, so that Out offloads a flow under the
+// forwarding decision netstack took, not under a reload that came while
+// the packet waited for the device. All run on the device's goroutines
+// (Generation on netstack's) and must not allocate.
 type Hooks struct {
-	In      func(ip []byte) bool
-	Out     func(ip []byte, forwarded bool) bool
-	Forward func(bufs [][]byte, offset int, slow func(ip []byte)) (forwarded, dropped int)
+	In         func(ip []byte) bool
+	Out        func(ip []byte, forwarded bool, gen uint64) bool
+	Forward    func(bufs [][]byte, offset int, slow func(ip []byte)) (forwarded, dropped int)
+	Generation func() uint64
+}
+
+// queued is a packet in the TUN's queue: it holds a reference that Read
+// (or Close's drain) releases, and the Hooks' Generation when it was
+// queued.
+type queued struct {
+	pkt *stack.PacketBuffer
+	gen uint64
 }
 
 // TUN is the tunnel's inside: a tun.Device for the WireGuard device and,
@@ -113,15 +131,16 @@ type TUN struct {
 	// Stats are the TUN's counters.
 	Stats TUNStats
 
-	// tx carries netstack's packets to Read; each holds a reference
-	// that Read (or Close's drain) releases.
-	tx     chan *stack.PacketBuffer
+	// tx carries netstack's packets to Read.
+	tx     chan queued
 	events chan tun.Event
 	done   chan struct{}
 	once   sync.Once
 
 	// hooks are the Hooks in force, nil for none.
 	hooks atomic.Pointer[Hooks]
+	// allowed are the peers' allowed IPs (SetPeers), nil until set.
+	allowed atomic.Pointer[allowedTable]
 	// slow is deliverSlow as a func value, made once (Hooks.Forward's
 	// argument; a method value per batch would allocate).
 	slow func(ip []byte)
@@ -147,7 +166,7 @@ func NewTUN(name string, mtu int) *TUN {
 	}
 	t := &TUN{
 		name:   name,
-		tx:     make(chan *stack.PacketBuffer, txQueueLen),
+		tx:     make(chan queued, txQueueLen),
 		events: make(chan tun.Event, 4),
 		done:   make(chan struct{}),
 	}
@@ -162,19 +181,25 @@ func (*TUN) File() *os.File { return nil }
 
 // Read implements tun.Device: it waits for netstack's next packet and
 // copies it, and any that follow without waiting, into bufs at offset.
+// Packets no peer takes (SetPeers) are dropped here, before the Out hook
+// (a packet that never leaves confirms no flow).
 func (t *TUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
-	var pkt *stack.PacketBuffer
+	var q queued
 	select {
-	case pkt = <-t.tx:
+	case q = <-t.tx:
 	case <-t.done:
 		return 0, os.ErrClosed
 	}
 	n := 0
 	h := t.hooks.Load()
+	allowed := t.allowed.Load()
 	for {
+		pkt := q.pkt
 		if t.copyOut(pkt, bufs[n][offset:]) {
 			size := pkt.Size()
-			if pkt.Mark != fastMark && h != nil && h.Out != nil && !h.Out(bufs[n][offset:offset+size], pkt.NetworkPacketInfo.IsForwardedPacket) {
+			if allowed != nil && !allowed.allows(bufs[n][offset:offset+size]) {
+				t.Stats.TxNoPeer.Add(1)
+			} else if pkt.Mark != fastMark && h != nil && h.Out != nil && !h.Out(bufs[n][offset:offset+size], pkt.NetworkPacketInfo.IsForwardedPacket, q.gen) {
 				t.Stats.TxHookDrop.Add(1)
 			} else {
 				sizes[n] = size
@@ -186,13 +211,13 @@ func (t *TUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 			break
 		}
 		select {
-		case pkt = <-t.tx:
+		case q = <-t.tx:
 			continue
 		default:
 		}
 		break
 	}
-	if n == 0 { // all too big or refused: wait for the next one
+	if n == 0 { // all too big, to no peer or refused: wait for the next one
 		return t.Read(bufs, sizes, offset)
 	}
 	t.Stats.TxPackets.Add(uint64(n))
@@ -314,8 +339,8 @@ func (t *TUN) closeDevice() error {
 func (t *TUN) drain() {
 	for {
 		select {
-		case pkt := <-t.tx:
-			pkt.DecRef()
+		case q := <-t.tx:
+			q.pkt.DecRef()
 			continue
 		default:
 		}
@@ -345,8 +370,13 @@ func (d tunDevice) Close() error { return d.closeDevice() }
 // packet is dropped at once (TxQueueFull: the writer is a port's receive
 // goroutine, which must not stall every other flow on its port), and the
 // router's own waits for room up to maxPark (TxParked), so that
-// netstack's TCP is slowed down rather than made to retransmit.
+// netstack's TCP is slowed down rather than made to retransmit. The
+// Hooks' Generation is read once for the lot and queued with each.
 func (t *TUN) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
+	var gen uint64
+	if h := t.hooks.Load(); h != nil && h.Generation != nil {
+		gen = h.Generation()
+	}
 	n := 0
 	for _, pkt := range pkts.AsSlice() {
 		n++
@@ -357,12 +387,13 @@ func (t *TUN) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 		default:
 		}
 		pkt.IncRef()
+		q := queued{pkt: pkt, gen: gen}
 		select {
-		case t.tx <- pkt:
+		case t.tx <- q:
 			continue
 		default:
 		}
-		if pkt.NetworkPacketInfo.IsForwardedPacket || !t.park(pkt) {
+		if pkt.NetworkPacketInfo.IsForwardedPacket || !t.park(q) {
 			pkt.DecRef()
 			t.Stats.TxQueueFull.Add(1)
 		}
@@ -397,7 +428,7 @@ func (t *TUN) WriteFast(ip []byte) {
 	pkt.Mark = fastMark
 	pkt.NetworkPacketInfo.IsForwardedPacket = true
 	select {
-	case t.tx <- pkt:
+	case t.tx <- queued{pkt: pkt}: // no Out hook, no generation
 		t.Stats.TxFastPath.Add(1)
 	default:
 		pkt.DecRef()
@@ -418,9 +449,9 @@ var parkTimers = sync.Pool{New: func() any {
 	return tm
 }}
 
-// park waits up to maxPark for room for pkt in the queue and reports
+// park waits up to maxPark for room for q in the queue and reports
 // whether it got in.
-func (t *TUN) park(pkt *stack.PacketBuffer) bool {
+func (t *TUN) park(q queued) bool {
 	t.Stats.TxParked.Add(1)
 	tm := parkTimers.Get().(*time.Timer)
 	tm.Reset(maxPark)
@@ -429,7 +460,7 @@ func (t *TUN) park(pkt *stack.PacketBuffer) bool {
 		parkTimers.Put(tm)
 	}()
 	select {
-	case t.tx <- pkt:
+	case t.tx <- q:
 		return true
 	case <-t.done:
 		return false

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -100,9 +101,17 @@ func (l *Link) Apply(c wireguard.Config, endpoints map[wireguard.Key]string) err
 	if l.dev == nil {
 		l.dev = device.NewDevice(l.tun.Device(), l.bind, l.stats.Logger(l.env.Log))
 	}
+	// The TUN drops and counts what no peer takes (drops/no_peer).
+	// While the device changes peers it passes what the old or the new
+	// peers take, so a packet to a peer being added is never dropped
+	// as peerless.
+	if l.cfg != nil {
+		l.tun.SetPeers(append(slices.Clip(l.cfg.Peers), c.Peers...))
+	}
 	if err := l.dev.IpcSet(c.UpdateUAPI(l.cfg)); err != nil {
 		return fmt.Errorf("wireguard %s: IpcSet: %w", l.env.Name, err)
 	}
+	l.tun.SetPeers(c.Peers)
 	l.cfg = &c
 	l.names = make(map[wireguard.Key]string, len(c.Peers))
 	for _, p := range c.Peers {
