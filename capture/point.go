@@ -201,6 +201,13 @@ func (w *Writer) GSOMaxSize() int {
 	return 0
 }
 
+// UDPGSO passes its FrameWriter's on (hw.Port.UDPGSO): whether it takes
+// UDP superframes whole; false for a writer that does not say.
+func (w *Writer) UDPGSO() bool {
+	u, ok := w.FrameWriter.(interface{ UDPGSO() bool })
+	return ok && u.UDPGSO()
+}
+
 // WriteFramesGSO implements hw.GSOWriter. A superframe is captured whole,
 // as sent (tcpdump on the interface shows it so too).
 func (w *Writer) WriteFramesGSO(frames [][]byte, gso []hw.GSO) (int, error) {

@@ -114,6 +114,14 @@ func TestWireGuardThroughput(t *testing.T) {
 			tunnel.peerCPU/(tunnel.bits/1e9), tunnel.bps/plain.bps, plain.pingAvg, plain.pingLoss, tunnel.pingAvg, tunnel.pingLoss)
 	}
 	t.Logf("  router wg0 counters: %v", st.Counters)
+	snap := r.Snapshot()
+	for _, i := range snap.Interfaces {
+		t.Logf("  interface %s: tx %d frames, superframes received %d, sent whole %d, segmented %d, drops %v",
+			i.Name, i.TxPackets, i.GSO.Received, i.GSO.SentWhole, i.GSO.Segmented, i.Drops)
+	}
+	for _, p := range snap.Ports {
+		t.Logf("  port %s: drops %v", p.Name, p.Drops)
+	}
 	// The decrypted packets of the established flows (the WAN→LAN
 	// data, the LAN→WAN ACKs) take the fast path, not netstack: all
 	// but each flow's first few.

@@ -134,6 +134,14 @@ type frameWriter struct {
 	// (a port with vnet headers), with gsoMax its longest; else nil.
 	gso    hw.GSOWriter
 	gsoMax int
+	// udpGSO: gso takes UDP superframes too (udpgso.go).
+	udpGSO bool
+}
+
+// udpGSOWriter is a hw.GSOWriter that may take UDP superframes
+// (hw.GSOUDPL4) whole: hw.Port on a kernel that lets it.
+type udpGSOWriter interface {
+	UDPGSO() bool
 }
 
 // inPlaceWriter is a FrameWriter that rather takes frames with room
@@ -161,10 +169,24 @@ type txBatch struct {
 	// superframe (hasGSO), one per frame; empty before.
 	gso    []hw.GSO
 	hasGSO bool
+	// udp is the last frame as a UDP datagram or superframe that the
+	// next datagram of its flow may join (udpgso.go).
+	udp udpRun
+}
+
+// udpRun describes the last pending frame as a UDP superframe in the
+// making: open while the next datagram of its flow may join it, with
+// segs datagrams of size payload bytes (the last may be shorter, and
+// closes it) after an IP header of ipLen bytes.
+type udpRun struct {
+	open       bool
+	segs, size int
+	ipLen      int
 }
 
 // add appends a plain frame and its buffer.
 func (b *txBatch) add(frame []byte, buf *[]byte) {
+	b.udp.open = false
 	b.frames = append(b.frames, frame)
 	b.bufs = append(b.bufs, buf)
 	if b.hasGSO {
@@ -174,15 +196,22 @@ func (b *txBatch) add(frame []byte, buf *[]byte) {
 
 // addGSO appends a frame with its offload metadata for a hw.GSOWriter.
 func (b *txBatch) addGSO(frame []byte, buf *[]byte, g *hw.GSO) {
+	b.udp.open = false
+	b.markGSO()
+	b.frames = append(b.frames, frame)
+	b.bufs = append(b.bufs, buf)
+	b.gso = append(b.gso, *g)
+}
+
+// markGSO gives the batch its offload metadata, one plain entry per
+// frame so far, unless it has it.
+func (b *txBatch) markGSO() {
 	if !b.hasGSO {
 		for range b.frames {
 			b.gso = append(b.gso, hw.GSO{})
 		}
 		b.hasGSO = true
 	}
-	b.frames = append(b.frames, frame)
-	b.bufs = append(b.bufs, buf)
-	b.gso = append(b.gso, *g)
 }
 
 // newEndpoint returns an endpoint that is up and not attached.
@@ -210,6 +239,9 @@ func (e *Endpoint) setWriter(w hw.FrameWriter) {
 		fw.head, fw.tail = ip.FrameRoom()
 	} else if g, ok := w.(hw.GSOWriter); ok && g.GSOMaxSize() > 0 {
 		fw.gso, fw.gsoMax = g, g.GSOMaxSize()
+		if u, ok := w.(udpGSOWriter); ok {
+			fw.udpGSO = u.UDPGSO()
+		}
 	}
 	e.writer.Store(fw)
 }
@@ -373,6 +405,10 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 				continue
 			}
 		}
+		if w.udpGSO && pad == 0 && !pkt.NetworkPacketInfo.IsForwardedPacket &&
+			len(pkt.LinkHeader().Slice()) == header.EthernetMinimumSize && e.addOwnUDPLocked(w, frame, buf) {
+			continue
+		}
 		b.add(frame, buf)
 	}
 	e.txDirty.Store(true)
@@ -515,6 +551,7 @@ func (e *Endpoint) releasePendingLocked() {
 	b.views = b.views[:0]
 	b.gso = b.gso[:0]
 	b.hasGSO = false
+	b.udp = udpRun{}
 	e.txDirty.Store(false)
 }
 
