@@ -16,7 +16,7 @@
 # Environment: ARMGUEST_SECS (iperf3 seconds of guest time per case),
 # ARMGUEST_CASES (space-separated: direct gro-on gro-off gro-on-ctcsum
 # gro-off-ctcsum gro-on-txoff gro-off-txoff gro-on-rxcsum router
-# router-af_packet router-af_xdp router-ring router-ring-bypass (the af_packet
+# router-af_packet router-af_xdp router-aqm-on router-aqm-off (the receive queue) router-ring router-ring-bypass (the af_packet
 # TX ring, without and with PACKET_QDISC_BYPASS) router-sys[-DRIVER] (the router's system
 # calls counted) macsec-kernel macsec-router[-DRIVER]),
 # ARMGUEST_PAYLOAD (1: load the plugin), ARMGUEST_CPI, ARMGUEST_GHZ,
