@@ -91,16 +91,29 @@ const (
 	// for its retire timer and V2's wakeup per frame costs nothing.
 	LightEnterFrames = 50
 	LightEnterWindow = 50 * time.Millisecond
-	// LightLeaveFrames and LightLeaveWindow: a port on the light ring
-	// moves to its V3 ring when LightLeaveFrames frames arrive within
-	// LightLeaveWindow (6,400 frames/s): six times the entry rate, so a
-	// steady rate between the two does not flap.
-	LightLeaveFrames = 64
+	// LightLeaveBytes and LightLeaveWindow: a port on the light ring
+	// moves to its V3 ring when frames that would take LightLeaveBytes
+	// of V3 blocks (their bytes and ring headers) arrive within
+	// LightLeaveWindow: a block's worth per RingRetireTimeout (~2.1
+	// Gbit/s of MTU-size frames), the rate that fills blocks before
+	// their retire timer. The choice is by fill, not by frames: a TCP
+	// stream's ACKs at tens of thousands per second fill a block only
+	// after ~1,600 of them, each waiting for the block's timer (a jiffy
+	// or two: up to 20 ms at HZ=100) on a V3 ring. Below this rate only
+	// a backlog (LightBurstFrames) moves a port to its V3 ring; on the
+	// V3 ring a block retired by its timer with none behind it moves it
+	// back.
+	LightLeaveBytes  = RingBlockSize * int(LightLeaveWindow/RingRetireTimeout)
 	LightLeaveWindow = 10 * time.Millisecond
 	// LightBurstFrames: a port on the light ring also moves to its V3
 	// ring when this many frames wait in the light ring at once: they
 	// came faster than one wakeup each, the start of a burst that
-	// would fill the light ring's slots before LightLeaveFrames.
+	// would fill the light ring's slots before LightLeaveBytes. After a
+	// move on a timer-retired V3 block (the port's frames come too
+	// slowly to fill blocks) the mark is a quarter of the light ring's
+	// slots instead: a reader woken by a sender on the same CPU finds
+	// a few dozen frames at once, and on the V3 ring they would wait
+	// for the timer again.
 	LightBurstFrames = 16
 	// LightDrainTimeout bounds how long a port moving to its light ring
 	// waits for the V3 block the kernel was filling to retire, so that

@@ -36,7 +36,15 @@ import (
 // barrier and with a wakeup per frame. Both sockets join one
 // PACKET_FANOUT_EBPF group whose program returns the member to take each
 // frame, read from a one-element array map: the V2 "light" ring while
-// traffic is light, the V3 ring once it is not (rates in constants.go).
+// frames come too slowly to fill V3 blocks before their retire timer,
+// the V3 ring once they fill them or back up in the light ring (rates
+// in constants.go). The choice is by fill, not by frame rate: a port
+// carrying a TCP stream's ACKs, or a stream whose sender waits for ACKs
+// held in a partly filled block, gets tens of thousands of frames per
+// second that still wait for the timer on a V3 ring. A V3 block the
+// kernel retired by its timer (TP_STATUS_BLK_TMO) while the receiver
+// waited is the sign: the receiver then moves the port to its light
+// ring at once, and only a backlog there moves it back.
 // The receiver moves the port with one map update, which takes effect at
 // once. (Swapping a PACKET_FANOUT_CBPF program instead waits for an RCU
 // grace period, synchronize_net in __fanout_set_data_bpf: tens of

@@ -35,17 +35,22 @@ type rxQueue struct {
 	// steers frames to the light ring; draining, that it just did and
 	// the V3 block the kernel was filling is still to be read (until
 	// it is empty and settleUntil passed, or drainUntil); lightBroken,
-	// that a steering call failed and the queue stays on its V3 ring.
-	// winStart and winFrames count the frames of the current rate
-	// window (LightEnterWindow, LightLeaveWindow).
+	// that a steering call failed and the queue stays on its V3 ring;
+	// lightFill, that the queue is on its light ring because a V3 block
+	// retired by its timer (the frames came too slowly to fill blocks),
+	// so that only a real backlog moves it back (stepLight).
+	// winStart, winFrames and winBytes count the frames of the current
+	// rate window (LightEnterWindow, LightLeaveWindow); winBytes in V3
+	// ring bytes.
 	light                                        *lightRing
-	lightOn, draining, lightBroken               bool
+	lightOn, draining, lightBroken, lightFill    bool
 	drainUntil, settleUntil, winStart, lastStats time.Time
-	winFrames                                    int
-	// toLight and toBulk count the queue's moves, lightDrops the ring
+	winFrames, winBytes                          int
+	// toLight and toBulk count the queue's moves (toLightTimer those to
+	// the light ring on a timer-retired block), lightDrops the ring
 	// drops of its light ring (also in the port's "ring" drops); for
 	// tests.
-	toLight, toBulk, lightDrops atomic.Uint64
+	toLight, toBulk, lightDrops, toLightTimer atomic.Uint64
 	// hold is the Backlog the loop serves (RunBacklog), nil with Run;
 	// readRun counts the blocks read with more ready behind them since
 	// the loop last served it. Both routineReceive's.
@@ -365,13 +370,24 @@ func (q *rxQueue) stepBulk(ctx context.Context, stop *atomic.Bool, h BatchHandle
 		q.countBulk(0)
 		return nil
 	}
+	behind := q.backlog()
+	if q.light != nil && !q.lightOn && !q.lightBroken && behind == 0 && atomic.LoadUint32(status)&tpStatusBlkTmo != 0 {
+		// The block retired by its timer, not full, and none is ready
+		// behind it: its frames waited a retire period (a jiffy or
+		// two) for nothing, a TCP sender perhaps for the ACKs in it.
+		// Frames that come this slowly are the light ring's, whatever
+		// their rate in frames. Moved before the block's frames run,
+		// so that what they cause (the sender's next segments) lands
+		// in the light ring and the block the kernel just opened is
+		// most likely still empty: the move then waits no timer.
+		q.moveToLight(true)
+	}
 	if q.light != nil && !q.lightOn {
 		// Frames the selector sent to the light ring just before the
 		// move came first.
 		q.drainLight(h, drops)
 	}
 	frames := parseBlock(b, q.frames, p.maxLen, p.vnet, drops)
-	behind := q.backlog()
 	if behind >= RingBacklogBlocks {
 		for i := range frames {
 			frames[i].Backlogged = true
@@ -530,19 +546,40 @@ func (q *rxQueue) countBulk(n int) {
 	if seen >= LightEnterFrames {
 		return
 	}
+	q.moveToLight(false)
+}
+
+// moveToLight steers the queue's frames to its light ring; the loop
+// reads the V3 ring on until the kernel's current block is empty or
+// retired (draining). fill says why: a V3 block retired by its timer
+// (true), or the rate window (false).
+func (q *rxQueue) moveToLight(fill bool) {
 	if err := q.light.steer(true); err != nil {
 		q.port.log.Warn("light ring: steering failed; the queue stays on its V3 ring", "queue", q.id, "err", err)
 		q.lightBroken = true
 		return
 	}
 	q.toLight.Add(1)
-	q.lightOn, q.draining = true, true
+	if fill {
+		q.toLightTimer.Add(1)
+	}
+	now := time.Now()
+	q.lightOn, q.draining, q.lightFill = true, true, fill
 	q.settleUntil, q.drainUntil = now.Add(lightSettle), now.Add(LightDrainTimeout)
+	q.winStart, q.winFrames, q.winBytes = now, 0, 0
 }
 
+// ringFrameOverhead is what a frame takes in a V3 block beyond its
+// bytes: the tpacket3_hdr, the sockaddr_ll, the reserve and the
+// alignment before tp_mac (94 bytes on the lab's kernels) and the
+// rounding after it.
+const ringFrameOverhead = 96
+
 // stepLight hands the light ring's waiting frames to h, or waits for
-// one; past LightLeaveFrames in LightLeaveWindow, or LightBurstFrames
-// at once, it moves the queue to its V3 ring.
+// one; past LightLeaveBytes in LightLeaveWindow (frames that would fill
+// V3 blocks faster than their retire timer), or LightBurstFrames at
+// once (a quarter of the light ring after a move on a timer-retired
+// block), it moves the queue to its V3 ring.
 func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandler, drops *dropCounts) error {
 	p := q.port
 	frames, n := q.light.collect(q.frames, p.maxLen, p.vnet, drops)
@@ -574,10 +611,21 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 	}
 	now := time.Now()
 	if now.Sub(q.winStart) >= LightLeaveWindow {
-		q.winStart, q.winFrames = now, 0
+		q.winStart, q.winBytes = now, 0
 	}
-	q.winFrames += n
-	if q.winFrames < LightLeaveFrames && n < LightBurstFrames {
+	q.winBytes += n * ringFrameOverhead
+	for i := range frames {
+		q.winBytes += len(frames[i].Data)
+	}
+	burst := LightBurstFrames
+	if q.lightFill {
+		// The frames came too slowly to fill V3 blocks: a handful at
+		// once is the reader being woken by a sender between its own
+		// runs (one CPU), not the start of a flood; a quarter of the
+		// ring still leaves three quarters for the move.
+		burst = q.light.slots / 4
+	}
+	if q.winBytes < LightLeaveBytes && n < burst {
 		q.deliver(frames, drops, h, false)
 		q.light.release(n)
 		return nil
@@ -587,7 +635,7 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 	if err := q.light.steer(false); err != nil {
 		// Stay on the light ring: it still takes every frame.
 		p.log.Warn("light ring: steering failed; the queue stays on its light ring", "queue", q.id, "err", err)
-		q.winStart, q.winFrames = now, 0
+		q.winStart, q.winBytes = now, 0
 		q.deliver(frames, drops, h, false)
 		q.light.release(n)
 		return nil
@@ -598,7 +646,7 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 	q.deliver(frames, drops, h, true)
 	q.light.release(n)
 	q.drainLight(h, drops)
-	q.lightOn = false
+	q.lightOn, q.lightFill = false, false
 	q.winStart, q.winFrames = time.Now(), 0
 	return nil
 }
