@@ -91,24 +91,41 @@ const (
 	// for its retire timer and V2's wakeup per frame costs nothing.
 	LightEnterFrames = 50
 	LightEnterWindow = 50 * time.Millisecond
-	// LightLeaveBytes and LightLeaveWindow: a port on the light ring
-	// moves to its V3 ring when frames that would take LightLeaveBytes
-	// of V3 blocks (their bytes and ring headers) arrive within
-	// LightLeaveWindow: a block's worth per RingRetireTimeout (~2.1
-	// Gbit/s of MTU-size frames), the rate that fills blocks before
-	// their retire timer. The choice is by fill, not by frames: a TCP
-	// stream's ACKs at tens of thousands per second fill a block only
-	// after ~1,600 of them, each waiting for the block's timer (a jiffy
-	// or two: up to 20 ms at HZ=100) on a V3 ring. Below this rate only
-	// a backlog (LightBurstFrames) moves a port to its V3 ring; on the
-	// V3 ring a block retired by its timer with none behind it moves it
-	// back.
-	LightLeaveBytes  = RingBlockSize * int(LightLeaveWindow/RingRetireTimeout)
+	// LightLeaveWindow: a port on the light ring moves to its V3 ring
+	// when the frames of one LightLeaveWindow would take a V3 block
+	// (their bytes and ring headers) per retire period (RingRetireTimeout
+	// rounded up to a jiffy: 1 ms at HZ=1000, 4 ms at HZ=250, 10 ms at
+	// HZ=100), the rate that fills blocks before their retire timer. The
+	// choice is by fill, not by frames: a TCP stream's ACKs at tens of
+	// thousands per second fill a block only after ~1,600 of them, each
+	// waiting for the block's timer on a V3 ring. On the V3 ring, a
+	// block retired by its timer with none behind it moves the port
+	// back (LightWakeFrames says when it leaves again).
 	LightLeaveWindow = 10 * time.Millisecond
+	// LightWakeFrames: a port that moved to its light ring on a V3
+	// block retired by its timer leaves it by rate only while its
+	// reader is woken for fewer than this many frames per wait: then a
+	// V3 block's one wakeup spares many (a reader on its own core,
+	// faster than the sender). A reader that finds more per wakeup (one
+	// CPU shared with the sender: ~17 per wakeup in the ARM guest) pays
+	// little for the light ring, and on the V3 ring its sender stalls
+	// for the timer again.
+	LightWakeFrames = 8
+	// LightWakeWaits and LightWakeHold: a port on its light ring whose
+	// reader waits LightWakeWaits times in one LightLeaveWindow (6,400
+	// wakeups/s), each for fewer than LightWakeFrames frames, moves to
+	// its V3 ring whatever the fill, and for LightWakeHold a V3 block
+	// retired by its timer does not move it back: on a multi-core host
+	// the wakeups cost the router more CPU than the timer's wait costs a
+	// sender with a wide window (lab bench (a), af_packet, 2 cores: the
+	// light ring's wakeups for a stream's ACKs cost ~20 % of the
+	// throughput).
+	LightWakeWaits = 64
+	LightWakeHold  = time.Second
 	// LightBurstFrames: a port on the light ring also moves to its V3
 	// ring when this many frames wait in the light ring at once: they
 	// came faster than one wakeup each, the start of a burst that
-	// would fill the light ring's slots before LightLeaveBytes. After a
+	// would fill the light ring's slots before the rate rule. After a
 	// move on a timer-retired V3 block (the port's frames come too
 	// slowly to fill blocks) the mark is a quarter of the light ring's
 	// slots instead: a reader woken by a sender on the same CPU finds

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -83,6 +84,10 @@ type lightRing struct {
 	slotSize, slotsPerBlock int
 	blockSize, slots        int
 	next                    int // next slot the kernel hands over
+	// fillBytes is how many V3 ring bytes in LightLeaveWindow fill a
+	// block per retire period (retirePeriod): the rate above which V3
+	// blocks fill before their timer.
+	fillBytes int
 	// sel is the fanout program's one-element array: the member index
 	// (fanoutBulk, fanoutLight) that takes the frames; prog the program.
 	sel  *ebpf.Map
@@ -124,6 +129,7 @@ func openLightRing(q *rxQueue, filter []bpf.RawInstruction) (*lightRing, error) 
 	p := q.port
 	l := &lightRing{ringSocket: ringSocket{fd: -1}}
 	l.cond = l.waitCond
+	l.fillBytes = int(int64(RingBlockSize) * int64(LightLeaveWindow) / int64(retirePeriod()))
 	var err error
 	l.sel, err = ebpf.NewMap(&ebpf.MapSpec{Name: "gvrouter_sel", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
 	if err != nil {
@@ -171,6 +177,22 @@ func openLightRing(q *rxQueue, filter []bpf.RawInstruction) (*lightRing, error) 
 	}
 	return l, nil
 }
+
+// retirePeriod is how often the kernel's retire timer looks at a V3
+// ring's current block: RingRetireTimeout rounded up to a jiffy
+// (prb_calc_retire_blk_tmo, msecs_to_jiffies). The jiffy is the coarse
+// clock's resolution (TICK_NSEC).
+var retirePeriod = sync.OnceValue(func() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGetres(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
+		return RingRetireTimeout
+	}
+	jiffy := time.Duration(ts.Nano())
+	if jiffy <= 0 || jiffy > time.Second {
+		return RingRetireTimeout
+	}
+	return (RingRetireTimeout + jiffy - 1) / jiffy * jiffy
+})
 
 // selectorInstructions is the fanout program: return sel[0] (0 if the
 // lookup fails, which it cannot for an array).

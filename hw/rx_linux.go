@@ -39,13 +39,17 @@ type rxQueue struct {
 	// lightFill, that the queue is on its light ring because a V3 block
 	// retired by its timer (the frames came too slowly to fill blocks),
 	// so that only a real backlog moves it back (stepLight).
-	// winStart, winFrames and winBytes count the frames of the current
-	// rate window (LightEnterWindow, LightLeaveWindow); winBytes in V3
-	// ring bytes.
+	// winStart, winFrames, winBytes and winWaits count the frames of
+	// the current rate window (LightEnterWindow, LightLeaveWindow), the
+	// V3 ring bytes they take and the light ring's waits for them.
 	light                                        *lightRing
 	lightOn, draining, lightBroken, lightFill    bool
 	drainUntil, settleUntil, winStart, lastStats time.Time
-	winFrames, winBytes                          int
+	winFrames, winBytes, winWaits                int
+	// wakeHoldUntil: the queue left its light ring for its wakeup rate
+	// (LightWakeWaits); until then a timer-retired V3 block does not
+	// move it back.
+	wakeHoldUntil time.Time
 	// toLight and toBulk count the queue's moves (toLightTimer those to
 	// the light ring on a timer-retired block), lightDrops the ring
 	// drops of its light ring (also in the port's "ring" drops); for
@@ -371,7 +375,7 @@ func (q *rxQueue) stepBulk(ctx context.Context, stop *atomic.Bool, h BatchHandle
 		return nil
 	}
 	behind := q.backlog()
-	if q.light != nil && !q.lightOn && !q.lightBroken && behind == 0 && atomic.LoadUint32(status)&tpStatusBlkTmo != 0 {
+	if q.light != nil && !q.lightOn && !q.lightBroken && behind == 0 && atomic.LoadUint32(status)&tpStatusBlkTmo != 0 && time.Now().After(q.wakeHoldUntil) {
 		// The block retired by its timer, not full, and none is ready
 		// behind it: its frames waited a retire period (a jiffy or
 		// two) for nothing, a TCP sender perhaps for the ACKs in it.
@@ -566,7 +570,7 @@ func (q *rxQueue) moveToLight(fill bool) {
 	now := time.Now()
 	q.lightOn, q.draining, q.lightFill = true, true, fill
 	q.settleUntil, q.drainUntil = now.Add(lightSettle), now.Add(LightDrainTimeout)
-	q.winStart, q.winFrames, q.winBytes = now, 0, 0
+	q.winStart, q.winFrames, q.winBytes, q.winWaits = now, 0, 0, 0
 }
 
 // ringFrameOverhead is what a frame takes in a V3 block beyond its
@@ -576,10 +580,11 @@ func (q *rxQueue) moveToLight(fill bool) {
 const ringFrameOverhead = 96
 
 // stepLight hands the light ring's waiting frames to h, or waits for
-// one; past LightLeaveBytes in LightLeaveWindow (frames that would fill
-// V3 blocks faster than their retire timer), or LightBurstFrames at
-// once (a quarter of the light ring after a move on a timer-retired
-// block), it moves the queue to its V3 ring.
+// one; past fillBytes in LightLeaveWindow (frames that fill V3 blocks
+// before their retire timer; after a move on a timer-retired block, only
+// with the reader woken for every few frames), or LightBurstFrames at
+// once (after such a move, a quarter of the light ring), it moves the
+// queue to its V3 ring.
 func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandler, drops *dropCounts) error {
 	p := q.port
 	frames, n := q.light.collect(q.frames, p.maxLen, p.vnet, drops)
@@ -601,6 +606,7 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 			// above): its retire wakes the V3 socket, not this one.
 			timeout = time.Millisecond
 		}
+		q.winWaits++
 		err := q.light.wait(stop, timeout)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			q.sampleIdle()
@@ -611,21 +617,35 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 	}
 	now := time.Now()
 	if now.Sub(q.winStart) >= LightLeaveWindow {
-		q.winStart, q.winBytes = now, 0
+		q.winStart, q.winFrames, q.winBytes, q.winWaits = now, 0, 0, 0
 	}
+	q.winFrames += n
 	q.winBytes += n * ringFrameOverhead
 	for i := range frames {
 		q.winBytes += len(frames[i].Data)
 	}
 	burst := LightBurstFrames
+	// Frames that fill V3 blocks before their retire timer: the V3
+	// ring's.
+	fills := q.winBytes >= q.light.fillBytes
 	if q.lightFill {
-		// The frames came too slowly to fill V3 blocks: a handful at
-		// once is the reader being woken by a sender between its own
-		// runs (one CPU), not the start of a flood; a quarter of the
-		// ring still leaves three quarters for the move.
+		// The port came here because a V3 block waited for its timer
+		// all the same (a sender waiting for ACKs in it): a handful of
+		// frames at once is the reader being woken by a sender between
+		// its own runs (one CPU), not the start of a flood, and a
+		// quarter of the ring still leaves three quarters for the move.
+		// The rate alone does not take it back, only the rate with
+		// the reader woken for every few frames (LightWakeFrames),
+		// which a V3 block's wakeup would spare.
 		burst = q.light.slots / 4
+		fills = fills && q.winFrames < LightWakeFrames*q.winWaits
 	}
-	if q.winBytes < LightLeaveBytes && n < burst {
+	// A reader woken for every few frames, thousands of times a
+	// second (a reader on its own core, faster than the sender): the
+	// wakeups cost more than the V3 ring's timer, whose wait a sender
+	// with a wide window does not feel.
+	wakes := q.winWaits >= LightWakeWaits && q.winFrames < LightWakeFrames*q.winWaits
+	if !fills && !wakes && n < burst {
 		q.deliver(frames, drops, h, false)
 		q.light.release(n)
 		return nil
@@ -635,7 +655,7 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 	if err := q.light.steer(false); err != nil {
 		// Stay on the light ring: it still takes every frame.
 		p.log.Warn("light ring: steering failed; the queue stays on its light ring", "queue", q.id, "err", err)
-		q.winStart, q.winBytes = now, 0
+		q.winStart, q.winFrames, q.winBytes, q.winWaits = now, 0, 0, 0
 		q.deliver(frames, drops, h, false)
 		q.light.release(n)
 		return nil
@@ -647,6 +667,9 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 	q.light.release(n)
 	q.drainLight(h, drops)
 	q.lightOn, q.lightFill = false, false
+	if wakes {
+		q.wakeHoldUntil = now.Add(LightWakeHold)
+	}
 	q.winStart, q.winFrames = time.Now(), 0
 	return nil
 }
