@@ -115,7 +115,8 @@ const (
 	// reader waits LightWakeWaits times in one LightLeaveWindow (6,400
 	// wakeups/s), each for fewer than LightWakeFrames frames, moves to
 	// its V3 ring whatever the fill, and for LightWakeHold a V3 block
-	// retired by its timer does not move it back: on a multi-core host
+	// retired by its timer does not move it back (nor one that leaves
+	// the light ring again after such a move): on a multi-core host
 	// the wakeups cost the router more CPU than the timer's wait costs a
 	// sender with a wide window (lab bench (a), af_packet, 2 cores: the
 	// light ring's wakeups for a stream's ACKs cost ~20 % of the

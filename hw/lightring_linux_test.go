@@ -177,7 +177,7 @@ func TestLightGeometry(t *testing.T) {
 
 // TestLightRingSmallFramesAtRate sends small frames at ~8,000 frames/s,
 // eight at a time each millisecond, as a port carrying a TCP stream's
-// ACKs gets them, after bursts that move the port to its V3 ring. Such
+// ACKs gets them, after a burst that moves the port to its V3 ring. Such
 // frames fill a V3 block only after thousands of them, so on the V3 ring
 // every frame waits for the block's retire timer (a jiffy or two); the
 // port must hand them over as they land, from its light ring, without
@@ -189,7 +189,7 @@ func TestLightRingSmallFramesAtRate(t *testing.T) {
 	in := openIn(t, n, Config{Name: "p1", KeepKernel: true})
 	out := openIn(t, n, Config{Name: "p0", KeepKernel: true})
 	const (
-		burstFrames = 3 * TxBatchSize
+		burstFrames = TxBatchSize
 		group       = 8
 		groups      = 400 // ~1 ms apart
 		settle      = 100 // groups before the latency counts

@@ -47,8 +47,8 @@ type rxQueue struct {
 	drainUntil, settleUntil, winStart, lastStats time.Time
 	winFrames, winBytes, winWaits                int
 	// wakeHoldUntil: the queue left its light ring for its wakeup rate
-	// (LightWakeWaits); until then a timer-retired V3 block does not
-	// move it back.
+	// (LightWakeWaits) or after a move on a timer-retired block; until
+	// then such a block does not move it back (LightWakeHold).
 	wakeHoldUntil time.Time
 	// toLight and toBulk count the queue's moves (toLightTimer those to
 	// the light ring on a timer-retired block), lightDrops the ring
@@ -666,10 +666,14 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 	q.deliver(frames, drops, h, true)
 	q.light.release(n)
 	q.drainLight(h, drops)
-	q.lightOn, q.lightFill = false, false
-	if wakes {
+	if wakes || q.lightFill {
+		// Left for its wakeups, or busy again after a move on a
+		// timer-retired block: no move back on the next such block
+		// for a while, so that a port whose frames fill blocks now
+		// and then does not pay a move (and a drain) per block.
 		q.wakeHoldUntil = now.Add(LightWakeHold)
 	}
+	q.lightOn, q.lightFill = false, false
 	q.winStart, q.winFrames = time.Now(), 0
 	return nil
 }
