@@ -45,7 +45,10 @@ import (
 // second that still wait for the timer on a V3 ring. A V3 block the
 // kernel retired by its timer (TP_STATUS_BLK_TMO) while the receiver
 // waited is the sign: the receiver then moves the port to its light
-// ring at once, and only a backlog there moves it back.
+// ring at once, and only a backlog there, or a block's fill per retire
+// period with the reader woken for every few frames, moves it back (for
+// a second: the hold in constants.go keeps a bulk stream's port from
+// flapping on every pause of its sender).
 // The receiver moves the port with one map update, which takes effect at
 // once. (Swapping a PACKET_FANOUT_CBPF program instead waits for an RCU
 // grace period, synchronize_net in __fanout_set_data_bpf: tens of
