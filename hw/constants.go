@@ -112,17 +112,20 @@ const (
 	// for the timer again.
 	LightWakeFrames = 8
 	// LightWakeWaits and LightWakeHold: a port on its light ring whose
-	// reader waits LightWakeWaits times in one LightLeaveWindow (6,400
-	// wakeups/s), each for fewer than LightWakeFrames frames, moves to
+	// reader waits LightWakeWaits times in one LightLeaveWindow (20,000
+	// wakeups/s, ~10 % of an x86 core), each for fewer than
+	// LightWakeFrames frames, moves to
 	// its V3 ring whatever the fill, and for LightWakeHold a V3 block
 	// retired by its timer does not move it back (nor one that leaves
-	// the light ring again after such a move): on a multi-core host
+	// by rate, or within LightFlapTime, a light ring it came to on such
+	// a block): on a multi-core host
 	// the wakeups cost the router more CPU than the timer's wait costs a
 	// sender with a wide window (lab bench (a), af_packet, 2 cores: the
 	// light ring's wakeups for a stream's ACKs cost ~20 % of the
 	// throughput).
-	LightWakeWaits = 64
+	LightWakeWaits = 200
 	LightWakeHold  = time.Second
+	LightFlapTime  = 100 * time.Millisecond
 	// LightBurstFrames: a port on the light ring also moves to its V3
 	// ring when this many frames wait in the light ring at once: they
 	// came faster than one wakeup each, the start of a burst that

@@ -49,7 +49,8 @@ type rxQueue struct {
 	// wakeHoldUntil: the queue left its light ring for its wakeup rate
 	// (LightWakeWaits) or after a move on a timer-retired block; until
 	// then such a block does not move it back (LightWakeHold).
-	wakeHoldUntil time.Time
+	// lightSince is when the queue last moved to its light ring.
+	wakeHoldUntil, lightSince time.Time
 	// toLight and toBulk count the queue's moves (toLightTimer those to
 	// the light ring on a timer-retired block), lightDrops the ring
 	// drops of its light ring (also in the port's "ring" drops); for
@@ -569,6 +570,7 @@ func (q *rxQueue) moveToLight(fill bool) {
 	}
 	now := time.Now()
 	q.lightOn, q.draining, q.lightFill = true, true, fill
+	q.lightSince = now
 	q.settleUntil, q.drainUntil = now.Add(lightSettle), now.Add(LightDrainTimeout)
 	q.winStart, q.winFrames, q.winBytes, q.winWaits = now, 0, 0, 0
 }
@@ -666,11 +668,14 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 	q.deliver(frames, drops, h, true)
 	q.light.release(n)
 	q.drainLight(h, drops)
-	if wakes || q.lightFill {
-		// Left for its wakeups, or busy again after a move on a
+	if wakes || q.lightFill && (fills || now.Sub(q.lightSince) < LightFlapTime) {
+		// Left for its wakeups, or by rate or soon after a move on a
 		// timer-retired block: no move back on the next such block
 		// for a while, so that a port whose frames fill blocks now
-		// and then does not pay a move (and a drain) per block.
+		// and then does not pay a move (and a drain) per block. A
+		// burst after a long stay is no such sign: on one CPU the
+		// reader finds one now and then, and its sender's next wait
+		// for the timer brings the port back at once.
 		q.wakeHoldUntil = now.Add(LightWakeHold)
 	}
 	q.lightOn, q.lightFill = false, false
