@@ -75,7 +75,7 @@ const (
 	LightRingBlockSize = 64 << 10
 	// LightRingSlots is the light ring's slot count without vnet headers:
 	// 256 x ~1.6 KiB (7 blocks, 448 KiB) holds a burst of 256 frames,
-	// four times LightLeaveFrames, while the receiver moves the port to
+	// sixteen times LightBurstFrames, while the receiver moves the port to
 	// its V3 ring.
 	LightRingSlots = 256
 	// LightRingGSOSlots is the slot count with vnet headers, whose slots
