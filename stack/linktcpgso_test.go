@@ -124,7 +124,7 @@ func TestLinkTCPCoalesce(t *testing.T) {
 		return s
 	}
 	for _, tc := range []struct {
-		name   string
+		name string
 		segs []linkSeg
 	}{
 		{"run of full segments and a short last", with(full(4), linkSeg{payload: 200, wantJoined: true})},
