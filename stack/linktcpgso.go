@@ -133,7 +133,8 @@ func (t *tcpRun) join(r *fastRun, e *Endpoint, frame []byte) bool {
 	}
 	hdr := header.EthernetMinimumSize + t.ipLen + t.l4Len
 	payload := len(frame) - hdr
-	if payload > t.size || len(s)+payload > t.max {
+	if payload > t.size || len(s)+payload > t.max || !linkTCPChecksumValid(frame, t.ipLen) ||
+		t.segs == 1 && !linkTCPChecksumValid(s, t.ipLen) {
 		return false
 	}
 	n := len(s)
@@ -165,6 +166,24 @@ func (t *tcpRun) join(r *fastRun, e *Endpoint, frame []byte) bool {
 	t.nextSeq += uint32(payload)
 	t.open = payload == t.size && psh == 0
 	return true
+}
+
+// linkTCPChecksumValid reports whether the TCP segment in frame (IP
+// header ipLen bytes) has a correct checksum. A superframe's is the
+// kernel's to compute, over all of it: a segment that arrived with a bad
+// one (a peer may send it; the tunnel authenticates the packet, not its
+// TCP checksum) must reach the receiver bad, as a frame of its own, so
+// neither it nor the segment before it joins (wireguard-go's and the
+// kernel's GRO check the same).
+func linkTCPChecksumValid(frame []byte, ipLen int) bool {
+	ip := frame[header.EthernetMinimumSize:]
+	var src, dst []byte
+	if ipLen == header.IPv4MinimumSize {
+		src, dst = ip[12:16], ip[16:20]
+	} else {
+		src, dst = ip[8:24], ip[24:40]
+	}
+	return l4ChecksumValid(ipLen != header.IPv4MinimumSize, src, dst, protoTCP, ip[ipLen:])
 }
 
 // tcpContinues reports whether segment f continues superframe s (IP

@@ -26,6 +26,7 @@ type linkSeg struct {
 	ipID       uint16
 	frag       bool
 	shortCap   bool // a buffer without room to grow
+	badCsum    bool // a wrong TCP checksum
 	pattern    byte
 	wantJoined bool // joins the frame before it
 }
@@ -59,6 +60,9 @@ func (s linkSeg) frame() []byte {
 		}
 		header.IPv4(ip).SetChecksum(0)
 		header.IPv4(ip).SetChecksum(^header.IPv4(ip).CalculateChecksum())
+	}
+	if s.badCsum {
+		ip[len(ip)-s.payload] ^= 0xff // the first payload byte, after the checksum
 	}
 	size := 65535
 	if s.shortCap {
@@ -145,6 +149,8 @@ func TestLinkTCPCoalesce(t *testing.T) {
 		{"ECE on all joins", with([]linkSeg{{sport: 40000, seq: 1000, ack: 7, payload: mss, flags: header.TCPFlagAck | header.TCPFlagEce}},
 			linkSeg{flags: header.TCPFlagAck | header.TCPFlagEce, wantJoined: true}, linkSeg{})},
 		{"a pure ACK", with(full(2), linkSeg{payload: -1})},
+		{"a bad checksum", with(full(2), linkSeg{badCsum: true}, linkSeg{})},
+		{"a bad checksum first", with([]linkSeg{{sport: 40000, seq: 1000, ack: 7, payload: mss, badCsum: true}}, linkSeg{})},
 		{"a fragment", with(full(2), linkSeg{frag: true})},
 		{"another flow between", with(full(1), linkSeg{sport: 40001, seq: 5}, linkSeg{seq: 1000 + mss})},
 		{"no room in the first buffer", with([]linkSeg{{sport: 40000, seq: 1000, ack: 7, payload: mss, shortCap: true}}, linkSeg{})},
