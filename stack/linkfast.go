@@ -46,7 +46,10 @@ func (r *Netstack) LinkFastPath(name string) (*LinkFastPath, bool) {
 // before it are room the fast path writes an Ethernet header into
 // (offset >= 14; less sends every packet to slow). Packets of offloaded
 // flows are forwarded; slow gets each other packet, in its place in the
-// order (what the fast path queued before it leaves first). The frames
+// order (what the fast path queued before it leaves first). Consecutive
+// TCP segments of one flow may leave as one superframe
+// (linktcpgso.go), grown in the first one's buffer: bufs[i]'s capacity
+// beyond its length must be its own, as wireguard-go's are. The frames
 // are sent before ForwardBatch returns, so the caller may reuse bufs
 // then. It reports how many packets it forwarded and how many it dropped
 // (an egress removed since the flow was offloaded). It does not allocate.
@@ -54,8 +57,12 @@ func (l *LinkFastPath) ForwardBatch(bufs [][]byte, offset int, slow func(ip []by
 	var run fastRun
 	run.now = l.nat.Now()
 	tab := l.egress.Load()
+	// tcp is the TCP superframe being grown in run's last entry
+	// (linktcpgso.go); any other step ends it.
+	tcp := tcpRun{idx: -1}
 	for _, b := range bufs {
 		if offset < header.EthernetMinimumSize || len(b) <= offset {
+			tcp.idx = -1
 			run.beforeSlow()
 			slow(b[min(offset, len(b)):])
 			continue
@@ -74,6 +81,7 @@ func (l *LinkFastPath) ForwardBatch(bufs [][]byte, offset int, slow func(ip []by
 			out, ok = l.nat.FastPathAt(frame, l.in, run.now)
 		}
 		if !ok {
+			tcp.idx = -1
 			run.beforeSlow()
 			slow(b[offset:])
 			continue
@@ -83,6 +91,7 @@ func (l *LinkFastPath) ForwardBatch(bufs [][]byte, offset int, slow func(ip []by
 			oe = tab.get(out)
 		}
 		if oe == nil {
+			tcp.idx = -1
 			if lw := l.links.Load().get(out); lw != nil {
 				// Into a link: written now, in order with the
 				// slow path's packets after it.
@@ -94,7 +103,12 @@ func (l *LinkFastPath) ForwardBatch(bufs [][]byte, offset int, slow func(ip []by
 			continue
 		}
 		run.hits++
-		run.add(oe, frame[:header.EthernetMinimumSize+ipLength(frame)], -1)
+		frame = frame[:header.EthernetMinimumSize+ipLength(frame)]
+		if tcp.join(&run, oe, frame) {
+			continue
+		}
+		run.add(oe, frame, -1)
+		tcp.start(&run, oe, frame)
 	}
 	if run.n > 0 {
 		run.flush()

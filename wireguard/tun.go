@@ -94,7 +94,9 @@ type TUNStats struct {
 // return false to drop it (counted as RxHookDrop or TxHookDrop).
 // Forward, if set, sees each batch of decrypted packets before In: each
 // bufs[i][offset:] is a packet and the bytes before it are room it may
-// write into; it sends on the packets of flows it has offloaded itself
+// write into, and each buffer's capacity past its packet is room too
+// (the device's MaxMessageSize buffers; its own Linux TUN grows packets
+// there for GRO); it sends on the packets of flows it has offloaded itself
 // (the router's fast path: package stack's LinkFastPath.ForwardBatch),
 // before it returns, and calls slow with each other packet in order,
 // which then takes In and netstack's way. Generation, if set, is read
