@@ -75,7 +75,7 @@ const (
 	LightRingBlockSize = 64 << 10
 	// LightRingSlots is the light ring's slot count without vnet headers:
 	// 256 x ~1.6 KiB (7 blocks, 448 KiB) holds a burst of 256 frames,
-	// sixteen times LightBurstFrames, while the receiver moves the port to
+	// four times LightLeaveFrames, while the receiver moves the port to
 	// its V3 ring.
 	LightRingSlots = 256
 	// LightRingGSOSlots is the slot count with vnet headers, whose slots
@@ -91,50 +91,16 @@ const (
 	// for its retire timer and V2's wakeup per frame costs nothing.
 	LightEnterFrames = 50
 	LightEnterWindow = 50 * time.Millisecond
-	// LightLeaveWindow: a port on the light ring moves to its V3 ring
-	// when the frames of one LightLeaveWindow would take a V3 block
-	// (their bytes and ring headers) per retire period (RingRetireTimeout
-	// rounded up to a jiffy: 1 ms at HZ=1000, 4 ms at HZ=250, 10 ms at
-	// HZ=100), the rate that fills blocks before their retire timer. The
-	// choice is by fill, not by frames: a TCP stream's ACKs at tens of
-	// thousands per second fill a block only after ~1,600 of them, each
-	// waiting for the block's timer on a V3 ring. On the V3 ring, a
-	// block retired by its timer with none behind it moves the port
-	// back (LightWakeFrames says when it leaves again).
+	// LightLeaveFrames and LightLeaveWindow: a port on the light ring
+	// moves to its V3 ring when LightLeaveFrames frames arrive within
+	// LightLeaveWindow (6,400 frames/s): six times the entry rate, so a
+	// steady rate between the two does not flap.
+	LightLeaveFrames = 64
 	LightLeaveWindow = 10 * time.Millisecond
-	// LightWakeFrames: a port that moved to its light ring on a V3
-	// block retired by its timer leaves it by rate only while its
-	// reader is woken for fewer than this many frames per wait: then a
-	// V3 block's one wakeup spares many (a reader on its own core,
-	// faster than the sender). A reader that finds more per wakeup (one
-	// CPU shared with the sender: ~17 per wakeup in the ARM guest) pays
-	// little for the light ring, and on the V3 ring its sender stalls
-	// for the timer again.
-	LightWakeFrames = 8
-	// LightWakeWaits and LightWakeHold: a port on its light ring whose
-	// reader waits LightWakeWaits times in one LightLeaveWindow (20,000
-	// wakeups/s, ~10 % of an x86 core), each for fewer than
-	// LightWakeFrames frames, moves to
-	// its V3 ring whatever the fill, and for LightWakeHold a V3 block
-	// retired by its timer does not move it back (nor one that leaves
-	// by rate, or within LightFlapTime, a light ring it came to on such
-	// a block): on a multi-core host
-	// the wakeups cost the router more CPU than the timer's wait costs a
-	// sender with a wide window (lab bench (a), af_packet, 2 cores: the
-	// light ring's wakeups for a stream's ACKs cost ~20 % of the
-	// throughput).
-	LightWakeWaits = 200
-	LightWakeHold  = time.Second
-	LightFlapTime  = 100 * time.Millisecond
 	// LightBurstFrames: a port on the light ring also moves to its V3
 	// ring when this many frames wait in the light ring at once: they
 	// came faster than one wakeup each, the start of a burst that
-	// would fill the light ring's slots before the rate rule. After a
-	// move on a timer-retired V3 block (the port's frames come too
-	// slowly to fill blocks) the mark is a quarter of the light ring's
-	// slots instead: a reader woken by a sender on the same CPU finds
-	// a few dozen frames at once, and on the V3 ring they would wait
-	// for the timer again.
+	// would fill the light ring's slots before LightLeaveFrames.
 	LightBurstFrames = 16
 	// LightDrainTimeout bounds how long a port moving to its light ring
 	// waits for the V3 block the kernel was filling to retire, so that

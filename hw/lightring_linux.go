@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -37,18 +36,7 @@ import (
 // barrier and with a wakeup per frame. Both sockets join one
 // PACKET_FANOUT_EBPF group whose program returns the member to take each
 // frame, read from a one-element array map: the V2 "light" ring while
-// frames come too slowly to fill V3 blocks before their retire timer,
-// the V3 ring once they fill them or back up in the light ring (rates
-// in constants.go). The choice is by fill, not by frame rate: a port
-// carrying a TCP stream's ACKs, or a stream whose sender waits for ACKs
-// held in a partly filled block, gets tens of thousands of frames per
-// second that still wait for the timer on a V3 ring. A V3 block the
-// kernel retired by its timer (TP_STATUS_BLK_TMO) while the receiver
-// waited is the sign: the receiver then moves the port to its light
-// ring at once, and only a backlog there, or a block's fill per retire
-// period with the reader woken for every few frames, moves it back (for
-// a second: the hold in constants.go keeps a bulk stream's port from
-// flapping on every pause of its sender).
+// traffic is light, the V3 ring once it is not (rates in constants.go).
 // The receiver moves the port with one map update, which takes effect at
 // once. (Swapping a PACKET_FANOUT_CBPF program instead waits for an RCU
 // grace period, synchronize_net in __fanout_set_data_bpf: tens of
@@ -87,10 +75,6 @@ type lightRing struct {
 	slotSize, slotsPerBlock int
 	blockSize, slots        int
 	next                    int // next slot the kernel hands over
-	// fillBytes is how many V3 ring bytes in LightLeaveWindow fill a
-	// block per retire period (retirePeriod): the rate above which V3
-	// blocks fill before their timer.
-	fillBytes int
 	// sel is the fanout program's one-element array: the member index
 	// (fanoutBulk, fanoutLight) that takes the frames; prog the program.
 	sel  *ebpf.Map
@@ -132,7 +116,6 @@ func openLightRing(q *rxQueue, filter []bpf.RawInstruction) (*lightRing, error) 
 	p := q.port
 	l := &lightRing{ringSocket: ringSocket{fd: -1}}
 	l.cond = l.waitCond
-	l.fillBytes = int(int64(RingBlockSize) * int64(LightLeaveWindow) / int64(retirePeriod()))
 	var err error
 	l.sel, err = ebpf.NewMap(&ebpf.MapSpec{Name: "gvrouter_sel", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
 	if err != nil {
@@ -180,22 +163,6 @@ func openLightRing(q *rxQueue, filter []bpf.RawInstruction) (*lightRing, error) 
 	}
 	return l, nil
 }
-
-// retirePeriod is how often the kernel's retire timer looks at a V3
-// ring's current block: RingRetireTimeout rounded up to a jiffy
-// (prb_calc_retire_blk_tmo, msecs_to_jiffies). The jiffy is the coarse
-// clock's resolution (TICK_NSEC).
-var retirePeriod = sync.OnceValue(func() time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGetres(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
-		return RingRetireTimeout
-	}
-	jiffy := time.Duration(ts.Nano())
-	if jiffy <= 0 || jiffy > time.Second {
-		return RingRetireTimeout
-	}
-	return (RingRetireTimeout + jiffy - 1) / jiffy * jiffy
-})
 
 // selectorInstructions is the fanout program: return sel[0] (0 if the
 // lookup fails, which it cannot for an array).

@@ -2,7 +2,6 @@ package hw
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"runtime"
 	"slices"
@@ -172,111 +171,5 @@ func TestLightGeometry(t *testing.T) {
 		if block&(block-1) != 0 || per*slot > block || slot < frameLen+88 || slot%16 != 0 || per*blocks < want {
 			t.Errorf("lightGeometry(%d) = slot %d, %d per block of %d, %d blocks", frameLen, slot, per, block, blocks)
 		}
-	}
-}
-
-// TestLightRingSmallFramesAtRate sends small frames at ~8,000 frames/s,
-// eight at a time each millisecond, as a port carrying a TCP stream's
-// ACKs gets them, after a burst that moves the port to its V3 ring. Such
-// frames fill a V3 block only after thousands of them, so on the V3 ring
-// every frame waits for the block's retire timer (a jiffy or two); the
-// port must hand them over as they land, from its light ring, without
-// drops or allocations.
-func TestLightRingSmallFramesAtRate(t *testing.T) {
-	privileged(t)
-	n := newNetns(t)
-	vethPair(t, n, "p0", "p1")
-	in := openIn(t, n, Config{Name: "p1", KeepKernel: true})
-	out := openIn(t, n, Config{Name: "p0", KeepKernel: true})
-	const (
-		group  = 8
-		groups = 400 // ~1 ms apart
-		settle = 100 // groups before the latency counts
-	)
-	var (
-		got, counted atomic.Int64
-		lat          [(groups - settle) * group]time.Duration
-	)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		err := in.Run(ctx, func(_ int, fs []Frame) {
-			now := time.Now().UnixNano()
-			for _, f := range fs {
-				d := f.Data
-				if len(d) < 24 || binary.BigEndian.Uint16(d[12:]) != netnstest.EtherTypeExperimental {
-					continue
-				}
-				if d[22] == 1 { // a counted frame
-					if i := counted.Add(1) - 1; i < int64(len(lat)) {
-						lat[i] = time.Duration(now - int64(binary.BigEndian.Uint64(d[14:])))
-					}
-				}
-				got.Add(1) // after lat: the test reads it once got is all
-			}
-		})
-		if err != nil && !errors.Is(err, ErrClosed) {
-			t.Errorf("Run() = %v", err)
-		}
-	})
-	defer func() { cancel(); wg.Wait() }()
-	bufs := make([][]byte, TxBatchSize)
-	for i := range bufs {
-		bufs[i] = make([]byte, 64)
-		copy(bufs[i], netnstest.Broadcast)
-		copy(bufs[i][6:], []byte{2, 0, 0, 0, 0, 0x21})
-		binary.BigEndian.PutUint16(bufs[i][12:], netnstest.EtherTypeExperimental)
-	}
-	sent := 0
-	send := func(k int, count byte) {
-		t.Helper()
-		now := uint64(time.Now().UnixNano())
-		for _, b := range bufs[:k] {
-			binary.BigEndian.PutUint64(b[14:], now)
-			b[22] = count
-		}
-		if n, err := out.WriteFrames(bufs[:k]); n != k || err != nil {
-			t.Fatalf("WriteFrames() = %d, %v; want %d, nil", n, err, k)
-		}
-		sent += k
-	}
-	time.Sleep(100 * time.Millisecond) // idle: the port settles on its light ring
-	q := in.queues[0]
-	// Bursts, each as soon as the last arrived, until one moves the
-	// port to its V3 ring.
-	for i := 0; i < 8 && q.toBulk.Load() == 0; i++ {
-		send(TxBatchSize, 0)
-		if !waitFor(2*time.Second, func() bool { return got.Load() == int64(sent) }) {
-			t.Fatalf("received %d of %d burst frames (stats %+v)", got.Load(), sent, in.Stats())
-		}
-	}
-	toBulk := q.toBulk.Load()
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	for g := range groups {
-		send(group, byte(min(1, g/settle)))
-		time.Sleep(time.Millisecond)
-	}
-	if !waitFor(2*time.Second, func() bool { return got.Load() == int64(sent) }) {
-		t.Fatalf("received %d of %d frames (light ring drops %d, stats %+v)", got.Load(), sent, q.lightDrops.Load(), in.Stats())
-	}
-	runtime.ReadMemStats(&m1)
-	s := slices.Clone(lat[:min(int(counted.Load()), len(lat))])
-	slices.Sort(s)
-	med := s[len(s)/2]
-	per := float64(m1.Mallocs-m0.Mallocs) / (groups * group)
-	t.Logf("%d frames; after the bursts (moves to the V3 ring %d): write to handler median %v, p90 %v, max %v; moves to the V3 ring %d, to the light ring %d (%d by a timer-retired block); %.3f allocations per frame",
-		sent, toBulk, med, s[len(s)*9/10], s[len(s)-1], q.toBulk.Load(), q.toLight.Load(), q.toLightTimer.Load(), per)
-	if toBulk == 0 {
-		t.Errorf("the bursts did not move the port to its V3 ring")
-	}
-	if med > maxIdleHandover {
-		t.Errorf("median write-to-handler time %v at ~8,000 small frames/s, want at most %v (the V3 ring's retire timer)", med, maxIdleHandover)
-	}
-	if per > 0.5 {
-		t.Errorf("%.3f allocations per frame, want the receive path to add none", per)
-	}
-	if rxDrops(in.Stats()) != 0 {
-		t.Errorf("receive drops %v", in.Stats().Drops)
 	}
 }

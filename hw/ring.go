@@ -33,7 +33,6 @@ const (
 	// tp_status bits (linux/if_packet.h).
 	tpStatusUser          = 0x1
 	tpStatusCsumNotReady  = 0x8
-	tpStatusBlkTmo        = 0x20 // block_status: retired by the timer, not full
 	tpStatusVLANValid     = 0x10
 	tpStatusVLANTPIDValid = 0x40
 	tpStatusCsumValid     = 0x80

@@ -35,27 +35,17 @@ type rxQueue struct {
 	// steers frames to the light ring; draining, that it just did and
 	// the V3 block the kernel was filling is still to be read (until
 	// it is empty and settleUntil passed, or drainUntil); lightBroken,
-	// that a steering call failed and the queue stays on its V3 ring;
-	// lightFill, that the queue is on its light ring because a V3 block
-	// retired by its timer (the frames came too slowly to fill blocks),
-	// so that only a real backlog moves it back (stepLight).
-	// winStart, winFrames, winBytes and winWaits count the frames of
-	// the current rate window (LightEnterWindow, LightLeaveWindow), the
-	// V3 ring bytes they take and the light ring's waits for them.
+	// that a steering call failed and the queue stays on its V3 ring.
+	// winStart and winFrames count the frames of the current rate
+	// window (LightEnterWindow, LightLeaveWindow).
 	light                                        *lightRing
-	lightOn, draining, lightBroken, lightFill    bool
+	lightOn, draining, lightBroken               bool
 	drainUntil, settleUntil, winStart, lastStats time.Time
-	winFrames, winBytes, winWaits                int
-	// wakeHoldUntil: the queue left its light ring for its wakeup rate
-	// (LightWakeWaits) or after a move on a timer-retired block; until
-	// then such a block does not move it back (LightWakeHold).
-	// lightSince is when the queue last moved to its light ring.
-	wakeHoldUntil, lightSince time.Time
-	// toLight and toBulk count the queue's moves (toLightTimer those to
-	// the light ring on a timer-retired block), lightDrops the ring
+	winFrames                                    int
+	// toLight and toBulk count the queue's moves, lightDrops the ring
 	// drops of its light ring (also in the port's "ring" drops); for
 	// tests.
-	toLight, toBulk, lightDrops, toLightTimer atomic.Uint64
+	toLight, toBulk, lightDrops atomic.Uint64
 	// hold is the Backlog the loop serves (RunBacklog), nil with Run;
 	// readRun counts the blocks read with more ready behind them since
 	// the loop last served it. Both routineReceive's.
@@ -375,24 +365,13 @@ func (q *rxQueue) stepBulk(ctx context.Context, stop *atomic.Bool, h BatchHandle
 		q.countBulk(0)
 		return nil
 	}
-	behind := q.backlog()
-	if q.light != nil && !q.lightOn && !q.lightBroken && behind == 0 && atomic.LoadUint32(status)&tpStatusBlkTmo != 0 && time.Now().After(q.wakeHoldUntil) {
-		// The block retired by its timer, not full, and none is ready
-		// behind it: its frames waited a retire period (a jiffy or
-		// two) for nothing, a TCP sender perhaps for the ACKs in it.
-		// Frames that come this slowly are the light ring's, whatever
-		// their rate in frames. Moved before the block's frames run,
-		// so that what they cause (the sender's next segments) lands
-		// in the light ring and the block the kernel just opened is
-		// most likely still empty: the move then waits no timer.
-		q.moveToLight(true)
-	}
 	if q.light != nil && !q.lightOn {
 		// Frames the selector sent to the light ring just before the
 		// move came first.
 		q.drainLight(h, drops)
 	}
 	frames := parseBlock(b, q.frames, p.maxLen, p.vnet, drops)
+	behind := q.backlog()
 	if behind >= RingBacklogBlocks {
 		for i := range frames {
 			frames[i].Backlogged = true
@@ -551,42 +530,19 @@ func (q *rxQueue) countBulk(n int) {
 	if seen >= LightEnterFrames {
 		return
 	}
-	q.moveToLight(false)
-}
-
-// moveToLight steers the queue's frames to its light ring; the loop
-// reads the V3 ring on until the kernel's current block is empty or
-// retired (draining). fill says why: a V3 block retired by its timer
-// (true), or the rate window (false).
-func (q *rxQueue) moveToLight(fill bool) {
 	if err := q.light.steer(true); err != nil {
 		q.port.log.Warn("light ring: steering failed; the queue stays on its V3 ring", "queue", q.id, "err", err)
 		q.lightBroken = true
 		return
 	}
 	q.toLight.Add(1)
-	if fill {
-		q.toLightTimer.Add(1)
-	}
-	now := time.Now()
-	q.lightOn, q.draining, q.lightFill = true, true, fill
-	q.lightSince = now
+	q.lightOn, q.draining = true, true
 	q.settleUntil, q.drainUntil = now.Add(lightSettle), now.Add(LightDrainTimeout)
-	q.winStart, q.winFrames, q.winBytes, q.winWaits = now, 0, 0, 0
 }
 
-// ringFrameOverhead is what a frame takes in a V3 block beyond its
-// bytes: the tpacket3_hdr, the sockaddr_ll, the reserve and the
-// alignment before tp_mac (94 bytes on the lab's kernels) and the
-// rounding after it.
-const ringFrameOverhead = 96
-
 // stepLight hands the light ring's waiting frames to h, or waits for
-// one; past fillBytes in LightLeaveWindow (frames that fill V3 blocks
-// before their retire timer; after a move on a timer-retired block, only
-// with the reader woken for every few frames), or LightBurstFrames at
-// once (after such a move, a quarter of the light ring), it moves the
-// queue to its V3 ring.
+// one; past LightLeaveFrames in LightLeaveWindow, or LightBurstFrames
+// at once, it moves the queue to its V3 ring.
 func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandler, drops *dropCounts) error {
 	p := q.port
 	frames, n := q.light.collect(q.frames, p.maxLen, p.vnet, drops)
@@ -608,7 +564,6 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 			// above): its retire wakes the V3 socket, not this one.
 			timeout = time.Millisecond
 		}
-		q.winWaits++
 		err := q.light.wait(stop, timeout)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			q.sampleIdle()
@@ -619,35 +574,10 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 	}
 	now := time.Now()
 	if now.Sub(q.winStart) >= LightLeaveWindow {
-		q.winStart, q.winFrames, q.winBytes, q.winWaits = now, 0, 0, 0
+		q.winStart, q.winFrames = now, 0
 	}
 	q.winFrames += n
-	q.winBytes += n * ringFrameOverhead
-	for i := range frames {
-		q.winBytes += len(frames[i].Data)
-	}
-	burst := LightBurstFrames
-	// Frames that fill V3 blocks before their retire timer: the V3
-	// ring's.
-	fills := q.winBytes >= q.light.fillBytes
-	if q.lightFill {
-		// The port came here because a V3 block waited for its timer
-		// all the same (a sender waiting for ACKs in it): a handful of
-		// frames at once is the reader being woken by a sender between
-		// its own runs (one CPU), not the start of a flood, and a
-		// quarter of the ring still leaves three quarters for the move.
-		// The rate alone does not take it back, only the rate with
-		// the reader woken for every few frames (LightWakeFrames),
-		// which a V3 block's wakeup would spare.
-		burst = q.light.slots / 4
-		fills = fills && q.winFrames < LightWakeFrames*q.winWaits
-	}
-	// A reader woken for every few frames, thousands of times a
-	// second (a reader on its own core, faster than the sender): the
-	// wakeups cost more than the V3 ring's timer, whose wait a sender
-	// with a wide window does not feel.
-	wakes := q.winWaits >= LightWakeWaits && q.winFrames < LightWakeFrames*q.winWaits
-	if !fills && !wakes && n < burst {
+	if q.winFrames < LightLeaveFrames && n < LightBurstFrames {
 		q.deliver(frames, drops, h, false)
 		q.light.release(n)
 		return nil
@@ -657,7 +587,7 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 	if err := q.light.steer(false); err != nil {
 		// Stay on the light ring: it still takes every frame.
 		p.log.Warn("light ring: steering failed; the queue stays on its light ring", "queue", q.id, "err", err)
-		q.winStart, q.winFrames, q.winBytes, q.winWaits = now, 0, 0, 0
+		q.winStart, q.winFrames = now, 0
 		q.deliver(frames, drops, h, false)
 		q.light.release(n)
 		return nil
@@ -668,17 +598,7 @@ func (q *rxQueue) stepLight(ctx context.Context, stop *atomic.Bool, h BatchHandl
 	q.deliver(frames, drops, h, true)
 	q.light.release(n)
 	q.drainLight(h, drops)
-	if wakes || q.lightFill && (fills || now.Sub(q.lightSince) < LightFlapTime) {
-		// Left for its wakeups, or by rate or soon after a move on a
-		// timer-retired block: no move back on the next such block
-		// for a while, so that a port whose frames fill blocks now
-		// and then does not pay a move (and a drain) per block. A
-		// burst after a long stay is no such sign: on one CPU the
-		// reader finds one now and then, and its sender's next wait
-		// for the timer brings the port back at once.
-		q.wakeHoldUntil = now.Add(LightWakeHold)
-	}
-	q.lightOn, q.lightFill = false, false
+	q.lightOn = false
 	q.winStart, q.winFrames = time.Now(), 0
 	return nil
 }

@@ -76,10 +76,6 @@ func TestBridgeThroughput(t *testing.T) {
 	cancel()
 	wg.Wait()
 	sa, sb := pa.Stats(), pb.Stats()
-	for _, p := range []*Port{pa, pb} {
-		q := p.queues[0]
-		t.Logf("%s: moves to the V3 ring %d, to the light ring %d (%d on a timer-retired block)", p.name, q.toBulk.Load(), q.toLight.Load(), q.toLightTimer.Load())
-	}
 	pa.Close()
 	pb.Close()
 
