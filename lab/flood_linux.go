@@ -27,14 +27,8 @@ const (
 	floodRate     = 25000 // SYN/s; the acceptance asks for >= 20,000
 	floodFor      = 10 * time.Second
 	floodMinRate  = 20000
-	// floodRSSBudget is the most the router's RSS may grow by: 16 MiB
-	// for what the flood makes (conntrack entries, buffers), plus the
-	// slots of the lab's two ports' receive queues (ports[].aqm, on by
-	// default: stack.RxQueue's 2,048 slots of 2 KiB each), made on first
-	// use and touched as the flood deepens the queue; bounded, not grown
-	// by the flood (with them, 15.9-17.2 MiB in two runs, 10.1 without).
-	floodRSSBudget    = 16<<20 + 2*floodRxQueueArena
-	floodRxQueueArena = 2048 * 2 << 10
+	// floodRSSBudget is the most the router's RSS may grow by.
+	floodRSSBudget = 16 << 20
 	// floodLead is the iperf3 flow's time before the flood starts: 2 s
 	// omitted for slow start and enough 1-s intervals for a median.
 	floodLead = 8 * time.Second
@@ -265,7 +259,7 @@ func (r floodResult) check(throughput bool) error {
 	errs := r.flowErrs(throughput)
 	errs = append(errs, r.tableErrs()...)
 	if r.RSS1-r.RSS0 > floodRSSBudget {
-		errs = append(errs, fmt.Sprintf("RSS grew by %.1f MiB, want <= %d", float64(r.RSS1-r.RSS0)/(1<<20), floodRSSBudget>>20))
+		errs = append(errs, fmt.Sprintf("RSS grew by %.1f MiB, want <= 16", float64(r.RSS1-r.RSS0)/(1<<20)))
 	}
 	return floodErr(errs)
 }

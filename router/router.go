@@ -467,12 +467,12 @@ func (r *Router) bindPortsLocked() {
 }
 
 // portAQM reports whether port name's receive queue is on in cfg
-// (ports[].aqm; on unless "off": a ping beside saturating load waits
-// ~2 ms instead of ~7-9 ms and is not lost, at about the same bulk
-// throughput, docs/performance.md).
+// (ports[].aqm; off unless "on": the queue copies every frame it
+// holds, which costs af_packet bulk throughput until that copy goes,
+// docs/performance.md).
 func portAQM(cfg *config.Config, name string) bool {
 	pc := cfg.Port(name)
-	return pc != nil && pc.AQM != config.AQMOff
+	return pc != nil && pc.AQM == config.AQMOn
 }
 
 // startPortLocked starts the receive loop of one port.

@@ -39,8 +39,8 @@ const (
 
 // Receive queue settings accepted in "ports[].aqm:".
 const (
-	AQMOn  = "on"  // the router's own flow-fair CoDel queue (default)
-	AQMOff = "off" // the receive loop runs the data path on each ring block
+	AQMOn  = "on"  // the router's own flow-fair CoDel queue
+	AQMOff = "off" // the receive loop runs the data path on each ring block (default)
 )
 
 // DefaultDriver is the driver of a port whose config names none:
@@ -146,7 +146,7 @@ type Port struct {
 	Tx string
 	// AQM is the port's receive queue (stack.RxQueue: flow-fair, CoDel
 	// with ECN marking, for when the router is the bottleneck): AQMOn
-	// or AQMOff, e.g. "off"; "" = AQMOn.
+	// or AQMOff, e.g. "on"; "" = AQMOff.
 	AQM string
 	Pos Pos // where the port is defined, e.g. {Line: 9, Col: 5}
 	// Kind is PortPacket (a kernel interface) or PortTAP (the host TAP,
