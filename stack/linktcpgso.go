@@ -197,13 +197,7 @@ func tcpContinues(s, f []byte, ipLen, l4Len int, seq uint32) bool {
 		return false
 	}
 	a, b := s[l2:], f[l2:]
-	if ipLen == header.IPv4MinimumSize {
-		// Version, IHL, TOS; flags; TTL, protocol; addresses.
-		if a[0] != b[0] || a[1] != b[1] || a[6] != b[6] || a[8] != b[8] || a[9] != b[9] || !bytes.Equal(a[12:20], b[12:20]) {
-			return false
-		}
-	} else if !bytes.Equal(a[:4], b[:4]) || !bytes.Equal(a[6:40], b[6:40]) {
-		// Version, class, flow label; next header, hop limit, addresses.
+	if !sameIPHeader(a, b, ipLen) {
 		return false
 	}
 	ta, tb := a[ipLen:], b[ipLen:]

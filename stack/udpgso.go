@@ -83,16 +83,20 @@ func sameUDPFlow(s, f []byte, ipLen int) bool {
 		return false
 	}
 	a, b := s[l2:], f[l2:]
+	return sameIPHeader(a, b, ipLen) && bytes.Equal(a[ipLen:ipLen+4], b[ipLen:ipLen+4])
+}
+
+// sameIPHeader reports whether IP headers a and b (ipLen bytes: an IPv4
+// header without options, or IPv6 without extension headers) agree in
+// every field but the length, the ID and the header checksum: what the
+// packets of one superframe share, since segmentation writes those.
+func sameIPHeader(a, b []byte, ipLen int) bool {
 	if ipLen == header.IPv4MinimumSize {
 		// Version, IHL, TOS; flags; TTL, protocol; addresses.
-		if a[0] != b[0] || a[1] != b[1] || a[6] != b[6] || a[8] != b[8] || a[9] != b[9] || !bytes.Equal(a[12:20], b[12:20]) {
-			return false
-		}
-	} else if !bytes.Equal(a[:4], b[:4]) || !bytes.Equal(a[6:40], b[6:40]) {
-		// Version, class, flow label; next header, hop limit, addresses.
-		return false
+		return a[0] == b[0] && a[1] == b[1] && a[6] == b[6] && a[8] == b[8] && a[9] == b[9] && bytes.Equal(a[12:20], b[12:20])
 	}
-	return bytes.Equal(a[ipLen:ipLen+4], b[ipLen:ipLen+4])
+	// Version, class, flow label; next header, hop limit, addresses.
+	return bytes.Equal(a[:4], b[:4]) && bytes.Equal(a[6:40], b[6:40])
 }
 
 // addOwnUDPLocked adds frame, a datagram the router sends (in buf, which
