@@ -382,6 +382,15 @@ func (l *lab) fastPathProof(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The last segments may still be on their way through the router
+	// when the write returns (a loaded CI run read hits 12 % short):
+	// read again until they have crossed, for at most 3 s.
+	for deadline := time.Now().Add(3 * time.Second); !l.opt.HostOffloads && after.FastPathHits-before.FastPathHits < uint64(fastPathBytes/1448) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		if after, super1, err = l.fastPathCounters(ctx, time.Now()); err != nil {
+			return "", err
+		}
+	}
 	hits := after.FastPathHits - before.FastPathHits
 	rx := after.NetstackIPReceived - before.NetstackIPReceived
 	d := fmt.Sprintf("%d MiB on an assured flow: fast-path hits +%d, netstack IP packets received +%d", fastPathBytes>>20, hits, rx)
